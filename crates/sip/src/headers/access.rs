@@ -1,0 +1,177 @@
+//! Typed accessors on [`Message`]: the API the proxy, registrar and tools use.
+
+use super::*;
+use crate::error::{ErrorKind, ParseError};
+use crate::header_name::HeaderName;
+use crate::message::{HeaderField, Message};
+use crate::span::Span;
+use crate::uri::Uri;
+
+/// One element of a comma-separated header, with where it sits in the buffer (for editing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListValue<'a> {
+    /// Index of the header line in [`Message::headers`].
+    pub field: usize,
+    pub span: Span,
+    pub bytes: &'a [u8],
+}
+
+impl Message {
+    /// Turns a value-relative error into a message-level one naming the header.
+    pub fn value_error(&self, h: &HeaderField, e: ValueError) -> ParseError {
+        ParseError::in_header(ErrorKind::HeaderValue(e.what), h.value.start as usize + e.at, self.name_of(h))
+    }
+
+    fn missing(&self, name: HeaderName) -> ParseError {
+        let n = name.canonical().unwrap_or("header").as_bytes();
+        ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), n)
+    }
+
+    /// The typed value of one header line.
+    pub fn typed(&self, h: &HeaderField) -> Result<Typed<'_>, ParseError> {
+        parse_typed(h.name, self.value_of(h)).map_err(|e| self.value_error(h, e))
+    }
+
+    /// Every element of every line named `name`, in order (RFC 3261 §7.3.1: several lines of a
+    /// list header are equivalent to one comma-separated line, order preserved).
+    pub fn list_values(&self, name: HeaderName) -> impl Iterator<Item = Result<ListValue<'_>, ParseError>> + '_ {
+        self.headers().iter().enumerate().filter(move |(_, h)| h.name == name).flat_map(move |(idx, h)| {
+            ListIter::new(self.value_of(h)).map(move |r| match r {
+                Ok((at, bytes)) => Ok(ListValue { field: idx, span: h.value.sub(at, at + bytes.len()), bytes }),
+                Err(e) => Err(self.value_error(h, e)),
+            })
+        })
+    }
+
+    fn typed_list<'m, T: 'm>(
+        &'m self,
+        name: HeaderName,
+        parse: impl Fn(&'m [u8]) -> Result<T, ValueError> + 'm,
+    ) -> impl Iterator<Item = Result<T, ParseError>> + 'm {
+        self.list_values(name).map(move |r| {
+            let v = r?;
+            let h = &self.headers()[v.field];
+            let offset = (v.span.start - h.value.start) as usize;
+            parse(v.bytes).map_err(|e| self.value_error(h, e.shifted(offset)))
+        })
+    }
+
+    /// The first line of a single-valued header, parsed with `parse`; `Ok(None)` when absent.
+    fn single<'m, T>(
+        &'m self,
+        name: HeaderName,
+        parse: impl Fn(&'m [u8]) -> Result<T, ValueError>,
+    ) -> Result<Option<T>, ParseError> {
+        match self.field(name) {
+            None => Ok(None),
+            Some(h) => parse(self.value_of(h)).map(Some).map_err(|e| self.value_error(h, e)),
+        }
+    }
+
+    fn required<'m, T>(
+        &'m self,
+        name: HeaderName,
+        parse: impl Fn(&'m [u8]) -> Result<T, ValueError>,
+    ) -> Result<T, ParseError> {
+        self.single(name, parse)?.ok_or_else(|| self.missing(name))
+    }
+
+    /// All Via values, topmost first.
+    pub fn vias(&self) -> impl Iterator<Item = Result<Via<'_>, ParseError>> + '_ {
+        self.typed_list(HeaderName::Via, Via::parse)
+    }
+
+    /// The topmost Via: the one a server answers to (RFC 3261 §18.2.2).
+    pub fn top_via(&self) -> Result<Via<'_>, ParseError> {
+        self.vias().next().unwrap_or_else(|| Err(self.missing(HeaderName::Via)))
+    }
+
+    pub fn from_header(&self) -> Result<NameAddr<'_>, ParseError> {
+        self.required(HeaderName::From, NameAddr::parse)
+    }
+
+    pub fn to_header(&self) -> Result<NameAddr<'_>, ParseError> {
+        self.required(HeaderName::To, NameAddr::parse)
+    }
+
+    pub fn call_id(&self) -> Result<&str, ParseError> {
+        self.required(HeaderName::CallId, parse_call_id)
+    }
+
+    pub fn cseq(&self) -> Result<CSeq<'_>, ParseError> {
+        self.required(HeaderName::CSeq, CSeq::parse)
+    }
+
+    pub fn max_forwards(&self) -> Result<Option<u8>, ParseError> {
+        self.single(HeaderName::MaxForwards, parse_max_forwards)
+    }
+
+    pub fn expires(&self) -> Result<Option<u32>, ParseError> {
+        self.single(HeaderName::Expires, parse_delta_seconds)
+    }
+
+    pub fn min_expires(&self) -> Result<Option<u32>, ParseError> {
+        self.single(HeaderName::MinExpires, parse_delta_seconds)
+    }
+
+    pub fn content_type(&self) -> Result<Option<MediaType<'_>>, ParseError> {
+        self.single(HeaderName::ContentType, MediaType::parse)
+    }
+
+    pub fn retry_after(&self) -> Result<Option<RetryAfter<'_>>, ParseError> {
+        self.single(HeaderName::RetryAfter, RetryAfter::parse)
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = Result<NameAddr<'_>, ParseError>> + '_ {
+        self.typed_list(HeaderName::Route, NameAddr::parse)
+    }
+
+    pub fn record_routes(&self) -> impl Iterator<Item = Result<NameAddr<'_>, ParseError>> + '_ {
+        self.typed_list(HeaderName::RecordRoute, NameAddr::parse)
+    }
+
+    pub fn paths(&self) -> impl Iterator<Item = Result<NameAddr<'_>, ParseError>> + '_ {
+        self.typed_list(HeaderName::Path, NameAddr::parse)
+    }
+
+    pub fn contacts(&self) -> impl Iterator<Item = Result<Contact<'_>, ParseError>> + '_ {
+        self.typed_list(HeaderName::Contact, Contact::parse)
+    }
+
+    /// Option tags or methods of a token-list header (Require, Proxy-Require, Supported,
+    /// Unsupported, Allow).
+    pub fn tokens(&self, name: HeaderName) -> impl Iterator<Item = Result<&str, ParseError>> + '_ {
+        self.typed_list(name, parse_token)
+    }
+
+    /// Credentials or challenges: one per line of Authorization, Proxy-Authorization,
+    /// WWW-Authenticate or Proxy-Authenticate.
+    pub fn auth_values(&self, name: HeaderName) -> impl Iterator<Item = Result<AuthValue<'_>, ParseError>> + '_ {
+        self.fields(name).map(move |h| AuthValue::parse(self.value_of(h)).map_err(|e| self.value_error(h, e)))
+    }
+
+    /// User-Agent or Server text.
+    pub fn text(&self, name: HeaderName) -> Option<&str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The Request-URI, parsed. RFC 3261 §19.1.5 forbids header components in a Request-URI
+    /// (RFC 4475 §3.1.2.11: reject with 400 rather than forward them).
+    pub fn request_uri(&self) -> Result<Uri<'_>, ParseError> {
+        let crate::StartLine::Request { uri, .. } = *self.start_line() else {
+            return Err(ParseError::new(ErrorKind::StartLine("a response has no Request-URI"), 0));
+        };
+        let bytes = self.slice(uri);
+        let parsed = Uri::parse(bytes)
+            .map_err(|e| ParseError::new(ErrorKind::RequestUri(e.reason), uri.start as usize + e.offset))?;
+        if let Uri::Sip(sip) = &parsed {
+            if !sip.headers_raw().is_empty() {
+                return Err(ParseError::new(
+                    ErrorKind::RequestUri("header components are not allowed in a Request-URI"),
+                    uri.start as usize,
+                ));
+            }
+        }
+        Ok(parsed)
+    }
+}

@@ -1,0 +1,140 @@
+//! name-addr / addr-spec with parameters: From, To, Contact, Route, Record-Route, Path, Reply-To,
+//! Refer-To, Referred-By (RFC 3261 §20, §25.1).
+
+use super::{Params, ValueError};
+use crate::scan;
+use crate::uri::Uri;
+
+/// `( name-addr / addr-spec ) *( SEMI param )`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameAddr<'a> {
+    /// The display name as written: a quoted-string keeps its quotes (see [`super::unquote`]).
+    pub display_name: Option<&'a str>,
+    pub uri: Uri<'a>,
+    /// Whether the URI was enclosed in `<>` (name-addr form).
+    pub bracketed: bool,
+    pub params: Params<'a>,
+}
+
+impl<'a> NameAddr<'a> {
+    /// Parses one value; the list, if any, has already been split at top-level commas.
+    pub fn parse(s: &'a [u8]) -> Result<NameAddr<'a>, ValueError> {
+        let i = scan::skip_lws(s, 0);
+        let (display_name, uri_start, bracketed) = display_and_uri_start(s, i)?;
+        let (uri_end, after) = if bracketed {
+            let close = memchr::memchr(b'>', &s[uri_start..])
+                .map(|k| uri_start + k)
+                .ok_or(ValueError::at(uri_start, "missing '>'"))?;
+            (close, close + 1)
+        } else {
+            // addr-spec form: RFC 3261 §20.10 says a URI containing ',', '?' or ';' must be in
+            // <>, so the URI ends at the first of those or at whitespace.
+            let end = uri_start
+                + s[uri_start..]
+                    .iter()
+                    .take_while(|&&b| !matches!(b, b';' | b',' | b' ' | b'\t' | b'\r' | b'\n'))
+                    .count();
+            if let Some(q) = s[uri_start..end].iter().position(|&b| b == b'?') {
+                // RFC 4475 §3.1.2.13 (regbadct): headers in an unbracketed URI are an error.
+                return Err(ValueError::at(uri_start + q, "URI with '?' must be enclosed in <>"));
+            }
+            (end, end)
+        };
+        let uri = Uri::parse(&s[uri_start..uri_end]).map_err(|e| ValueError::at(uri_start + e.offset, e.reason))?;
+        let (params, end) = Params::parse(s, after)?;
+        if end != s.len() {
+            return Err(ValueError::at(end, "unexpected text after address"));
+        }
+        Ok(NameAddr { display_name, uri, bracketed, params })
+    }
+
+    pub fn tag(&self) -> Option<&'a str> {
+        self.params.get("tag").flatten()
+    }
+}
+
+/// Reads an optional display name and finds where the URI starts.
+/// `display-name = *(token LWS) / quoted-string`; RFC 4475 §3.1.1.6 (lwsdisp) requires accepting
+/// no LWS between the display name and `<`.
+fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, bool), ValueError> {
+    match s.get(i) {
+        Some(b'<') => return Ok((None, i + 1, true)),
+        Some(b'"') => {
+            let end = scan::quoted_string_end(s, i).ok_or(ValueError::at(i, "unterminated quoted display name"))?;
+            let lt = scan::skip_lws(s, end);
+            if s.get(lt) != Some(&b'<') {
+                return Err(ValueError::at(lt, "expected '<' after display name"));
+            }
+            let name = std::str::from_utf8(&s[i..end]).map_err(|_| ValueError::at(i, "display name is not UTF-8"))?;
+            return Ok((Some(name), lt + 1, true));
+        }
+        None => return Err(ValueError::at(i, "empty address")),
+        _ => {}
+    }
+    // A word directly followed by ':' is a URI scheme: the addr-spec form. Display-name
+    // tokens are never followed by ':'.
+    if s.get(scan::token_end(s, i)) == Some(&b':') {
+        return Ok((None, i, false));
+    }
+    // Otherwise `token *(LWS token) [LWS] "<"`.
+    let mut j = i;
+    loop {
+        let e = scan::token_end(s, j);
+        if e == j {
+            break;
+        }
+        j = scan::skip_lws(s, e);
+        if s.get(j) == Some(&b'<') {
+            return Ok((Some(scan::ascii_str(&s[i..e])), j + 1, true));
+        }
+        if j == e {
+            break;
+        }
+    }
+    if memchr::memchr(b'<', &s[i..]).is_some() {
+        // Words followed by a non-token character before '<': RFC 4475 §3.1.2.15 (baddn).
+        return Err(ValueError::at(j, "display name with non-token characters must be quoted"));
+    }
+    // No display name and no scheme: let the URI parser say precisely what is wrong.
+    Ok((None, i, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms() {
+        let a = NameAddr::parse(b"\"Bob \\\"B\\\"\" <sip:bob@biloxi.com>;tag=a6c85cf").unwrap();
+        assert_eq!(a.display_name, Some("\"Bob \\\"B\\\"\""));
+        assert_eq!(a.tag(), Some("a6c85cf"));
+        assert!(a.bracketed);
+        let b = NameAddr::parse(b"sip:bob@biloxi.com ;   tag    = 1918181833n").unwrap();
+        assert_eq!(b.display_name, None);
+        assert_eq!(b.tag(), Some("1918181833n"));
+        assert!(!b.bracketed);
+        let c = NameAddr::parse(b"caller<sip:caller@example.com>;tag=323").unwrap();
+        assert_eq!(c.display_name, Some("caller"));
+        let d = NameAddr::parse(b"Alice  Smith <sip:a@b>").unwrap();
+        assert_eq!(d.display_name, Some("Alice  Smith"));
+    }
+
+    #[test]
+    fn params_belong_to_header_in_addr_spec_form() {
+        let a = NameAddr::parse(b"sip:u@h;unknownparam").unwrap();
+        assert!(a.params.contains("unknownparam"));
+        let b = NameAddr::parse(b"<sip:u@h;unknownparam>").unwrap();
+        assert!(b.params.is_empty());
+    }
+
+    #[test]
+    fn rejects() {
+        assert!(NameAddr::parse(b"Bell, Alexander <sip:a.g.bell@example.com>;tag=43").is_err());
+        assert!(NameAddr::parse(b"\"Mr. J. User <sip:j.user@example.com>").is_err());
+        assert!(NameAddr::parse(b"< sip:t.watson@example.org >").is_err());
+        assert!(NameAddr::parse(b"sip:user@example.com?Route=%3Csip:x%3E").is_err());
+        assert!(NameAddr::parse(b"<sip:a@b").is_err());
+        assert!(NameAddr::parse(b"").is_err());
+        assert!(NameAddr::parse(b"<sip:a@b> junk").is_err());
+    }
+}

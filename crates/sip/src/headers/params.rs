@@ -1,0 +1,156 @@
+//! Generic parameters `*( SEMI name [ EQUAL value ] )` used by Via, name-addr headers,
+//! Content-Type, Retry-After and others (RFC 3261 §25.1 generic-param).
+
+use super::ValueError;
+use crate::scan;
+
+/// A validated parameter list, kept as the raw text starting at the first `;`. Lookups re-scan
+/// it: lists are short and most messages read one or two parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Params<'a> {
+    raw: &'a [u8],
+}
+
+impl<'a> Params<'a> {
+    /// Reads parameters starting at `s[i]` (LWS allowed around `;` and `=`). Stops at the end of
+    /// `s` or at a top-level `,`. Returns the list and the index where it stopped.
+    pub fn parse(s: &'a [u8], i: usize) -> Result<(Params<'a>, usize), ValueError> {
+        let begin = scan::skip_lws(s, i);
+        let mut j = begin;
+        let mut last = begin;
+        while s.get(j) == Some(&b';') {
+            j = scan::skip_lws(s, j + 1);
+            let name_end = scan::token_end(s, j);
+            if name_end == j {
+                return Err(ValueError::at(j, "empty or invalid parameter name"));
+            }
+            j = scan::skip_lws(s, name_end);
+            last = name_end;
+            if s.get(j) == Some(&b'=') {
+                j = scan::skip_lws(s, j + 1);
+                let value_end = value_end(s, j).ok_or(ValueError::at(j, "bad parameter value"))?;
+                last = value_end;
+                j = scan::skip_lws(s, value_end);
+            }
+        }
+        let raw = if last > begin { &s[begin..last] } else { &s[begin..begin] };
+        Ok((Params { raw }, j))
+    }
+
+    /// Value of the parameter `name` (case-insensitive): `Some(None)` for a flag such as `;lr`,
+    /// `Some(Some(v))` with quotes kept for a quoted value.
+    pub fn get(&self, name: &str) -> Option<Option<&'a str>> {
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    pub fn iter(&self) -> ParamIter<'a> {
+        ParamIter { raw: self.raw, pos: 0 }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// The raw text, starting with `;`.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.raw
+    }
+}
+
+/// `gen-value = token / host / quoted-string`; host covers IPv4 and `[IPv6]`, and RFC 5118 §4.5
+/// requires accepting an unbracketed IPv6 address in `received`, so `:` is allowed too.
+fn value_end(s: &[u8], j: usize) -> Option<usize> {
+    if s.get(j) == Some(&b'"') {
+        return scan::quoted_string_end(s, j);
+    }
+    let mut k = j;
+    while s.get(k).is_some_and(|b| scan::is_token(*b) || matches!(b, b':' | b'[' | b']')) {
+        k += 1;
+    }
+    (k > j).then_some(k)
+}
+
+pub struct ParamIter<'a> {
+    raw: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for ParamIter<'a> {
+    type Item = (&'a str, Option<&'a str>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.raw;
+        if s.get(self.pos) != Some(&b';') {
+            return None;
+        }
+        let n0 = scan::skip_lws(s, self.pos + 1);
+        let n1 = scan::token_end(s, n0);
+        let mut j = scan::skip_lws(s, n1);
+        let mut value = None;
+        if s.get(j) == Some(&b'=') {
+            let v0 = scan::skip_lws(s, j + 1);
+            let v1 = value_end(s, v0).unwrap_or(s.len());
+            value = Some(std::str::from_utf8(&s[v0..v1]).unwrap_or(""));
+            j = scan::skip_lws(s, v1);
+        }
+        self.pos = j;
+        Some((scan::ascii_str(&s[n0..n1]), value))
+    }
+}
+
+/// Removes the quotes and quoted-pair escapes of a quoted-string; borrowed when nothing is escaped.
+pub fn unquote(v: &str) -> std::borrow::Cow<'_, str> {
+    let Some(inner) = v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) else {
+        return v.into();
+    };
+    if !inner.contains('\\') {
+        return inner.into();
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_looks_up() {
+        let s = b" ;branch=z9hG4bK1 ; lr;received=[2001:db8::9:255];x=\"a;b\" ,next";
+        let (p, end) = Params::parse(s, 0).unwrap();
+        assert_eq!(&s[end..], b",next");
+        assert_eq!(p.get("BRANCH"), Some(Some("z9hG4bK1")));
+        assert_eq!(p.get("lr"), Some(None));
+        assert_eq!(p.get("received"), Some(Some("[2001:db8::9:255]")));
+        assert_eq!(p.get("x"), Some(Some("\"a;b\"")));
+        assert_eq!(p.get("nope"), None);
+        assert_eq!(p.iter().count(), 4);
+    }
+
+    #[test]
+    fn rejects_empty_names() {
+        assert!(Params::parse(b";;", 0).is_err());
+        assert!(Params::parse(b";a=", 0).is_err());
+        assert!(Params::parse(b";a=\"x", 0).is_err());
+    }
+
+    #[test]
+    fn unquoting() {
+        assert_eq!(unquote("\"a\\\"b\""), "a\"b");
+        assert_eq!(unquote("plain"), "plain");
+    }
+}

@@ -1,0 +1,200 @@
+//! Small single-valued headers: CSeq, Call-ID, Max-Forwards, Expires and friends, Retry-After,
+//! Date, and token lists (Require, Supported, Allow, ...).
+
+use super::{Params, ValueError};
+use crate::method::Method;
+use crate::scan;
+
+/// `CSeq = 1*DIGIT LWS Method` (RFC 3261 §20.16); the number must fit in 32 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CSeq<'a> {
+    pub seq: u32,
+    pub method: Method<'a>,
+}
+
+impl<'a> CSeq<'a> {
+    pub fn parse(s: &'a [u8]) -> Result<CSeq<'a>, ValueError> {
+        let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+        let seq = scan::parse_u32(&s[..digits]).ok_or(ValueError::at(0, "sequence number missing or over 2**32-1"))?;
+        let m = scan::skip_lws(s, digits);
+        if m == digits {
+            return Err(ValueError::at(m, "expected whitespace after sequence number"));
+        }
+        let me = scan::token_end(s, m);
+        if me == m || me != s.len() {
+            return Err(ValueError::at(me, "bad method"));
+        }
+        Ok(CSeq { seq, method: Method::from_token(scan::ascii_str(&s[m..me])) })
+    }
+}
+
+/// `Call-ID = word [ "@" word ]` (RFC 3261 §20.8). Compared byte for byte.
+pub fn parse_call_id(s: &[u8]) -> Result<&str, ValueError> {
+    let word = |w: &[u8]| !w.is_empty() && w.iter().all(|&b| scan::is_word(b));
+    let ok = match memchr::memchr(b'@', s) {
+        Some(at) => word(&s[..at]) && word(&s[at + 1..]),
+        None => word(s),
+    };
+    if !ok {
+        let bad = s.iter().position(|&b| !scan::is_word(b) && b != b'@').unwrap_or(0);
+        return Err(ValueError::at(bad, "Call-ID must be word[@word]"));
+    }
+    Ok(scan::ascii_str(s))
+}
+
+/// `delta-seconds = 1*DIGIT` for Expires and Min-Expires; over 2**32-1 is an error
+/// (RFC 4475 §3.1.2.4).
+pub fn parse_delta_seconds(s: &[u8]) -> Result<u32, ValueError> {
+    scan::parse_u32(s).ok_or(ValueError::at(0, "not a number of seconds within 0..=4294967295"))
+}
+
+/// Max-Forwards: RFC 3261 §20.22 gives 0..=255 as the range (RFC 4475 §3.1.2.4 rejects 300).
+pub fn parse_max_forwards(s: &[u8]) -> Result<u8, ValueError> {
+    scan::parse_u32(s).and_then(|v| u8::try_from(v).ok()).ok_or(ValueError::at(0, "not a number within 0..=255"))
+}
+
+/// `Retry-After = delta-seconds [ comment ] *( SEMI retry-param )` (RFC 3261 §20.33).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryAfter<'a> {
+    pub seconds: u32,
+    pub comment: Option<&'a str>,
+    pub params: Params<'a>,
+}
+
+impl<'a> RetryAfter<'a> {
+    pub fn parse(s: &'a [u8]) -> Result<RetryAfter<'a>, ValueError> {
+        let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+        let seconds = parse_delta_seconds(&s[..digits])?;
+        let mut i = scan::skip_lws(s, digits);
+        let mut comment = None;
+        if s.get(i) == Some(&b'(') {
+            let end = comment_end(s, i).ok_or(ValueError::at(i, "unterminated comment"))?;
+            comment = Some(std::str::from_utf8(&s[i..end]).map_err(|_| ValueError::at(i, "comment is not UTF-8"))?);
+            i = scan::skip_lws(s, end);
+        }
+        let (params, end) = Params::parse(s, i)?;
+        if end != s.len() {
+            return Err(ValueError::at(end, "unexpected text"));
+        }
+        Ok(RetryAfter { seconds, comment, params })
+    }
+}
+
+/// A parenthesised comment with nesting and quoted-pairs (RFC 3261 §25.1 `comment`).
+fn comment_end(s: &[u8], i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut j = i;
+    while j < s.len() {
+        match s[j] {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j + 1);
+                }
+            }
+            b'\\' => j += 1,
+            _ => {}
+        }
+        j += 1;
+    }
+    None
+}
+
+/// A token list element: Require, Proxy-Require, Supported, Unsupported, Allow (RFC 3261 §20).
+pub fn parse_token(s: &[u8]) -> Result<&str, ValueError> {
+    let e = scan::token_end(s, 0);
+    if e == 0 || e != s.len() {
+        return Err(ValueError::at(e, "expected a single token"));
+    }
+    Ok(scan::ascii_str(s))
+}
+
+/// `Date: rfc1123-date` with the mandatory "GMT" zone (RFC 3261 §20.17; RFC 4475 §3.1.2.12
+/// rejects "EST"). Returns seconds since the Unix epoch.
+pub fn parse_date(s: &[u8]) -> Result<u64, ValueError> {
+    let text = std::str::from_utf8(s).map_err(|_| ValueError::at(0, "not ASCII"))?;
+    let bad = |what| ValueError::at(0, what);
+    let parts: Vec<&str> = text.split_ascii_whitespace().collect();
+    let [wkday, day, month, year, time, zone] = parts[..] else {
+        return Err(bad("expected 'Wkd, DD Mon YYYY HH:MM:SS GMT'"));
+    };
+    const WKDAYS: [&str; 7] = ["Mon,", "Tue,", "Wed,", "Thu,", "Fri,", "Sat,", "Sun,"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    if !WKDAYS.contains(&wkday) {
+        return Err(bad("bad weekday"));
+    }
+    if zone != "GMT" {
+        return Err(bad("time zone must be GMT"));
+    }
+    let num = |v: &str, len: usize| (v.len() == len).then(|| v.parse::<u64>().ok()).flatten();
+    let day = num(day, 2).filter(|d| (1..=31).contains(d)).ok_or(bad("bad day"))?;
+    let month = MONTHS.iter().position(|m| *m == month).ok_or(bad("bad month"))? as u64 + 1;
+    let year = num(year, 4).ok_or(bad("bad year"))?;
+    let hms: Vec<Option<u64>> = time.split(':').map(|v| num(v, 2)).collect();
+    let [Some(h), Some(m), Some(sec)] = hms[..] else {
+        return Err(bad("bad time"));
+    };
+    if h > 23 || m > 59 || sec > 60 {
+        return Err(bad("bad time"));
+    }
+    Ok(days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
+    let y = if m <= 2 { y as i64 - 1 } else { y as i64 };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe - 719_468).max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cseq() {
+        let c = CSeq::parse(b"0009\r\n  INVITE").unwrap();
+        assert_eq!((c.seq, c.method), (9, Method::Invite));
+        assert!(CSeq::parse(b"36893488147419103232 REGISTER").is_err());
+        assert!(CSeq::parse(b"1INVITE").is_err());
+        assert!(CSeq::parse(b"1 INVITE x").is_err());
+        assert_eq!(CSeq::parse(b"29344 RE%47IST%45R").unwrap().method, Method::Extension("RE%47IST%45R"));
+    }
+
+    #[test]
+    fn call_id() {
+        assert_eq!(parse_call_id(b"a84b4c76e66710@pc33.atlanta.com").unwrap(), "a84b4c76e66710@pc33.atlanta.com");
+        assert!(parse_call_id(b"a b").is_err());
+        assert!(parse_call_id(b"a@").is_err());
+        assert!(parse_call_id(b"").is_err());
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(parse_max_forwards(b"0068").unwrap(), 68);
+        assert!(parse_max_forwards(b"300").is_err());
+        assert!(parse_delta_seconds(b"10000000000").is_err());
+    }
+
+    #[test]
+    fn retry_after() {
+        let r = RetryAfter::parse(b"18000 (in a meeting);duration=3600").unwrap();
+        assert_eq!(r.seconds, 18000);
+        assert_eq!(r.comment, Some("(in a meeting)"));
+        assert_eq!(r.params.get("duration"), Some(Some("3600")));
+        assert!(RetryAfter::parse(b"949302838503028349304023988").is_err());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(parse_date(b"Sat, 13 Nov 2010 23:29:00 GMT").unwrap(), 1_289_690_940);
+        assert_eq!(parse_date(b"Thu, 01 Jan 1970 00:00:00 GMT").unwrap(), 0);
+        assert!(parse_date(b"Fri, 01 Jan 2010 16:00:00 EST").is_err());
+        assert!(parse_date(b"Fri, 1 Jan 2010 16:00:00 GMT").is_err());
+    }
+}

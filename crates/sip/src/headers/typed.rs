@@ -1,0 +1,103 @@
+//! One typed view for every header herald knows, used by `herald inspect` and by full
+//! validation. Hot paths use the specific accessors in `access.rs` instead.
+
+use super::*;
+use crate::header_name::HeaderName;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Typed<'a> {
+    Vias(Vec<Via<'a>>),
+    /// From, To, Reply-To, Refer-To, Referred-By.
+    Address(NameAddr<'a>),
+    /// Route, Record-Route, Path; also Alert-Info, Call-Info, Error-Info (`<URI> *params`).
+    Addresses(Vec<NameAddr<'a>>),
+    Contacts(Vec<Contact<'a>>),
+    CallId(&'a str),
+    CSeq(CSeq<'a>),
+    MaxForwards(u8),
+    /// Expires, Min-Expires, Session-Expires (its refresher parameter is ignored here).
+    Seconds(u32),
+    ContentLength(u32),
+    MediaType(MediaType<'a>),
+    MediaTypes(Vec<MediaType<'a>>),
+    Tokens(Vec<&'a str>),
+    Auth(AuthValue<'a>),
+    AuthInfo(AuthParams<'a>),
+    RetryAfter(RetryAfter<'a>),
+    /// Seconds since the Unix epoch.
+    Date(u64),
+    /// Free text (User-Agent, Server, Subject, ...), UTF-8.
+    Text(&'a str),
+    /// A header herald does not interpret; forwarded byte for byte.
+    Raw(&'a [u8]),
+}
+
+fn list<'a, T>(v: &'a [u8], parse: impl Fn(&'a [u8]) -> Result<T, ValueError>) -> Result<Vec<T>, ValueError> {
+    ListIter::new(v).map(|r| r.and_then(|(at, item)| parse(item).map_err(|e| e.shifted(at)))).collect()
+}
+
+fn non_empty<T>(v: Vec<T>) -> Result<Vec<T>, ValueError> {
+    if v.is_empty() {
+        Err(ValueError::at(0, "empty value"))
+    } else {
+        Ok(v)
+    }
+}
+
+fn text(v: &[u8]) -> Result<&str, ValueError> {
+    std::str::from_utf8(v).map_err(|e| ValueError::at(e.valid_up_to(), "text is not UTF-8"))
+}
+
+/// Parses `value` as the header `name` requires.
+pub fn parse_typed(name: HeaderName, v: &[u8]) -> Result<Typed<'_>, ValueError> {
+    use HeaderName as H;
+    Ok(match name {
+        H::Via => Typed::Vias(non_empty(list(v, Via::parse)?)?),
+        H::From | H::To | H::ReplyTo | H::ReferTo | H::ReferredBy => Typed::Address(NameAddr::parse(v)?),
+        H::Route | H::RecordRoute | H::Path => Typed::Addresses(non_empty(list(v, NameAddr::parse)?)?),
+        H::AlertInfo | H::CallInfo | H::ErrorInfo => Typed::Addresses(list(v, NameAddr::parse)?),
+        H::Contact => Typed::Contacts(non_empty(list(v, Contact::parse)?)?),
+        H::CallId => Typed::CallId(parse_call_id(v)?),
+        H::CSeq => Typed::CSeq(CSeq::parse(v)?),
+        H::MaxForwards => Typed::MaxForwards(parse_max_forwards(v)?),
+        H::Expires | H::MinExpires => Typed::Seconds(parse_delta_seconds(v)?),
+        H::SessionExpires => {
+            let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+            let (_, end) = Params::parse(v, digits)?;
+            if end != v.len() {
+                return Err(ValueError::at(end, "unexpected text"));
+            }
+            Typed::Seconds(parse_delta_seconds(&v[..digits])?)
+        }
+        H::ContentLength => Typed::ContentLength(parse_delta_seconds(v)?),
+        H::ContentType => Typed::MediaType(MediaType::parse(v)?),
+        H::Accept => Typed::MediaTypes(list(v, MediaType::parse)?),
+        H::Require
+        | H::ProxyRequire
+        | H::Supported
+        | H::Unsupported
+        | H::Allow
+        | H::ContentEncoding
+        | H::AllowEvents
+        | H::AcceptEncoding
+        | H::ContentLanguage
+        | H::InReplyTo => Typed::Tokens(list(v, parse_token_or_word)?),
+        H::Authorization | H::ProxyAuthorization | H::WwwAuthenticate | H::ProxyAuthenticate => {
+            Typed::Auth(AuthValue::parse(v)?)
+        }
+        H::AuthenticationInfo => Typed::AuthInfo(AuthParams::parse(v)?),
+        H::RetryAfter => Typed::RetryAfter(RetryAfter::parse(v)?),
+        H::Date => Typed::Date(parse_date(v)?),
+        H::UserAgent | H::Server | H::Subject | H::Organization | H::Priority | H::Timestamp | H::MimeVersion => {
+            Typed::Text(text(v)?)
+        }
+        H::Event | H::AcceptLanguage | H::ContentDisposition | H::Identity | H::Reason | H::Warning | H::Other => {
+            Typed::Raw(v)
+        }
+    })
+}
+
+/// In-Reply-To holds Call-IDs (words), the other token lists plain tokens.
+fn parse_token_or_word(s: &[u8]) -> Result<&str, ValueError> {
+    parse_token(s).or_else(|_| parse_call_id(s))
+}

@@ -1,0 +1,135 @@
+//! Via (RFC 3261 §20.42, §18.2.1; RFC 3581 rport; RFC 5118 IPv6 forms).
+
+use super::{Params, ValueError};
+use crate::scan;
+use crate::uri::{parse_host_port, Host};
+
+/// One via-parm: `sent-protocol LWS sent-by *( SEMI via-params )`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Via<'a> {
+    pub protocol_name: &'a str,
+    pub protocol_version: &'a str,
+    /// As written ("UDP", "TCP", "TLS", "SCTP", "WS", or an unknown token: RFC 4475 §3.1.1.10).
+    pub transport: &'a str,
+    pub host: Host<'a>,
+    pub port: Option<u16>,
+    pub params: Params<'a>,
+}
+
+/// RFC 3261 §8.1.1.7: branches that start with this cookie were built by RFC 3261 elements.
+pub const MAGIC_COOKIE: &str = "z9hG4bK";
+
+impl<'a> Via<'a> {
+    /// Parses one Via value (the list has already been split at top-level commas).
+    pub fn parse(s: &'a [u8]) -> Result<Via<'a>, ValueError> {
+        let mut i = scan::skip_lws(s, 0);
+        let (protocol_name, j) = token(s, i, "bad protocol name")?;
+        i = slash(s, j)?;
+        let (protocol_version, j) = token(s, i, "bad protocol version")?;
+        i = slash(s, j)?;
+        let (transport, j) = token(s, i, "bad transport")?;
+        i = scan::skip_lws(s, j);
+        if i == j {
+            return Err(ValueError::at(i, "missing whitespace before sent-by"));
+        }
+        let sent_by_end = sent_by_end(s, i);
+        let (host, port) = parse_host_port(&s[i..sent_by_end]).map_err(|e| ValueError::at(i + e.offset, e.reason))?;
+        let (params, end) = Params::parse(s, sent_by_end)?;
+        if end != s.len() {
+            return Err(ValueError::at(end, "unexpected text after Via parameters"));
+        }
+        Ok(Via { protocol_name, protocol_version, transport, host, port, params })
+    }
+
+    pub fn branch(&self) -> Option<&'a str> {
+        self.params.get("branch").flatten()
+    }
+
+    /// Whether the branch carries the RFC 3261 magic cookie with something after it. A bare
+    /// cookie is not a usable transaction id (RFC 4475 §3.2.1).
+    pub fn has_rfc3261_branch(&self) -> bool {
+        self.branch().is_some_and(|b| b.len() > MAGIC_COOKIE.len() && b.starts_with(MAGIC_COOKIE))
+    }
+
+    pub fn received(&self) -> Option<&'a str> {
+        self.params.get("received").flatten()
+    }
+
+    /// `None`: no rport; `Some(None)`: rport requested (RFC 3581 §3); `Some(Some(p))`: filled in.
+    pub fn rport(&self) -> Option<Option<u16>> {
+        self.params.get("rport").map(|v| v.and_then(|v| v.parse().ok()))
+    }
+
+    pub fn maddr(&self) -> Option<&'a str> {
+        self.params.get("maddr").flatten()
+    }
+
+    pub fn ttl(&self) -> Option<u8> {
+        self.params.get("ttl").flatten().and_then(|v| v.parse().ok())
+    }
+}
+
+fn token<'a>(s: &'a [u8], i: usize, what: &'static str) -> Result<(&'a str, usize), ValueError> {
+    let e = scan::token_end(s, i);
+    if e == i {
+        return Err(ValueError::at(i, what));
+    }
+    Ok((scan::ascii_str(&s[i..e]), e))
+}
+
+/// `SLASH = SWS "/" SWS`
+fn slash(s: &[u8], i: usize) -> Result<usize, ValueError> {
+    let i = scan::skip_lws(s, i);
+    if s.get(i) != Some(&b'/') {
+        return Err(ValueError::at(i, "expected '/' in sent-protocol"));
+    }
+    Ok(scan::skip_lws(s, i + 1))
+}
+
+/// sent-by ends at `;`, LWS or the end; an IPv6 reference may contain `:` but never those.
+/// (`COLON = SWS ":" SWS` would allow LWS around the port colon; no implementation sends it and
+/// accepting it would make `host ;param` ambiguous, so sent-by is kept contiguous.)
+fn sent_by_end(s: &[u8], i: usize) -> usize {
+    i + s[i..].iter().take_while(|&&b| b != b';' && b != b'\r' && !scan::is_wsp(b)).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    #[test]
+    fn full_via() {
+        let v =
+            Via::parse(b"SIP/2.0/UDP pc33.atlanta.com:5066;branch=z9hG4bK776asdhds;rport;received=192.0.2.1").unwrap();
+        assert_eq!(v.transport, "UDP");
+        assert_eq!(v.host, Host::Name("pc33.atlanta.com"));
+        assert_eq!(v.port, Some(5066));
+        assert_eq!(v.branch(), Some("z9hG4bK776asdhds"));
+        assert!(v.has_rfc3261_branch());
+        assert_eq!(v.rport(), Some(None));
+        assert_eq!(v.received(), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn lws_in_sent_protocol() {
+        let v = Via::parse(b"SIP  /   2.0  / UDP   192.0.2.2;branch=390skdjuw").unwrap();
+        assert_eq!((v.protocol_name, v.protocol_version, v.transport), ("SIP", "2.0", "UDP"));
+        assert!(!v.has_rfc3261_branch());
+    }
+
+    #[test]
+    fn ipv6_sent_by() {
+        let v = Via::parse(b"SIP/2.0/UDP [2001:db8::9:1]:5070;branch=z9hG4bKas3-111").unwrap();
+        assert_eq!(v.host, Host::Ipv6("2001:db8::9:1".parse::<Ipv6Addr>().unwrap()));
+        assert_eq!(v.port, Some(5070));
+    }
+
+    #[test]
+    fn malformed() {
+        assert!(Via::parse(b"SIP/2.0/UDP 192.0.2.15;;").is_err());
+        assert!(Via::parse(b"SIP/2.0 192.0.2.15").is_err());
+        assert!(Via::parse(b"SIP/2.0/UDP").is_err());
+        assert!(Via::parse(b"SIP/2.0/UDP host;branch=a junk").is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! herald-sip: the SIP message layer of herald (RFC 3261 §7, §19, §20, §25; RFC 4475; RFC 5118).
+//!
+//! * [`Message::parse`] indexes one message in a single pass over a shared [`bytes::Bytes`]
+//!   buffer; typed header values (module [`headers`]) are parsed on access and borrow from it.
+//! * [`uri`] parses sip, sips, tel and opaque absolute URIs and compares them as RFC 3261
+//!   §19.1.4 requires.
+//! * [`framing`] cuts messages out of a stream (TCP, TLS) by Content-Length.
+//! * [`Editor`] forwards a message with cheap edits, copying untouched bytes verbatim.
+//! * [`Limits`] bounds everything; errors ([`ParseError`]) name the offset and header and map to
+//!   the response a server owes the sender.
+
+pub mod editor;
+pub mod error;
+pub mod framing;
+pub mod header_name;
+pub mod headers;
+pub mod limits;
+pub mod message;
+pub mod method;
+mod scan;
+pub mod span;
+pub mod start_line;
+pub mod uri;
+mod validate;
+
+pub use editor::Editor;
+pub use error::{ErrorKind, ParseError};
+pub use header_name::HeaderName;
+pub use limits::{Limit, Limits};
+pub use message::{HeaderField, Message, Transport};
+pub use method::Method;
+pub use span::Span;
+pub use start_line::StartLine;

@@ -1,0 +1,343 @@
+//! The parsed message: one shared buffer, the start line and a one-pass header index.
+//!
+//! `Message::parse` finds every header line in a single pass (RFC 3261 §7.3) and records byte
+//! ranges only; typed values are produced by the accessors in [`crate::headers`] on demand, and
+//! borrow from the buffer. The proxy hot path therefore pays for exactly the headers it reads.
+
+use crate::error::{ErrorKind, ParseError};
+use crate::header_name::HeaderName;
+use crate::limits::{Limit, Limits};
+use crate::method::Method;
+use crate::scan;
+use crate::span::Span;
+use crate::start_line::{parse_start_line, StartLine};
+use bytes::Bytes;
+
+/// One header line as found in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: HeaderName,
+    /// The name as written (it may be the compact form, any case).
+    pub name_span: Span,
+    /// The value without leading and trailing LWS. It may contain folded line breaks, which
+    /// every typed parser treats as LWS.
+    pub value: Span,
+    /// The whole line including its terminating CRLF (and any folded continuation lines).
+    pub line: Span,
+}
+
+/// How the message was delimited, which decides what Content-Length may or must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The buffer is one UDP datagram: Content-Length may be absent (body = rest) and octets past
+    /// it are ignored (RFC 3261 §18.3, RFC 4475 §3.1.1.8).
+    Datagram,
+    /// The buffer is exactly one framed message from a stream (see [`crate::framing`]).
+    Stream,
+}
+
+/// A parsed SIP message. Cloning is cheap (the buffer is reference-counted).
+#[derive(Debug, Clone)]
+pub struct Message {
+    buf: Bytes,
+    start: StartLine,
+    headers: Vec<HeaderField>,
+    /// Offset of the empty line that ends the header section.
+    head_end: u32,
+    body: Span,
+    content_length: Option<u32>,
+    /// Octets of the datagram after Content-Length that were ignored.
+    trailing: u32,
+}
+
+impl Message {
+    /// Parses one UDP datagram (or any buffer holding exactly one message).
+    pub fn parse(buf: Bytes, limits: &Limits) -> Result<Message, ParseError> {
+        Self::parse_as(buf, limits, Transport::Datagram)
+    }
+
+    pub fn parse_as(buf: Bytes, limits: &Limits, transport: Transport) -> Result<Message, ParseError> {
+        if buf.len() > limits.max_message_size {
+            return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
+        }
+        // RFC 3261 §7.5: CRLFs before the start line are ignored.
+        let skip = buf.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+        if skip == buf.len() {
+            return Err(ParseError::new(ErrorKind::Empty, 0));
+        }
+        let buf = if skip > 0 { buf.slice(skip..) } else { buf };
+        Self::parse_trimmed(buf, limits, transport).map_err(|mut e| {
+            e.offset += skip;
+            e
+        })
+    }
+
+    fn parse_trimmed(mut buf: Bytes, limits: &Limits, transport: Transport) -> Result<Message, ParseError> {
+        let s: &[u8] = &buf;
+        let (start, mut pos) = parse_start_line(s, limits)?;
+        let mut headers = Vec::with_capacity(16);
+        let mut content_length: Option<(u32, usize)> = None;
+        let (mut vias, mut routes) = (0usize, 0usize);
+        let head_end = loop {
+            if pos >= s.len() {
+                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
+            }
+            if s[pos..].starts_with(b"\r\n") {
+                break pos;
+            }
+            if headers.len() == limits.max_headers {
+                return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
+            }
+            let field = parse_header_line(s, pos, limits)?;
+            pos = field.line.end as usize;
+            match field.name {
+                HeaderName::Via => {
+                    vias += count_values(&s[field.value.range()]);
+                    if vias > limits.max_via {
+                        return Err(limit_in(Limit::ViaCount, &field, s));
+                    }
+                }
+                HeaderName::Route | HeaderName::RecordRoute => {
+                    routes += count_values(&s[field.value.range()]);
+                    if routes > limits.max_route {
+                        return Err(limit_in(Limit::RouteCount, &field, s));
+                    }
+                }
+                HeaderName::ContentLength => {
+                    let at = field.value.start as usize;
+                    let name = &s[field.name_span.range()];
+                    if content_length.is_some() {
+                        // RFC 4475 §3.3.9: two lengths leave the framing undecidable.
+                        return Err(ParseError::in_header(ErrorKind::DuplicateHeader, at, name));
+                    }
+                    let n = scan::parse_u32(&s[field.value.range()]).ok_or_else(|| {
+                        ParseError::in_header(ErrorKind::HeaderValue("not a decimal length"), at, name)
+                    })?;
+                    content_length = Some((n, at));
+                }
+                _ => {}
+            }
+            headers.push(field);
+        };
+        let body_start = head_end + 2;
+        let available = s.len() - body_start;
+        let (body_len, trailing) = match (content_length, transport) {
+            (Some((n, at)), _) => {
+                let n = n as usize;
+                if n > available {
+                    let e = ParseError::in_header(ErrorKind::BodyTruncated, at, b"Content-Length");
+                    return Err(e);
+                }
+                (n, available - n)
+            }
+            (None, Transport::Datagram) => (available, 0),
+            (None, Transport::Stream) => {
+                return Err(ParseError::new(ErrorKind::MissingContentLength, head_end));
+            }
+        };
+        let end = body_start + body_len;
+        buf.truncate(end);
+        Ok(Message {
+            buf,
+            start,
+            headers,
+            head_end: head_end as u32,
+            body: Span::new(body_start, end),
+            content_length: content_length.map(|(n, _)| n),
+            trailing: trailing as u32,
+        })
+    }
+
+    /// The message bytes (trailing datagram octets past Content-Length excluded).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The shared buffer; slicing it is free.
+    pub fn buffer(&self) -> &Bytes {
+        &self.buf
+    }
+
+    pub fn start_line(&self) -> &StartLine {
+        &self.start
+    }
+
+    pub fn is_request(&self) -> bool {
+        matches!(self.start, StartLine::Request { .. })
+    }
+
+    /// The request method, or `None` for a response.
+    pub fn method(&self) -> Option<Method<'_>> {
+        match self.start {
+            StartLine::Request { method, .. } => Some(Method::from_token(self.str_at(method))),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The Request-URI exactly as written, or `None` for a response.
+    pub fn request_uri_bytes(&self) -> Option<&[u8]> {
+        match self.start {
+            StartLine::Request { uri, .. } => Some(&self.buf[uri.range()]),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The status code, or `None` for a request.
+    pub fn status(&self) -> Option<u16> {
+        match self.start {
+            StartLine::Response { code, .. } => Some(code),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    /// The reason phrase as written (may be empty, may be UTF-8: RFC 4475 §3.1.1.12/13).
+    pub fn reason(&self) -> Option<&[u8]> {
+        match self.start {
+            StartLine::Response { reason, .. } => Some(&self.buf[reason.range()]),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    pub fn headers(&self) -> &[HeaderField] {
+        &self.headers
+    }
+
+    pub fn slice(&self, span: Span) -> &[u8] {
+        &self.buf[span.range()]
+    }
+
+    /// A span's bytes as `&str`; empty if they are not UTF-8 (callers validated the grammar).
+    pub(crate) fn str_at(&self, span: Span) -> &str {
+        scan::ascii_str(&self.buf[span.range()])
+    }
+
+    pub fn name_of(&self, h: &HeaderField) -> &[u8] {
+        &self.buf[h.name_span.range()]
+    }
+
+    pub fn value_of(&self, h: &HeaderField) -> &[u8] {
+        &self.buf[h.value.range()]
+    }
+
+    /// All header lines with the given name, in order.
+    pub fn fields(&self, name: HeaderName) -> impl Iterator<Item = &HeaderField> + '_ {
+        self.headers.iter().filter(move |h| h.name == name)
+    }
+
+    /// The first header line with the given name.
+    pub fn field(&self, name: HeaderName) -> Option<&HeaderField> {
+        self.headers.iter().find(|h| h.name == name)
+    }
+
+    /// Raw value of the first header with this name.
+    pub fn get(&self, name: HeaderName) -> Option<&[u8]> {
+        self.field(name).map(|h| self.value_of(h))
+    }
+
+    /// Raw value of the first header with this name as written (for unknown headers).
+    pub fn get_by_name(&self, name: &str) -> Option<&[u8]> {
+        let known = HeaderName::from_bytes(name.as_bytes());
+        self.headers
+            .iter()
+            .find(|h| {
+                if known != HeaderName::Other {
+                    h.name == known
+                } else {
+                    self.name_of(h).eq_ignore_ascii_case(name.as_bytes())
+                }
+            })
+            .map(|h| self.value_of(h))
+    }
+
+    pub fn content_length(&self) -> Option<u32> {
+        self.content_length
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.buf[self.body.range()]
+    }
+
+    /// The body as a zero-copy slice of the buffer.
+    pub fn body_bytes(&self) -> Bytes {
+        self.buf.slice(self.body.range())
+    }
+
+    pub fn body_span(&self) -> Span {
+        self.body
+    }
+
+    /// Offset of the CRLF that ends the header section.
+    pub fn head_end(&self) -> usize {
+        self.head_end as usize
+    }
+
+    /// Octets that followed Content-Length in the datagram and were ignored (RFC 4475 §3.1.1.8).
+    pub fn trailing_octets(&self) -> usize {
+        self.trailing as usize
+    }
+}
+
+fn limit_in(limit: Limit, field: &HeaderField, s: &[u8]) -> ParseError {
+    ParseError::in_header(ErrorKind::Limit(limit), field.value.start as usize, &s[field.name_span.range()])
+}
+
+/// Counts comma-separated values at top level (commas in quotes or `<>` do not count). An
+/// unbalanced quote counts as one value; the typed parser reports it later.
+fn count_values(v: &[u8]) -> usize {
+    if memchr::memchr(b',', v).is_none() {
+        return 1;
+    }
+    let mut n = 1;
+    let mut i = 0;
+    while let Some(j) = scan::find_top_level(v, i, b',') {
+        if j >= v.len() {
+            break;
+        }
+        n += 1;
+        i = j + 1;
+    }
+    n
+}
+
+/// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
+/// where the value may continue on lines that start with SP or HT.
+pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result<HeaderField, ParseError> {
+    let name_end = scan::token_end(s, pos);
+    if name_end == pos {
+        return Err(ParseError::new(ErrorKind::HeaderLine, pos));
+    }
+    let colon = scan::skip_lws(s, name_end);
+    if s.get(colon) != Some(&b':') {
+        return Err(ParseError::in_header(ErrorKind::HeaderLine, colon, &s[pos..name_end]));
+    }
+    // Find the CRLF that ends the line, following folded continuation lines.
+    let mut search = colon + 1;
+    let line_end = loop {
+        let Some(lf) = memchr::memchr(b'\n', &s[search..]).map(|i| i + search) else {
+            return Err(ParseError::new(ErrorKind::UnterminatedHeaders, s.len()));
+        };
+        if lf == 0 || s[lf - 1] != b'\r' {
+            // RFC 3261 §7: lines end in CRLF; a bare LF is not a line end we accept.
+            return Err(ParseError::in_header(ErrorKind::HeaderLine, lf, &s[pos..name_end]));
+        }
+        if lf - pos > limits.max_header_line {
+            return Err(ParseError::in_header(ErrorKind::Limit(Limit::HeaderLine), pos, &s[pos..name_end]));
+        }
+        if s.get(lf + 1).is_some_and(|b| scan::is_wsp(*b)) {
+            search = lf + 1;
+            continue;
+        }
+        break lf + 1;
+    };
+    if line_end - pos > limits.max_header_line {
+        return Err(ParseError::in_header(ErrorKind::Limit(Limit::HeaderLine), pos, &s[pos..name_end]));
+    }
+    let value_start = scan::skip_lws(s, colon + 1).min(line_end - 2);
+    let value_end = scan::trim_lws_end(s, line_end - 2).max(value_start);
+    Ok(HeaderField {
+        name: HeaderName::from_bytes(&s[pos..name_end]),
+        name_span: Span::new(pos, name_end),
+        value: Span::new(value_start, value_end),
+        line: Span::new(pos, line_end),
+    })
+}

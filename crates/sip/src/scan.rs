@@ -1,0 +1,152 @@
+//! Byte-level lexing shared by the start-line and header parsers (RFC 3261 §25.1).
+//!
+//! Header values are handed to typed parsers as raw slices of the receive buffer, line
+//! folding included: every function here treats `CRLF 1*WSP` as linear white space (LWS,
+//! RFC 3261 §7.3.1), so no value ever has to be copied to unfold it.
+
+/// `token` characters of RFC 3261 §25.1: alphanum / "-" / "." / "!" / "%" / "*" / "_" / "+" / "`" / "'" / "~".
+pub const fn is_token(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'-' | b'.' | b'!' | b'%' | b'*' | b'_' | b'+' | b'`' | b'\'' | b'~')
+}
+
+/// `word` characters (Call-ID, RFC 3261 §25.1): token characters plus separators that may appear.
+pub const fn is_word(b: u8) -> bool {
+    is_token(b)
+        || matches!(b, b'(' | b')' | b'<' | b'>' | b':' | b'\\' | b'"' | b'/' | b'[' | b']' | b'?' | b'{' | b'}')
+}
+
+pub const fn is_wsp(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// Skips LWS (`[*WSP CRLF] 1*WSP`) and plain WSP starting at `i`; returns the new index.
+pub fn skip_lws(s: &[u8], mut i: usize) -> usize {
+    loop {
+        match s.get(i) {
+            Some(b' ' | b'\t') => i += 1,
+            Some(b'\r') if s.get(i + 1) == Some(&b'\n') && s.get(i + 2).is_some_and(|b| is_wsp(*b)) => i += 3,
+            _ => return i,
+        }
+    }
+}
+
+/// Index one past the last byte of `s[..end]` that is not LWS.
+pub fn trim_lws_end(s: &[u8], mut end: usize) -> usize {
+    while end > 0 && matches!(s[end - 1], b' ' | b'\t' | b'\r' | b'\n') {
+        end -= 1;
+    }
+    end
+}
+
+/// Returns the end of a token starting at `i` (== `i` if there is none).
+pub fn token_end(s: &[u8], mut i: usize) -> usize {
+    while s.get(i).is_some_and(|b| is_token(*b)) {
+        i += 1;
+    }
+    i
+}
+
+/// Reads a quoted-string whose opening `"` is at `i` (RFC 3261 §25.1 quoted-string, with
+/// quoted-pair). Returns the index one past the closing quote, or `None` if unterminated or if
+/// it contains a character qdtext forbids (a bare CR/LF outside folding).
+pub fn quoted_string_end(s: &[u8], i: usize) -> Option<usize> {
+    debug_assert_eq!(s.get(i), Some(&b'"'));
+    let mut j = i + 1;
+    while j < s.len() {
+        match s[j] {
+            b'"' => return Some(j + 1),
+            // quoted-pair = "\" (%x00-09 / %x0B-0C / %x0E-7F): any byte but CR and LF may be escaped
+            b'\\' => match s.get(j + 1) {
+                Some(b'\r' | b'\n') | None => return None,
+                Some(_) => j += 2,
+            },
+            b'\r' => {
+                // only folding is allowed inside a quoted string
+                if s.get(j + 1) == Some(&b'\n') && s.get(j + 2).is_some_and(|b| is_wsp(*b)) {
+                    j += 3;
+                } else {
+                    return None;
+                }
+            }
+            b'\n' => return None,
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// Finds the next top-level `sep` at or after `i`, ignoring separators inside quoted strings and
+/// inside `<...>` (where a URI may contain commas and semicolons). Returns `s.len()` if none.
+/// An unterminated quote or angle bracket yields `None`.
+pub fn find_top_level(s: &[u8], mut i: usize, sep: u8) -> Option<usize> {
+    while i < s.len() {
+        match s[i] {
+            b if b == sep => return Some(i),
+            b'"' => i = quoted_string_end(s, i)?,
+            b'<' => i += memchr::memchr(b'>', &s[i..])? + 1,
+            _ => i += 1,
+        }
+    }
+    Some(s.len())
+}
+
+/// Parses an unsigned decimal number that must fit in a u32 (RFC 4475 §3.1.2.4: CSeq and friends
+/// over 2**32-1 are errors, never silently wrapped).
+pub fn parse_u32(s: &[u8]) -> Option<u32> {
+    if s.is_empty() || s.len() > 10 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(b - b'0');
+    }
+    u32::try_from(v).ok()
+}
+
+/// `&str` view of bytes that the caller has already checked to be ASCII (tokens, numbers);
+/// falls back to lossy-free validation so no `unsafe` is needed.
+pub fn ascii_str(s: &[u8]) -> &str {
+    std::str::from_utf8(s).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lws_includes_folding() {
+        let s = b"a \r\n\t b";
+        assert_eq!(skip_lws(s, 1), 6);
+        assert_eq!(skip_lws(b"a\r\nb", 1), 1, "CRLF without WSP ends the header");
+    }
+
+    #[test]
+    fn quoted_strings() {
+        assert_eq!(quoted_string_end(br#""a\"b" x"#, 0), Some(6));
+        assert_eq!(quoted_string_end(b"\"abc", 0), None);
+        assert_eq!(quoted_string_end(b"\"a\\\0b\"", 0), Some(6), "escaped NUL (RFC 4475 intmeth)");
+        assert_eq!(quoted_string_end(b"\"a\r\nb\"", 0), None);
+        assert_eq!(quoted_string_end(b"\"a\r\n b\"", 0), Some(7));
+    }
+
+    #[test]
+    fn top_level_separators() {
+        let s = br#""a,b" <sip:x,y@h>;p, next"#;
+        assert_eq!(find_top_level(s, 0, b','), Some(19));
+        assert_eq!(find_top_level(b"<sip:x", 0, b','), None);
+    }
+
+    #[test]
+    fn u32_bounds() {
+        assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"-1"), None);
+        assert_eq!(parse_u32(b""), None);
+        assert_eq!(parse_u32(b"0000000001"), Some(1));
+    }
+}

@@ -1,0 +1,148 @@
+//! Request-Line and Status-Line (RFC 3261 §7.1, §7.2, §25.1).
+
+use crate::error::{ErrorKind, ParseError};
+use crate::limits::{Limit, Limits};
+use crate::scan;
+use crate::span::Span;
+
+/// The start line as byte ranges of the message buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartLine {
+    Request { method: Span, uri: Span },
+    Response { code: u16, reason: Span },
+}
+
+/// Parses the start line at the beginning of `s`; returns it and the offset of the first header.
+pub(crate) fn parse_start_line(s: &[u8], limits: &Limits) -> Result<(StartLine, usize), ParseError> {
+    let window = &s[..s.len().min(limits.max_start_line + 2)];
+    let Some(lf) = memchr::memchr(b'\n', window) else {
+        let kind = if s.len() > limits.max_start_line {
+            ErrorKind::Limit(Limit::StartLine)
+        } else {
+            ErrorKind::UnterminatedHeaders
+        };
+        return Err(ParseError::new(kind, 0));
+    };
+    if lf == 0 || s[lf - 1] != b'\r' {
+        return Err(ParseError::new(ErrorKind::StartLine("line does not end in CRLF"), lf));
+    }
+    let line = &s[..lf - 1];
+    let start = if line.len() >= 4 && line[..4].eq_ignore_ascii_case(b"SIP/") {
+        parse_status_line(line)?
+    } else {
+        parse_request_line(line)?
+    };
+    Ok((start, lf + 1))
+}
+
+/// `Status-Line = SIP-Version SP Status-Code SP Reason-Phrase` (RFC 3261 §7.2).
+fn parse_status_line(line: &[u8]) -> Result<StartLine, ParseError> {
+    let sp = memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?;
+    check_version(&line[..sp], 0)?;
+    let code_at = sp + 1;
+    let code = line.get(code_at..code_at + 3).filter(|c| c.iter().all(u8::is_ascii_digit));
+    let Some(code) = code else {
+        return Err(ParseError::new(ErrorKind::StatusCode, code_at));
+    };
+    let code = code.iter().fold(0u16, |v, d| v * 10 + u16::from(d - b'0'));
+    // RFC 4475 §3.1.2.19: codes above 699 are not SIP; the class digit must be 1-6.
+    if !(100..=699).contains(&code) {
+        return Err(ParseError::new(ErrorKind::StatusCode, code_at));
+    }
+    let after = code_at + 3;
+    let reason = match line.get(after) {
+        // Liberal: "SIP/2.0 200" with no SP and no reason is accepted as an empty reason.
+        None => Span::new(after, after),
+        Some(b' ') => Span::new(after + 1, line.len()),
+        Some(_) => return Err(ParseError::new(ErrorKind::StatusCode, code_at)),
+    };
+    if line[reason.range()].iter().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(ParseError::new(ErrorKind::StartLine("control character in reason phrase"), after));
+    }
+    Ok(StartLine::Response { code, reason })
+}
+
+/// `Request-Line = Method SP Request-URI SP SIP-Version` with exactly one SP each (RFC 3261 §7.1;
+/// RFC 4475 §3.1.2.9 and §3.1.2.10 allow rejecting extra or trailing whitespace, which we do so
+/// that it can never be forwarded).
+fn parse_request_line(line: &[u8]) -> Result<StartLine, ParseError> {
+    let method_end = scan::token_end(line, 0);
+    if method_end == 0 {
+        return Err(ParseError::new(ErrorKind::StartLine("method is not a token"), 0));
+    }
+    if line.get(method_end) != Some(&b' ') {
+        return Err(ParseError::new(ErrorKind::StartLine("method is not a token"), method_end));
+    }
+    if line.last().is_some_and(|b| scan::is_wsp(*b)) {
+        return Err(ParseError::new(ErrorKind::StartLine("whitespace at end of Request-Line"), line.len() - 1));
+    }
+    let uri_start = method_end + 1;
+    let last_sp = memchr::memrchr(b' ', line).unwrap_or(method_end);
+    if last_sp <= uri_start {
+        return Err(ParseError::new(ErrorKind::StartLine("missing Request-URI or SIP-Version"), uri_start));
+    }
+    check_version(&line[last_sp + 1..], last_sp + 1)?;
+    let uri = &line[uri_start..last_sp];
+    if let Some(ws) = uri.iter().position(|b| scan::is_wsp(*b)) {
+        return Err(ParseError::new(ErrorKind::RequestUri("whitespace inside"), uri_start + ws));
+    }
+    Ok(StartLine::Request { method: Span::new(0, method_end), uri: Span::new(uri_start, last_sp) })
+}
+
+/// `SIP-Version = "SIP" "/" 1*DIGIT "." 1*DIGIT`; anything well formed but not 2.0 is a 505
+/// (RFC 3261 §8.2.2, RFC 4475 §3.1.2.16).
+fn check_version(v: &[u8], at: usize) -> Result<(), ParseError> {
+    if v.len() >= 4 && v[..4].eq_ignore_ascii_case(b"SIP/") {
+        let rest = &v[4..];
+        if rest == b"2.0" {
+            return Ok(());
+        }
+        let mut parts = rest.splitn(2, |b| *b == b'.');
+        let ok = |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
+        if ok(parts.next()) && ok(parts.next()) {
+            return Err(ParseError::new(ErrorKind::Version, at));
+        }
+    }
+    Err(ParseError::new(ErrorKind::StartLine("bad SIP-Version"), at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &[u8]) -> Result<StartLine, ErrorKind> {
+        parse_start_line(s, &Limits::default()).map(|(l, _)| l).map_err(|e| e.kind)
+    }
+
+    #[test]
+    fn request_line() {
+        let l = parse(b"INVITE sip:a@b SIP/2.0\r\n").unwrap();
+        assert_eq!(l, StartLine::Request { method: Span::new(0, 6), uri: Span::new(7, 14) });
+        assert!(parse(b"INVITE sip:a@b sip/2.0\r\n").is_ok(), "SIP literal is case-insensitive");
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse(b"INVITE sip:a@b SIP/7.0\r\n"), Err(ErrorKind::Version));
+        assert!(matches!(parse(b"INVITE sip:a@b SIP/x\r\n"), Err(ErrorKind::StartLine(_))));
+        assert_eq!(parse(b"SIP/3.0 200 OK\r\n"), Err(ErrorKind::Version));
+    }
+
+    #[test]
+    fn whitespace_is_strict() {
+        assert!(parse(b"INVITE  sip:a@b SIP/2.0\r\n").is_err());
+        assert!(parse(b"INVITE sip:a@b SIP/2.0 \r\n").is_err());
+        assert!(matches!(parse(b"INVITE sip:a@b; lr SIP/2.0\r\n"), Err(ErrorKind::RequestUri(_))));
+        assert!(parse(b"INVITE sip:a@b\r\n").is_err());
+        assert!(parse(b"INVITE\r\n").is_err());
+    }
+
+    #[test]
+    fn status_line() {
+        assert_eq!(parse(b"SIP/2.0 100 \r\n"), Ok(StartLine::Response { code: 100, reason: Span::new(12, 12) }));
+        assert_eq!(parse(b"SIP/2.0 200\r\n"), Ok(StartLine::Response { code: 200, reason: Span::new(11, 11) }));
+        assert_eq!(parse(b"SIP/2.0 4294967301 big\r\n"), Err(ErrorKind::StatusCode));
+        assert_eq!(parse(b"SIP/2.0 700 x\r\n"), Err(ErrorKind::StatusCode));
+        assert_eq!(parse(b"SIP/2.0 099 x\r\n"), Err(ErrorKind::StatusCode));
+    }
+}

@@ -1,0 +1,172 @@
+//! Character classes and `%HH` escape handling.
+//!
+//! The classes mirror the ABNF of RFC 3261 §25.1. Escapes are `"%" HEXDIG HEXDIG`
+//! (RFC 3261 §25.1 `escaped`, RFC 3986 §2.1); a `%` not followed by two hex digits
+//! is a syntax error, never a literal percent sign.
+
+use std::borrow::Cow;
+
+use super::UriError;
+
+/// `unreserved = alphanum / mark`,
+/// `mark = "-" / "_" / "." / "!" / "~" / "*" / "'" / "(" / ")"` (RFC 3261 §25.1).
+pub(crate) fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')')
+}
+
+/// `user = 1*( unreserved / escaped / user-unreserved )`,
+/// `user-unreserved = "&" / "=" / "+" / "$" / "," / ";" / "?" / "/"` (RFC 3261 §25.1).
+/// Note that `;` and `?` are legal inside the user part (RFC 4475 §3.1.1.2 intmeth, §3.1.1.9 semiuri).
+pub(crate) fn is_user_char(b: u8) -> bool {
+    is_unreserved(b) || matches!(b, b'&' | b'=' | b'+' | b'$' | b',' | b';' | b'?' | b'/')
+}
+
+/// `password = *( unreserved / escaped / "&" / "=" / "+" / "$" / "," )` (RFC 3261 §25.1).
+pub(crate) fn is_password_char(b: u8) -> bool {
+    is_unreserved(b) || matches!(b, b'&' | b'=' | b'+' | b'$' | b',')
+}
+
+/// `paramchar = param-unreserved / unreserved / escaped`,
+/// `param-unreserved = "[" / "]" / "/" / ":" / "&" / "+" / "$"` (RFC 3261 §25.1).
+pub(crate) fn is_param_char(b: u8) -> bool {
+    is_unreserved(b) || matches!(b, b'[' | b']' | b'/' | b':' | b'&' | b'+' | b'$')
+}
+
+/// `hname`/`hvalue` characters: `hnv-unreserved / unreserved / escaped`,
+/// `hnv-unreserved = "[" / "]" / "/" / "?" / ":" / "+" / "$"` (RFC 3261 §25.1).
+pub(crate) fn is_header_char(b: u8) -> bool {
+    is_unreserved(b) || matches!(b, b'[' | b']' | b'/' | b'?' | b':' | b'+' | b'$')
+}
+
+/// Value of one hex digit (either case, RFC 3986 §2.1).
+pub(crate) fn hex_val(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Checks that every byte of `s` is `allowed` or starts a well-formed `%HH` escape.
+/// `base` is the offset of `s` inside the whole URI, for error reporting.
+pub(crate) fn check_chars(s: &str, base: usize, allowed: fn(u8) -> bool, reason: &'static str) -> Result<(), UriError> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hi = bytes.get(i + 1).copied().and_then(hex_val);
+            let lo = bytes.get(i + 2).copied().and_then(hex_val);
+            if hi.is_none() || lo.is_none() {
+                return Err(UriError::new(base + i, "bad %-escape"));
+            }
+            i += 3;
+        } else if allowed(b) {
+            i += 1;
+        } else {
+            return Err(UriError::new(base + i, reason));
+        }
+    }
+    Ok(())
+}
+
+/// Like [`check_chars`] but escapes are not allowed (e.g. RFC 3966 `pname`).
+pub(crate) fn check_plain(s: &str, base: usize, allowed: fn(u8) -> bool, reason: &'static str) -> Result<(), UriError> {
+    match s.bytes().position(|b| !allowed(b)) {
+        Some(i) => Err(UriError::new(base + i, reason)),
+        None => Ok(()),
+    }
+}
+
+/// Decodes every `%HH` escape in `s`. Strict: a `%` must be followed by two hex digits.
+///
+/// Returns bytes, not a string, because `%00` (and any non-UTF-8 octet) is a legal
+/// escape (RFC 4475 §3.1.1.4 escnull); the output is never truncated at NUL.
+/// Borrows when there is nothing to decode.
+pub fn percent_decode(s: &[u8]) -> Result<Cow<'_, [u8]>, UriError> {
+    if !s.contains(&b'%') {
+        return Ok(Cow::Borrowed(s));
+    }
+    let mut out = Vec::with_capacity(s.len());
+    let mut iter = s.iter().copied().enumerate();
+    while let Some((i, b)) = iter.next() {
+        if b != b'%' {
+            out.push(b);
+            continue;
+        }
+        let hi = iter.next().and_then(|(_, h)| hex_val(h));
+        let lo = iter.next().and_then(|(_, l)| hex_val(l));
+        match (hi, lo) {
+            (Some(h), Some(l)) => out.push((h << 4) | l),
+            _ => return Err(UriError::new(i, "bad %-escape")),
+        }
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// Octets whose escaped form is NOT equivalent to the literal octet when comparing.
+///
+/// RFC 3261 §19.1.4: "Characters other than those in the 'reserved' set (see RFC 2396)
+/// are equivalent to their '%' HEX HEX encoding." The RFC 2396 §2.2 reserved set is
+/// `; / ? : @ & = + $ ,`. `%` itself is added so that comparison stays injective:
+/// otherwise `%253B` (a literal "%3B") would collide with `%3B` (an escaped `;`).
+/// This is what makes RFC 4475 §3.1.1.3's `v%61lue%25%34%31` equal "value%41" and
+/// not "valueA".
+fn keeps_escape(b: u8) -> bool {
+    matches!(b, b';' | b'/' | b'?' | b':' | b'@' | b'&' | b'=' | b'+' | b'$' | b',' | b'%')
+}
+
+/// One comparison unit: a literal octet, or an escaped octet that must stay escaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Lit(u8),
+    Esc(u8),
+}
+
+/// Iterator over the comparison units of a raw (still escaped) component.
+struct Units<'a> {
+    bytes: std::slice::Iter<'a, u8>,
+}
+
+impl Iterator for Units<'_> {
+    type Item = Unit;
+
+    fn next(&mut self) -> Option<Unit> {
+        let b = *self.bytes.next()?;
+        if b != b'%' {
+            return Some(Unit::Lit(b));
+        }
+        let mut look = self.bytes.clone();
+        let hi = look.next().copied().and_then(hex_val);
+        let lo = look.next().copied().and_then(hex_val);
+        match (hi, lo) {
+            (Some(h), Some(l)) => {
+                self.bytes = look;
+                let d = (h << 4) | l;
+                Some(if keeps_escape(d) { Unit::Esc(d) } else { Unit::Lit(d) })
+            }
+            // Unreachable for validated input; treat a stray '%' as itself.
+            _ => Some(Unit::Lit(b'%')),
+        }
+    }
+}
+
+/// Compares two raw components per RFC 3261 §19.1.4 escape rules (see [`keeps_escape`]),
+/// optionally ASCII-case-insensitively. Allocation-free.
+pub(crate) fn eq_escaped(a: &str, b: &str, ignore_case: bool) -> bool {
+    let mut x = Units { bytes: a.as_bytes().iter() };
+    let mut y = Units { bytes: b.as_bytes().iter() };
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some(Unit::Lit(p)), Some(Unit::Lit(q))) => {
+                let same = if ignore_case { p.eq_ignore_ascii_case(&q) } else { p == q };
+                if !same {
+                    return false;
+                }
+            }
+            (Some(Unit::Esc(p)), Some(Unit::Esc(q))) if p == q => {}
+            _ => return false,
+        }
+    }
+}

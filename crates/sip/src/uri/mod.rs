@@ -1,0 +1,210 @@
+//! URI parsing for SIP: sip/sips (RFC 3261 §19.1, §25.1), tel (RFC 3966), and any
+//! other absolute URI (RFC 3261 §25.1 `absoluteURI`, RFC 3986 §3.1 scheme syntax).
+//!
+//! Design constraints:
+//! * zero-copy: every parsed value borrows from the input; parsing never allocates
+//!   (comparison and unescaping may, and return `Cow`);
+//! * total: no input can make the parser panic — the lints below forbid indexing,
+//!   slicing and unwrapping, and a fuzz-style test exercises malformed input;
+//! * strict where RFC 4475 (SIP torture tests) and RFC 5118 (IPv6 torture tests)
+//!   demand rejection, tolerant where they demand tolerance.
+#![deny(clippy::indexing_slicing, clippy::string_slice, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod compare;
+mod escape;
+mod host;
+mod sip;
+mod tel;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_fuzz;
+#[cfg(test)]
+mod tests_host;
+#[cfg(test)]
+mod tests_tel;
+
+use std::fmt;
+
+pub use escape::percent_decode;
+pub use host::{parse_host_port, Host};
+pub use sip::{Headers, Params, Scheme, SipUri};
+pub use tel::TelUri;
+
+/// Hard upper bound on URI length, against resource abuse. RFC 3261 sets no limit;
+/// 8 KiB is far beyond any legitimate URI.
+pub const MAX_URI_LEN: usize = 8192;
+
+/// Why a URI was rejected, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UriError {
+    /// Byte offset inside the URI input.
+    pub offset: usize,
+    /// Short, e.g. "bad host", "bad port", "invalid character in user part".
+    pub reason: &'static str,
+}
+
+impl UriError {
+    pub(crate) const fn new(offset: usize, reason: &'static str) -> UriError {
+        UriError { offset, reason }
+    }
+
+    /// Re-bases an error found in a sub-slice that starts at `by`.
+    pub(crate) fn shift(self, by: usize) -> UriError {
+        UriError { offset: self.offset.saturating_add(by), reason: self.reason }
+    }
+}
+
+impl fmt::Display for UriError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.reason, self.offset)
+    }
+}
+
+impl std::error::Error for UriError {}
+
+/// Any absolute URI whose scheme is not sip, sips or tel (RFC 3261 §25.1
+/// `absoluteURI`), e.g. RFC 4475 §3.3.2 `nobodyknowsthisscheme:totallyopaquecontent`
+/// or §3.3.3 `soap.beep://192.0.2.103:3002`. Kept opaque.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbsoluteUri<'a> {
+    /// As written.
+    pub scheme: &'a str,
+    /// Everything after the first ':'; never empty.
+    pub rest: &'a str,
+    /// The whole URI text.
+    raw: &'a str,
+}
+
+impl<'a> AbsoluteUri<'a> {
+    /// The exact original text.
+    pub fn as_str(&self) -> &'a str {
+        self.raw
+    }
+}
+
+impl fmt::Display for AbsoluteUri<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.raw)
+    }
+}
+
+/// A parsed URI. The derived `PartialEq` is textual/structural; use
+/// [`Uri::equivalent`] for protocol equality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uri<'a> {
+    /// sip: or sips: (RFC 3261 §19.1).
+    Sip(SipUri<'a>),
+    /// tel: (RFC 3966).
+    Tel(TelUri<'a>),
+    /// Any other scheme, kept opaque.
+    Other(AbsoluteUri<'a>),
+}
+
+impl<'a> Uri<'a> {
+    /// Parses a whole URI (the bytes are exactly the URI, no surrounding <> or whitespace).
+    pub fn parse(input: &'a [u8]) -> Result<Uri<'a>, UriError> {
+        let s = precheck(input)?;
+        let (scheme, rest) = split_scheme(s)?;
+        let base = scheme.len() + 1;
+        // RFC 3261 §19.1.4 / RFC 3986 §3.1: schemes are case-insensitive.
+        if scheme.eq_ignore_ascii_case("sip") {
+            sip::parse_sip(s, Scheme::Sip, rest, base).map(Uri::Sip)
+        } else if scheme.eq_ignore_ascii_case("sips") {
+            sip::parse_sip(s, Scheme::Sips, rest, base).map(Uri::Sip)
+        } else if scheme.eq_ignore_ascii_case("tel") {
+            tel::parse_tel(s, rest, base).map(Uri::Tel)
+        } else {
+            if rest.is_empty() {
+                return Err(UriError::new(base, "empty URI"));
+            }
+            // Whitespace, '<' and '>' are already excluded by `precheck`; '"' is not
+            // a `uric` either (RFC 2396 §2.4.3 "delims").
+            if let Some(i) = rest.find('"') {
+                return Err(UriError::new(base + i, "invalid character in URI"));
+            }
+            Ok(Uri::Other(AbsoluteUri { scheme, rest, raw: s }))
+        }
+    }
+
+    /// The scheme as written (e.g. "SIP").
+    pub fn scheme(&self) -> &'a str {
+        match self {
+            Uri::Sip(u) => u.scheme_text(),
+            Uri::Tel(t) => t.scheme_text(),
+            Uri::Other(o) => o.scheme,
+        }
+    }
+
+    /// The exact original text.
+    pub fn as_str(&self) -> &'a str {
+        match self {
+            Uri::Sip(u) => u.as_str(),
+            Uri::Tel(t) => t.as_str(),
+            Uri::Other(o) => o.as_str(),
+        }
+    }
+
+    /// The sip/sips URI, if this is one.
+    pub fn as_sip(&self) -> Option<&SipUri<'a>> {
+        match self {
+            Uri::Sip(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// The tel URI, if this is one.
+    pub fn as_tel(&self) -> Option<&TelUri<'a>> {
+        match self {
+            Uri::Tel(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// The original text.
+impl fmt::Display for Uri<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Length limit and octet screening shared by every scheme.
+///
+/// Every URI form accepted here is printable ASCII. In particular:
+/// * whitespace anywhere is an error (RFC 4475 §3.1.2.8 lwsruri: "sip:user@example.com; lr"
+///   is invalid; §3.1.2.14 badaspec);
+/// * '<' and '>' are an error (RFC 4475 §3.1.2.7 ltgtruri: the caller must strip the
+///   name-addr brackets, a URI never contains them);
+/// * control characters and non-ASCII octets must be %-escaped (RFC 3261 §25.1).
+fn precheck(input: &[u8]) -> Result<&str, UriError> {
+    if input.len() > MAX_URI_LEN {
+        return Err(UriError::new(MAX_URI_LEN, "URI too long"));
+    }
+    for (i, &b) in input.iter().enumerate() {
+        let reason = match b {
+            b'<' | b'>' => "angle bracket in URI",
+            0x21..=0x7e => continue,
+            b' ' | b'\t' | b'\r' | b'\n' => "whitespace in URI",
+            _ => "invalid character in URI",
+        };
+        return Err(UriError::new(i, reason));
+    }
+    std::str::from_utf8(input).map_err(|e| UriError::new(e.valid_up_to(), "invalid character in URI"))
+}
+
+/// `scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )` (RFC 3986 §3.1), followed
+/// by ':'.
+fn split_scheme(s: &str) -> Result<(&str, &str), UriError> {
+    let (scheme, rest) = s.split_once(':').ok_or(UriError::new(s.len(), "missing scheme"))?;
+    let mut bytes = scheme.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() => {}
+        _ => return Err(UriError::new(0, "bad scheme")),
+    }
+    if let Some(i) = bytes.position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))) {
+        return Err(UriError::new(i + 1, "bad scheme"));
+    }
+    Ok((scheme, rest))
+}

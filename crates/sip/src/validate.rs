@@ -1,0 +1,75 @@
+//! Receipt checks (RFC 3261 §8.2.1-§8.2.2, §16.3 steps 1-2, RFC 4475 §3.1.2 and §3.3).
+
+use crate::error::{ErrorKind, ParseError};
+use crate::header_name::HeaderName;
+use crate::message::Message;
+
+impl Message {
+    /// Checks what every element must check on receipt, to the depth a proxy routes on:
+    /// the Request-URI, the mandatory headers (Via, From, To, Call-ID, CSeq) present and
+    /// well formed, single-valued headers not repeated, Max-Forwards, Route, Record-Route and
+    /// Contact well formed, and the CSeq method equal to the request method.
+    pub fn validate(&self) -> Result<(), ParseError> {
+        self.check_no_duplicates()?;
+        let method = self.method();
+        if method.is_some() {
+            self.request_uri()?;
+        }
+        if self.field(HeaderName::Via).is_none() {
+            return Err(ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"));
+        }
+        for via in self.vias() {
+            via?;
+        }
+        self.from_header()?;
+        self.to_header()?;
+        self.call_id()?;
+        let cseq = self.cseq()?;
+        if let Some(method) = method {
+            if cseq.method != method {
+                let at = self.field(HeaderName::CSeq).map_or(0, |h| h.value.start as usize);
+                let kind = ErrorKind::CSeqMethodMismatch { known_method: method.is_known() };
+                return Err(ParseError::in_header(kind, at, b"CSeq"));
+            }
+        }
+        self.max_forwards()?;
+        self.expires()?;
+        for r in self.routes().chain(self.record_routes()) {
+            r?;
+        }
+        for c in self.contacts() {
+            c?;
+        }
+        Ok(())
+    }
+
+    /// [`Message::validate`] plus the grammar of every header herald knows (what
+    /// `herald inspect` reports). Unknown headers are not checked: they pass through.
+    pub fn validate_all(&self) -> Result<(), ParseError> {
+        self.validate()?;
+        for h in self.headers() {
+            self.typed(h)?;
+        }
+        Ok(())
+    }
+
+    /// RFC 4475 §3.3.8: From, To, Call-ID, CSeq, Max-Forwards and the other single-valued
+    /// headers appear at most once.
+    fn check_no_duplicates(&self) -> Result<(), ParseError> {
+        let mut seen: u64 = 0;
+        for h in self.headers() {
+            if h.name.is_single() {
+                let bit = 1u64 << (h.name as u8 as u32 % 64);
+                if seen & bit != 0 {
+                    return Err(ParseError::in_header(
+                        ErrorKind::DuplicateHeader,
+                        h.line.start as usize,
+                        self.name_of(h),
+                    ));
+                }
+                seen |= bit;
+            }
+        }
+        Ok(())
+    }
+}

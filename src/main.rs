@@ -1,0 +1,35 @@
+//! The `herald` command.
+
+mod inspect;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "herald", version, about = "SIP proxy-registrar and SIP capacity-evaluation toolkit")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse one SIP message and print its structure, or the precise error.
+    ///
+    /// Exit status: 0 well-formed, 1 malformed, 2 usage or I/O error.
+    Inspect(inspect::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap uses 0 for --help/--version and 2 for usage errors, as documented.
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    match cli.command {
+        Command::Inspect(args) => inspect::run(args),
+    }
+}
