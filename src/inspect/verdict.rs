@@ -58,8 +58,12 @@ pub fn notes(msg: &Message) -> Vec<String> {
         )),
         Err(_) => {}
     }
-    if msg.max_forwards().ok().flatten() == Some(0) && msg.method() != Some(herald_sip::Method::Options) {
-        notes.push("Max-Forwards is 0: a proxy answers 483 Too Many Hops (RFC 3261 §16.3 step 3)".into());
+    if msg.max_forwards().ok().flatten() == Some(0) {
+        notes.push(if msg.method() == Some(herald_sip::Method::Options) {
+            "Max-Forwards is 0: a proxy must not forward it; it answers the OPTIONS itself or 483 Too Many Hops (RFC 3261 §16.3 step 3)".into()
+        } else {
+            "Max-Forwards is 0: a proxy answers 483 Too Many Hops (RFC 3261 §16.3 step 3)".into()
+        });
     }
     let proxy_require: Vec<&str> = msg.tokens(HeaderName::ProxyRequire).filter_map(Result::ok).collect();
     if !proxy_require.is_empty() {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every herald test on a fresh Debian machine: formatting, lints, unit, corpus, property
+# and integration tests, and a bounded fuzz run. Installs what it needs with apt-get when missing.
+# Usage: ./scripts/test.sh            (FUZZ_SECONDS=N sets seconds per fuzz target, default 20)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests need: a C++ compiler for libFuzzer. Later suites add sip-tester and
+# kamailio here.
+need_pkgs=()
+command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    echo "== installing ${need_pkgs[*]}"
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}"
+fi
+
+# The RFC 4475 / RFC 5118 corpus lives beside the repository (../shared), as in CI.
+if [ -z "${HERALD_TORTURE_DIR:-}" ] && [ ! -d ../shared/testdata/sip-torture ]; then
+    echo "error: ../shared/testdata/sip-torture not found; set HERALD_TORTURE_DIR" >&2
+    exit 2
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
+echo "== bounded fuzz run"
+./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+echo "== all tests passed"
