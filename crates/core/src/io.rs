@@ -1,0 +1,59 @@
+//! The boundary between the sans-IO core and the server runtime (docs/design/serve.md).
+
+use crate::peer::{Peer, Transport};
+use bytes::Bytes;
+use herald_sip::Message;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// A resolved next hop (RFC 3263 §4: transport, address and port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub transport: Transport,
+    pub addr: SocketAddr,
+}
+
+/// What a name lookup is asked for (RFC 3263 §4.1/§4.2 inputs, taken from a SIP URI).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveRequest {
+    /// Host name (never an IP literal: those need no lookup).
+    pub host: String,
+    /// Explicit port from the URI: no SRV lookup then (RFC 3263 §4.2).
+    pub port: Option<u16>,
+    /// Explicit `transport=` parameter: no NAPTR lookup then (RFC 3263 §4.1).
+    pub transport: Option<Transport>,
+    /// sips: URI: only TLS targets (RFC 3263 §4.1).
+    pub secure: bool,
+}
+
+/// Inputs to a worker's core.
+#[derive(Debug)]
+pub enum Input {
+    /// A parsed message from `from`, received on the local address `local`.
+    Message { from: Peer, local: SocketAddr, msg: Message },
+    /// The answer to an [`Output::Resolve`] with the same token; targets in preference order.
+    Resolved { token: u64, result: Result<Vec<Target>, String> },
+    /// Sending to `to` failed (ICMP error, connection refused or reset) - RFC 3261 §17.1.1.2.
+    TransportError { to: Peer },
+}
+
+/// Actions a worker's core asks the runtime to carry out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send bytes to a peer. With `conn: Some`, over that stream connection; a stream peer
+    /// without one means "reuse a connection to that address, or open one".
+    Send { to: Peer, bytes: Bytes },
+    /// Look a name up (RFC 3263) and answer with [`Input::Resolved`].
+    Resolve { token: u64, request: ResolveRequest },
+}
+
+/// What the runtime drives: one instance per worker, never shared between threads.
+pub trait SipHandler: Send + 'static {
+    fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>);
+    /// Runs every timer due at `now`.
+    fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>);
+    /// The earliest instant at which `handle_timeouts` has work.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Transactions still running (graceful shutdown waits for this to reach zero, bounded).
+    fn active_transactions(&self) -> usize;
+}

@@ -1,0 +1,9 @@
+//! herald-core: the protocol logic of herald without any I/O (see docs/design/serve.md).
+//! Everything here takes the current time and an input and returns outputs; nothing reads a
+//! clock or a socket, so every RFC 3261 timer path is testable with a simulated clock.
+
+pub mod io;
+pub mod peer;
+
+pub use io::{Input, Output, ResolveRequest, SipHandler, Target};
+pub use peer::{ConnId, Peer, Transport};
