@@ -1,0 +1,187 @@
+//! Building the forwarded copy of a request (RFC 3261 §16.6) and fixing up the received Via
+//! (RFC 3261 §18.2.1, RFC 3581 §4), with the editor so untouched bytes pass verbatim.
+
+use bytes::Bytes;
+use herald_sip::headers::{ListValue, Via};
+use herald_sip::uri::Host;
+use herald_sip::{Editor, HeaderName, Message};
+use std::fmt::Write;
+use std::net::SocketAddr;
+
+/// The changes §16.6 makes to one copy of the request (one per target).
+#[derive(Debug, Default)]
+pub struct Forward<'a> {
+    /// Step 2: the new Request-URI (the target), if it changes.
+    pub request_uri: Option<&'a str>,
+    /// Route values to remove (§16.4 preprocessing, step 6 strict routing).
+    pub remove_routes: &'a [ListValue<'a>],
+    /// Route values to put on top, in order (a registered Path, RFC 3327 §5.3).
+    pub push_routes: &'a [String],
+    /// Route values to put at the bottom (the Request-URI when the next hop is a strict
+    /// router, step 6).
+    pub append_routes: &'a [String],
+    /// Step 4: Record-Route values to insert on top, in order.
+    pub record_route: &'a [String],
+    /// Step 8: the new Via value (with its branch).
+    pub via: &'a str,
+    /// The received top Via rewritten with received/rport (see [`via_fixup`]).
+    pub via_fixup: Option<(ListValue<'a>, String)>,
+}
+
+/// Writes the forwarded request. Max-Forwards is decremented, or set to 70 if absent
+/// (§16.6 step 3).
+pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
+    let mut e = Editor::new(msg);
+    if let Some(uri) = f.request_uri {
+        e.set_request_uri(uri.as_bytes());
+    }
+    let mf = msg.max_forwards().ok().flatten().map_or(70, |n| n.saturating_sub(1));
+    e.set_max_forwards(mf);
+    for r in f.remove_routes {
+        e.remove_list_value(*r);
+    }
+    // New header lines go above all others, in this order: Via, Record-Route, Route. Each
+    // group keeps its relative order, which is what matters (RFC 3261 §7.3.1).
+    e.prepend_header("Via", f.via.as_bytes());
+    if let Some((top, value)) = &f.via_fixup {
+        e.remove_list_value(*top);
+        e.prepend_header("Via", value.as_bytes());
+    }
+    for rr in f.record_route {
+        e.prepend_header("Record-Route", rr.as_bytes());
+    }
+    for r in f.push_routes {
+        e.prepend_header("Route", r.as_bytes());
+    }
+    for r in f.append_routes {
+        e.append_header("Route", r.as_bytes());
+    }
+    e.finish()
+}
+
+/// RFC 3261 §18.2.1 and RFC 3581 §4: the top Via of a received request gets `received` when
+/// the sent-by host is not the source address (always, when `rport` is present), and an empty
+/// `rport` is filled with the source port. Returns the Via value to write instead, or `None`
+/// when nothing changes.
+pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<'m>, String)> {
+    let top = msg.list_values(HeaderName::Via).next()?.ok()?;
+    let via = Via::parse(top.bytes).ok()?;
+    let rport_requested = via.rport() == Some(None);
+    let sent_by_is_source = match via.host {
+        Host::Ipv4(ip) => std::net::IpAddr::V4(ip) == source.ip(),
+        Host::Ipv6(ip) => std::net::IpAddr::V6(ip) == source.ip(),
+        Host::Name(_) => false,
+    };
+    if sent_by_is_source && !rport_requested {
+        return None;
+    }
+    let mut v = format!("{}/{}/{} {}", via.protocol_name, via.protocol_version, via.transport, via.host);
+    if let Some(p) = via.port {
+        let _ = write!(v, ":{p}");
+    }
+    for (name, value) in via.params.iter() {
+        if name.eq_ignore_ascii_case("received") {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("rport") {
+            let _ = write!(v, ";rport={}", source.port());
+            continue;
+        }
+        match value {
+            Some(val) => {
+                let _ = write!(v, ";{name}={val}");
+            }
+            None => {
+                let _ = write!(v, ";{name}");
+            }
+        }
+    }
+    // received carries the bare address, also for IPv6 (RFC 5118 §4.5 accepts both forms).
+    let _ = write!(v, ";received={}", source.ip());
+    Some((top, v))
+}
+
+/// A Via value for this proxy (§16.6 step 8, §18.2.1): our address as sent-by, the transport,
+/// the branch, and `rport` so the next hop answers to our source port (RFC 3581).
+pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
+    let host = match local {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    };
+    format!("SIP/2.0/{transport} {host}:{};branch={branch};rport", local.port())
+}
+
+/// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
+pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr) -> String {
+    let host = match local {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    };
+    match transport_param {
+        Some(t) => format!("<sip:{host}:{};transport={t};lr>", local.port()),
+        None => format!("<sip:{host}:{};lr>", local.port()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_sip::Limits;
+
+    fn msg(s: &str) -> Message {
+        Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
+    }
+
+    const INV: &str = "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2:5062;branch=z9hG4bKa;rport\nMax-Forwards: 70\nRoute: <sip:192.0.2.10;lr>\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nX-Custom:  kept  as is\nContent-Length: 5\n\nv=0\n";
+
+    #[test]
+    fn forwards_with_all_edits() {
+        let m = msg(INV);
+        let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
+        let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
+        let fix = via_fixup(&m, src);
+        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap())];
+        let path = vec!["<sip:edge.example.net;lr>".to_owned()];
+        let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
+        let out = forward(
+            &m,
+            &Forward {
+                request_uri: Some("sip:bob@198.51.100.7:5070"),
+                remove_routes: &routes,
+                push_routes: &path,
+                record_route: &rr,
+                via: &via,
+                via_fixup: fix,
+                ..Default::default()
+            },
+        );
+        let f = Message::parse(out.clone(), &Limits::default()).unwrap();
+        f.validate_all().unwrap();
+        assert_eq!(f.request_uri_bytes(), Some(&b"sip:bob@198.51.100.7:5070"[..]));
+        assert_eq!(f.max_forwards().unwrap(), Some(69));
+        let vias: Vec<_> = f.vias().map(Result::unwrap).collect();
+        assert_eq!(vias.len(), 2);
+        assert_eq!(vias[0].branch(), Some("z9hG4bK-1-ab"));
+        assert_eq!(vias[1].received(), Some("203.0.113.5"));
+        assert_eq!(vias[1].rport(), Some(Some(40000)));
+        let routes: Vec<_> = f.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+        assert_eq!(routes, ["sip:edge.example.net;lr"]);
+        assert_eq!(f.record_routes().count(), 1);
+        assert!(out.windows(25).any(|w| w == b"X-Custom:  kept  as is\r\nC"));
+        assert_eq!(f.body(), b"v=0\r\n");
+    }
+
+    #[test]
+    fn no_fixup_when_sent_by_is_the_source() {
+        let m = msg(&INV.replace(";rport", ""));
+        assert!(via_fixup(&m, "10.0.0.2:5062".parse().unwrap()).is_none());
+        assert!(via_fixup(&m, "10.0.0.3:5062".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn ipv6_values() {
+        let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
+        assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
+        assert_eq!(record_route_value(Some("tcp"), l), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
+    }
+}

@@ -1,0 +1,106 @@
+//! Who herald is: the addresses it listens on and the domains it serves. Used to recognise
+//! Route and Request-URI values that point at this proxy (RFC 3261 §16.4) and requests for
+//! which it is the registrar/location service (RFC 3261 §16.5).
+
+use herald_sip::uri::{Host, Scheme, SipUri, Uri};
+use std::net::{IpAddr, SocketAddr};
+
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    /// Addresses herald is reachable at, one per listener (the advertised address when the
+    /// socket is bound to a wildcard).
+    pub addrs: Vec<SocketAddr>,
+    /// Domain names herald is responsible for (lowercase), plus its host names.
+    pub domains: Vec<String>,
+}
+
+impl Identity {
+    pub fn new(addrs: Vec<SocketAddr>, domains: impl IntoIterator<Item = String>) -> Identity {
+        Identity { addrs, domains: domains.into_iter().map(|d| d.to_ascii_lowercase()).collect() }
+    }
+
+    fn is_own_ip(&self, ip: IpAddr) -> bool {
+        self.addrs.iter().any(|a| a.ip() == ip) || ip.is_unspecified()
+    }
+
+    fn is_own_name(&self, name: &str) -> bool {
+        self.domains.iter().any(|d| d.eq_ignore_ascii_case(name.trim_end_matches('.')))
+    }
+
+    fn host_is_ours(&self, host: &Host) -> bool {
+        match host {
+            Host::Name(n) => self.is_own_name(n),
+            Host::Ipv4(ip) => self.is_own_ip(IpAddr::V4(*ip)),
+            Host::Ipv6(ip) => self.is_own_ip(IpAddr::V6(*ip)),
+        }
+    }
+
+    /// Whether a URI designates this proxy itself (a Route or Record-Route entry we inserted,
+    /// or a strict-routing Request-URI): host is one of our addresses or names and the port is
+    /// one we listen on (absent port = the scheme's default, RFC 3261 §19.1.2).
+    pub fn is_this_proxy(&self, uri: &Uri) -> bool {
+        let Uri::Sip(u) = uri else { return false };
+        if u.user.is_some() {
+            // Our own Route/Record-Route URIs never carry a user part.
+            return false;
+        }
+        self.sip_uri_points_here(u)
+    }
+
+    fn sip_uri_points_here(&self, u: &SipUri) -> bool {
+        if !self.host_is_ours(&u.host) {
+            return false;
+        }
+        let port = u.port.unwrap_or(match u.scheme {
+            Scheme::Sip => 5060,
+            Scheme::Sips => 5061,
+        });
+        self.addrs.iter().any(|a| a.port() == port)
+    }
+
+    /// Whether requests to this URI's domain are served by herald's location service: the host
+    /// is one of our domains, or one of our addresses (RFC 3261 §10.3 step 1, §16.5).
+    pub fn serves_domain(&self, uri: &Uri) -> bool {
+        match uri {
+            Uri::Sip(u) => match &u.host {
+                Host::Name(n) => self.is_own_name(n),
+                _ => self.sip_uri_points_here(u),
+            },
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> Identity {
+        Identity::new(vec!["192.0.2.10:5060".parse().unwrap()], ["Example.COM".to_owned()])
+    }
+
+    fn uri(s: &str) -> Uri<'_> {
+        Uri::parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn recognises_itself() {
+        let id = id();
+        assert!(id.is_this_proxy(&uri("sip:192.0.2.10;lr")));
+        assert!(id.is_this_proxy(&uri("sip:192.0.2.10:5060;lr")));
+        assert!(!id.is_this_proxy(&uri("sip:192.0.2.10:5070;lr")));
+        assert!(!id.is_this_proxy(&uri("sip:192.0.2.11;lr")));
+        assert!(id.is_this_proxy(&uri("sip:example.com;lr")));
+        assert!(!id.is_this_proxy(&uri("sip:bob@192.0.2.10")));
+    }
+
+    #[test]
+    fn served_domains() {
+        let id = id();
+        assert!(id.serves_domain(&uri("sip:bob@example.com")));
+        assert!(id.serves_domain(&uri("sip:bob@EXAMPLE.com:5080")));
+        assert!(id.serves_domain(&uri("sip:bob@192.0.2.10")));
+        assert!(!id.serves_domain(&uri("sip:bob@example.org")));
+        assert!(!id.serves_domain(&uri("tel:+15551234")));
+    }
+}

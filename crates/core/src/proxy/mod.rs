@@ -1,0 +1,10 @@
+//! The proxy core (RFC 3261 §16): validation, route preprocessing, target determination,
+//! forwarding, response processing, CANCEL.
+
+pub mod forward;
+pub mod identity;
+pub mod route;
+pub mod select;
+pub mod validate;
+
+pub use identity::Identity;

@@ -1,0 +1,107 @@
+//! Route information preprocessing (RFC 3261 §16.4) and next-hop selection (§16.6 steps 6-7).
+
+use super::identity::Identity;
+use herald_sip::headers::{ListValue, NameAddr};
+use herald_sip::uri::Uri;
+use herald_sip::{HeaderName, Message, ParseError};
+
+/// What §16.4 changes before the request is routed.
+#[derive(Debug, Default)]
+pub struct Preprocessed<'m> {
+    /// The Request-URI to use instead of the received one (strict-routing fix-up).
+    pub request_uri: Option<String>,
+    /// Route values to remove (ours at the top; the last one after a strict-routing fix-up).
+    pub remove: Vec<ListValue<'m>>,
+}
+
+/// RFC 3261 §16.4: if the Request-URI is a value this proxy placed into a Record-Route
+/// (the previous hop was a strict router), replace it with the last Route value and remove
+/// that value; then remove every Route value at the top that points at this proxy (two of them
+/// after double record-routing across transports, RFC 5658 §3).
+pub fn preprocess<'m>(msg: &'m Message, identity: &Identity) -> Result<Preprocessed<'m>, ParseError> {
+    let routes: Vec<(ListValue<'m>, NameAddr<'m>)> = msg
+        .list_values(HeaderName::Route)
+        .map(|v| {
+            let v = v?;
+            let parsed = NameAddr::parse(v.bytes).map_err(|e| msg.value_error(&msg.headers()[v.field], e))?;
+            Ok((v, parsed))
+        })
+        .collect::<Result<_, ParseError>>()?;
+    let mut out = Preprocessed::default();
+    let mut remaining = &routes[..];
+    if let Ok(ruri) = msg.request_uri() {
+        if identity.is_this_proxy(&ruri) {
+            if let Some(((last, addr), rest)) = routes.split_last() {
+                out.request_uri = Some(addr.uri.as_str().to_owned());
+                out.remove.push(*last);
+                remaining = rest;
+            }
+        }
+    }
+    for (v, addr) in remaining {
+        if !identity.is_this_proxy(&addr.uri) {
+            break;
+        }
+        out.remove.push(*v);
+    }
+    Ok(out)
+}
+
+/// Where the request goes next (§16.6 step 7 and §16.12): the first remaining Route value if
+/// there is one, else the Request-URI. Returns the URI text and whether that Route is a strict
+/// router (no `lr`), which §16.6 step 6 handles by moving the Request-URI to the end of the
+/// Route set.
+pub fn next_hop(first_route: Option<&NameAddr<'_>>, request_uri: &str) -> (String, bool) {
+    match first_route {
+        Some(r) => {
+            let strict = match &r.uri {
+                Uri::Sip(u) => !u.lr(),
+                _ => false,
+            };
+            (r.uri.as_str().to_owned(), strict)
+        }
+        None => (request_uri.to_owned(), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use herald_sip::Limits;
+
+    fn msg(s: &str) -> Message {
+        Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
+    }
+
+    fn id() -> Identity {
+        Identity::new(vec!["192.0.2.10:5060".parse().unwrap()], ["example.com".to_owned()])
+    }
+
+    #[test]
+    fn removes_our_routes_at_the_top() {
+        let m = msg("BYE sip:alice@192.0.2.1 SIP/2.0\nRoute: <sip:192.0.2.10;lr>, <sip:192.0.2.10;lr;transport=tcp>\nRoute: <sip:p2.example.net;lr>\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\n\n");
+        let p = preprocess(&m, &id()).unwrap();
+        assert_eq!(p.request_uri, None);
+        assert_eq!(p.remove.len(), 2);
+        assert_eq!(p.remove[0].bytes, b"<sip:192.0.2.10;lr>");
+    }
+
+    #[test]
+    fn strict_router_fixup() {
+        let m = msg("BYE sip:192.0.2.10;lr SIP/2.0\nRoute: <sip:p2.example.net;lr>, <sip:alice@192.0.2.1>\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\n\n");
+        let p = preprocess(&m, &id()).unwrap();
+        assert_eq!(p.request_uri.as_deref(), Some("sip:alice@192.0.2.1"));
+        assert_eq!(p.remove.len(), 1);
+        assert_eq!(p.remove[0].bytes, b"<sip:alice@192.0.2.1>");
+    }
+
+    #[test]
+    fn next_hops() {
+        let lr = NameAddr::parse(b"<sip:p1.example.net;lr>").unwrap();
+        assert_eq!(next_hop(Some(&lr), "sip:bob@h"), ("sip:p1.example.net;lr".to_owned(), false));
+        let strict = NameAddr::parse(b"<sip:p1.example.net>").unwrap();
+        assert!(next_hop(Some(&strict), "sip:bob@h").1);
+        assert_eq!(next_hop(None, "sip:bob@h"), ("sip:bob@h".to_owned(), false));
+    }
+}

@@ -1,0 +1,140 @@
+//! Request validation (RFC 3261 §16.3) and loop detection (§16.3 step 4, §16.6 step 8).
+
+use super::identity::Identity;
+use crate::hash::fnv1a_parts;
+use herald_sip::uri::{Host, Uri};
+use herald_sip::{HeaderName, Message, Method};
+
+/// A request the proxy must answer itself instead of forwarding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub status: u16,
+    pub reason: &'static str,
+    /// Extra headers for the response, e.g. `Unsupported` with a 420.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Rejection {
+    pub fn new(status: u16, reason: &'static str) -> Rejection {
+        Rejection { status, reason, headers: Vec::new() }
+    }
+}
+
+/// Option tags herald understands in Proxy-Require (RFC 3261 §16.3 step 5).
+pub const SUPPORTED: &[&str] = &["path"];
+
+/// Steps 2 to 5 of RFC 3261 §16.3 (step 1, syntax, is `Message::validate`; step 6,
+/// authorization, belongs to the authentication layer).
+pub fn validate_request(msg: &Message, identity: &Identity) -> Result<(), Rejection> {
+    // Step 2: URI scheme. herald routes sip and sips only (RFC 4475 §3.3.2/§3.3.3).
+    match msg.request_uri() {
+        Ok(Uri::Sip(_)) => {}
+        Ok(_) => return Err(Rejection::new(416, "Unsupported URI Scheme")),
+        Err(_) => return Err(Rejection::new(400, "Bad Request-URI")),
+    }
+    // Step 3: Max-Forwards. OPTIONS with 0 may be answered as a UAS (the caller handles that).
+    if msg.max_forwards().ok().flatten() == Some(0) && msg.method() != Some(Method::Options) {
+        return Err(Rejection::new(483, "Too Many Hops"));
+    }
+    // Step 4: loop detection.
+    if is_loop(msg, identity) {
+        return Err(Rejection::new(482, "Loop Detected"));
+    }
+    // Step 5: Proxy-Require.
+    let unsupported: Vec<&str> = msg
+        .tokens(HeaderName::ProxyRequire)
+        .filter_map(Result::ok)
+        .filter(|t| !SUPPORTED.iter().any(|s| s.eq_ignore_ascii_case(t)))
+        .collect();
+    if !unsupported.is_empty() {
+        let mut r = Rejection::new(420, "Bad Extension");
+        r.headers.push(("Unsupported", unsupported.join(", ")));
+        return Err(r);
+    }
+    Ok(())
+}
+
+/// The loop-detection hash of RFC 3261 §16.6 step 8: over the fields whose change makes a
+/// returning request a spiral rather than a loop (To tag, From tag, Call-ID, Request-URI,
+/// CSeq, Proxy-Require, Proxy-Authorization). Deviation: step 8 also lists the topmost Via,
+/// but a looping request always comes back with another hop's Via on top, so with it no loop
+/// would ever be detected; RFC 5393 §4.2 drops it for the same reason.
+pub fn loop_hash(msg: &Message) -> u64 {
+    let to_tag = msg.to_header().ok().and_then(|t| t.tag()).unwrap_or("");
+    let from_tag = msg.from_header().ok().and_then(|f| f.tag()).unwrap_or("");
+    fnv1a_parts([
+        to_tag.as_bytes(),
+        from_tag.as_bytes(),
+        msg.get(HeaderName::CallId).unwrap_or_default(),
+        msg.request_uri_bytes().unwrap_or_default(),
+        msg.get(HeaderName::CSeq).unwrap_or_default(),
+        msg.get(HeaderName::ProxyRequire).unwrap_or_default(),
+        msg.get(HeaderName::ProxyAuthorization).unwrap_or_default(),
+    ])
+}
+
+/// The separator between a branch's unique part and its loop hash.
+pub const LOOP_SEP: char = '-';
+
+/// A request loops if one of its Vias was put there by this proxy with the hash this request
+/// has now: it came back unchanged. With a different hash it is a spiral (§16.3 step 4).
+fn is_loop(msg: &Message, identity: &Identity) -> bool {
+    let want = format!("{:016x}", loop_hash(msg));
+    msg.vias().filter_map(Result::ok).any(|via| {
+        let ours = match via.host {
+            Host::Name(n) => identity.domains.iter().any(|d| d.eq_ignore_ascii_case(n)),
+            Host::Ipv4(ip) => identity.addrs.iter().any(|a| a.ip() == std::net::IpAddr::V4(ip)),
+            Host::Ipv6(ip) => identity.addrs.iter().any(|a| a.ip() == std::net::IpAddr::V6(ip)),
+        } && identity.addrs.iter().any(|a| a.port() == via.port.unwrap_or(5060));
+        ours && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h == want)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use herald_sip::Limits;
+
+    fn msg(s: &str) -> Message {
+        Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
+    }
+
+    fn id() -> Identity {
+        Identity::new(vec!["192.0.2.10:5060".parse().unwrap()], ["example.com".to_owned()])
+    }
+
+    const BASE: &str = "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKa\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nContent-Length: 0\n\n";
+
+    #[test]
+    fn schemes_and_hops() {
+        assert_eq!(validate_request(&msg(BASE), &id()), Ok(()));
+        let tel = BASE.replace("INVITE sip:bob@example.com", "INVITE tel:+15551234");
+        assert_eq!(validate_request(&msg(&tel), &id()).unwrap_err().status, 416);
+        let zero = BASE.replace("Max-Forwards: 70", "Max-Forwards: 0");
+        assert_eq!(validate_request(&msg(&zero), &id()).unwrap_err().status, 483);
+    }
+
+    #[test]
+    fn proxy_require() {
+        let pr = BASE.replace("Max-Forwards: 70", "Max-Forwards: 70\nProxy-Require: path, foo, bar");
+        let r = validate_request(&msg(&pr), &id()).unwrap_err();
+        assert_eq!(r.status, 420);
+        assert_eq!(r.headers, vec![("Unsupported", "foo, bar".to_owned())]);
+    }
+
+    #[test]
+    fn loops_and_spirals() {
+        let first = msg(BASE);
+        let h = format!("{:016x}", loop_hash(&first));
+        // The request comes back through us unchanged: same hash below the top Via → loop.
+        let back = BASE.replace(
+            "Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKa",
+            &format!("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKa\nVia: SIP/2.0/UDP 192.0.2.10;branch=z9hG4bK-x1-{h}"),
+        );
+        assert_eq!(validate_request(&msg(&back), &id()).unwrap_err().status, 482);
+        // With a different Request-URI (e.g. retargeted), it's a spiral.
+        let spiral = back.replace("INVITE sip:bob@example.com", "INVITE sip:bob@example.org");
+        assert_eq!(validate_request(&msg(&spiral), &id()), Ok(()));
+    }
+}
