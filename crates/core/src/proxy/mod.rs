@@ -3,6 +3,7 @@
 
 pub mod forward;
 pub mod identity;
+pub mod respond;
 pub mod route;
 pub mod select;
 pub mod validate;
