@@ -2,10 +2,14 @@
 //! Everything here takes the current time and an input and returns outputs; nothing reads a
 //! clock or a socket, so every RFC 3261 timer path is testable with a simulated clock.
 
+pub mod engine;
 pub mod hash;
 pub mod io;
 pub mod peer;
 pub mod proxy;
+pub mod registrar;
+pub mod transaction;
 
 pub use io::{Input, Output, ResolveRequest, SipHandler, Target};
 pub use peer::{ConnId, Peer, Transport};
+pub use registrar::{Location, Registrar, RegistrarConfig};

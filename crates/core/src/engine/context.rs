@@ -1,0 +1,99 @@
+//! The response context of one proxied request (RFC 3261 §16.2): its branches and the final
+//! responses collected so far.
+
+use crate::peer::Peer;
+use crate::transaction::TxId;
+use herald_sip::Message;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// One target the request will be (or was) forwarded to.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The new Request-URI (a registered contact), or `None` to keep it.
+    pub request_uri: Option<String>,
+    /// Where it goes: a known peer (a registration's source) or a URI to route by.
+    pub dest: PlannedDest,
+    /// Route values to push on top (the registration's Path, RFC 3327 §5.3).
+    pub push_routes: Vec<String>,
+    /// The q-value group, for sequential forking.
+    pub q: u16,
+}
+
+#[derive(Debug, Clone)]
+pub enum PlannedDest {
+    Peer(Peer),
+    /// Route by this URI (first Route value or the Request-URI).
+    Uri(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchState {
+    /// Waiting for a DNS answer (token).
+    Resolving(u64),
+    /// Client transaction started, nothing heard yet.
+    Trying,
+    /// A provisional response arrived.
+    Proceeding,
+    /// A final response arrived, or the branch failed.
+    Done(u16),
+}
+
+#[derive(Debug)]
+pub struct Branch {
+    pub planned: Planned,
+    pub client: Option<TxId>,
+    /// The forwarded request (for CANCEL construction).
+    pub request: Option<Message>,
+    pub state: BranchState,
+    /// Timer C deadline (INVITE only).
+    pub timer_c: Option<Instant>,
+    /// A CANCEL is owed once a provisional arrives (RFC 3261 §9.1).
+    pub cancel_when_provisional: bool,
+}
+
+impl Branch {
+    pub fn new(planned: Planned) -> Branch {
+        Branch {
+            planned,
+            client: None,
+            request: None,
+            state: BranchState::Trying,
+            timer_c: None,
+            cancel_when_provisional: false,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        !matches!(self.state, BranchState::Done(_))
+    }
+}
+
+/// A stored final response, or a failure synthesised locally (timeout, transport error).
+#[derive(Debug)]
+pub struct FinalResponse {
+    pub status: u16,
+    pub msg: Option<Message>,
+}
+
+#[derive(Debug)]
+pub struct Context {
+    pub request: Message,
+    pub source: Peer,
+    pub local: std::net::SocketAddr,
+    pub is_invite: bool,
+    pub branches: Vec<Branch>,
+    /// Targets not started yet (sequential forking).
+    pub waiting: VecDeque<Planned>,
+    pub finals: Vec<FinalResponse>,
+    /// A final response went upstream (the best one, or a 2xx).
+    pub answered: bool,
+    /// A 2xx or 6xx arrived, or the request was cancelled: start no more branches.
+    pub stop_forking: bool,
+}
+
+impl Context {
+    pub fn pending(&self) -> usize {
+        self.branches.iter().filter(|b| b.is_pending()).count()
+    }
+}

@@ -1,0 +1,75 @@
+//! Turning a next-hop URI into where to send (RFC 3263 §4 for the parts that need no DNS).
+
+use crate::io::ResolveRequest;
+use crate::peer::{Peer, Transport};
+use herald_sip::uri::{Host, Scheme, Uri};
+use std::net::{IpAddr, SocketAddr};
+
+/// Either a destination known now, or a name to look up first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hop {
+    Peer(Peer),
+    Resolve(ResolveRequest),
+}
+
+/// RFC 3263 §4.1/§4.2 without DNS: an IP host (or `maddr`) gives the destination directly;
+/// transport from `transport=` (default UDP, TLS for sips), port from the URI or the
+/// transport's default. A host name needs a lookup. `None` for a URI we cannot route to.
+pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
+    let Uri::Sip(u) = uri else { return None };
+    let secure = u.scheme == Scheme::Sips;
+    let explicit = u.transport().and_then(Transport::parse);
+    let transport = explicit.unwrap_or(if secure { Transport::Tls } else { Transport::Udp });
+    let default_port = if matches!(transport, Transport::Tls | Transport::Wss) { 5061 } else { 5060 };
+    let ip = match u.maddr().and_then(|m| m.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok()) {
+        Some(ip) => Some(ip),
+        None => match u.host {
+            Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+            Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+            Host::Name(_) => None,
+        },
+    };
+    match ip {
+        Some(ip) => {
+            Some(Hop::Peer(Peer { transport, addr: SocketAddr::new(ip, u.port.unwrap_or(default_port)), conn: None }))
+        }
+        None => {
+            let Host::Name(name) = u.host else { return None };
+            Some(Hop::Resolve(ResolveRequest { host: name.to_owned(), port: u.port, transport: explicit, secure }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(s: &str) -> Option<Hop> {
+        hop_for(&Uri::parse(s.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn literal_addresses() {
+        assert_eq!(hop("sip:bob@192.0.2.4"), Some(Hop::Peer(Peer::udp("192.0.2.4:5060".parse().unwrap()))));
+        let Some(Hop::Peer(p)) = hop("sip:bob@[2001:db8::4]:5070;transport=TCP") else { panic!() };
+        assert_eq!((p.transport, p.addr), (Transport::Tcp, "[2001:db8::4]:5070".parse().unwrap()));
+        let Some(Hop::Peer(p)) = hop("sips:bob@192.0.2.4") else { panic!() };
+        assert_eq!((p.transport, p.addr.port()), (Transport::Tls, 5061));
+        let Some(Hop::Peer(p)) = hop("sip:bob@example.com;maddr=192.0.2.9") else { panic!() };
+        assert_eq!(p.addr, "192.0.2.9:5060".parse().unwrap());
+    }
+
+    #[test]
+    fn names_need_lookups() {
+        assert_eq!(
+            hop("sip:bob@example.com;transport=tcp"),
+            Some(Hop::Resolve(ResolveRequest {
+                host: "example.com".into(),
+                port: None,
+                transport: Some(Transport::Tcp),
+                secure: false
+            }))
+        );
+        assert_eq!(hop("tel:+15551234"), None);
+    }
+}

@@ -1,0 +1,188 @@
+//! The worker engine: one per worker thread, never shared (docs/design/serve.md). It drives the
+//! transaction layer (RFC 3261 §17), the proxy core (§16) and the registrar (§10.3) as one
+//! `SipHandler`: messages, DNS answers and time in; sends and lookups out.
+
+mod config;
+mod context;
+mod hop;
+mod requests;
+mod responses;
+#[cfg(test)]
+mod tests;
+
+pub use config::{EngineConfig, Forking, Listener, RecordRoute};
+pub use hop::{hop_for, Hop};
+
+use crate::hash::fnv1a_parts;
+use crate::io::{Input, Output, SipHandler};
+use crate::peer::Peer;
+use crate::registrar::Registrar;
+use crate::transaction::{Actions, TransactionTable, TxAction, TxId};
+use context::Context;
+use herald_sip::{Message, ResponseBuilder};
+use herald_store::LocationStore;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Expired registrations are removed incrementally: at most this many per worker per tick
+/// (ARCHITECTURE.md: never a full sweep).
+const EXPIRE_BUDGET: usize = 512;
+const EXPIRE_EVERY: Duration = Duration::from_millis(250);
+
+pub struct Engine {
+    cfg: Arc<EngineConfig>,
+    store: Arc<LocationStore<Peer>>,
+    registrar: Registrar,
+    txs: TransactionTable,
+    /// Response contexts, keyed by their server transaction.
+    contexts: HashMap<TxId, Context>,
+    /// Client transaction → (server transaction, branch index).
+    clients: HashMap<TxId, (TxId, usize)>,
+    /// DNS token → (server transaction, branch index).
+    resolving: HashMap<u64, (TxId, usize)>,
+    /// Timer C deadlines: (deadline, server transaction, branch).
+    timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
+    next_expire: Option<Instant>,
+    next_token: u64,
+    tag_seed: u64,
+}
+
+impl Engine {
+    pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, worker: usize) -> Engine {
+        let txs = TransactionTable::new(cfg.timers);
+        let seed = fnv1a_parts([&worker.to_le_bytes()[..], crate::transaction::new_branch().as_bytes()]);
+        Engine {
+            cfg,
+            store,
+            registrar,
+            txs,
+            contexts: HashMap::new(),
+            clients: HashMap::new(),
+            resolving: HashMap::new(),
+            timer_c: BinaryHeap::new(),
+            next_expire: None,
+            next_token: (worker as u64) << 48,
+            tag_seed: seed,
+        }
+    }
+
+    /// A To tag for responses herald generates itself (§8.2.6.2), stable for one request.
+    fn local_tag(&self, req: &Message) -> String {
+        let from_tag = req.from_header().ok().and_then(|f| f.tag()).unwrap_or("");
+        let h =
+            fnv1a_parts([req.call_id().unwrap_or("").as_bytes(), from_tag.as_bytes(), &self.tag_seed.to_le_bytes()]);
+        format!("hr{h:012x}")
+    }
+
+    /// Carries out a transaction's actions. `peer` is the transaction's peer, read before the
+    /// call that produced the actions (a transaction that terminated is already gone).
+    fn apply(&mut self, now: Instant, id: TxId, peer: Option<Peer>, actions: Actions, out: &mut Vec<Output>) {
+        for action in actions {
+            match action {
+                TxAction::Send(bytes) => {
+                    if let Some(to) = peer {
+                        out.push(Output::Send { to, bytes });
+                    }
+                }
+                TxAction::ToTu(event) => self.on_tu_event(now, id, event, out),
+            }
+        }
+    }
+
+    /// Answers server transaction `id` with a locally built response.
+    fn respond(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        req: &Message,
+        (status, reason): (u16, &str),
+        headers: &[(&str, String)],
+        out: &mut Vec<Output>,
+    ) {
+        let tag = self.local_tag(req);
+        let mut b = ResponseBuilder::new(req, status, reason).to_tag(&tag);
+        for (name, value) in headers {
+            b = b.header(name, value.as_bytes());
+        }
+        let bytes = b.build().freeze();
+        let peer = self.txs.peer(id);
+        let actions = self.txs.on_tu_response(now, id, bytes, status);
+        self.apply(now, id, peer, actions, out);
+    }
+
+    /// A response sent without a transaction (to a request that could not get one).
+    fn respond_stateless(&self, req: &Message, from: Peer, status: u16, reason: &str, out: &mut Vec<Output>) {
+        if req.top_via().is_err() {
+            return; // nowhere to send it (RFC 3261 §18.2.2 needs the Via)
+        }
+        let tag = self.local_tag(req);
+        let bytes = ResponseBuilder::new(req, status, reason).to_tag(&tag).build().freeze();
+        let to = crate::proxy::respond::response_destination(req, from);
+        out.push(Output::Send { to, bytes });
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+}
+
+impl SipHandler for Engine {
+    fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>) {
+        match input {
+            Input::Message { from, local, msg } => {
+                if msg.is_request() {
+                    self.on_request(now, from, local, msg, out);
+                } else {
+                    self.on_response(now, msg, out);
+                }
+            }
+            Input::Resolved { token, result } => self.on_resolved(now, token, result, out),
+            Input::TransportError { to } => {
+                let ids: Vec<TxId> = self.clients.keys().copied().filter(|id| self.txs.peer(*id) == Some(to)).collect();
+                for id in ids {
+                    let peer = self.txs.peer(id);
+                    let actions = self.txs.on_transport_error(id);
+                    self.apply(now, id, peer, actions, out);
+                }
+            }
+        }
+    }
+
+    fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
+        for (id, action) in self.txs.handle_timeouts(now) {
+            match action {
+                TxAction::Send(bytes) => {
+                    if let Some(to) = self.txs.peer(id) {
+                        out.push(Output::Send { to, bytes });
+                    }
+                }
+                TxAction::ToTu(event) => self.on_tu_event(now, id, event, out),
+            }
+        }
+        while let Some(Reverse((at, sid, idx))) = self.timer_c.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timer_c.pop();
+            self.on_timer_c(now, at, sid, idx, out);
+        }
+        if self.next_expire.is_none_or(|t| t <= now) {
+            self.store.expire(now, EXPIRE_BUDGET);
+            self.next_expire = Some(now + EXPIRE_EVERY);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        [self.txs.next_timeout(), self.timer_c.peek().map(|Reverse((at, _, _))| *at), self.next_expire]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn active_transactions(&self) -> usize {
+        self.txs.len()
+    }
+}

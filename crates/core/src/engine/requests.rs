@@ -1,0 +1,470 @@
+//! Requests: validation, local answers (OPTIONS, REGISTER), target determination (RFC 3261
+//! §16.5), branches (§16.6), CANCEL (§16.10), and stateless forwarding (ACK for 2xx, §16.11).
+
+use super::context::{Branch, BranchState, Context, Planned, PlannedDest};
+use super::hop::{hop_for, Hop};
+use super::{Engine, Forking, RecordRoute};
+use crate::io::Output;
+use crate::peer::{Peer, Transport};
+use crate::proxy::forward::{forward, record_route_value, via_fixup, via_value, Forward};
+use crate::proxy::respond::{build_cancel, response_destination};
+use crate::proxy::route::preprocess;
+use crate::proxy::validate::{loop_hash, validate_request, LOOP_SEP, SUPPORTED};
+use crate::transaction::{new_branch, stateless_branch, TxId};
+use herald_sip::headers::NameAddr;
+use herald_sip::uri::Uri;
+use herald_sip::{Limits, Message, Method};
+use herald_store::Aor;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+const ALLOW: &str =
+    "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, PRACK, UPDATE, INFO, SUBSCRIBE, NOTIFY, REFER, MESSAGE";
+
+impl Engine {
+    pub(super) fn on_request(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        out: &mut Vec<Output>,
+    ) {
+        if let Err(e) = msg.validate() {
+            if msg.method() != Some(Method::Ack) {
+                let (status, reason) = e.response();
+                self.respond_stateless(&msg, from, status, &reason, out);
+            }
+            return;
+        }
+        let method = msg.method();
+        // Retransmissions and the ACK for a non-2xx final go to their server transaction.
+        if let Some(id) = self.txs.find_server(&msg) {
+            let peer = self.txs.peer(id);
+            let actions = self.txs.on_message(now, id, msg);
+            self.apply(now, id, peer, actions, out);
+            return;
+        }
+        if method == Some(Method::Ack) {
+            // The ACK for a 2xx is end-to-end: routed like any request, without a transaction.
+            self.forward_stateless(now, from, local, &msg, out);
+            return;
+        }
+        if self.cfg.stateless {
+            self.on_request_stateless(now, from, local, msg, out);
+            return;
+        }
+        if method == Some(Method::Cancel) {
+            self.on_cancel(now, from, local, msg, out);
+            return;
+        }
+        let is_invite = method == Some(Method::Invite);
+        let dest = response_destination(&msg, from);
+        let (id, actions) = match self.txs.insert_server(now, &msg, dest, is_invite) {
+            Ok(v) => v,
+            Err(_) => return, // no usable transaction key: nothing sane to answer to
+        };
+        let peer = self.txs.peer(id);
+        self.apply(now, id, peer, actions, out);
+        self.route_request(now, id, from, local, msg, out);
+    }
+
+    /// Decides what to do with a new request that has its server transaction `id`.
+    fn route_request(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        out: &mut Vec<Output>,
+    ) {
+        let method = msg.method();
+        if let Err(rej) = validate_request(&msg, &self.cfg.identity) {
+            let answer_options = method == Some(Method::Options) && rej.status == 483;
+            if !answer_options {
+                let headers: Vec<(&str, String)> = rej.headers.iter().map(|(n, v)| (*n, v.clone())).collect();
+                self.respond(now, id, &msg, (rej.status, rej.reason), &headers, out);
+                return;
+            }
+        }
+        let plan = match self.plan_targets(now, &msg) {
+            Ok(plan) => plan,
+            Err(Local::Options) => {
+                let headers = [
+                    ("Allow", ALLOW.to_owned()),
+                    ("Accept", "application/sdp".to_owned()),
+                    ("Supported", SUPPORTED.join(", ")),
+                ];
+                self.respond(now, id, &msg, (200, "OK"), &headers, out);
+                return;
+            }
+            Err(Local::Register) => {
+                let response = self.registrar.handle_register(now, &msg, from, &self.store);
+                let status = status_of(&response);
+                let peer = self.txs.peer(id);
+                let actions = self.txs.on_tu_response(now, id, response.freeze(), status);
+                self.apply(now, id, peer, actions, out);
+                return;
+            }
+            Err(Local::Reject(status, reason)) => {
+                self.respond(now, id, &msg, (status, reason), &[], out);
+                return;
+            }
+        };
+        let mut waiting: VecDeque<Planned> = plan.into();
+        let first = take_group(&mut waiting, self.cfg.forking);
+        let is_invite = method == Some(Method::Invite);
+        self.contexts.insert(
+            id,
+            Context {
+                request: msg,
+                source: from,
+                local,
+                is_invite,
+                branches: Vec::new(),
+                waiting,
+                finals: Vec::new(),
+                answered: false,
+                stop_forking: false,
+            },
+        );
+        self.start_branches(now, id, first, out);
+    }
+
+    /// RFC 3261 §16.4 and §16.5: where the request goes, or why herald answers it itself.
+    fn plan_targets(&self, now: Instant, msg: &Message) -> Result<Vec<Planned>, Local> {
+        let pre = preprocess(msg, &self.cfg.identity).map_err(|_| Local::Reject(400, "Bad Route"))?;
+        let ruri_text = match &pre.request_uri {
+            Some(u) => u.clone(),
+            None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
+        };
+        let first_route = msg
+            .list_values(herald_sip::HeaderName::Route)
+            .filter_map(Result::ok)
+            .find(|v| !pre.remove.iter().any(|r| r.span == v.span))
+            .and_then(|v| NameAddr::parse(v.bytes).ok().map(|a| a.uri.as_str().to_owned()));
+        if let Some(route) = first_route {
+            // Loose routing: the next hop is the first remaining Route (§16.12).
+            return Ok(vec![Planned {
+                request_uri: pre.request_uri.clone(),
+                dest: PlannedDest::Uri(route),
+                push_routes: vec![],
+                q: 1000,
+            }]);
+        }
+        let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
+        let identity = &self.cfg.identity;
+        let to_us = identity.is_this_proxy(&ruri)
+            || (identity.serves_domain(&ruri) && ruri.as_sip().is_some_and(|u| u.user.is_none()));
+        let method = msg.method();
+        if method == Some(Method::Register) && identity.serves_domain(&ruri) {
+            return Err(Local::Register);
+        }
+        if to_us {
+            return Err(match method {
+                Some(Method::Options) => Local::Options,
+                _ => Local::Reject(404, "Not Found"),
+            });
+        }
+        if identity.serves_domain(&ruri) {
+            // §16.5: the location service decides for a domain we are responsible for.
+            let aor = Aor::from_uri(&ruri).ok_or(Local::Reject(404, "Not Found"))?;
+            let bindings = self.store.lookup(&aor, now);
+            if bindings.is_empty() {
+                return Err(Local::Reject(404, "Not Found"));
+            }
+            return Ok(bindings
+                .into_iter()
+                .map(|b| Planned {
+                    request_uri: Some(b.contact.to_string()),
+                    // A registration's source is where the phone really is (behind NAT, or the
+                    // TCP connection it registered over): deliver there.
+                    dest: PlannedDest::Peer(b.source),
+                    push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
+                    q: b.q_or_default(),
+                })
+                .collect());
+        }
+        if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
+            return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS
+        }
+        Ok(vec![Planned {
+            request_uri: pre.request_uri.clone(),
+            dest: PlannedDest::Uri(ruri_text),
+            push_routes: vec![],
+            q: 1000,
+        }])
+    }
+
+    pub(super) fn start_branches(&mut self, now: Instant, sid: TxId, group: Vec<Planned>, out: &mut Vec<Output>) {
+        for planned in group {
+            let Some(ctx) = self.contexts.get_mut(&sid) else { return };
+            ctx.branches.push(Branch::new(planned.clone()));
+            let idx = ctx.branches.len() - 1;
+            match planned.dest {
+                PlannedDest::Peer(p) => self.send_branch(now, sid, idx, p, out),
+                PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+                    Some(Hop::Peer(p)) => self.send_branch(now, sid, idx, p, out),
+                    Some(Hop::Resolve(request)) => {
+                        let token = self.token();
+                        self.resolving.insert(token, (sid, idx));
+                        if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
+                            b.state = BranchState::Resolving(token);
+                        }
+                        out.push(Output::Resolve { token, request });
+                    }
+                    None => self.branch_failed(now, sid, idx, 416, out),
+                },
+            }
+        }
+        self.advance(now, sid, out);
+    }
+
+    pub(super) fn on_resolved(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: Result<Vec<crate::io::Target>, String>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some((sid, idx)) = self.resolving.remove(&token) else { return };
+        let still_waiting = self
+            .contexts
+            .get(&sid)
+            .and_then(|c| c.branches.get(idx))
+            .is_some_and(|b| b.state == BranchState::Resolving(token));
+        if !still_waiting {
+            return;
+        }
+        match result.ok().and_then(|t| t.first().copied()) {
+            Some(t) => self.send_branch(now, sid, idx, Peer { transport: t.transport, addr: t.addr, conn: None }, out),
+            // RFC 3263 §4.3: no usable target is a 503 for that branch (§16.7 turns it into 500).
+            None => self.branch_failed(now, sid, idx, 503, out),
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// Builds the copy of the request for branch `idx` and starts its client transaction.
+    fn send_branch(&mut self, now: Instant, sid: TxId, idx: usize, to: Peer, out: &mut Vec<Output>) {
+        let Some(ctx) = self.contexts.get(&sid) else { return };
+        let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else {
+            return self.branch_failed(now, sid, idx, 503, out);
+        };
+        let req = ctx.request.clone();
+        let planned = ctx.branches[idx].planned.clone();
+        let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
+        let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), loop_hash(&req));
+        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+        let record_route = self.record_route_for(&req, inbound, listener);
+        let pre = match preprocess(&req, &self.cfg.identity) {
+            Ok(p) => p,
+            Err(_) => return self.branch_failed(now, sid, idx, 400, out),
+        };
+        let bytes = forward(
+            &req,
+            &Forward {
+                request_uri: planned.request_uri.as_deref(),
+                remove_routes: &pre.remove,
+                push_routes: &planned.push_routes,
+                record_route: &record_route,
+                via: &via,
+                via_fixup: via_fixup(&req, ctx.source.addr),
+                ..Default::default()
+            },
+        );
+        let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
+            return self.branch_failed(now, sid, idx, 500, out);
+        };
+        match self.txs.insert_client(now, fwd.clone(), to) {
+            Ok((cid, actions)) => {
+                self.clients.insert(cid, (sid, idx));
+                let timer_c = self.cfg.timer_c;
+                if let Some(ctx) = self.contexts.get_mut(&sid) {
+                    let b = &mut ctx.branches[idx];
+                    b.client = Some(cid);
+                    b.request = Some(fwd);
+                    b.state = BranchState::Trying;
+                    if ctx.is_invite {
+                        b.timer_c = Some(now + timer_c);
+                        self.timer_c.push(std::cmp::Reverse((now + timer_c, sid, idx)));
+                    }
+                }
+                self.apply(now, cid, Some(to), actions, out);
+            }
+            Err(_) => self.branch_failed(now, sid, idx, 500, out),
+        }
+    }
+
+    /// §16.6 step 4, with double record-routing when the request changes transport or address
+    /// family (RFC 5658 §3): the top value faces the next hop, the second the previous hop.
+    fn record_route_for(
+        &self,
+        req: &Message,
+        inbound: Option<super::Listener>,
+        outbound: super::Listener,
+    ) -> Vec<String> {
+        let creates_dialog =
+            matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
+                && req.to_header().ok().and_then(|t| t.tag()).is_none();
+        let crosses = inbound.is_some_and(|i| i != outbound);
+        let wanted = match self.cfg.record_route {
+            RecordRoute::Always => true,
+            RecordRoute::CrossTransport => crosses,
+            RecordRoute::Never => false,
+        };
+        if !creates_dialog || !wanted {
+            return Vec::new();
+        }
+        let rr = |l: super::Listener| {
+            record_route_value((l.transport != Transport::Udp).then(|| l.transport.as_param()), l.addr)
+        };
+        match inbound {
+            Some(i) if crosses => vec![rr(outbound), rr(i)],
+            _ => vec![rr(outbound)],
+        }
+    }
+
+    /// RFC 3261 §16.10: answer the CANCEL, then cancel every pending branch of its INVITE.
+    fn on_cancel(&mut self, now: Instant, from: Peer, local: SocketAddr, msg: Message, out: &mut Vec<Output>) {
+        let target = self.txs.find_cancel_target(&msg).filter(|sid| self.contexts.contains_key(sid));
+        let Some(sid) = target else {
+            // No response context: forward statelessly (§16.10).
+            self.forward_stateless(now, from, local, &msg, out);
+            return;
+        };
+        if let Ok((cid, actions)) = self.txs.insert_server(now, &msg, response_destination(&msg, from), false) {
+            let peer = self.txs.peer(cid);
+            self.apply(now, cid, peer, actions, out);
+            self.respond(now, cid, &msg, (200, "OK"), &[], out);
+        }
+        let pending: Vec<usize> = match self.contexts.get_mut(&sid) {
+            Some(ctx) => {
+                ctx.stop_forking = true;
+                ctx.waiting.clear();
+                (0..ctx.branches.len()).filter(|i| ctx.branches[*i].is_pending()).collect()
+            }
+            None => return,
+        };
+        for idx in pending {
+            self.cancel_branch(now, sid, idx, out);
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// Sends CANCEL on a branch once it has a provisional response (RFC 3261 §9.1); a branch
+    /// still resolving is simply dropped as 487.
+    pub(super) fn cancel_branch(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) else { return };
+        match b.state {
+            BranchState::Proceeding => {
+                let (Some(req), Some(cid)) = (b.request.clone(), b.client) else { return };
+                let Some(peer) = self.txs.peer(cid) else { return };
+                if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
+                    if let Ok((id, actions)) = self.txs.insert_client(now, cancel, peer) {
+                        self.apply(now, id, Some(peer), actions, out);
+                    }
+                }
+            }
+            BranchState::Trying => b.cancel_when_provisional = true,
+            BranchState::Resolving(_) => self.branch_failed(now, sid, idx, 487, out),
+            BranchState::Done(_) => {}
+        }
+    }
+
+    /// Stateless mode (§16.11): REGISTER and OPTIONS to us are still answered; everything else
+    /// goes to one target without transaction state.
+    fn on_request_stateless(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        out: &mut Vec<Output>,
+    ) {
+        if let Err(rej) = validate_request(&msg, &self.cfg.identity) {
+            self.respond_stateless(&msg, from, rej.status, rej.reason, out);
+            return;
+        }
+        match self.plan_targets(now, &msg) {
+            Err(Local::Register) => {
+                let response = self.registrar.handle_register(now, &msg, from, &self.store);
+                out.push(Output::Send { to: response_destination(&msg, from), bytes: response.freeze() });
+            }
+            Err(Local::Options) => self.respond_stateless(&msg, from, 200, "OK", out),
+            Err(Local::Reject(status, reason)) => self.respond_stateless(&msg, from, status, reason, out),
+            Ok(_) => self.forward_stateless(now, from, local, &msg, out),
+        }
+    }
+
+    /// Forwards without state (§16.11): ACK for 2xx, CANCEL without context, stateless mode.
+    /// The branch is derived from the request so that retransmissions get the same one. Only
+    /// literal-address next hops are used: a stateless element has nowhere to park a request
+    /// while a name is being resolved.
+    pub(super) fn forward_stateless(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        _local: SocketAddr,
+        msg: &Message,
+        out: &mut Vec<Output>,
+    ) {
+        let Ok(plan) = self.plan_targets(now, msg) else { return };
+        let Some(target) = plan.into_iter().max_by_key(|p| p.q) else { return };
+        let to = match &target.dest {
+            PlannedDest::Peer(p) => *p,
+            PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+                Some(Hop::Peer(p)) => p,
+                _ => return,
+            },
+        };
+        let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
+        let Some(base) = stateless_branch(msg) else { return };
+        let branch = format!("{base}{LOOP_SEP}{:016x}", loop_hash(msg));
+        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+        let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return };
+        let bytes = forward(
+            msg,
+            &Forward {
+                request_uri: target.request_uri.as_deref(),
+                remove_routes: &pre.remove,
+                push_routes: &target.push_routes,
+                via: &via,
+                via_fixup: via_fixup(msg, from.addr),
+                ..Default::default()
+            },
+        );
+        out.push(Output::Send { to, bytes });
+    }
+}
+
+/// Why a request is answered by herald instead of being forwarded.
+enum Local {
+    Options,
+    Register,
+    Reject(u16, &'static str),
+}
+
+/// The next group of targets: everything (parallel) or the contacts sharing the highest q.
+fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
+    match forking {
+        Forking::Parallel => waiting.drain(..).collect(),
+        Forking::Sequential => {
+            let mut sorted: Vec<Planned> = waiting.drain(..).collect();
+            sorted.sort_by_key(|p| std::cmp::Reverse(p.q));
+            let top = sorted.first().map(|p| p.q);
+            let (group, rest): (Vec<_>, Vec<_>) = sorted.into_iter().partition(|p| Some(p.q) == top);
+            waiting.extend(rest);
+            group
+        }
+    }
+}
+
+pub(super) fn next_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
+    take_group(waiting, forking)
+}
+
+fn status_of(response: &[u8]) -> u16 {
+    response.get(8..11).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse().ok()).unwrap_or(500)
+}

@@ -1,0 +1,261 @@
+//! Responses: matching client transactions, forwarding provisional and 2xx responses at once,
+//! collecting the others and sending the best one (RFC 3261 §16.7), Timer C (§16.8), and
+//! stateless forwarding of responses that match no transaction (§16.11, §18.1.2).
+
+use super::context::{BranchState, FinalResponse};
+use super::requests::next_group;
+use super::Engine;
+use crate::io::Output;
+use crate::proxy::respond::via_destination;
+use crate::proxy::select::{best_response, status_to_forward};
+use crate::transaction::{TuEvent, TxId};
+use herald_sip::{Editor, HeaderName, Limits, Message};
+use std::cmp::Reverse;
+use std::time::Instant;
+
+/// The response without its top Via (ours), as forwarded upstream (§16.7 step 9).
+fn strip_top_via(resp: &Message) -> Option<bytes::Bytes> {
+    let top = resp.list_values(HeaderName::Via).next()?.ok()?;
+    let mut e = Editor::new(resp);
+    e.remove_list_value(top);
+    Some(e.finish())
+}
+
+impl Engine {
+    pub(super) fn on_response(&mut self, now: Instant, msg: Message, out: &mut Vec<Output>) {
+        if let Some(cid) = self.txs.find_client(&msg) {
+            let peer = self.txs.peer(cid);
+            let actions = self.txs.on_message(now, cid, msg);
+            self.apply(now, cid, peer, actions, out);
+        } else {
+            self.forward_response_stateless(&msg, out);
+        }
+    }
+
+    /// §16.11 / §18.1.2: a response that matches no client transaction (a 2xx retransmission
+    /// after the transaction ended, or a response to a statelessly forwarded request) goes to
+    /// the next Via, provided the top Via is ours.
+    fn forward_response_stateless(&self, msg: &Message, out: &mut Vec<Output>) {
+        let mut vias = msg.vias();
+        let Some(Ok(top)) = vias.next() else { return };
+        let ours = self.cfg.listeners.iter().any(|l| {
+            top.port == Some(l.addr.port())
+                && top.host.to_string().trim_matches(|c| c == '[' || c == ']') == l.addr.ip().to_string()
+        });
+        if !ours {
+            return; // RFC 3261 §18.1.2: not sent by us; discard
+        }
+        let Some(Ok(next)) = vias.next() else { return };
+        let Some(to) = via_destination(&next) else { return };
+        if let Some(bytes) = strip_top_via(msg) {
+            out.push(Output::Send { to, bytes });
+        }
+    }
+
+    pub(super) fn on_tu_event(&mut self, now: Instant, id: TxId, event: TuEvent, out: &mut Vec<Output>) {
+        if let Some(&(sid, idx)) = self.clients.get(&id) {
+            match event {
+                TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),
+                TuEvent::Timeout => self.branch_failed(now, sid, idx, 408, out),
+                TuEvent::TransportError => self.branch_failed(now, sid, idx, 503, out),
+                TuEvent::Terminated => {
+                    self.clients.remove(&id);
+                    // A branch whose transaction ended without a final response failed.
+                    self.branch_failed(now, sid, idx, 408, out);
+                }
+                TuEvent::AckReceived(_) | TuEvent::NoAck => {}
+            }
+            self.advance(now, sid, out);
+            return;
+        }
+        match event {
+            TuEvent::AckReceived(ack) => {
+                if let Some(ctx) = self.contexts.get(&id) {
+                    let (from, local) = (ctx.source, ctx.local);
+                    self.forward_stateless(now, from, local, &ack, out);
+                }
+            }
+            TuEvent::Terminated => self.end_context(now, id, out),
+            _ => {}
+        }
+    }
+
+    fn on_branch_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: Message, out: &mut Vec<Output>) {
+        let Some(status) = resp.status() else { return };
+        let Some(ctx) = self.contexts.get_mut(&sid) else {
+            // The server transaction is gone: a late 2xx must still reach the caller (RFC 6026).
+            if (200..300).contains(&status) {
+                self.forward_response_stateless(&resp, out);
+            }
+            return;
+        };
+        let is_invite = ctx.is_invite;
+        let Some(branch) = ctx.branches.get_mut(idx) else { return };
+        if status < 200 {
+            if branch.is_pending() {
+                branch.state = BranchState::Proceeding;
+            }
+            if is_invite {
+                // §16.7 step 2: a provisional response resets Timer C.
+                let at = now + self.cfg.timer_c;
+                branch.timer_c = Some(at);
+                self.timer_c.push(Reverse((at, sid, idx)));
+            }
+            if std::mem::take(&mut branch.cancel_when_provisional) {
+                self.cancel_branch(now, sid, idx, out);
+            }
+            if status > 100 {
+                self.send_upstream(now, sid, &resp, status, out);
+            }
+            return;
+        }
+        branch.state = BranchState::Done(status);
+        branch.timer_c = None;
+        if status < 300 {
+            // §16.7 step 4/5: every 2xx goes upstream at once; other branches are cancelled.
+            ctx.answered = true;
+            ctx.stop_forking = true;
+            ctx.waiting.clear();
+            self.send_upstream(now, sid, &resp, status, out);
+            self.cancel_pending(now, sid, out);
+            return;
+        }
+        if status >= 600 {
+            ctx.stop_forking = true;
+            ctx.waiting.clear();
+        }
+        ctx.finals.push(FinalResponse { status, msg: Some(resp) });
+        if status >= 600 {
+            self.cancel_pending(now, sid, out);
+        }
+    }
+
+    fn cancel_pending(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
+        let pending: Vec<usize> = self
+            .contexts
+            .get(&sid)
+            .map(|c| (0..c.branches.len()).filter(|i| c.branches[*i].is_pending()).collect())
+            .unwrap_or_default();
+        for idx in pending {
+            self.cancel_branch(now, sid, idx, out);
+        }
+    }
+
+    /// A branch failed without a response (timeout, transport error, no route): it counts as
+    /// that status in the best-response choice (§16.7 step 6, §16.8).
+    pub(super) fn branch_failed(&mut self, _now: Instant, sid: TxId, idx: usize, status: u16, _out: &mut [Output]) {
+        let Some(ctx) = self.contexts.get_mut(&sid) else { return };
+        let Some(b) = ctx.branches.get_mut(idx) else { return };
+        if !b.is_pending() {
+            return;
+        }
+        b.state = BranchState::Done(status);
+        b.timer_c = None;
+        ctx.finals.push(FinalResponse { status, msg: None });
+    }
+
+    /// When no branch is pending: start the next group (sequential forking) or send the best
+    /// final response upstream.
+    pub(super) fn advance(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
+        let Some(ctx) = self.contexts.get_mut(&sid) else { return };
+        if ctx.pending() > 0 || ctx.answered {
+            return;
+        }
+        if !ctx.stop_forking && !ctx.waiting.is_empty() {
+            let group = next_group(&mut ctx.waiting, self.cfg.forking);
+            self.start_branches(now, sid, group, out);
+            return;
+        }
+        ctx.answered = true;
+        let statuses: Vec<u16> = ctx.finals.iter().map(|f| f.status).collect();
+        let Some(best) = best_response(&statuses) else {
+            let req = ctx.request.clone();
+            self.respond(now, sid, &req, (480, "Temporarily Unavailable"), &[], out);
+            return;
+        };
+        let chosen = &ctx.finals[best];
+        let status = chosen.status;
+        match (&chosen.msg, status_to_forward(status) == status) {
+            (Some(resp), true) => {
+                let resp = resp.clone();
+                let extra = merged_challenges(&ctx.finals, best);
+                let resp = if extra.is_empty() { resp } else { with_headers(&resp, &extra) };
+                self.send_upstream(now, sid, &resp, status, out);
+            }
+            _ => {
+                let req = ctx.request.clone();
+                let forwarded = status_to_forward(status);
+                self.respond(now, sid, &req, (forwarded, reason_for(forwarded)), &[], out);
+            }
+        }
+    }
+
+    /// Forwards a response received on a branch through the server transaction.
+    fn send_upstream(&mut self, now: Instant, sid: TxId, resp: &Message, status: u16, out: &mut Vec<Output>) {
+        let Some(bytes) = strip_top_via(resp) else { return };
+        let peer = self.txs.peer(sid);
+        let actions = self.txs.on_tu_response(now, sid, bytes, status);
+        self.apply(now, sid, peer, actions, out);
+    }
+
+    /// Timer C fired for a branch (§16.8): with a provisional response, CANCEL it; without
+    /// one, it counts as 408.
+    pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
+        if b.timer_c != Some(at) || !b.is_pending() {
+            return; // stale: reset by a later provisional, or the branch finished
+        }
+        match b.state {
+            BranchState::Proceeding => self.cancel_branch(now, sid, idx, out),
+            _ => self.branch_failed(now, sid, idx, 408, out),
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// The server transaction ended: cancel what is still pending and forget the context.
+    fn end_context(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
+        self.cancel_pending(now, sid, out);
+        self.contexts.remove(&sid);
+    }
+}
+
+/// §16.7 step 7: a 401/407 sent upstream carries the challenges of every 401/407 received.
+fn merged_challenges(finals: &[FinalResponse], chosen: usize) -> Vec<(&'static str, Vec<u8>)> {
+    let chosen_status = finals[chosen].status;
+    if chosen_status != 401 && chosen_status != 407 {
+        return Vec::new();
+    }
+    let mut extra = Vec::new();
+    for (i, f) in finals.iter().enumerate() {
+        let Some(m) = f.msg.as_ref().filter(|_| i != chosen && matches!(f.status, 401 | 407)) else { continue };
+        for (name, header) in
+            [("WWW-Authenticate", HeaderName::WwwAuthenticate), ("Proxy-Authenticate", HeaderName::ProxyAuthenticate)]
+        {
+            for h in m.fields(header) {
+                extra.push((name, m.value_of(h).to_vec()));
+            }
+        }
+    }
+    extra
+}
+
+fn with_headers(resp: &Message, extra: &[(&'static str, Vec<u8>)]) -> Message {
+    let mut e = Editor::new(resp);
+    for (name, value) in extra {
+        e.append_header(name, value);
+    }
+    Message::parse(e.finish(), &Limits::default()).unwrap_or_else(|_| resp.clone())
+}
+
+fn reason_for(status: u16) -> &'static str {
+    match status {
+        404 => "Not Found",
+        408 => "Request Timeout",
+        416 => "Unsupported URI Scheme",
+        480 => "Temporarily Unavailable",
+        487 => "Request Terminated",
+        500 => "Server Internal Error",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}

@@ -1,0 +1,353 @@
+//! The engine in an in-memory harness: real messages, a simulated clock, no sockets.
+
+use super::*;
+use crate::io::{Input, Output, ResolveRequest, Target};
+use crate::peer::{Peer, Transport};
+use crate::proxy::Identity;
+use crate::registrar::{Registrar, RegistrarConfig};
+use crate::transaction::Timers;
+use bytes::Bytes;
+use herald_sip::{Limits, Message, Method};
+use std::net::SocketAddr;
+
+const PROXY: &str = "192.0.2.10:5060";
+const ALICE: &str = "192.0.2.1:5061";
+const BOB: &str = "192.0.2.2:5062";
+const BOB2: &str = "192.0.2.3:5063";
+
+struct Harness {
+    engine: Engine,
+    now: Instant,
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn config(forking: Forking, stateless: bool) -> EngineConfig {
+    EngineConfig {
+        identity: Identity::new(vec![addr(PROXY)], ["example.com".to_owned()]),
+        listeners: vec![
+            Listener { transport: Transport::Udp, addr: addr(PROXY) },
+            Listener { transport: Transport::Tcp, addr: addr(PROXY) },
+        ],
+        timers: Timers::default(),
+        record_route: RecordRoute::Always,
+        forking,
+        stateless,
+        timer_c: Duration::from_secs(180),
+    }
+}
+
+impl Harness {
+    fn with(forking: Forking, stateless: bool) -> Harness {
+        let registrar = Registrar::new(RegistrarConfig::default());
+        let store = Arc::new(registrar.new_store());
+        let engine = Engine::new(Arc::new(config(forking, stateless)), store, registrar, 0);
+        Harness { engine, now: Instant::now() }
+    }
+
+    fn new() -> Harness {
+        Harness::with(Forking::Parallel, false)
+    }
+
+    /// Feeds a message (LF line ends are turned into CRLF) from `from` over UDP.
+    fn send(&mut self, from: &str, text: &str) -> Vec<Output> {
+        self.send_bytes(Peer::udp(addr(from)), Bytes::from(text.replace("\r\n", "\n").replace('\n', "\r\n")))
+    }
+
+    fn send_bytes(&mut self, from: Peer, bytes: Bytes) -> Vec<Output> {
+        let msg = Message::parse(bytes, &Limits::default()).unwrap();
+        let mut out = Vec::new();
+        self.engine.handle(self.now, Input::Message { from, local: addr(PROXY), msg }, &mut out);
+        out
+    }
+
+    fn advance(&mut self, by: Duration) -> Vec<Output> {
+        self.now += by;
+        let mut out = Vec::new();
+        self.engine.handle_timeouts(self.now, &mut out);
+        out
+    }
+
+    fn register(&mut self, user: &str, from: &str, q: Option<&str>) {
+        let q = q.map(|q| format!(";q={q}")).unwrap_or_default();
+        let out = self.send(
+            from,
+            &format!(
+                "REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/UDP {from};branch=z9hG4bKreg{from}{user}\nMax-Forwards: 70\nFrom: <sip:{user}@example.com>;tag=r1\nTo: <sip:{user}@example.com>\nCall-ID: reg-{user}-{from}\nCSeq: 1 REGISTER\nContact: <sip:{user}@{from}>{q}\nExpires: 3600\nContent-Length: 0\n\n"
+            ),
+        );
+        let (to, resp) = sent(&out)[0].clone();
+        assert_eq!(resp.status(), Some(200), "{:?}", String::from_utf8_lossy(resp.as_bytes()));
+        assert_eq!(to.addr, addr(from));
+    }
+}
+
+/// The messages an output list sends, parsed.
+fn sent(out: &[Output]) -> Vec<(Peer, Message)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { to, bytes } => Some((*to, Message::parse(bytes.clone(), &Limits::default()).unwrap())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn invite(to_user: &str, call: &str) -> String {
+    format!("INVITE sip:{to_user}@example.com SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-{call};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:{to_user}@example.com>\nCall-ID: {call}\nCSeq: 1 INVITE\nContact: <sip:alice@{ALICE}>\nContent-Type: application/sdp\nContent-Length: 5\n\nv=0\n")
+}
+
+/// A response from the callee to a forwarded request.
+fn answer(req: &Message, status: u16, reason: &str, to_tag: &str) -> String {
+    let mut s = format!("SIP/2.0 {status} {reason}\r\n");
+    for h in req.headers() {
+        use herald_sip::HeaderName as H;
+        if matches!(h.name, H::Via | H::From | H::CallId | H::CSeq | H::RecordRoute) {
+            s.push_str(std::str::from_utf8(&req.as_bytes()[h.line.range()]).unwrap());
+        }
+        if h.name == H::To {
+            s.push_str(&format!("To: {};tag={to_tag}\r\n", std::str::from_utf8(req.value_of(h)).unwrap()));
+        }
+    }
+    if status < 300 && status > 100 {
+        s.push_str(&format!("Contact: <sip:bob@{BOB}>\r\n"));
+    }
+    s.push_str("Content-Length: 0\r\n\r\n");
+    s
+}
+
+#[test]
+fn a_call_through_the_proxy() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    let out = h.send(ALICE, &invite("bob", "call1"));
+    let msgs = sent(&out);
+    // 100 Trying to Alice (RFC 3581: rport → her source port), INVITE to Bob's registration.
+    assert_eq!(msgs.len(), 2);
+    assert_eq!((msgs[0].0.addr, msgs[0].1.status()), (addr(ALICE), Some(100)));
+    let (to, fwd) = &msgs[1];
+    assert_eq!(to.addr, addr(BOB));
+    assert_eq!(fwd.request_uri_bytes(), Some(format!("sip:bob@{BOB}").as_bytes()));
+    assert_eq!(fwd.max_forwards().unwrap(), Some(69));
+    assert_eq!(fwd.vias().count(), 2);
+    let top = fwd.top_via().unwrap();
+    assert!(top.has_rfc3261_branch());
+    assert_eq!(fwd.vias().nth(1).unwrap().unwrap().rport(), Some(Some(5061)));
+    assert_eq!(fwd.record_routes().count(), 1);
+    assert_eq!(fwd.body(), b"v=0\r\n");
+    // Bob rings, then answers: both reach Alice in that order, without our Via.
+    let fwd = fwd.clone();
+    let ringing = h.send(BOB, &answer(&fwd, 180, "Ringing", "b1"));
+    let ok = h.send(BOB, &answer(&fwd, 200, "OK", "b1"));
+    let (r, o) = (sent(&ringing), sent(&ok));
+    assert_eq!((r[0].0.addr, r[0].1.status()), (addr(ALICE), Some(180)));
+    assert_eq!((o[0].0.addr, o[0].1.status()), (addr(ALICE), Some(200)));
+    assert_eq!(o[0].1.vias().count(), 1);
+    // Alice's ACK and BYE follow the Record-Route (loose routing) to Bob.
+    let route = format!("<sip:{PROXY};lr>");
+    let ack = format!("ACK sip:bob@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-ack1\nRoute: {route}\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: call1\nCSeq: 1 ACK\nContent-Length: 0\n\n");
+    let a = sent(&h.send(ALICE, &ack));
+    assert_eq!(a.len(), 1);
+    assert_eq!((a[0].0.addr, a[0].1.method()), (addr(BOB), Some(Method::Ack)));
+    assert_eq!(a[0].1.routes().count(), 0, "our own Route entry is removed");
+    let bye =
+        ack.replace("ACK sip", "BYE sip").replace("CSeq: 1 ACK", "CSeq: 2 BYE").replace("z9hG4bK-ack1", "z9hG4bK-bye1");
+    let b = sent(&h.send(ALICE, &bye));
+    assert_eq!((b[0].0.addr, b[0].1.method()), (addr(BOB), Some(Method::Bye)));
+    let b200 = sent(&h.send(BOB, &answer(&b[0].1, 200, "OK", "b1")));
+    assert_eq!((b200[0].0.addr, b200[0].1.status()), (addr(ALICE), Some(200)));
+}
+
+#[test]
+fn unknown_users_and_invalid_requests_are_answered_locally() {
+    let mut h = Harness::new();
+    let nobody = sent(&h.send(ALICE, &invite("nobody", "c404")));
+    assert_eq!(nobody.last().unwrap().1.status(), Some(404));
+    let zero = invite("bob", "c483").replace("Max-Forwards: 70", "Max-Forwards: 0");
+    assert_eq!(sent(&h.send(ALICE, &zero)).last().unwrap().1.status(), Some(483));
+    let ext = invite("bob", "c420").replace("Max-Forwards: 70", "Max-Forwards: 70\nProxy-Require: foo");
+    let r = sent(&h.send(ALICE, &ext));
+    assert_eq!(r.last().unwrap().1.status(), Some(420));
+    assert_eq!(r.last().unwrap().1.get(herald_sip::HeaderName::Unsupported), Some(&b"foo"[..]));
+    let tel = invite("bob", "c416").replace("INVITE sip:bob@example.com", "INVITE tel:+15551234");
+    assert_eq!(sent(&h.send(ALICE, &tel)).last().unwrap().1.status(), Some(416));
+    let opts = format!("OPTIONS sip:{PROXY} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-o1\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:{PROXY}>\nCall-ID: opt1\nCSeq: 1 OPTIONS\nContent-Length: 0\n\n");
+    let o = sent(&h.send(ALICE, &opts));
+    assert_eq!(o[0].1.status(), Some(200));
+    assert!(o[0].1.get(herald_sip::HeaderName::Allow).is_some());
+    // A request missing Call-ID gets a 400 naming it.
+    let bad = invite("bob", "c400").replace("Call-ID: c400\n", "");
+    let r = sent(&h.send(ALICE, &bad));
+    assert_eq!(r[0].1.status(), Some(400));
+    assert_eq!(r[0].1.reason(), Some(&b"Missing Call-ID"[..]));
+}
+
+#[test]
+fn parallel_forking_picks_the_2xx_and_cancels_the_rest() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, Some("0.5"));
+    h.register("bob", BOB2, Some("0.9"));
+    let out = sent(&h.send(ALICE, &invite("bob", "fork1")));
+    let branches: Vec<_> = out.iter().filter(|(_, m)| m.is_request()).cloned().collect();
+    assert_eq!(branches.len(), 2);
+    let to_bob2 = branches.iter().find(|(p, _)| p.addr == addr(BOB2)).unwrap().1.clone();
+    let to_bob = branches.iter().find(|(p, _)| p.addr == addr(BOB)).unwrap().1.clone();
+    h.send(BOB, &answer(&to_bob, 180, "Ringing", "x1"));
+    let ok = sent(&h.send(BOB2, &answer(&to_bob2, 200, "OK", "x2")));
+    // The 200 goes to Alice and a CANCEL to the other, ringing branch.
+    assert!(ok.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(200)));
+    let cancel = ok.iter().find(|(_, m)| m.method() == Some(Method::Cancel)).expect("CANCEL for the other branch");
+    assert_eq!(cancel.0.addr, addr(BOB));
+    assert_eq!(cancel.1.top_via().unwrap().branch(), to_bob.top_via().unwrap().branch());
+}
+
+#[test]
+fn sequential_forking_tries_higher_q_first() {
+    let mut h = Harness::with(Forking::Sequential, false);
+    h.register("bob", BOB, Some("0.5"));
+    h.register("bob", BOB2, Some("0.9"));
+    let out = sent(&h.send(ALICE, &invite("bob", "seq1")));
+    let first: Vec<_> = out.iter().filter(|(_, m)| m.is_request()).collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].0.addr, addr(BOB2));
+    let busy = first[0].1.clone();
+    let next = sent(&h.send(BOB2, &answer(&busy, 486, "Busy Here", "x2")));
+    // The 486 is ACKed hop-by-hop and the next contact is tried; Alice hears nothing final yet.
+    assert!(next.iter().any(|(p, m)| p.addr == addr(BOB2) && m.method() == Some(Method::Ack)));
+    let second = next.iter().find(|(_, m)| m.method() == Some(Method::Invite)).unwrap();
+    assert_eq!(second.0.addr, addr(BOB));
+    assert!(!next.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status().is_some_and(|s| s >= 200)));
+    let nf = sent(&h.send(BOB, &answer(&second.1, 404, "Not Found", "x1")));
+    // Best of {486, 404}: the first received of the lowest class, 486.
+    assert!(nf.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(486)));
+}
+
+#[test]
+fn cancel_from_the_caller() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    let inv = invite("bob", "cancel1");
+    let fwd = sent(&h.send(ALICE, &inv))[1].1.clone();
+    h.send(BOB, &answer(&fwd, 180, "Ringing", "b1"));
+    let cancel = format!("CANCEL sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-cancel1;rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>\nCall-ID: cancel1\nCSeq: 1 CANCEL\nContent-Length: 0\n\n");
+    let out = sent(&h.send(ALICE, &cancel));
+    assert!(out
+        .iter()
+        .any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(200) && m.cseq().unwrap().method == Method::Cancel));
+    let c = out.iter().find(|(_, m)| m.method() == Some(Method::Cancel)).expect("CANCEL downstream");
+    assert_eq!(c.0.addr, addr(BOB));
+    // Bob answers 487 to the INVITE: it is ACKed downstream and forwarded to Alice.
+    let out = sent(&h.send(BOB, &answer(&fwd, 487, "Request Terminated", "b1")));
+    assert!(out.iter().any(|(p, m)| p.addr == addr(BOB) && m.method() == Some(Method::Ack)));
+    assert!(out.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(487)));
+}
+
+#[test]
+fn a_silent_callee_times_out_with_408() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    h.send(ALICE, &invite("bob", "t1"));
+    // Timer A retransmits the INVITE to Bob at 0.5 s, 1.5 s, ... (RFC 3261 §17.1.1.2).
+    let r = sent(&h.advance(Duration::from_millis(500)));
+    assert!(r.iter().any(|(p, m)| p.addr == addr(BOB) && m.method() == Some(Method::Invite)));
+    let mut final_to_alice = None;
+    for _ in 0..80 {
+        let out = sent(&h.advance(Duration::from_millis(500)));
+        if let Some((_, m)) = out.iter().find(|(p, m)| p.addr == addr(ALICE) && m.status().is_some_and(|s| s >= 400)) {
+            final_to_alice = Some((m.status(), h.now));
+            break;
+        }
+    }
+    assert_eq!(final_to_alice.map(|f| f.0), Some(Some(408)));
+}
+
+#[test]
+fn timer_c_cancels_a_branch_that_rings_forever() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    let fwd = sent(&h.send(ALICE, &invite("bob", "tc1")))[1].1.clone();
+    h.send(BOB, &answer(&fwd, 180, "Ringing", "b1"));
+    let before = sent(&h.advance(Duration::from_secs(179)));
+    assert!(!before.iter().any(|(_, m)| m.method() == Some(Method::Cancel)));
+    let at = sent(&h.advance(Duration::from_secs(1)));
+    assert!(at.iter().any(|(p, m)| p.addr == addr(BOB) && m.method() == Some(Method::Cancel)));
+}
+
+#[test]
+fn names_are_resolved_without_blocking() {
+    let mut h = Harness::new();
+    let inv = invite("carol", "dns1").replace("INVITE sip:carol@example.com", "INVITE sip:carol@example.net");
+    let out = h.send(ALICE, &inv);
+    let (token, request) = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Resolve { token, request } => Some((*token, request.clone())),
+            _ => None,
+        })
+        .expect("a lookup");
+    assert_eq!(request, ResolveRequest { host: "example.net".into(), port: None, transport: None, secure: false });
+    let mut out = Vec::new();
+    let target = Target { transport: Transport::Udp, addr: addr("198.51.100.7:5060") };
+    h.engine.handle(h.now, Input::Resolved { token, result: Ok(vec![target]) }, &mut out);
+    let fwd = sent(&out);
+    assert_eq!((fwd[0].0.addr, fwd[0].1.method()), (target.addr, Some(Method::Invite)));
+    assert_eq!(fwd[0].1.request_uri_bytes(), Some(&b"sip:carol@example.net"[..]));
+}
+
+#[test]
+fn failed_lookups_give_500_upstream() {
+    let mut h = Harness::new();
+    let inv = invite("carol", "dns2").replace("INVITE sip:carol@example.com", "INVITE sip:carol@example.net");
+    let out = h.send(ALICE, &inv);
+    let token =
+        out.iter().find_map(|o| if let Output::Resolve { token, .. } = o { Some(*token) } else { None }).unwrap();
+    let mut out = Vec::new();
+    h.engine.handle(h.now, Input::Resolved { token, result: Err("NXDOMAIN".into()) }, &mut out);
+    // RFC 3263 §4.3 makes it a 503 for the branch, which §16.7 step 6 forwards as 500.
+    assert_eq!(sent(&out).last().unwrap().1.status(), Some(500));
+}
+
+#[test]
+fn cross_transport_calls_are_double_record_routed() {
+    let mut h = Harness::new();
+    // Bob registers over TCP: calls to him leave on TCP, over his connection.
+    let bob_tcp = Peer { transport: Transport::Tcp, addr: addr(BOB), conn: Some(crate::ConnId(7)) };
+    let reg = format!("REGISTER sip:example.com SIP/2.0\r\nVia: SIP/2.0/TCP {BOB};branch=z9hG4bKregtcp\r\nMax-Forwards: 70\r\nFrom: <sip:bob@example.com>;tag=r1\r\nTo: <sip:bob@example.com>\r\nCall-ID: regtcp\r\nCSeq: 1 REGISTER\r\nContact: <sip:bob@{BOB};transport=tcp>\r\nContent-Length: 0\r\n\r\n");
+    let r = sent(&h.send_bytes(bob_tcp, Bytes::from(reg)));
+    assert_eq!((r[0].0, r[0].1.status()), (bob_tcp, Some(200)));
+    let out = sent(&h.send(ALICE, &invite("bob", "x1")));
+    let (to, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(*to, bob_tcp, "the request reuses Bob's connection");
+    assert_eq!(fwd.top_via().unwrap().transport, "TCP");
+    let rr: Vec<String> = fwd.record_routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(rr, [format!("sip:{PROXY};transport=tcp;lr"), format!("sip:{PROXY};lr")]);
+}
+
+#[test]
+fn stateless_mode_forwards_without_transactions() {
+    let mut h = Harness::with(Forking::Parallel, true);
+    h.register("bob", BOB, None);
+    let out = sent(&h.send(ALICE, &invite("bob", "sl1")));
+    assert_eq!(out.len(), 1, "no 100 Trying from a stateless proxy");
+    assert_eq!(out[0].0.addr, addr(BOB));
+    let fwd = out[0].1.clone();
+    assert_eq!(h.engine.active_transactions(), 0);
+    // The response goes back by the Via headers alone.
+    let back = sent(&h.send(BOB, &answer(&fwd, 180, "Ringing", "b1")));
+    assert_eq!((back[0].0.addr, back[0].1.status()), (addr(ALICE), Some(180)));
+    // A retransmitted INVITE gets the same branch (§16.11).
+    let again = sent(&h.send(ALICE, &invite("bob", "sl1")));
+    assert_eq!(again[0].1.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
+}
+
+#[test]
+fn retransmitted_invite_is_absorbed() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    h.send(ALICE, &invite("bob", "rt1"));
+    let again = sent(&h.send(ALICE, &invite("bob", "rt1")));
+    // The server transaction resends its last provisional; nothing goes to Bob again.
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].0.addr, again[0].1.status()), (addr(ALICE), Some(100)));
+}

@@ -1,0 +1,194 @@
+//! INVITE client transaction: RFC 3261 §17.1.1 with the Accepted state of RFC 6026 §8.4.
+//!
+//! ```text
+//!  Calling ──1xx──▶ Proceeding ──300-699──▶ Completed ──Timer D──▶ Terminated
+//!     │  A: retransmit      │ 1xx: to TU     (ACK sent, final resent → ACK resent)
+//!     │  B: timeout         └──2xx──▶ Accepted ──Timer M──▶ Terminated
+//!     └──2xx / 300-699 as from Proceeding        (2xx → TU)
+//! ```
+
+use super::ack::build_ack;
+use super::timers::{TimerKind, TimerTable, Timers};
+use super::{class, terminated, Actions, Class, TuEvent, TxState};
+use bytes::Bytes;
+use herald_sip::Message;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+enum State {
+    /// The INVITE is out; over UDP it is retransmitted with Timer A, doubling each time with no
+    /// cap (§17.1.1.2), until Timer B.
+    Calling {
+        a_interval: Duration,
+    },
+    /// A provisional response arrived: no more retransmissions, and Timer B no longer applies
+    /// (the proxy's Timer C, §16.6 step 11, bounds this state).
+    Proceeding,
+    /// A non-2xx final response was ACKed; the ACK is kept to answer its retransmissions.
+    /// `None` only if the ACK could not be built from a malformed response.
+    Completed {
+        ack: Option<Bytes>,
+    },
+    /// A 2xx arrived (RFC 6026 §8.4): later 2xx (retransmissions, forks) go to the TU, which
+    /// ACKs them itself (§13.2.2.4).
+    Accepted,
+    Terminated,
+}
+
+/// An INVITE client transaction.
+#[derive(Debug)]
+pub struct ClientInvite {
+    /// The INVITE as sent: its bytes are retransmitted and its headers build the ACK.
+    request: Message,
+    reliable: bool,
+    cfg: Timers,
+    timers: TimerTable,
+    state: State,
+}
+
+impl ClientInvite {
+    /// Sends `request` (the INVITE) and starts Timer B, and Timer A over unreliable transports
+    /// (§17.1.1.2).
+    pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
+        let mut t = TimerTable::default();
+        if !reliable {
+            t.arm_retransmit(TimerKind::A, now, timers.initial(TimerKind::A, reliable));
+        }
+        t.arm(TimerKind::B, now, timers.initial(TimerKind::B, reliable));
+        let mut out = Actions::new();
+        out.send(request.buffer());
+        let tx = ClientInvite {
+            request,
+            reliable,
+            cfg: *timers,
+            timers: t,
+            state: State::Calling { a_interval: timers.t1 },
+        };
+        (tx, out)
+    }
+
+    /// A response matched to this transaction (§17.1.3). Requests are ignored.
+    pub fn on_message(&mut self, now: Instant, msg: Message) -> Actions {
+        let Some(c) = msg.status().and_then(class) else {
+            return Actions::new();
+        };
+        let mut out = Actions::new();
+        self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
+            (State::Calling { .. } | State::Proceeding, Class::Provisional) => {
+                // §17.1.1.2: stop retransmitting; the response goes up.
+                self.timers.clear(TimerKind::A);
+                self.timers.clear(TimerKind::B);
+                out.tu(TuEvent::Response(msg));
+                State::Proceeding
+            }
+            (State::Calling { .. } | State::Proceeding, Class::Success) => {
+                // RFC 6026 §8.4: Accepted, Timer M; the TU sends the ACK for a 2xx.
+                self.timers.clear(TimerKind::A);
+                self.timers.clear(TimerKind::B);
+                self.timers.arm(TimerKind::M, now, self.cfg.initial(TimerKind::M, self.reliable));
+                out.tu(TuEvent::Response(msg));
+                State::Accepted
+            }
+            (State::Calling { .. } | State::Proceeding, Class::Failure) => {
+                // §17.1.1.2/§17.1.1.3: ACK it here (hop by hop), pass it up, wait Timer D for
+                // retransmissions of the response.
+                self.timers.clear(TimerKind::A);
+                self.timers.clear(TimerKind::B);
+                let ack = build_ack(&self.request, &msg);
+                if let Some(a) = &ack {
+                    out.send(a);
+                }
+                out.tu(TuEvent::Response(msg));
+                let d = self.cfg.initial(TimerKind::D, self.reliable);
+                if d.is_zero() {
+                    terminated(&mut self.timers, &mut out);
+                    State::Terminated
+                } else {
+                    self.timers.arm(TimerKind::D, now, d);
+                    State::Completed { ack }
+                }
+            }
+            (State::Completed { ack }, Class::Failure) => {
+                // §17.1.1.2: a retransmitted final response is ACKed again, not passed up.
+                if let Some(a) = &ack {
+                    out.send(a);
+                }
+                State::Completed { ack }
+            }
+            (State::Accepted, Class::Success) => {
+                // RFC 6026 §8.4: 2xx retransmissions and forked 2xx go to the TU.
+                out.tu(TuEvent::Response(msg));
+                State::Accepted
+            }
+            // Anything else (a 1xx after a final, a 2xx in Completed, a non-2xx in Accepted)
+            // is stale and absorbed.
+            (s, _) => s,
+        };
+        out
+    }
+
+    pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
+        let mut out = Actions::new();
+        if !self.timers.take_due(kind, now) {
+            return out;
+        }
+        match (&mut self.state, kind) {
+            (State::Calling { a_interval }, TimerKind::A) => {
+                // §17.1.1.2: retransmit and double the interval (no T2 cap for INVITE).
+                out.send(self.request.buffer());
+                *a_interval = a_interval.saturating_mul(2);
+                self.timers.arm_retransmit(TimerKind::A, now, *a_interval);
+            }
+            (State::Calling { .. }, TimerKind::B) => {
+                out.tu(TuEvent::Timeout);
+                self.terminate(&mut out);
+            }
+            (State::Completed { .. }, TimerKind::D) | (State::Accepted, TimerKind::M) => self.terminate(&mut out),
+            _ => {}
+        }
+        out
+    }
+
+    /// The transport failed to send the INVITE or an ACK (§17.1.1.2): tell the TU, terminate.
+    pub fn on_transport_error(&mut self) -> Actions {
+        let mut out = Actions::new();
+        if !self.is_terminated() {
+            out.tu(TuEvent::TransportError);
+            self.terminate(&mut out);
+        }
+        out
+    }
+
+    fn terminate(&mut self, out: &mut Actions) {
+        self.state = State::Terminated;
+        terminated(&mut self.timers, out);
+    }
+
+    pub fn next_deadline(&self) -> Option<(Instant, TimerKind)> {
+        self.timers.next()
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        matches!(self.state, State::Terminated)
+    }
+
+    pub fn state(&self) -> TxState {
+        match self.state {
+            State::Calling { .. } => TxState::Calling,
+            State::Proceeding => TxState::Proceeding,
+            State::Completed { .. } => TxState::Completed,
+            State::Accepted => TxState::Accepted,
+            State::Terminated => TxState::Terminated,
+        }
+    }
+
+    /// The INVITE this transaction sends (for CANCEL construction, §9.1).
+    pub fn request(&self) -> &Message {
+        &self.request
+    }
+
+    /// Whether the transport is reliable (no retransmissions).
+    pub fn is_reliable(&self) -> bool {
+        self.reliable
+    }
+}

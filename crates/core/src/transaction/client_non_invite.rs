@@ -1,0 +1,149 @@
+//! Non-INVITE client transaction: RFC 3261 §17.1.2.
+//!
+//! ```text
+//!  Trying ──1xx──▶ Proceeding ──200-699──▶ Completed ──Timer K──▶ Terminated
+//!    │ E: retransmit, interval doubles up to T2    │ E: retransmit every T2
+//!    │ F: timeout                                   │ F: timeout
+//!    └──200-699 (to TU)──▶ Completed
+//! ```
+
+use super::timers::{TimerKind, TimerTable, Timers};
+use super::{class, terminated, Actions, Class, TuEvent, TxState};
+use herald_sip::Message;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+enum State {
+    /// Over UDP, Timer E retransmits at T1, 2*T1, 4*T1, ... capped at T2 (§17.1.2.2).
+    Trying {
+        e_interval: Duration,
+    },
+    /// A provisional arrived: retransmissions continue, every T2 (§17.1.2.2).
+    Proceeding,
+    /// A final response arrived; Timer K absorbs its retransmissions.
+    Completed,
+    Terminated,
+}
+
+/// A non-INVITE client transaction.
+#[derive(Debug)]
+pub struct ClientNonInvite {
+    request: Message,
+    reliable: bool,
+    cfg: Timers,
+    timers: TimerTable,
+    state: State,
+}
+
+impl ClientNonInvite {
+    /// Sends `request` and starts Timer F, and Timer E over unreliable transports (§17.1.2.2).
+    pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+        let mut t = TimerTable::default();
+        if !reliable {
+            t.arm_retransmit(TimerKind::E, now, timers.initial(TimerKind::E, reliable));
+        }
+        t.arm(TimerKind::F, now, timers.initial(TimerKind::F, reliable));
+        let mut out = Actions::new();
+        out.send(request.buffer());
+        let tx = ClientNonInvite {
+            request,
+            reliable,
+            cfg: *timers,
+            timers: t,
+            state: State::Trying { e_interval: timers.t1 },
+        };
+        (tx, out)
+    }
+
+    /// A response matched to this transaction (§17.1.3). Requests are ignored.
+    pub fn on_message(&mut self, now: Instant, msg: Message) -> Actions {
+        let Some(c) = msg.status().and_then(class) else {
+            return Actions::new();
+        };
+        let mut out = Actions::new();
+        self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
+            (State::Trying { .. } | State::Proceeding, Class::Provisional) => {
+                // Timer E keeps running; from its next firing on it uses T2.
+                out.tu(TuEvent::Response(msg));
+                State::Proceeding
+            }
+            (State::Trying { .. } | State::Proceeding, Class::Success | Class::Failure) => {
+                self.timers.clear(TimerKind::E);
+                self.timers.clear(TimerKind::F);
+                out.tu(TuEvent::Response(msg));
+                let k = self.cfg.initial(TimerKind::K, self.reliable);
+                if k.is_zero() {
+                    terminated(&mut self.timers, &mut out);
+                    State::Terminated
+                } else {
+                    self.timers.arm(TimerKind::K, now, k);
+                    State::Completed
+                }
+            }
+            // Completed: retransmitted responses are absorbed (§17.1.2.2).
+            (s, _) => s,
+        };
+        out
+    }
+
+    pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
+        let mut out = Actions::new();
+        if !self.timers.take_due(kind, now) {
+            return out;
+        }
+        match (&mut self.state, kind) {
+            (State::Trying { e_interval }, TimerKind::E) => {
+                out.send(self.request.buffer());
+                *e_interval = e_interval.saturating_mul(2).min(self.cfg.t2);
+                self.timers.arm_retransmit(TimerKind::E, now, *e_interval);
+            }
+            (State::Proceeding, TimerKind::E) => {
+                out.send(self.request.buffer());
+                self.timers.arm_retransmit(TimerKind::E, now, self.cfg.t2);
+            }
+            (State::Trying { .. } | State::Proceeding, TimerKind::F) => {
+                out.tu(TuEvent::Timeout);
+                self.terminate(&mut out);
+            }
+            (State::Completed, TimerKind::K) => self.terminate(&mut out),
+            _ => {}
+        }
+        out
+    }
+
+    /// The transport failed to send the request (§17.1.2.2): tell the TU, terminate.
+    pub fn on_transport_error(&mut self) -> Actions {
+        let mut out = Actions::new();
+        if !self.is_terminated() {
+            out.tu(TuEvent::TransportError);
+            self.terminate(&mut out);
+        }
+        out
+    }
+
+    fn terminate(&mut self, out: &mut Actions) {
+        self.state = State::Terminated;
+        terminated(&mut self.timers, out);
+    }
+
+    pub fn next_deadline(&self) -> Option<(Instant, TimerKind)> {
+        self.timers.next()
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        matches!(self.state, State::Terminated)
+    }
+
+    pub fn state(&self) -> TxState {
+        match self.state {
+            State::Trying { .. } => TxState::Trying,
+            State::Proceeding => TxState::Proceeding,
+            State::Completed => TxState::Completed,
+            State::Terminated => TxState::Terminated,
+        }
+    }
+
+    pub fn request(&self) -> &Message {
+        &self.request
+    }
+}

@@ -1,0 +1,216 @@
+//! Transaction keys (RFC 3261 §17.1.3, §17.2.3, §9.2) and branch generation (§8.1.1.7, §16.11).
+//!
+//! Keys are owned and hashable so that a message can be matched with one hash lookup. They are
+//! built from a parsed message and return `None` when a header they need is missing or
+//! malformed; such a message matches no transaction.
+
+use herald_sip::headers::Via;
+use herald_sip::uri::Host;
+use herald_sip::{HeaderName, Message, Method};
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// A method as a key component, without allocating for the methods herald knows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MethodKey {
+    Known(&'static str),
+    /// Methods are case-sensitive (RFC 3261 §7.1), so the token is kept as written.
+    Extension(Box<str>),
+}
+
+impl MethodKey {
+    pub const INVITE: MethodKey = MethodKey::Known("INVITE");
+
+    pub fn of(m: Method<'_>) -> MethodKey {
+        const KNOWN: [&str; 14] = [
+            "INVITE",
+            "ACK",
+            "BYE",
+            "CANCEL",
+            "REGISTER",
+            "OPTIONS",
+            "INFO",
+            "PRACK",
+            "SUBSCRIBE",
+            "NOTIFY",
+            "UPDATE",
+            "MESSAGE",
+            "REFER",
+            "PUBLISH",
+        ];
+        let name = m.as_str();
+        match (m.is_known(), KNOWN.iter().find(|k| **k == name)) {
+            (true, Some(k)) => MethodKey::Known(k),
+            _ => MethodKey::Extension(name.into()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            MethodKey::Known(s) => s,
+            MethodKey::Extension(s) => s,
+        }
+    }
+}
+
+/// Client transaction key (§17.1.3): the branch of the top Via (which this element generated)
+/// and the CSeq method, so the CANCEL for an INVITE (same branch, §9.1) is a separate
+/// transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    pub branch: Box<str>,
+    pub method: MethodKey,
+}
+
+impl ClientKey {
+    /// The key of a request this element sends, or of a response to one (same rule for both).
+    pub fn from_message(msg: &Message) -> Option<ClientKey> {
+        let via = msg.top_via().ok()?;
+        let branch = via.branch().filter(|b| !b.is_empty())?;
+        let method = MethodKey::of(msg.cseq().ok()?.method);
+        Some(ClientKey { branch: branch.into(), method })
+    }
+}
+
+/// Server transaction key (§17.2.3).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ServerKey {
+    /// The top Via carries an RFC 3261 branch: branch (compared as written), sent-by (host
+    /// lower-cased, IP addresses normalised) and method, with ACK counted as INVITE.
+    Rfc3261 { branch: Box<str>, sent_by: Box<str>, method: MethodKey },
+    /// An RFC 2543 client (no magic cookie): the fields of §17.2.3's fallback rule.
+    Rfc2543(Box<LegacyKey>),
+}
+
+/// The RFC 2543 fallback fields (§17.2.3). The Request-URI and the top Via are compared as
+/// written (retransmissions are byte copies). For INVITE and ACK `to_tag` is `None`: the INVITE's
+/// To tag and the ACK's (which must equal the tag of the response sent) are checked by the
+/// table after the lookup, since they differ between the two.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LegacyKey {
+    pub request_uri: Box<[u8]>,
+    pub to_tag: Option<Box<str>>,
+    pub from_tag: Option<Box<str>>,
+    pub call_id: Box<str>,
+    pub cseq: u32,
+    pub method: MethodKey,
+    pub top_via: Box<[u8]>,
+}
+
+impl ServerKey {
+    /// The key a request matches (for INVITE, ACK and every other method; an ACK maps to the
+    /// INVITE transaction it acknowledges, a CANCEL to a transaction of its own).
+    pub fn from_request(msg: &Message) -> Option<ServerKey> {
+        let method = msg.method()?;
+        let class = if method == Method::Ack { MethodKey::INVITE } else { MethodKey::of(method) };
+        Self::build(msg, class)
+    }
+
+    /// For a CANCEL: the key of the INVITE server transaction it cancels (§9.2: the same
+    /// matching as §17.2.3 with the method taken as INVITE).
+    pub fn cancel_target(msg: &Message) -> Option<ServerKey> {
+        if msg.method()? != Method::Cancel {
+            return None;
+        }
+        Self::build(msg, MethodKey::INVITE)
+    }
+
+    fn build(msg: &Message, method: MethodKey) -> Option<ServerKey> {
+        let via = msg.top_via().ok()?;
+        if via.has_rfc3261_branch() {
+            let branch = via.branch()?.into();
+            return Some(ServerKey::Rfc3261 { branch, sent_by: sent_by(&via).into(), method });
+        }
+        let invite_class = method == MethodKey::INVITE;
+        Some(ServerKey::Rfc2543(Box::new(LegacyKey {
+            request_uri: msg.request_uri_bytes()?.into(),
+            to_tag: if invite_class { None } else { to_tag(msg) },
+            from_tag: msg.from_header().ok()?.tag().map(Into::into),
+            call_id: msg.call_id().ok()?.into(),
+            cseq: msg.cseq().ok()?.seq,
+            method,
+            top_via: msg.list_values(HeaderName::Via).next()?.ok()?.bytes.into(),
+        })))
+    }
+
+    pub fn is_rfc3261(&self) -> bool {
+        matches!(self, ServerKey::Rfc3261 { .. })
+    }
+}
+
+/// The To tag of a message, owned.
+pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
+    msg.to_header().ok()?.tag().map(Into::into)
+}
+
+/// `host[:port]` of a Via, host names lower-cased (§19.1.4: hosts compare case-insensitively).
+fn sent_by(via: &Via<'_>) -> String {
+    let mut s = match via.host {
+        Host::Name(n) => n.to_ascii_lowercase(),
+        other => other.to_string(),
+    };
+    if let Some(p) = via.port {
+        s.push(':');
+        s.push_str(&p.to_string());
+    }
+    s
+}
+
+fn process_hasher() -> &'static RandomState {
+    static SEED: OnceLock<RandomState> = OnceLock::new();
+    SEED.get_or_init(RandomState::new)
+}
+
+/// A fresh branch, unique within this process (a counter) and unpredictable across processes
+/// (a keyed hash of the counter with a per-process random key, so a peer that sees one branch
+/// cannot guess the next and forge responses). Carries the magic cookie (§8.1.1.7).
+pub fn new_branch() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("z9hG4bK{:016x}{n:x}", process_hasher().hash_one(n))
+}
+
+/// FNV-1a, 128 bits: deterministic across processes and Rust versions, so several stateless
+/// proxy instances (or one restarted) derive the same branch for the same request.
+struct Fnv128(u128);
+
+impl Fnv128 {
+    fn new() -> Fnv128 {
+        Fnv128(0x6c62272e07bb014262b821756295c58d)
+    }
+
+    /// Writes the length first so that field boundaries cannot be shifted.
+    fn field(&mut self, bytes: &[u8]) {
+        for b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+            self.0 ^= u128::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000000001000000000000000000013B);
+        }
+    }
+}
+
+/// The branch a stateless proxy puts in its Via when forwarding `request` (RFC 3261 §16.11):
+/// a function of the incoming request's transaction identity, so retransmissions get the same
+/// branch. With an RFC 3261 branch it hashes that branch (and the sent-by); otherwise the top
+/// Via, To tag, From tag, Call-ID, CSeq number and Request-URI, as §16.11 recommends. The method
+/// is left out on purpose, so a CANCEL (and, with an RFC 3261 branch, a non-2xx ACK) gets the
+/// branch of its INVITE and matches it downstream.
+pub fn stateless_branch(request: &Message) -> Option<String> {
+    let via = request.top_via().ok()?;
+    let mut h = Fnv128::new();
+    if via.has_rfc3261_branch() {
+        h.field(b"3261");
+        h.field(via.branch()?.as_bytes());
+        h.field(sent_by(&via).as_bytes());
+    } else {
+        h.field(b"2543");
+        h.field(request.list_values(HeaderName::Via).next()?.ok()?.bytes);
+        h.field(to_tag(request).as_deref().unwrap_or("").as_bytes());
+        h.field(request.from_header().ok()?.tag().unwrap_or("").as_bytes());
+        h.field(request.call_id().ok()?.as_bytes());
+        h.field(&request.cseq().ok()?.seq.to_le_bytes());
+        h.field(request.request_uri_bytes()?);
+    }
+    Some(format!("z9hG4bKs{:032x}", h.0))
+}

@@ -1,0 +1,345 @@
+//! The transactions of one worker shard: matching, timers, and prompt removal.
+//!
+//! * Matching is one hash lookup: client transactions by [`ClientKey`] (§17.1.3), server
+//!   transactions by [`ServerKey`] (§17.2.3). RFC 2543 INVITE transactions additionally check the
+//!   To tag after the lookup (the INVITE's for retransmissions, the final response's for ACKs).
+//! * Timers: one binary heap of `(deadline, TxId, generation)` holding at most one live entry
+//!   per transaction, its earliest deadline. When a transaction's earliest deadline changes, its
+//!   generation is bumped and a new entry pushed; stale entries are skipped when popped (lazy
+//!   deletion), so nothing is ever searched or scanned. Every deadline lies at most
+//!   max(64*T1, D, T4) ahead, which bounds how long a stale entry can linger.
+//! * A transaction is removed the moment it reaches Terminated, in the call that terminated it.
+
+use super::key::{to_tag, ClientKey, ServerKey};
+use super::{Actions, ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite, Timers, Transaction, TxAction};
+use crate::peer::Peer;
+use bytes::Bytes;
+use herald_sip::{Limits, Message, Method};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Instant;
+
+/// A handle on a transaction in one table; never reused within the table's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxId(pub u64);
+
+/// Why a transaction could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxError {
+    /// A response cannot create a transaction.
+    NotARequest,
+    /// An ACK never creates a transaction: for a non-2xx it belongs to the INVITE's, for a 2xx
+    /// it is end to end and passed statelessly (§17.1.1.3, §13.2.2.4).
+    Ack,
+    /// The message lacks a header the transaction key needs (Via, CSeq, Call-ID, From ...).
+    NoKey,
+    /// A transaction with the same key exists: the message is a retransmission for it.
+    Duplicate(TxId),
+}
+
+impl std::fmt::Display for TxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TxError::NotARequest => f.write_str("a response cannot create a transaction"),
+            TxError::Ack => f.write_str("an ACK does not create a transaction"),
+            TxError::NoKey => f.write_str("the request lacks the headers of a transaction key"),
+            TxError::Duplicate(id) => write!(f, "transaction {} already has this key", id.0),
+        }
+    }
+}
+
+impl std::error::Error for TxError {}
+
+#[derive(Debug)]
+enum EntryKey {
+    Client(ClientKey),
+    Server(ServerKey),
+}
+
+/// RFC 2543 INVITE server transactions: the To tags §17.2.3 compares.
+#[derive(Debug)]
+struct LegacyTags {
+    /// Retransmitted INVITEs carry the To tag of the original (usually none).
+    invite: Option<Box<str>>,
+    /// Set when the final response is sent: an ACK must carry its To tag.
+    final_response: Option<Option<Box<str>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    tx: Transaction,
+    key: EntryKey,
+    peer: Peer,
+    generation: u64,
+    /// The deadline of this transaction's live heap entry.
+    scheduled: Option<Instant>,
+    legacy: Option<LegacyTags>,
+}
+
+/// The transaction table of one worker shard.
+#[derive(Debug)]
+pub struct TransactionTable {
+    timers: Timers,
+    next_id: u64,
+    entries: HashMap<TxId, Entry>,
+    clients: HashMap<ClientKey, TxId>,
+    servers: HashMap<ServerKey, TxId>,
+    heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
+}
+
+impl TransactionTable {
+    pub fn new(timers: Timers) -> TransactionTable {
+        TransactionTable {
+            timers,
+            next_id: 1,
+            entries: HashMap::new(),
+            clients: HashMap::new(),
+            servers: HashMap::new(),
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    pub fn timers(&self) -> &Timers {
+        &self.timers
+    }
+
+    /// Live transactions (client and server).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn alloc(&mut self) -> TxId {
+        let id = TxId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    /// Starts a client transaction sending `request` to `peer` (its top Via carries this
+    /// element's branch, e.g. from [`super::new_branch`]). Returns the first send.
+    pub fn insert_client(&mut self, now: Instant, request: Message, peer: Peer) -> Result<(TxId, Actions), TxError> {
+        let is_invite = match request.method() {
+            None => return Err(TxError::NotARequest),
+            Some(Method::Ack) => return Err(TxError::Ack),
+            Some(m) => m == Method::Invite,
+        };
+        let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
+        if let Some(&id) = self.clients.get(&key) {
+            return Err(TxError::Duplicate(id));
+        }
+        let reliable = peer.transport.is_reliable();
+        let (tx, out) = if is_invite {
+            let (t, out) = ClientInvite::new(now, request, reliable, &self.timers);
+            (Transaction::ClientInvite(t), out)
+        } else {
+            let (t, out) = ClientNonInvite::new(now, request, reliable, &self.timers);
+            (Transaction::ClientNonInvite(t), out)
+        };
+        let id = self.alloc();
+        self.clients.insert(key.clone(), id);
+        self.add(id, tx, EntryKey::Client(key), peer, None);
+        Ok((id, out))
+    }
+
+    /// Starts a server transaction for `request`, received from `peer` (where its responses
+    /// go). `send_trying`: an INVITE server transaction answers 100 (Trying) itself (§17.2.1).
+    pub fn insert_server(
+        &mut self,
+        now: Instant,
+        request: &Message,
+        peer: Peer,
+        send_trying: bool,
+    ) -> Result<(TxId, Actions), TxError> {
+        let is_invite = match request.method() {
+            None => return Err(TxError::NotARequest),
+            Some(Method::Ack) => return Err(TxError::Ack),
+            Some(m) => m == Method::Invite,
+        };
+        let key = ServerKey::from_request(request).ok_or(TxError::NoKey)?;
+        if let Some(&id) = self.servers.get(&key) {
+            return Err(TxError::Duplicate(id));
+        }
+        let reliable = peer.transport.is_reliable();
+        let legacy =
+            (is_invite && !key.is_rfc3261()).then(|| LegacyTags { invite: to_tag(request), final_response: None });
+        let (tx, out) = if is_invite {
+            let (t, out) = ServerInvite::new(now, request, reliable, &self.timers, send_trying);
+            (Transaction::ServerInvite(t), out)
+        } else {
+            let (t, out) = ServerNonInvite::new(now, reliable, &self.timers);
+            (Transaction::ServerNonInvite(t), out)
+        };
+        let id = self.alloc();
+        self.servers.insert(key.clone(), id);
+        self.add(id, tx, EntryKey::Server(key), peer, legacy);
+        Ok((id, out))
+    }
+
+    fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, peer: Peer, legacy: Option<LegacyTags>) {
+        let entry = Entry { tx, key, peer, generation: 0, scheduled: None, legacy };
+        self.entries.insert(id, entry);
+        self.settle(id);
+    }
+
+    /// The client transaction a response belongs to (§17.1.3).
+    pub fn find_client(&self, response: &Message) -> Option<TxId> {
+        response.status()?;
+        self.clients.get(&ClientKey::from_message(response)?).copied()
+    }
+
+    /// The server transaction a request belongs to (§17.2.3): a retransmission, or an ACK for
+    /// an INVITE transaction's non-2xx (or, for RFC 2543 clients, 2xx) response. `None` means a
+    /// new request (or an ACK for a 2xx, which the TU handles).
+    pub fn find_server(&self, request: &Message) -> Option<TxId> {
+        let id = *self.servers.get(&ServerKey::from_request(request)?)?;
+        let e = self.entries.get(&id)?;
+        let Some(legacy) = &e.legacy else {
+            return Some(id);
+        };
+        let tag = to_tag(request);
+        let ok = if request.method()? == Method::Ack {
+            legacy.final_response.as_ref().is_some_and(|t| *t == tag)
+        } else {
+            tag == legacy.invite
+        };
+        ok.then_some(id)
+    }
+
+    /// The INVITE server transaction a CANCEL cancels (§9.2). The CANCEL itself gets its own
+    /// non-INVITE server transaction.
+    pub fn find_cancel_target(&self, cancel: &Message) -> Option<TxId> {
+        let id = *self.servers.get(&ServerKey::cancel_target(cancel)?)?;
+        let e = self.entries.get(&id)?;
+        match &e.legacy {
+            Some(legacy) => (to_tag(cancel) == legacy.invite).then_some(id),
+            None => Some(id),
+        }
+    }
+
+    pub fn get(&self, id: TxId) -> Option<&Transaction> {
+        self.entries.get(&id).map(|e| &e.tx)
+    }
+
+    /// Where the transaction sends (clients: the next hop; servers: where responses go).
+    pub fn peer(&self, id: TxId) -> Option<Peer> {
+        self.entries.get(&id).map(|e| e.peer)
+    }
+
+    /// A message matched by `find_client` / `find_server`.
+    pub fn on_message(&mut self, now: Instant, id: TxId, msg: Message) -> Actions {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return Actions::new();
+        };
+        let out = e.tx.on_message(now, msg);
+        self.settle(id);
+        out
+    }
+
+    /// The TU's response for server transaction `id`.
+    pub fn on_tu_response(&mut self, now: Instant, id: TxId, response: Bytes, status: u16) -> Actions {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return Actions::new();
+        };
+        let out = e.tx.on_tu_response(now, response.clone(), status);
+        if let Some(legacy) = &mut e.legacy {
+            if status >= 200 && legacy.final_response.is_none() && out.sends().next().is_some() {
+                // Only RFC 2543 INVITE transactions pay for this parse: their ACK is matched
+                // by the To tag of the final response (§17.2.3).
+                let tag = Message::parse(response, &Limits::default()).ok().and_then(|m| to_tag(&m));
+                legacy.final_response = Some(tag);
+            }
+        }
+        self.settle(id);
+        out
+    }
+
+    /// The transport could not deliver this transaction's message.
+    pub fn on_transport_error(&mut self, id: TxId) -> Actions {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return Actions::new();
+        };
+        let out = e.tx.on_transport_error();
+        self.settle(id);
+        out
+    }
+
+    /// Drops a transaction without telling anyone (the TU gave up on it).
+    pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
+        let e = self.entries.remove(&id)?;
+        // Only unlink the key if it still points here.
+        match &e.key {
+            EntryKey::Client(k) => {
+                if self.clients.get(k) == Some(&id) {
+                    self.clients.remove(k);
+                }
+            }
+            EntryKey::Server(k) => {
+                if self.servers.get(k) == Some(&id) {
+                    self.servers.remove(k);
+                }
+            }
+        }
+        Some(e.tx)
+    }
+
+    /// Removes `id` if it terminated; otherwise makes sure its earliest deadline is in the heap.
+    fn settle(&mut self, id: TxId) {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if e.tx.is_terminated() {
+            self.remove(id);
+            return;
+        }
+        let next = e.tx.next_deadline().map(|(at, _)| at);
+        if next != e.scheduled {
+            e.generation += 1;
+            e.scheduled = next;
+            if let Some(at) = next {
+                self.heap.push(Reverse((at, id, e.generation)));
+            }
+        }
+    }
+
+    /// The earliest instant `handle_timeouts` has work. It may be a deadline that was since
+    /// cancelled (lazy deletion): calling `handle_timeouts` then simply does nothing.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Fires every timer due at `now`, in deadline order, and returns the actions per
+    /// transaction. Terminated transactions are removed. A re-armed retransmission timer counts
+    /// from `now` (RFC 3261: the timer is reset when it fires), so a worker that wakes late sends
+    /// one retransmission, not a burst of the ones it missed.
+    pub fn handle_timeouts(&mut self, now: Instant) -> Vec<(TxId, TxAction)> {
+        let mut out = Vec::new();
+        while let Some(&Reverse((at, id, generation))) = self.heap.peek() {
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            let Some(e) = self.entries.get_mut(&id) else {
+                continue; // the transaction is gone
+            };
+            if e.generation != generation {
+                continue; // stale: its deadline moved
+            }
+            e.scheduled = None;
+            // Each firing disarms its timer or re-arms it strictly after `now`, so this ends;
+            // the bound is only a guard.
+            for _ in 0..=super::TimerKind::COUNT {
+                match e.tx.next_deadline() {
+                    Some((due, kind)) if due <= now => {
+                        out.extend(e.tx.on_timer(now, kind).into_iter().map(|a| (id, a)))
+                    }
+                    _ => break,
+                }
+            }
+            self.settle(id);
+        }
+        out
+    }
+}

@@ -1,0 +1,262 @@
+//! Matching (§17.1.3, §17.2.3, §9.2), the table's heap and removal, and branch generation.
+
+use super::tests_support::*;
+use super::{new_branch, stateless_branch, ServerKey, TimerKind, Timers, TransactionTable, TxAction, TxError, TxState};
+use crate::peer::{Peer, Transport};
+use std::collections::HashSet;
+use std::time::Duration;
+
+fn udp() -> Peer {
+    Peer::udp("192.0.2.10:5060".parse().unwrap())
+}
+
+fn tcp() -> Peer {
+    Peer { transport: Transport::Tcp, addr: "192.0.2.10:5060".parse().unwrap(), conn: Some(crate::peer::ConnId(7)) }
+}
+
+fn table() -> TransactionTable {
+    TransactionTable::new(Timers::default())
+}
+
+#[test]
+fn rfc3261_server_matching() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKm1");
+    let (id, out) = tt.insert_server(t, &inv, udp(), true).unwrap();
+    assert_eq!(out.sends().count(), 1, "100 Trying");
+    assert_eq!(tt.peer(id), Some(udp()));
+    assert_eq!(tt.find_server(&inv), Some(id), "a retransmission");
+    assert_eq!(tt.find_server(&request("ACK", "z9hG4bKm1")), Some(id), "ACK maps to INVITE");
+    assert_eq!(tt.find_server(&request("ACK", "z9hG4bKm2")), None, "the ACK for a 2xx has its own branch");
+    assert_eq!(tt.find_server(&request("CANCEL", "z9hG4bKm1")), None, "CANCEL is its own transaction");
+    assert_eq!(tt.find_cancel_target(&request("CANCEL", "z9hG4bKm1")), Some(id));
+    assert_eq!(tt.find_cancel_target(&inv), None, "only a CANCEL has a target");
+    let (cid, _) = tt.insert_server(t, &request("CANCEL", "z9hG4bKm1"), udp(), false).unwrap();
+    assert_ne!(cid, id);
+    assert_eq!(tt.find_server(&request("CANCEL", "z9hG4bKm1")), Some(cid));
+    assert_eq!(tt.find_server(&request("BYE", "z9hG4bKm1")), None, "method is part of the key");
+    assert_eq!(tt.insert_server(t, &inv, udp(), true).unwrap_err(), TxError::Duplicate(id));
+    assert_eq!(tt.len(), 2);
+}
+
+#[test]
+fn sent_by_and_branch_case_rules() {
+    let mut tt = table();
+    let via = |host: &str, branch: &str| format!("SIP/2.0/UDP {host};branch={branch}");
+    let orig = request_via("INVITE", &via("PC33.Atlanta.example.com:5060", "z9hG4bKaBc"), 1);
+    let (id, _) = tt.insert_server(t0(), &orig, udp(), false).unwrap();
+    let same_host_lower = request_via("INVITE", &via("pc33.atlanta.example.com:5060", "z9hG4bKaBc"), 1);
+    assert_eq!(tt.find_server(&same_host_lower), Some(id), "host names compare case-insensitively");
+    let other_port = request_via("INVITE", &via("pc33.atlanta.example.com:5070", "z9hG4bKaBc"), 1);
+    assert_eq!(tt.find_server(&other_port), None, "sent-by includes the port");
+    let other_case_branch = request_via("INVITE", &via("pc33.atlanta.example.com:5060", "z9hG4bKabc"), 1);
+    assert_eq!(tt.find_server(&other_case_branch), None, "the branch compares as written");
+    // IPv6 sent-by is normalised.
+    let v6 = request_via("INVITE", &via("[2001:db8::0:1]:5060", "z9hG4bKv6"), 1);
+    let (id6, _) = tt.insert_server(t0(), &v6, udp(), false).unwrap();
+    assert_eq!(tt.find_server(&request_via("INVITE", &via("[2001:DB8::1]:5060", "z9hG4bKv6"), 1)), Some(id6));
+}
+
+#[test]
+fn rfc2543_fallback_matching() {
+    let mut tt = table();
+    let t = t0();
+    let inv = parse(INV2543);
+    assert!(matches!(ServerKey::from_request(&inv), Some(ServerKey::Rfc2543(_))));
+    // A bare magic cookie is no RFC 3261 branch either (RFC 4475 badbranch).
+    let bare = request_via("INVITE", "SIP/2.0/UDP h.example.com;branch=z9hG4bK", 1);
+    assert!(matches!(ServerKey::from_request(&bare), Some(ServerKey::Rfc2543(_))));
+    let (id, _) = tt.insert_server(t, &inv, udp(), false).unwrap();
+    assert_eq!(tt.find_server(&parse(INV2543)), Some(id), "byte-identical retransmission");
+    assert_eq!(tt.find_server(&inv2543_as("INVITE", Some("x"))), None, "To tag differs from the INVITE's");
+    // Before any final response an ACK matches nothing.
+    assert_eq!(tt.find_server(&inv2543_as("ACK", Some("t1"))), None);
+    let busy = response_bytes(&inv, 486, Some("t1"));
+    tt.on_tu_response(t + ms(10), id, busy, 486);
+    assert_eq!(tt.find_server(&inv2543_as("ACK", Some("t1"))), Some(id), "ACK with the response's To tag");
+    assert_eq!(tt.find_server(&inv2543_as("ACK", Some("t2"))), None);
+    assert_eq!(tt.find_server(&inv2543_as("ACK", None)), None);
+    // CANCEL: its own transaction, targeting the INVITE (§9.2).
+    let cancel = inv2543_as("CANCEL", None);
+    assert_eq!(tt.find_server(&cancel), None);
+    assert_eq!(tt.find_cancel_target(&cancel), Some(id));
+    assert_eq!(tt.find_cancel_target(&inv2543_as("CANCEL", Some("zz"))), None);
+    // Other fields take part: a different CSeq number is another transaction.
+    let other = parse(&INV2543.replace("CSeq: 56", "CSeq: 57"));
+    assert_eq!(tt.find_server(&other), None);
+    // The ACK reaches the machine: Confirmed.
+    let out = tt.on_message(t + ms(20), id, inv2543_as("ACK", Some("t1")));
+    assert!(out.is_empty());
+    assert_eq!(tt.get(id).map(|tx| tx.state()), Some(TxState::Confirmed));
+}
+
+#[test]
+fn rfc2543_non_invite_includes_to_tag() {
+    let mut tt = table();
+    let bye = inv2543_as("BYE", Some("t9"));
+    let (id, _) = tt.insert_server(t0(), &bye, udp(), false).unwrap();
+    assert_eq!(tt.find_server(&inv2543_as("BYE", Some("t9"))), Some(id));
+    assert_eq!(tt.find_server(&inv2543_as("BYE", Some("t8"))), None);
+}
+
+#[test]
+fn client_matching_by_branch_and_cseq_method() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKcl1");
+    let (id, out) = tt.insert_client(t, inv.clone(), udp()).unwrap();
+    assert_eq!(out.sends().next(), Some(inv.buffer()));
+    let (cid, _) = tt.insert_client(t, request("CANCEL", "z9hG4bKcl1"), udp()).unwrap();
+    assert_eq!(tt.find_client(&response(&inv, 180, Some("a"))), Some(id));
+    assert_eq!(tt.find_client(&response(&request("CANCEL", "z9hG4bKcl1"), 200, Some("a"))), Some(cid));
+    assert_eq!(tt.find_client(&response(&invite("z9hG4bKother"), 180, None)), None);
+    assert_eq!(tt.find_client(&inv), None, "a request is not a response");
+    assert_eq!(tt.insert_client(t, request("ACK", "z9hG4bKcl1"), udp()).unwrap_err(), TxError::Ack);
+    assert_eq!(tt.insert_client(t, response(&inv, 200, None), udp()).unwrap_err(), TxError::NotARequest);
+    assert_eq!(tt.insert_client(t, inv.clone(), udp()).unwrap_err(), TxError::Duplicate(id));
+    let no_via = parse(
+        "OPTIONS sip:a@b SIP/2.0\r\nCSeq: 1 OPTIONS\r\nCall-ID: x\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>\r\n\r\n",
+    );
+    assert_eq!(tt.insert_client(t, no_via.clone(), udp()).unwrap_err(), TxError::NoKey);
+    assert_eq!(tt.insert_server(t, &no_via, udp(), false).unwrap_err(), TxError::NoKey);
+    assert_eq!(tt.find_server(&no_via), None);
+}
+
+#[test]
+fn heap_fires_exactly_and_skips_stale_entries() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKh1");
+    let (id, _) = tt.insert_client(t, inv.clone(), udp()).unwrap();
+    assert_eq!(tt.next_timeout(), Some(t + ms(500)));
+    assert!(tt.handle_timeouts(t + ms(499)).is_empty(), "not 1 ms early");
+    let fired = tt.handle_timeouts(t + ms(500));
+    assert_eq!(fired.len(), 1);
+    assert!(matches!(&fired[0], (i, TxAction::Send(b)) if *i == id && b == inv.buffer()));
+    assert_eq!(tt.next_timeout(), Some(t + ms(1500)));
+    // A 1xx cancels A and B: the heap entry at 1.5 s is now stale and does nothing.
+    let found = tt.find_client(&response(&inv, 180, Some("x"))).unwrap();
+    tt.on_message(t + ms(600), found, response(&inv, 180, Some("x")));
+    assert!(tt.handle_timeouts(t + Duration::from_secs(40)).is_empty());
+    assert_eq!(tt.next_timeout(), None);
+    assert_eq!(tt.len(), 1, "Proceeding has no timer; the TU (Timer C) ends it");
+}
+
+#[test]
+fn timeouts_across_transactions_in_deadline_order_and_removal() {
+    let mut tt = table();
+    let t = t0();
+    let (a, _) = tt.insert_client(t, request("OPTIONS", "z9hG4bKt1"), udp()).unwrap();
+    let (b, _) = tt.insert_client(t + ms(100), request("OPTIONS", "z9hG4bKt2"), udp()).unwrap();
+    let (c, _) = tt.insert_server(t, &request("MESSAGE", "z9hG4bKt3"), tcp(), false).unwrap();
+    // The worker sleeps until each next_timeout() and handles what is due then.
+    let mut fired = Vec::new();
+    while let Some(at) = tt.next_timeout().filter(|at| *at <= t + ms(1550)) {
+        fired.extend(tt.handle_timeouts(at));
+    }
+    let order: Vec<_> = fired.iter().map(|(id, _)| *id).collect();
+    // E: a at 0.5 and 1.5 s, b at 0.6 s; the server has no timer.
+    assert_eq!(order, vec![a, b, a]);
+    // Everything times out by 32.1 s; both clients are gone, the server remains. (A late call
+    // fires each due timer once, re-arming from `now`: no burst of retransmissions.)
+    let fired = tt.handle_timeouts(t + ms(32_100));
+    let timeouts = fired.iter().filter(|(_, x)| matches!(x, TxAction::ToTu(super::TuEvent::Timeout))).count();
+    assert_eq!(timeouts, 2);
+    assert_eq!(tt.len(), 1);
+    assert!(tt.get(a).is_none() && tt.get(b).is_none());
+    assert_eq!(tt.find_client(&response(&request("OPTIONS", "z9hG4bKt1"), 200, None)), None);
+    // A final response over TCP terminates and removes the server transaction at once.
+    let out =
+        tt.on_tu_response(t + ms(32_200), c, response_bytes(&request("MESSAGE", "z9hG4bKt3"), 200, Some("q")), 200);
+    assert_eq!(events(&out), vec![Ev::Terminated]);
+    assert!(tt.is_empty());
+    assert_eq!(tt.find_server(&request("MESSAGE", "z9hG4bKt3")), None);
+    assert!(tt.on_message(t, c, request("MESSAGE", "z9hG4bKt3")).is_empty(), "unknown ids are harmless");
+}
+
+#[test]
+fn server_timers_through_the_table() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKg1");
+    let (id, _) = tt.insert_server(t, &inv, udp(), true).unwrap();
+    assert_eq!(tt.next_timeout(), None);
+    tt.on_tu_response(t + ms(100), id, response_bytes(&inv, 480, Some("g")), 480);
+    assert_eq!(tt.next_timeout(), Some(t + ms(600)));
+    assert!(tt.handle_timeouts(t + ms(599)).is_empty());
+    assert_eq!(tt.handle_timeouts(t + ms(600)).len(), 1);
+    // The ACK moves the next deadline to I (T4 after the ACK).
+    tt.on_message(t + ms(700), id, request("ACK", "z9hG4bKg1"));
+    assert!(tt.handle_timeouts(t + ms(5699)).is_empty());
+    let fired = tt.handle_timeouts(t + ms(5700));
+    assert!(matches!(fired.as_slice(), [(i, TxAction::ToTu(super::TuEvent::Terminated))] if *i == id));
+    assert!(tt.is_empty());
+}
+
+#[test]
+fn transport_error_removes() {
+    let mut tt = table();
+    let (id, _) = tt.insert_client(t0(), invite("z9hG4bKe1"), tcp()).unwrap();
+    assert_eq!(events(&tt.on_transport_error(id)), vec![Ev::TransportError, Ev::Terminated]);
+    assert!(tt.is_empty());
+    assert!(tt.on_transport_error(id).is_empty());
+    assert!(tt.remove(id).is_none());
+}
+
+#[test]
+fn explicit_remove_unlinks_the_key() {
+    let mut tt = table();
+    let inv = invite("z9hG4bKr1");
+    let (id, _) = tt.insert_server(t0(), &inv, udp(), false).unwrap();
+    assert!(tt.remove(id).is_some());
+    assert_eq!(tt.find_server(&inv), None);
+    // The stale heap entry (none here) or a new transaction with the same key are fine.
+    let (id2, _) = tt.insert_server(t0(), &inv, udp(), false).unwrap();
+    assert_ne!(id, id2);
+    assert_eq!(tt.get(id2).map(|t| t.state()), Some(TxState::Proceeding));
+    assert_eq!(tt.get(id2).map(|t| t.next_deadline()), Some(None::<(std::time::Instant, TimerKind)>));
+}
+
+#[test]
+fn fresh_branches_are_unique_and_rfc3261() {
+    let set: HashSet<String> = (0..10_000).map(|_| new_branch()).collect();
+    assert_eq!(set.len(), 10_000);
+    for b in set.iter().take(10) {
+        assert!(b.starts_with("z9hG4bK") && b.len() > 7 + 16);
+        assert!(b.bytes().all(|c| c.is_ascii_alphanumeric()), "a token");
+    }
+}
+
+#[test]
+fn stateless_branch_is_deterministic_per_transaction() {
+    let inv = invite("z9hG4bKst1");
+    let b = stateless_branch(&inv).unwrap();
+    assert!(b.starts_with("z9hG4bK") && b.len() > 7);
+    assert_eq!(stateless_branch(&invite("z9hG4bKst1")), Some(b.clone()), "retransmissions agree");
+    assert_eq!(stateless_branch(&request("CANCEL", "z9hG4bKst1")), Some(b.clone()), "CANCEL goes with INVITE");
+    assert_ne!(stateless_branch(&invite("z9hG4bKst2")), Some(b.clone()));
+    let legacy = stateless_branch(&parse(INV2543)).unwrap();
+    assert_eq!(stateless_branch(&parse(INV2543)), Some(legacy.clone()));
+    assert_ne!(stateless_branch(&parse(&INV2543.replace("CSeq: 56", "CSeq: 57"))), Some(legacy));
+    let no_via = parse("OPTIONS sip:a@b SIP/2.0\r\nCSeq: 1 OPTIONS\r\n\r\n");
+    assert_eq!(stateless_branch(&no_via), None);
+}
+
+#[test]
+fn state_after_messages_through_table_matches_rfc6026() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKa1");
+    let (id, _) = tt.insert_server(t, &inv, udp(), false).unwrap();
+    tt.on_tu_response(t, id, response_bytes(&inv, 200, Some("a")), 200);
+    // The ACK for a 2xx carries a new branch: it matches no transaction (the proxy forwards
+    // it), but an ACK reusing the INVITE branch would be passed up from Accepted.
+    assert_eq!(tt.find_server(&request("ACK", "z9hG4bKa2")), None);
+    let found = tt.find_server(&request("ACK", "z9hG4bKa1")).unwrap();
+    let out = tt.on_message(t + ms(5), found, request("ACK", "z9hG4bKa1"));
+    assert_eq!(events(&out), vec![Ev::Ack]);
+    let fired = tt.handle_timeouts(t + ms(32_000));
+    assert_eq!(fired.len(), 1);
+    assert!(tt.is_empty());
+}

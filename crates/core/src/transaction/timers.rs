@@ -1,0 +1,172 @@
+//! Transaction timers (RFC 3261 §17 and Table 4 of §A; RFC 6026 §8.11 adds L and M).
+//!
+//! Each transaction keeps its own [`TimerTable`]: one optional deadline per [`TimerKind`],
+//! indexed by the enum, so arming, cancelling and finding the next deadline are constant time.
+//! The worker's heap (see [`super::TransactionTable`]) only ever holds the earliest deadline of
+//! each transaction.
+
+use std::time::{Duration, Instant};
+
+/// Timer configuration (RFC 3261 §17.1.1.1: T1 is an RTT estimate, T2 the cap for non-INVITE
+/// retransmission intervals, T4 the time a message may stay in the network).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// RTT estimate; 500 ms by default (RFC 3261 §17.1.1.1).
+    pub t1: Duration,
+    /// Maximum retransmission interval for non-INVITE requests and INVITE responses; 4 s.
+    pub t2: Duration,
+    /// Maximum duration a message remains in the network; 5 s.
+    pub t4: Duration,
+    /// Timer D over unreliable transports: "at least 32 seconds" (RFC 3261 §17.1.1.2), so that
+    /// every retransmission of a final response reaches the Completed state and is ACKed.
+    pub d: Duration,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            t1: Duration::from_millis(500),
+            t2: Duration::from_secs(4),
+            t4: Duration::from_secs(5),
+            d: Duration::from_secs(32),
+        }
+    }
+}
+
+impl Timers {
+    /// 64*T1: Timers B, F, H, L, M, and J over unreliable transports.
+    pub fn t1x64(&self) -> Duration {
+        self.t1.saturating_mul(64)
+    }
+
+    /// The initial value of a timer (RFC 3261 Table 4, RFC 6026 §8.11). The retransmission timers
+    /// A, E and G start at T1 and are only armed over unreliable transports; the wait timers D,
+    /// I, J and K are zero over reliable transports, where nothing needs absorbing.
+    pub fn initial(&self, kind: TimerKind, reliable: bool) -> Duration {
+        let unreliable_only = |d: Duration| if reliable { Duration::ZERO } else { d };
+        match kind {
+            TimerKind::A | TimerKind::E | TimerKind::G => self.t1,
+            TimerKind::B | TimerKind::F | TimerKind::H | TimerKind::L | TimerKind::M => self.t1x64(),
+            TimerKind::D => unreliable_only(self.d),
+            TimerKind::I | TimerKind::K => unreliable_only(self.t4),
+            TimerKind::J => unreliable_only(self.t1x64()),
+        }
+    }
+}
+
+/// The timers of RFC 3261 §17 (C belongs to the proxy, §16.6 step 11) plus L and M of RFC 6026.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// INVITE request retransmission (client, Calling, unreliable only).
+    A,
+    /// INVITE transaction timeout (client, Calling).
+    B,
+    /// Wait time for response retransmissions (client INVITE, Completed).
+    D,
+    /// Non-INVITE request retransmission (client, Trying/Proceeding, unreliable only).
+    E,
+    /// Non-INVITE transaction timeout (client).
+    F,
+    /// INVITE response retransmission (server, Completed, unreliable only).
+    G,
+    /// Wait time for ACK receipt (server INVITE, Completed).
+    H,
+    /// Wait time for ACK retransmissions (server INVITE, Confirmed).
+    I,
+    /// Wait time for non-INVITE request retransmissions (server, Completed).
+    J,
+    /// Wait time for response retransmissions (client non-INVITE, Completed).
+    K,
+    /// Wait time for accepted INVITE request retransmissions (server, Accepted; RFC 6026).
+    L,
+    /// Wait time for 2xx retransmissions (client INVITE, Accepted; RFC 6026).
+    M,
+}
+
+impl TimerKind {
+    pub const COUNT: usize = 12;
+    pub const ALL: [TimerKind; TimerKind::COUNT] = [
+        TimerKind::A,
+        TimerKind::B,
+        TimerKind::D,
+        TimerKind::E,
+        TimerKind::F,
+        TimerKind::G,
+        TimerKind::H,
+        TimerKind::I,
+        TimerKind::J,
+        TimerKind::K,
+        TimerKind::L,
+        TimerKind::M,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `now + d`, or `None` when that is not representable (a timer that can never fire is treated
+/// as not armed rather than panicking on a misconfigured duration).
+pub(crate) fn after(now: Instant, d: Duration) -> Option<Instant> {
+    now.checked_add(d)
+}
+
+const MIN_RETRANSMIT: Duration = Duration::from_millis(1);
+
+/// One transaction's timers: a deadline per kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimerTable {
+    at: [Option<Instant>; TimerKind::COUNT],
+}
+
+impl TimerTable {
+    /// Arms (or re-arms) `kind` to fire `d` after `now`.
+    pub fn arm(&mut self, kind: TimerKind, now: Instant, d: Duration) {
+        self.at[kind.index()] = after(now, d);
+    }
+
+    /// Arms a retransmission timer (A, E, G). The interval is at least 1 ms, so a timer that
+    /// fires always moves strictly into the future and a misconfigured T1 or T2 of zero cannot
+    /// make the worker spin.
+    pub fn arm_retransmit(&mut self, kind: TimerKind, now: Instant, d: Duration) {
+        self.arm(kind, now, d.max(MIN_RETRANSMIT));
+    }
+
+    pub fn clear(&mut self, kind: TimerKind) {
+        self.at[kind.index()] = None;
+    }
+
+    pub fn clear_all(&mut self) {
+        self.at = [None; TimerKind::COUNT];
+    }
+
+    pub fn get(&self, kind: TimerKind) -> Option<Instant> {
+        self.at[kind.index()]
+    }
+
+    /// Whether `kind` is armed and due at `now`; if so it is disarmed (a timer fires once; the
+    /// handler re-arms it if the RFC says so). A stale or early call returns false, which is what
+    /// makes the worker heap's lazy deletion safe.
+    pub fn take_due(&mut self, kind: TimerKind, now: Instant) -> bool {
+        match self.at[kind.index()] {
+            Some(at) if at <= now => {
+                self.at[kind.index()] = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The earliest armed deadline; ties go to the kind listed first.
+    pub fn next(&self) -> Option<(Instant, TimerKind)> {
+        let mut best: Option<(Instant, TimerKind)> = None;
+        for kind in TimerKind::ALL {
+            match (self.at[kind.index()], best) {
+                (Some(at), Some((b, _))) if at >= b => {}
+                (Some(at), _) => best = Some((at, kind)),
+                (None, _) => {}
+            }
+        }
+        best
+    }
+}

@@ -1,0 +1,143 @@
+//! Address-of-record keys (RFC 3261 §10.3 step 5).
+//!
+//! "The URI MUST then be converted to a canonical form. To do that, all URI parameters MUST be
+//! removed (including the user-param), and any escaped characters MUST be converted to their
+//! unescaped form. The result serves as an index into the list of bindings."
+//!
+//! The key herald uses is `user@host[:port]`:
+//!
+//! * **user**: %-unescaped, case kept (user parts are case-sensitive, RFC 3261 §19.1.4). The
+//!   result is bytes, not text: `%00` is legal (RFC 4475 §3.1.1.4 escnull). A `@` produced by
+//!   unescaping cannot be confused with the separator because a host never contains `@`: the
+//!   separator is always the last one.
+//! * **password**: dropped. It is not part of the identity of a resource (and is deprecated,
+//!   RFC 3261 §19.1.1).
+//! * **host**: names lowercased (§19.1.4: hosts compare case-insensitively), IP addresses in
+//!   their canonical text form (IPv6 bracketed and compressed, so `[2001:DB8::0:1]` and
+//!   `[2001:db8::1]` are one key).
+//! * **port**: kept when present, and an explicit 5060 is *not* the same key as no port, as in
+//!   §19.1.4 URI comparison.
+//! * **scheme**: dropped, so `sips:alice@example.com` and `sip:alice@example.com` are one AoR.
+//!   Step 5 removes parameters and escapes but says nothing about the scheme; §19.1 says "any
+//!   resource described by a SIP URI can be 'upgraded' to a SIPS URI by just changing the
+//!   scheme", i.e. both name the same resource, and registrars in the field (Kamailio's usrloc
+//!   `user@domain`) key them together. Each binding keeps its contact URI exactly as
+//!   registered, scheme included, so a proxy routing a request for a `sips:` AoR can still skip
+//!   contacts that are not reachable securely (RFC 5630).
+
+use herald_sip::uri::{Host, SipUri, Uri, UriError};
+use std::fmt;
+use std::io::Write as _;
+
+/// A canonical address-of-record: the index of the location service.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Aor(Box<[u8]>);
+
+impl Aor {
+    /// The canonical key of a sip or sips URI (see the module documentation).
+    pub fn from_sip_uri(uri: &SipUri<'_>) -> Aor {
+        let mut key = Vec::with_capacity(uri.as_str().len());
+        if let Some(user) = uri.user {
+            // The parser validated every escape; on the impossible failure keep the raw text.
+            match uri.user_unescaped() {
+                Some(u) => key.extend_from_slice(&u),
+                None => key.extend_from_slice(user.as_bytes()),
+            }
+            key.push(b'@');
+        }
+        match uri.host {
+            Host::Name(name) => key.extend(name.bytes().map(|b| b.to_ascii_lowercase())),
+            ip => {
+                let _ = write!(key, "{ip}");
+            }
+        }
+        if let Some(port) = uri.port {
+            let _ = write!(key, ":{port}");
+        }
+        Aor(key.into_boxed_slice())
+    }
+
+    /// The key of any URI that can be an address-of-record: sip and sips only (RFC 3261 §10.2:
+    /// the To header field of a REGISTER holds a SIP or SIPS URI). `None` for other schemes.
+    pub fn from_uri(uri: &Uri<'_>) -> Option<Aor> {
+        uri.as_sip().map(Aor::from_sip_uri)
+    }
+
+    /// Parses a sip or sips URI and returns its key.
+    pub fn parse(uri: &str) -> Result<Aor, UriError> {
+        SipUri::parse(uri.as_bytes()).map(|u| Aor::from_sip_uri(&u))
+    }
+
+    /// Wraps bytes that are already a canonical key (e.g. "alice@example.com"), for tools and
+    /// benchmarks that build keys in bulk. No canonicalization is done.
+    pub fn from_canonical(key: impl Into<Box<[u8]>>) -> Aor {
+        Aor(key.into())
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Printable form: bytes outside visible ASCII (and `%` itself) are shown as `%HH`, so the
+/// output is unambiguous and safe for logs.
+impl fmt::Display for Aor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in self.0.iter() {
+            if b.is_ascii_graphic() && b != b'%' {
+                write!(f, "{}", b as char)?;
+            } else {
+                write!(f, "%{b:02X}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Aor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Aor({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> String {
+        Aor::parse(s).unwrap().to_string()
+    }
+
+    #[test]
+    fn canonical_form() {
+        assert_eq!(key("sip:alice@Example.COM"), "alice@example.com");
+        assert_eq!(key("sips:alice@example.com"), "alice@example.com");
+        assert_eq!(key("SIP:alice:secret@example.com;transport=tcp;user=phone?Subject=x"), "alice@example.com");
+        assert_eq!(key("sip:%61lice@example.com:5070"), "alice@example.com:5070");
+        assert_eq!(key("sip:example.com"), "example.com");
+        assert_eq!(key("sip:bob@[2001:DB8::0:1]:5060"), "bob@[2001:db8::1]:5060");
+        assert_eq!(key("sip:bob@192.0.2.1"), "bob@192.0.2.1");
+        // Case of the user part is significant.
+        assert_ne!(Aor::parse("sip:Alice@h").unwrap(), Aor::parse("sip:alice@h").unwrap());
+        // An explicit port is a different key.
+        assert_ne!(Aor::parse("sip:a@h:5060").unwrap(), Aor::parse("sip:a@h").unwrap());
+    }
+
+    #[test]
+    fn escapes_become_octets() {
+        let a = Aor::parse("sip:null-%00-null@example.com").unwrap();
+        assert_eq!(a.as_bytes(), b"null-\0-null@example.com");
+        assert_eq!(a.to_string(), "null-%00-null@example.com");
+        assert_eq!(Aor::parse("sip:a%40b@h").unwrap().as_bytes(), b"a@b@h");
+        assert!(Aor::parse("tel:+1555").is_err());
+        assert!(Aor::from_uri(&Uri::parse(b"tel:+1555").unwrap()).is_none());
+    }
+}

@@ -1,0 +1,25 @@
+//! herald-store: the location service of herald (RFC 3261 §10.3), in memory.
+//!
+//! * [`LocationStore`] maps an address-of-record ([`Aor`]) to its [`Binding`]s. It is shared by
+//!   every worker thread, so it is split into a fixed power-of-two number of shards, each behind
+//!   its own `RwLock` and chosen by the key's hash: registrations of unrelated users never wait
+//!   on each other, and lookups of one shard proceed in parallel.
+//! * Every shard's table grows by itself; there is no size for an operator to get wrong (a
+//!   statically sized location table cost 4x in seed 002).
+//! * Expiry is incremental: each shard keeps a min-heap of due times, and
+//!   [`LocationStore::expire`] removes at most a given number of bindings per call, visiting
+//!   shards round-robin. Nothing ever scans the whole store (seed 002: a 60-second sweep caused
+//!   CPU spikes and failed calls). Lookups ignore expired bindings that were not yet removed.
+//! * Time is a parameter (`now: Instant`); the store never reads a clock.
+
+mod aor;
+mod binding;
+mod plan;
+mod store;
+
+pub use aor::Aor;
+pub use binding::{Binding, ContactUpdate, StoreError, Update};
+pub use store::{LocationStore, StoreConfig};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,338 @@
+//! The sharded location store and its incremental expiry.
+
+use crate::plan::Plan;
+use crate::{Aor, Binding, StoreError, Update};
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+/// Tuning that has a sensible default; nothing here sizes a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Most bindings one address-of-record may hold (policy: RFC 3261 sets no limit). A
+    /// REGISTER that would exceed it fails with [`StoreError::TooManyBindings`].
+    pub max_bindings_per_aor: usize,
+    /// Number of shards, rounded up to a power of two. More shards than worker threads makes
+    /// two workers rarely meet on one lock; an empty shard costs one cache-line-aligned slot
+    /// (256 shards: tens of KiB).
+    pub shards: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { max_bindings_per_aor: 20, shards: 256 }
+    }
+}
+
+/// The location service: address-of-record → bindings. See the crate documentation.
+pub struct LocationStore<S> {
+    slots: Box<[Slot<S>]>,
+    mask: u64,
+    hasher: RandomState,
+    /// Times are stored as seconds since this instant: the first `now` the store is given.
+    epoch: OnceLock<Instant>,
+    /// Next shard [`LocationStore::expire`] looks at.
+    cursor: AtomicUsize,
+    max_bindings: usize,
+}
+
+/// One shard and, readable without its lock, the earliest time its expiry heap holds, so that
+/// `expire` skips shards with nothing due. Cache-line aligned: slots are written by different
+/// threads.
+#[repr(align(64))]
+struct Slot<S> {
+    shard: RwLock<Shard<S>>,
+    next_due: AtomicU32,
+}
+
+struct Shard<S> {
+    /// Boxed records: a table slot is one pointer, so the half-empty slots a growing table
+    /// always has cost 8 bytes each, not a whole record.
+    table: HashTable<Box<Record<S>>>,
+    /// When each record must be looked at next. Entries are not removed when a record changes
+    /// ("lazy deletion"): an entry whose time differs from its record's `next_check`, or whose
+    /// record is gone, is skipped when popped.
+    heap: BinaryHeap<Reverse<Due>>,
+    /// Bindings stored (expired ones included until `expire` removes them).
+    bindings: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    at: u32,
+    /// The record's key hash: finds it in the table without keeping a second copy of the key.
+    hash: u64,
+}
+
+struct Record<S> {
+    key: Box<[u8]>,
+    /// Time of this record's live heap entry: never later than its earliest binding expiry.
+    /// Invariant: every record has exactly one heap entry with this time that it answers to.
+    next_check: u32,
+    /// Oldest update first: the order gives "most recent" for equal q-values.
+    bindings: Vec<Binding<S>>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    // Nothing in this crate panics while holding a lock; if a caller's clone of `S` did, the
+    // data is still structurally valid, so keep serving.
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<S: Clone> Default for LocationStore<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S: Clone> LocationStore<S> {
+    /// A store with [`StoreConfig::default`].
+    pub fn new() -> Self {
+        Self::with_config(StoreConfig::default())
+    }
+
+    pub fn with_config(config: StoreConfig) -> Self {
+        let n = config.shards.clamp(1, 1 << 16).next_power_of_two();
+        let slots = (0..n)
+            .map(|_| Slot {
+                shard: RwLock::new(Shard { table: HashTable::new(), heap: BinaryHeap::new(), bindings: 0 }),
+                next_due: AtomicU32::new(u32::MAX),
+            })
+            .collect();
+        LocationStore {
+            slots,
+            mask: n as u64 - 1,
+            hasher: RandomState::new(),
+            epoch: OnceLock::new(),
+            cursor: AtomicUsize::new(0),
+            max_bindings: config.max_bindings_per_aor.max(1),
+        }
+    }
+
+    pub fn max_bindings_per_aor(&self) -> usize {
+        self.max_bindings
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Seconds since the epoch; an instant before the epoch counts as 0.
+    fn secs(&self, now: Instant) -> u32 {
+        let epoch = *self.epoch.get_or_init(|| now);
+        u32::try_from(now.saturating_duration_since(epoch).as_secs()).unwrap_or(u32::MAX)
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn slot(&self, hash: u64) -> &Slot<S> {
+        // Bits 32.. pick the shard: hashbrown uses the low bits for the bucket and the top 7
+        // bits as the in-group tag, and both must still vary inside one shard.
+        &self.slots[((hash >> 32) & self.mask) as usize]
+    }
+
+    /// Seconds left before `binding` expires, as seen at `now` (0 if it has expired).
+    pub fn expires_in(&self, binding: &Binding<S>, now: Instant) -> u32 {
+        binding.expires_at.saturating_sub(self.secs(now))
+    }
+
+    /// The unexpired bindings of `aor`, highest q first, most recently updated first among
+    /// equal q-values (RFC 3261 §16.6 and §10.3: the order a proxy tries them in).
+    pub fn lookup(&self, aor: &Aor, now: Instant) -> Vec<Binding<S>> {
+        let now_s = self.secs(now);
+        let key = aor.as_bytes();
+        let hash = self.hash(key);
+        let shard = read(&self.slot(hash).shard);
+        match shard.table.find(hash, |r| *r.key == *key) {
+            Some(rec) => ordered(&rec.bindings, now_s),
+            None => Vec::new(),
+        }
+    }
+
+    /// Applies every contact of one REGISTER atomically under the shard lock (RFC 3261 §10.3
+    /// steps 6-8): each contact adds, refreshes or (with `expires` 0) removes the binding it
+    /// matches. Returns the AoR's bindings afterwards, ordered as [`Self::lookup`] orders them.
+    ///
+    /// A contact matches a binding by `+sip.instance` and `reg-id` when it has both (RFC 5626
+    /// §6), else by RFC 3261 §19.1.4 URI equivalence. If a contact appears twice, the later one
+    /// wins. On error nothing is changed.
+    pub fn apply(&self, aor: &Aor, now: Instant, update: &Update<'_, S>) -> Result<Vec<Binding<S>>, StoreError> {
+        let now_s = self.secs(now);
+        let key = aor.as_bytes();
+        let hash = self.hash(key);
+        let slot = self.slot(hash);
+        let mut guard = write(&slot.shard);
+        let Shard { table, heap, bindings: stored } = &mut *guard;
+        let entry = table.entry(hash, |r| *r.key == *key, |r| self.hash(&r.key));
+        let old: &[Binding<S>] = match &entry {
+            Entry::Occupied(o) => &o.get().bindings,
+            Entry::Vacant(_) => &[],
+        };
+        let plan = Plan::make(old, now_s, update, self.max_bindings)?;
+        let result = match entry {
+            Entry::Occupied(mut o) => {
+                let rec = o.get_mut();
+                *stored -= rec.bindings.len();
+                plan.execute(&mut rec.bindings, now_s, update);
+                *stored += rec.bindings.len();
+                let result = ordered(&rec.bindings, now_s);
+                match rec.bindings.iter().map(|b| b.expires_at).min() {
+                    // A later earliest expiry needs no new heap entry: the current one fires
+                    // early and reschedules (see `expire_shard`).
+                    Some(at) if at < rec.next_check => {
+                        rec.next_check = at;
+                        heap.push(Reverse(Due { at, hash }));
+                    }
+                    Some(_) => {}
+                    // The removed record's heap entry is skipped when it comes due.
+                    None => drop(o.remove()),
+                }
+                result
+            }
+            Entry::Vacant(v) => {
+                let mut bindings = Vec::new();
+                plan.execute(&mut bindings, now_s, update);
+                *stored += bindings.len();
+                let result = ordered(&bindings, now_s);
+                if let Some(at) = bindings.iter().map(|b| b.expires_at).min() {
+                    v.insert(Box::new(Record { key: key.into(), next_check: at, bindings }));
+                    heap.push(Reverse(Due { at, hash }));
+                }
+                result
+            }
+        };
+        slot.next_due.store(heap.peek().map_or(u32::MAX, |d| d.0.at), Ordering::Relaxed);
+        Ok(result)
+    }
+
+    /// `Contact: *` with `Expires: 0` (RFC 3261 §10.3 step 6): removes every binding of `aor`,
+    /// unless one of them was updated by this Call-ID with a CSeq not lower than `cseq`, in
+    /// which case nothing is removed. Returns how many unexpired bindings were removed.
+    pub fn remove_all(&self, aor: &Aor, call_id: &str, cseq: u32, now: Instant) -> Result<usize, StoreError> {
+        let now_s = self.secs(now);
+        let key = aor.as_bytes();
+        let hash = self.hash(key);
+        let slot = self.slot(hash);
+        let mut guard = write(&slot.shard);
+        let shard = &mut *guard;
+        let Ok(entry) = shard.table.find_entry(hash, |r| *r.key == *key) else {
+            return Ok(0);
+        };
+        let live = || entry.get().bindings.iter().filter(|b| b.expires_at > now_s);
+        if let Some(b) = live().find(|b| *b.call_id == *call_id && cseq <= b.cseq) {
+            return Err(StoreError::OutOfOrder { contact: b.contact.clone(), stored_cseq: b.cseq, request_cseq: cseq });
+        }
+        let removed = live().count();
+        let (rec, _) = entry.remove();
+        shard.bindings -= rec.bindings.len();
+        Ok(removed)
+    }
+
+    /// Removes at most `budget` expired bindings, visiting shards round-robin from where the
+    /// previous call stopped, and returns how many it removed. Each shard pops its heap only
+    /// while the top is due, so the work is proportional to what expires, never to the size
+    /// of the store; shards with nothing due are skipped without taking their lock. Meant to
+    /// be called every few milliseconds with a small budget.
+    pub fn expire(&self, now: Instant, budget: usize) -> usize {
+        let now_s = self.secs(now);
+        let n = self.slots.len();
+        let start = self.cursor.load(Ordering::Relaxed);
+        let mut removed = 0;
+        let mut visited = 0;
+        while visited < n && removed < budget {
+            let slot = &self.slots[(start + visited) & (n - 1)];
+            visited += 1;
+            if slot.next_due.load(Ordering::Relaxed) > now_s {
+                continue;
+            }
+            let mut shard = write(&slot.shard);
+            removed += self.expire_shard(&mut shard, now_s, budget - removed);
+            slot.next_due.store(shard.heap.peek().map_or(u32::MAX, |d| d.0.at), Ordering::Relaxed);
+        }
+        self.cursor.store((start + visited) & (n - 1), Ordering::Relaxed);
+        removed
+    }
+
+    fn expire_shard(&self, shard: &mut Shard<S>, now_s: u32, budget: usize) -> usize {
+        let Shard { table, heap, bindings: stored } = shard;
+        let mut removed = 0;
+        // Stale heap entries cost a pop and a probe each; bound them like removals.
+        let mut stale_left = budget.max(1);
+        while removed < budget {
+            let Some(&Reverse(due)) = heap.peek() else { break };
+            if due.at > now_s {
+                break;
+            }
+            heap.pop();
+            let Ok(mut entry) = table.find_entry(due.hash, |r| r.next_check == due.at && self.hash(&r.key) == due.hash)
+            else {
+                stale_left -= 1;
+                if stale_left == 0 {
+                    break;
+                }
+                continue;
+            };
+            let rec = entry.get_mut();
+            let before = rec.bindings.len();
+            let mut allowed = budget - removed;
+            rec.bindings.retain(|b| {
+                let drop = b.expires_at <= now_s && allowed > 0;
+                allowed -= usize::from(drop);
+                !drop
+            });
+            let gone = before - rec.bindings.len();
+            removed += gone;
+            *stored -= gone;
+            match rec.bindings.iter().map(|b| b.expires_at).min() {
+                Some(at) => {
+                    rec.next_check = at;
+                    heap.push(Reverse(Due { at, hash: due.hash }));
+                }
+                None => {
+                    entry.remove();
+                }
+            }
+        }
+        // Give memory back after a mass expiry; growth stays automatic.
+        if heap.capacity() > 64 && heap.len() < heap.capacity() / 4 {
+            heap.shrink_to(heap.len() * 2);
+        }
+        if table.capacity() > 64 && table.len() < table.capacity() / 4 {
+            table.shrink_to(table.len() * 2, |r| self.hash(&r.key));
+        }
+        removed
+    }
+
+    /// Bindings stored, including expired ones that [`Self::expire`] has not removed yet.
+    /// Takes every shard's read lock in turn: for metrics, not for the call path.
+    pub fn len(&self) -> usize {
+        self.slots.iter().map(|s| read(&s.shard).bindings).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Addresses-of-record with at least one stored binding.
+    pub fn aor_count(&self) -> usize {
+        self.slots.iter().map(|s| read(&s.shard).table.len()).sum()
+    }
+}
+
+/// Unexpired bindings, most recent first, then stably by q descending.
+fn ordered<S: Clone>(bindings: &[Binding<S>], now_s: u32) -> Vec<Binding<S>> {
+    let mut out: Vec<Binding<S>> = bindings.iter().rev().filter(|b| b.expires_at > now_s).cloned().collect();
+    out.sort_by_key(|b| Reverse(b.q_or_default()));
+    out
+}
