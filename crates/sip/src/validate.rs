@@ -48,7 +48,7 @@ impl Message {
     pub fn validate_all(&self) -> Result<(), ParseError> {
         self.validate()?;
         for h in self.headers() {
-            self.typed(h)?;
+            crate::headers::check_typed(h.name, self.value_of(h)).map_err(|e| self.value_error(h, e))?;
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ pub use media::MediaType;
 pub use name_addr::NameAddr;
 pub use params::{unquote, ParamIter, Params};
 pub use simple::{parse_call_id, parse_date, parse_delta_seconds, parse_max_forwards, parse_token, CSeq, RetryAfter};
-pub use typed::{parse_typed, Typed};
+pub use typed::{check_typed, parse_typed, Typed};
 pub use via::{Via, MAGIC_COOKIE};
 
 /// A grammar violation inside one header value: the offset is relative to the value's start;

@@ -115,10 +115,16 @@ pub fn parse_token(s: &[u8]) -> Result<&str, ValueError> {
 pub fn parse_date(s: &[u8]) -> Result<u64, ValueError> {
     let text = std::str::from_utf8(s).map_err(|_| ValueError::at(0, "not ASCII"))?;
     let bad = |what| ValueError::at(0, what);
-    let parts: Vec<&str> = text.split_ascii_whitespace().collect();
-    let [wkday, day, month, year, time, zone] = parts[..] else {
+    // Exactly six fields; a fixed array, so a hostile value cannot make this allocate.
+    let mut fields = text.split_ascii_whitespace();
+    let mut parts = [""; 6];
+    for p in parts.iter_mut() {
+        *p = fields.next().ok_or(bad("expected 'Wkd, DD Mon YYYY HH:MM:SS GMT'"))?;
+    }
+    if fields.next().is_some() {
         return Err(bad("expected 'Wkd, DD Mon YYYY HH:MM:SS GMT'"));
-    };
+    }
+    let [wkday, day, month, year, time, zone] = parts;
     const WKDAYS: [&str; 7] = ["Mon,", "Tue,", "Wed,", "Thu,", "Fri,", "Sat,", "Sun,"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     if !WKDAYS.contains(&wkday) {
@@ -131,8 +137,8 @@ pub fn parse_date(s: &[u8]) -> Result<u64, ValueError> {
     let day = num(day, 2).filter(|d| (1..=31).contains(d)).ok_or(bad("bad day"))?;
     let month = MONTHS.iter().position(|m| *m == month).ok_or(bad("bad month"))? as u64 + 1;
     let year = num(year, 4).ok_or(bad("bad year"))?;
-    let hms: Vec<Option<u64>> = time.split(':').map(|v| num(v, 2)).collect();
-    let [Some(h), Some(m), Some(sec)] = hms[..] else {
+    let mut hms = time.split(':').map(|v| num(v, 2));
+    let (Some(Some(h)), Some(Some(m)), Some(Some(sec)), None) = (hms.next(), hms.next(), hms.next(), hms.next()) else {
         return Err(bad("bad time"));
     };
     if h > 23 || m > 59 || sec > 60 {

@@ -97,6 +97,47 @@ pub fn parse_typed(name: HeaderName, v: &[u8]) -> Result<Typed<'_>, ValueError> 
     })
 }
 
+/// Checks `value` against the grammar of header `name` without building the typed value:
+/// list elements are parsed one at a time and dropped, so checking a hostile 8 KiB line of
+/// thousands of elements allocates nothing (unlike collecting them with [`parse_typed`]).
+pub fn check_typed(name: HeaderName, v: &[u8]) -> Result<(), ValueError> {
+    use HeaderName as H;
+    fn each<'a, T>(
+        v: &'a [u8],
+        non_empty: bool,
+        parse: impl Fn(&'a [u8]) -> Result<T, ValueError>,
+    ) -> Result<(), ValueError> {
+        let mut n = 0usize;
+        for item in ListIter::new(v) {
+            let (at, elem) = item?;
+            parse(elem).map_err(|e| e.shifted(at))?;
+            n += 1;
+        }
+        if non_empty && n == 0 {
+            return Err(ValueError::at(0, "empty value"));
+        }
+        Ok(())
+    }
+    match name {
+        H::Via => each(v, true, Via::parse),
+        H::Route | H::RecordRoute | H::Path => each(v, true, NameAddr::parse),
+        H::AlertInfo | H::CallInfo | H::ErrorInfo => each(v, false, NameAddr::parse),
+        H::Contact => each(v, true, Contact::parse),
+        H::Accept => each(v, false, MediaType::parse),
+        H::Require
+        | H::ProxyRequire
+        | H::Supported
+        | H::Unsupported
+        | H::Allow
+        | H::ContentEncoding
+        | H::AllowEvents
+        | H::AcceptEncoding
+        | H::ContentLanguage
+        | H::InReplyTo => each(v, false, parse_token_or_word),
+        _ => parse_typed(name, v).map(|_| ()),
+    }
+}
+
 /// In-Reply-To holds Call-IDs (words), the other token lists plain tokens.
 fn parse_token_or_word(s: &[u8]) -> Result<&str, ValueError> {
     parse_token(s).or_else(|_| parse_call_id(s))
