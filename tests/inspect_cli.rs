@@ -76,9 +76,33 @@ fn rfc4475_verdicts_from_the_command() {
         assert!(v["error"]["offset"].is_u64(), "{name}: error names the offset");
     }
     let valid = [
-        "wsinv", "intmeth", "esc01", "escnull", "esc02", "lwsdisp", "longreq", "dblreq", "semiuri", "transports",
-        "mpart01", "unreason", "noreason", "badbranch", "unkscm", "novelsc", "unksm2", "bext01", "invut", "regaut01",
-        "bcast", "zeromf", "cparam01", "cparam02", "regescrt", "sdp01", "inv2543",
+        "wsinv",
+        "intmeth",
+        "esc01",
+        "escnull",
+        "esc02",
+        "lwsdisp",
+        "longreq",
+        "dblreq",
+        "semiuri",
+        "transports",
+        "mpart01",
+        "unreason",
+        "noreason",
+        "badbranch",
+        "unkscm",
+        "novelsc",
+        "unksm2",
+        "bext01",
+        "invut",
+        "regaut01",
+        "bcast",
+        "zeromf",
+        "cparam01",
+        "cparam02",
+        "regescrt",
+        "sdp01",
+        "inv2543",
     ];
     for name in valid {
         let (code, v) = json_of(&format!("rfc4475/{name}.dat"));
