@@ -37,8 +37,9 @@ fn proxy_depth(buf: Bytes, limits: &Limits) {
     let via = msg.top_via().expect("top Via");
     black_box(via.branch());
     black_box(&via);
-    black_box(msg.from_header().expect("From").tag());
-    black_box(msg.to_header().expect("To").tag());
+    // Dialog and transaction matching need the tags, not the From/To URIs.
+    black_box(msg.from_tag().expect("From"));
+    black_box(msg.to_tag().expect("To"));
     black_box(msg.call_id().expect("Call-ID"));
     black_box(msg.cseq().expect("CSeq"));
     for r in msg.routes() {

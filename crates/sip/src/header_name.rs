@@ -27,7 +27,11 @@ macro_rules! header_names {
                     $($(if c == $compact.as_bytes()[0] { return HeaderName::$variant; })?)*
                     return HeaderName::Other;
                 }
-                $(if name.eq_ignore_ascii_case($canonical.as_bytes()) { return HeaderName::$variant; })*
+                // A length and first-byte check rejects almost every candidate in two compares.
+                let (len, first) = (name.len(), name.first().map_or(0, u8::to_ascii_lowercase));
+                $(if len == $canonical.len()
+                    && first == $canonical.as_bytes()[0].to_ascii_lowercase()
+                    && name.eq_ignore_ascii_case($canonical.as_bytes()) { return HeaderName::$variant; })*
                 HeaderName::Other
             }
         }

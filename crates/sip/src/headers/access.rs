@@ -94,6 +94,16 @@ impl Message {
         self.required(HeaderName::To, NameAddr::parse)
     }
 
+    /// The From tag without parsing the From URI (see [`tag_of`]).
+    pub fn from_tag(&self) -> Result<Option<&str>, ParseError> {
+        self.required(HeaderName::From, tag_of)
+    }
+
+    /// The To tag without parsing the To URI (see [`tag_of`]).
+    pub fn to_tag(&self) -> Result<Option<&str>, ParseError> {
+        self.required(HeaderName::To, tag_of)
+    }
+
     pub fn call_id(&self) -> Result<&str, ParseError> {
         self.required(HeaderName::CallId, parse_call_id)
     }

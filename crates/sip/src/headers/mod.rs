@@ -17,7 +17,7 @@ pub use auth::{AuthParamIter, AuthParams, AuthValue};
 pub use contact::{parse_qvalue, Contact};
 pub use list::ListIter;
 pub use media::MediaType;
-pub use name_addr::NameAddr;
+pub use name_addr::{tag_of, NameAddr};
 pub use params::{unquote, ParamIter, Params};
 pub use simple::{parse_call_id, parse_date, parse_delta_seconds, parse_max_forwards, parse_token, CSeq, RetryAfter};
 pub use typed::{check_typed, parse_typed, Typed};
