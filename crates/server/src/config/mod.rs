@@ -1,0 +1,397 @@
+//! `herald serve` configuration: one serde struct, every field defaulted and documented.
+//!
+//! The reference for operators is `docs/config.md`; `herald.example.toml` at the repository root
+//! lists every key with its default. Loading ([`Config::load`], [`Config::from_toml`]) reports
+//! every error as `FILE:LINE: key 'a.b.c': message`.
+
+mod load;
+
+pub use load::ConfigError;
+
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// The configuration compiled into the binary, used when no `--config` file is given. Keys left
+/// out take their defaults; `[[listen]]` is left out on purpose so that the IPv6 wildcard is
+/// added only where the machine has IPv6.
+pub const DEFAULT_CONFIG: &str = r#"# herald built-in configuration (see herald.example.toml for every key)
+[server]
+workers = 0
+
+[log]
+level = "info"
+"#;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Names herald is the registrar and proxy for (RFC 3261 §10.3 step 1, §16.4): requests whose
+    /// Request-URI host is one of them are routed through the location service. Empty means the
+    /// machine's own addresses and host name (see [`Config::effective_domains`]).
+    pub domains: Vec<String>,
+    /// Process-wide settings.
+    pub server: Server,
+    /// Where to listen. Default: `0.0.0.0:5060` on UDP and TCP, plus `[::]:5060` when the
+    /// machine has IPv6.
+    pub listen: Vec<Listen>,
+    /// RFC 3261 §17 timer base values.
+    pub timers: Timers,
+    /// Proxy behaviour (RFC 3261 §16).
+    pub proxy: Proxy,
+    /// Registrar behaviour (RFC 3261 §10.3).
+    pub registrar: Registrar,
+    /// Bounds on what herald accepts and keeps.
+    pub limits: Limits,
+    /// Logging.
+    pub log: Log,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            domains: Vec::new(),
+            server: Server::default(),
+            listen: default_listen(),
+            timers: Timers::default(),
+            proxy: Proxy::default(),
+            registrar: Registrar::default(),
+            limits: Limits::default(),
+            log: Log::default(),
+        }
+    }
+}
+
+/// `[server]`
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// Worker threads, each with its own sockets, handler and timers. 0 = one per CPU core.
+    pub workers: usize,
+    /// SO_RCVBUF and SO_SNDBUF of every UDP socket, in bytes. Large buffers absorb bursts; the
+    /// time a datagram waits there is queueing delay, so bigger is not always better.
+    pub udp_buffer_bytes: usize,
+    /// On SIGTERM/SIGINT, how long to wait for running transactions to finish before exiting.
+    /// The default, 32 s, is 64*T1: the longest a non-INVITE transaction can live (RFC 3261 §17.1.2.2).
+    pub drain_timeout_s: u64,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server { workers: 0, udp_buffer_bytes: 4 << 20, drain_timeout_s: 32 }
+    }
+}
+
+impl Server {
+    /// The number of workers to start: `workers`, or the number of CPU cores when it is 0.
+    pub fn effective_workers(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+/// One `[[listen]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    /// `IP:PORT` to bind (IPv6 in brackets: `[::]:5060`). Port 0 picks a free port.
+    pub address: SocketAddr,
+    /// Transports on this address: any of `"udp"`, `"tcp"`. Default both.
+    #[serde(default = "both_transports")]
+    pub transports: Vec<ListenTransport>,
+}
+
+/// A transport herald can listen on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenTransport {
+    Udp,
+    Tcp,
+}
+
+impl ListenTransport {
+    pub fn to_transport(self) -> herald_core::Transport {
+        match self {
+            ListenTransport::Udp => herald_core::Transport::Udp,
+            ListenTransport::Tcp => herald_core::Transport::Tcp,
+        }
+    }
+}
+
+fn both_transports() -> Vec<ListenTransport> {
+    vec![ListenTransport::Udp, ListenTransport::Tcp]
+}
+
+/// The default listen set: `0.0.0.0:5060` and, where the kernel has IPv6, `[::]:5060`.
+pub fn default_listen() -> Vec<Listen> {
+    let mut v = vec![Listen { address: SocketAddr::from(([0, 0, 0, 0], 5060)), transports: both_transports() }];
+    if ipv6_available() {
+        v.push(Listen { address: "[::]:5060".parse().expect("literal"), transports: both_transports() });
+    }
+    v
+}
+
+/// Whether an IPv6 socket can be bound on this machine (kernel support, not routing).
+pub fn ipv6_available() -> bool {
+    std::net::UdpSocket::bind("[::1]:0").is_ok()
+}
+
+/// `[timers]`: RFC 3261 §17.1.1.1 and Table 4.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timers {
+    /// T1, the round-trip estimate, in ms (RFC 3261 default 500).
+    pub t1_ms: u64,
+    /// T2, the cap on non-INVITE request and INVITE response retransmit intervals, in ms (4000).
+    pub t2_ms: u64,
+    /// T4, how long the network may hold a message, in ms (5000).
+    pub t4_ms: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers { t1_ms: 500, t2_ms: 4000, t4_ms: 5000 }
+    }
+}
+
+impl Timers {
+    pub fn t1(&self) -> Duration {
+        Duration::from_millis(self.t1_ms)
+    }
+    pub fn t2(&self) -> Duration {
+        Duration::from_millis(self.t2_ms)
+    }
+    pub fn t4(&self) -> Duration {
+        Duration::from_millis(self.t4_ms)
+    }
+}
+
+/// `[proxy]`
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Proxy {
+    /// How a request is forked to several contacts (RFC 3261 §16.6): all at once, or one after
+    /// another in q-value order (§16.6 step 1, RFC 3261 §16.7 "sequential search").
+    pub forking: Forking,
+    /// When to add Record-Route (RFC 3261 §16.6 step 4).
+    pub record_route: RecordRoute,
+    /// Forward without transaction state (RFC 3261 §16.11). Forking and failover need state, so a
+    /// stateless proxy forwards to the first target only.
+    pub stateless: bool,
+}
+
+impl Default for Proxy {
+    fn default() -> Self {
+        Proxy { forking: Forking::Parallel, record_route: RecordRoute::Always, stateless: false }
+    }
+}
+
+/// `proxy.forking`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Forking {
+    Parallel,
+    Sequential,
+}
+
+/// `proxy.record_route`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordRoute {
+    /// On every dialog-creating request.
+    Always,
+    /// Only when the request leaves on another transport or address family than it came in on
+    /// (the other side could not reach herald's Via address otherwise).
+    CrossTransport,
+    /// Never: in-dialog requests go end to end.
+    Never,
+}
+
+/// `[registrar]`: RFC 3261 §10.3.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Registrar {
+    /// Expiry granted when a REGISTER gives none, in seconds (RFC 3261 §10.2.1.1: 3600).
+    pub default_expires: u32,
+    /// Shorter requested expiries are refused with 423 and Min-Expires (§10.3 step 7). 0 never refuses.
+    pub min_expires: u32,
+    /// Longer requested expiries are lowered to this (§10.3 step 7).
+    pub max_expires: u32,
+    /// Bindings one address-of-record may hold; more are refused with 403.
+    pub max_bindings_per_aor: u32,
+}
+
+impl Default for Registrar {
+    fn default() -> Self {
+        Registrar { default_expires: 3600, min_expires: 60, max_expires: 86_400, max_bindings_per_aor: 10 }
+    }
+}
+
+/// `[limits]`: parser bounds ([`herald_sip::Limits`]) and runtime bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest message, headers and body, in bytes (UDP cannot carry more than 65,535).
+    pub max_message_size: usize,
+    /// Header lines per message.
+    pub max_headers: usize,
+    /// Bytes in one header line, folded continuations included.
+    pub max_header_line: usize,
+    /// Via values per message (70 hops is the largest legitimate path, RFC 3261 §8.1.1.6).
+    pub max_via: usize,
+    /// Route plus Record-Route values per message.
+    pub max_route: usize,
+    /// Bytes in the start line.
+    pub max_start_line: usize,
+    /// Open TCP connections, all workers together. Connections past it are accepted and closed at
+    /// once (so the peer learns quickly and the backlog does not fill).
+    pub max_tcp_connections: usize,
+    /// A TCP connection with no bytes in either direction for this many seconds is closed. Clients
+    /// keep connections open with CRLF keep-alives (RFC 5626 §4.4.1).
+    pub tcp_idle_timeout_s: u64,
+    /// Bytes queued for writing on one TCP connection. A peer that does not read past this has
+    /// its connection closed (TCP has no retransmission by herald to fall back on).
+    pub tcp_write_queue_bytes: usize,
+    /// Messages waiting in one worker's inbox (from other workers' sockets). When full, UDP
+    /// messages are dropped and counted (the sender retransmits); TCP readers wait.
+    pub inbox_capacity: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let sip = herald_sip::Limits::default();
+        Limits {
+            max_message_size: sip.max_message_size,
+            max_headers: sip.max_headers,
+            max_header_line: sip.max_header_line,
+            max_via: sip.max_via,
+            max_route: sip.max_route,
+            max_start_line: sip.max_start_line,
+            max_tcp_connections: 65_536,
+            tcp_idle_timeout_s: 300,
+            tcp_write_queue_bytes: 256 * 1024,
+            inbox_capacity: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// The parser's share of the limits.
+    pub fn sip(&self) -> herald_sip::Limits {
+        herald_sip::Limits {
+            max_message_size: self.max_message_size,
+            max_headers: self.max_headers,
+            max_header_line: self.max_header_line,
+            max_via: self.max_via,
+            max_route: self.max_route,
+            max_start_line: self.max_start_line,
+        }
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter such as
+    /// `info,herald_server=debug`. The RUST_LOG environment variable overrides it.
+    pub level: String,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log { level: "info".into() }
+    }
+}
+
+impl Config {
+    /// The domains herald serves: `domains` when given, else the host name and every address
+    /// herald listens on (wildcards expanded to the machine's interface addresses).
+    pub fn effective_domains(&self) -> Vec<String> {
+        if !self.domains.is_empty() {
+            return self.domains.clone();
+        }
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |s: String| {
+            if !out.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
+                out.push(s);
+            }
+        };
+        if let Some(h) = hostname() {
+            push(h);
+        }
+        let interfaces = interface_addresses();
+        for l in &self.listen {
+            let ip = l.address.ip();
+            if ip.is_unspecified() {
+                for a in interfaces.iter().filter(|a| a.is_ipv4() == ip.is_ipv4()) {
+                    push(host_literal(*a));
+                }
+            } else {
+                push(host_literal(ip));
+            }
+        }
+        out
+    }
+}
+
+/// An IP as written in a SIP URI host (IPv6 in brackets, RFC 3261 §25.1).
+fn host_literal(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success when the
+    // name fits, and we stop at the first NUL or the buffer end either way.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = std::str::from_utf8(&buf[..end]).ok()?.trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Every address configured on the machine's interfaces (getifaddrs).
+/// Every IP address of this machine's interfaces (getifaddrs), loopback included.
+pub fn interface_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we walk read-only and free exactly once.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            let sa = (*cur).ifa_addr;
+            if !sa.is_null() {
+                match (*sa).sa_family as libc::c_int {
+                    libc::AF_INET => {
+                        let sin = &*(sa as *const libc::sockaddr_in);
+                        out.push(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(sa as *const libc::sockaddr_in6);
+                        out.push(IpAddr::from(sin6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            cur = (*cur).ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+use super::*;
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, "test.toml")
+}
+
+fn error(text: &str) -> ConfigError {
+    load(text).expect_err("config should be refused")
+}
+
+#[track_caller]
+fn assert_error(text: &str, line: usize, key: &str, needle: &str) {
+    let e = error(text);
+    assert_eq!((e.file.as_str(), e.line, e.key.as_str()), ("test.toml", line, key), "{e}");
+    assert!(e.message.contains(needle), "message {:?} lacks {needle:?}", e.message);
+    let shown = e.to_string();
+    assert!(shown.starts_with(&format!("test.toml:{line}: key '{key}': ")), "{shown}");
+}
+
+#[test]
+fn builtin_config_is_the_default() {
+    let c = Config::load_or_default(None).unwrap();
+    assert_eq!(c, Config::default());
+    assert_eq!(c.listen[0].address, "0.0.0.0:5060".parse().unwrap());
+    assert_eq!(c.listen[0].transports, vec![ListenTransport::Udp, ListenTransport::Tcp]);
+    assert_eq!(c.listen.len(), if ipv6_available() { 2 } else { 1 });
+    assert_eq!(c.limits.sip(), herald_sip::Limits::default());
+    assert_eq!(c.timers.t1(), Duration::from_millis(500));
+}
+
+#[test]
+fn example_file_parses_to_the_defaults() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../herald.example.toml");
+    let c = Config::load(std::path::Path::new(path)).unwrap();
+    // The example spells the listen set out; it equals the default on an IPv6 machine.
+    let want = Config { listen: c.listen.clone(), ..Config::default() };
+    assert_eq!(c, want);
+    assert_eq!(c.listen[0].address, "0.0.0.0:5060".parse().unwrap());
+}
+
+#[test]
+fn every_key_can_be_set() {
+    let c = load(
+        r#"
+domains = ["example.com", "sip.example.com"]
+[server]
+workers = 3
+udp_buffer_bytes = 65536
+drain_timeout_s = 5
+[[listen]]
+address = "127.0.0.1:5070"
+transports = ["tcp"]
+[[listen]]
+address = "[::1]:5070"
+[timers]
+t1_ms = 250
+t2_ms = 2000
+t4_ms = 2500
+[proxy]
+forking = "sequential"
+record_route = "cross-transport"
+stateless = true
+[registrar]
+default_expires = 600
+min_expires = 30
+max_expires = 7200
+max_bindings_per_aor = 3
+[limits]
+max_message_size = 4096
+max_headers = 64
+max_header_line = 1024
+max_via = 10
+max_route = 10
+max_start_line = 1024
+max_tcp_connections = 10
+tcp_idle_timeout_s = 7
+tcp_write_queue_bytes = 8192
+inbox_capacity = 16
+[log]
+level = "debug,herald_server=trace"
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.server.effective_workers(), 3);
+    assert_eq!(c.listen[0].transports, vec![ListenTransport::Tcp]);
+    assert_eq!(c.listen[1].transports.len(), 2);
+    assert_eq!(c.proxy.forking, Forking::Sequential);
+    assert_eq!(c.proxy.record_route, RecordRoute::CrossTransport);
+    assert_eq!(c.limits.sip().max_via, 10);
+    assert_eq!(c.effective_domains(), vec!["example.com".to_string(), "sip.example.com".to_string()]);
+}
+
+#[test]
+fn syntax_errors_name_line_and_key() {
+    assert_error("[server]\nworkers = 2\n\n[timers]\nt1_ms = = 5\n", 5, "timers.t1_ms", "");
+    assert_error("[server]\nworkers = \"two\n", 2, "server.workers", "");
+}
+
+#[test]
+fn type_errors_name_line_and_key() {
+    assert_error("[server]\n\nworkers = \"two\"\n", 3, "server.workers", "invalid type");
+    assert_error(
+        "[[listen]]\naddress = \"1.2.3.4:5\"\n[[listen]]\naddress = \"nowhere\"\n",
+        4,
+        "listen[1].address",
+        "",
+    );
+    assert_error(
+        "[[listen]]\naddress = \"1.2.3.4:5\"\ntransports = [\"udp\", \"sctp\"]\n",
+        3,
+        "listen[0].transports[1]",
+        "sctp",
+    );
+    assert_error("[proxy]\nforking = \"random\"\n", 2, "proxy.forking", "random");
+    assert_error("domains = \"example.com\"\n", 1, "domains", "invalid type");
+}
+
+#[test]
+fn unknown_keys_name_line_and_key() {
+    assert_error("[server]\nworkers = 1\nwokers = 2\n", 3, "server.wokers", "unknown field");
+    assert_error("\n\nlisten_on = 1\n", 3, "listen_on", "unknown field");
+    assert_error("[dns]\nx = 1\n", 1, "dns", "unknown field");
+}
+
+#[test]
+fn missing_required_key_names_the_entry() {
+    assert_error("[log]\nlevel = \"info\"\n[[listen]]\ntransports = [\"udp\"]\n", 3, "listen[0]", "address");
+}
+
+#[test]
+fn validation_errors_name_line_and_key() {
+    assert_error("[timers]\nt1_ms = 5000\n", 2, "timers.t1_ms", "must not exceed t2_ms");
+    assert_error("[timers]\n\nt2_ms = 100\n", 3, "timers.t2_ms", "must not exceed t2_ms");
+    assert_error("[timers]\nt1_ms = 0\n", 2, "timers.t1_ms", "at least 1");
+    assert_error("[registrar]\nmin_expires = 7200\n", 2, "registrar.min_expires", "min_expires (7200)");
+    assert_error("[registrar]\nmax_bindings_per_aor = 0\n", 2, "registrar.max_bindings_per_aor", "at least 1");
+    assert_error("[server]\nworkers = 5000\n", 2, "server.workers", "1024");
+    assert_error("[limits]\nmax_message_size = 10\n", 2, "limits.max_message_size", "outside");
+    assert_error("[limits]\ntcp_write_queue_bytes = 100\n", 2, "limits.tcp_write_queue_bytes", "must fit");
+    assert_error("[limits]\ntcp_idle_timeout_s = 0\n", 2, "limits.tcp_idle_timeout_s", "at least 1");
+    assert_error("[log]\nlevel = \"[[[\"\n", 2, "log.level", "log level");
+    assert_error("domains = [\"ok.example\", \"bad name\"]\n", 1, "domains[1]", "not a host name");
+    assert_error("listen = []\n", 1, "listen", "at least one");
+    let dup =
+        "[[listen]]\naddress = \"127.0.0.1:5060\"\n[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"tcp\"]\n";
+    assert_error(dup, 4, "listen[1].address", "already in listen[0]");
+    assert_error(
+        "[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = []\n",
+        3,
+        "listen[0].transports",
+        "at least one",
+    );
+    assert_error(
+        "[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"tcp\", \"tcp\"]\n",
+        3,
+        "listen[0].transports",
+        "twice",
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_file() {
+    let e = Config::load(std::path::Path::new("/nonexistent/herald.toml")).unwrap_err();
+    assert_eq!(e.line, 0);
+    assert!(e.to_string().starts_with("/nonexistent/herald.toml: cannot read"), "{e}");
+}
+
+#[test]
+fn effective_domains_default_to_host_and_addresses() {
+    let c = load("[[listen]]\naddress = \"127.0.0.1:5060\"\n[[listen]]\naddress = \"0.0.0.0:5080\"\n").unwrap();
+    let d = c.effective_domains();
+    assert!(d.contains(&"127.0.0.1".to_string()), "{d:?}");
+    assert_eq!(d.iter().filter(|x| *x == "127.0.0.1").count(), 1, "deduplicated: {d:?}");
+}

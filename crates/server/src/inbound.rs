@@ -1,0 +1,231 @@
+//! What happens to bytes between the socket and the handler: parse, receipt checks, the answer
+//! owed to a malformed request, and which worker owns the message (hash of its Call-ID).
+
+use bytes::{Bytes, BytesMut};
+use herald_sip::{HeaderName, Limits, Message, Method, ParseError, ResponseBuilder, Transport};
+use std::hash::{BuildHasher, Hasher};
+
+/// The outcome of receiving one datagram or one framed stream message.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// Well formed: hand it to its owner.
+    Message(Message),
+    /// Malformed request: send these bytes back to the sender. `close` tells a stream to close
+    /// after sending them (the framing is lost).
+    Answer { bytes: BytesMut, close: bool },
+    /// Nothing to do (keep-alive) or nothing possible (malformed and unanswerable).
+    Drop(Dropped),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    /// Only CRLFs: a keep-alive (RFC 5626 §3.5.1 sends them on UDP too).
+    KeepAlive,
+    /// A malformed request that has no Via/From/To/Call-ID/CSeq to answer with, or an ACK.
+    Request,
+    /// A malformed response: RFC 4475 §3.1.2.19 - discard.
+    Response,
+}
+
+/// Parses and checks one message. `truncated` marks a datagram longer than the receive buffer.
+pub(crate) fn classify(buf: Bytes, limits: &Limits, transport: Transport, truncated: bool) -> Inbound {
+    if truncated {
+        let e = ParseError::new(herald_sip::ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
+        return answer_unparsed(&buf, &e, limits);
+    }
+    let msg = match Message::parse_as(buf.clone(), limits, transport) {
+        Ok(m) => m,
+        Err(e) if e.kind == herald_sip::ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
+        Err(e) => return answer_unparsed(&buf, &e, limits),
+    };
+    // RFC 3261 §8.2.1-§8.2.2 and §16.3 steps 1-2: the receipt checks every element makes.
+    match msg.validate() {
+        Ok(()) => Inbound::Message(msg),
+        Err(e) => answer(&msg, &e),
+    }
+}
+
+/// The answer to a request that parsed but failed [`Message::validate`].
+fn answer(msg: &Message, e: &ParseError) -> Inbound {
+    if !msg.is_request() {
+        return Inbound::Drop(Dropped::Response);
+    }
+    // RFC 3261 §17.2.1: an ACK is never answered.
+    let answerable = msg.method() != Some(Method::Ack)
+        && [HeaderName::Via, HeaderName::From, HeaderName::To, HeaderName::CallId, HeaderName::CSeq]
+            .iter()
+            .all(|h| msg.field(*h).is_some());
+    if !answerable {
+        return Inbound::Drop(Dropped::Request);
+    }
+    let (code, reason) = e.response();
+    let tag = fresh_tag();
+    // RFC 3261 §8.2.6.2: a final response gets a To tag when the request had none.
+    let bytes = ResponseBuilder::new(msg, code, &reason).to_tag(&tag).build();
+    Inbound::Answer { bytes, close: e.breaks_stream_framing() }
+}
+
+/// The answer to bytes that did not parse as a message, or whose framing was lost: the header
+/// section alone, with its Content-Length lines removed, is parsed again; if that yields a request
+/// with the mandatory headers, it is answered with the status of the original error.
+pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> Inbound {
+    let skip = raw.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    let raw = &raw[skip..];
+    if raw.starts_with(b"SIP/") {
+        return Inbound::Drop(Dropped::Response);
+    }
+    let Some(head_end) = memchr::memmem::find(raw, b"\r\n\r\n") else {
+        return Inbound::Drop(Dropped::Request);
+    };
+    let mut head = Vec::with_capacity(head_end + 4);
+    for (i, line) in raw[..head_end + 2].split_inclusive(|b| *b == b'\n').enumerate() {
+        if i == 0 && e.kind == herald_sip::ErrorKind::Version {
+            // RFC 3261 §8.2.2 asks for a 505: parse the copy as SIP/2.0 to build it.
+            let Some(sp) = line.iter().rposition(|b| *b == b' ') else { return Inbound::Drop(Dropped::Request) };
+            head.extend_from_slice(&line[..sp]);
+            head.extend_from_slice(b" SIP/2.0\r\n");
+            continue;
+        }
+        let name = line.split(|b| *b == b':').next().unwrap_or(b"");
+        let name = name.trim_ascii();
+        if name.eq_ignore_ascii_case(b"content-length") || name.eq_ignore_ascii_case(b"l") {
+            continue;
+        }
+        head.extend_from_slice(line);
+    }
+    head.extend_from_slice(b"\r\n");
+    let mut relaxed = limits.clone();
+    relaxed.max_message_size = relaxed.max_message_size.max(head.len());
+    match Message::parse(Bytes::from(head), &relaxed) {
+        Ok(m) => match answer(&m, e) {
+            Inbound::Answer { bytes, close } => Inbound::Answer { bytes, close: close || e.breaks_stream_framing() },
+            other => other,
+        },
+        Err(_) => Inbound::Drop(Dropped::Request),
+    }
+}
+
+/// The worker that owns a message: FNV-1a of the Call-ID (compared byte for byte, RFC 3261
+/// §20.8), modulo the number of workers. A message without a parseable Call-ID stays local.
+pub(crate) fn owner(msg: &Message, here: usize, workers: usize) -> usize {
+    if workers == 1 {
+        return 0;
+    }
+    match msg.call_id() {
+        Ok(id) => shard_of(id.as_bytes(), workers),
+        Err(_) => here,
+    }
+}
+
+pub(crate) fn shard_of(call_id: &[u8], workers: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in call_id {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // Fold the high bits in: FNV's low bits are weak for short keys.
+    ((h ^ (h >> 32)) % workers as u64) as usize
+}
+
+/// A request that starts something new: not ACK or CANCEL (they belong to a running INVITE
+/// transaction) and without a To tag (so outside any dialog). Dropped while draining.
+pub(crate) fn is_new_request(msg: &Message) -> bool {
+    match msg.method() {
+        None | Some(Method::Ack) | Some(Method::Cancel) => false,
+        Some(_) => msg.to_header().ok().and_then(|t| t.tag()).is_none(),
+    }
+}
+
+/// A To tag for runtime-generated responses: 64 random bits in hex.
+fn fresh_tag() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+    format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &[u8] = b"OPTIONS sip:a@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\nFrom: <sip:b@example.com>;tag=1\r\nTo: <sip:a@example.com>\r\nCall-ID: c1\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n";
+
+    fn classify_dgram(b: &[u8]) -> Inbound {
+        classify(Bytes::copy_from_slice(b), &Limits::default(), Transport::Datagram, false)
+    }
+
+    fn answered(i: Inbound) -> (Message, bool) {
+        match i {
+            Inbound::Answer { bytes, close } => (Message::parse(bytes.freeze(), &Limits::default()).unwrap(), close),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_message_passes() {
+        assert!(matches!(classify_dgram(OK), Inbound::Message(_)));
+        assert!(matches!(classify_dgram(b"\r\n\r\n"), Inbound::Drop(Dropped::KeepAlive)));
+    }
+
+    #[test]
+    fn bad_header_value_is_answered_400_with_a_to_tag() {
+        let bad = String::from_utf8_lossy(OK).replace("Max-Forwards: 70", "Max-Forwards: lots");
+        let (m, close) = answered(classify_dgram(bad.as_bytes()));
+        assert_eq!(m.status(), Some(400));
+        assert_eq!(m.reason(), Some(&b"Bad Max-Forwards"[..]));
+        assert!(m.to_header().unwrap().tag().is_some());
+        assert_eq!(m.call_id().unwrap(), "c1");
+        assert!(!close);
+    }
+
+    #[test]
+    fn unparseable_but_headed_request_is_answered() {
+        // Two Content-Length headers: the parser refuses the message; the head still answers.
+        let bad = String::from_utf8_lossy(OK).replace("Content-Length: 0", "Content-Length: 0\r\nl: 4");
+        let (m, close) = answered(classify_dgram(bad.as_bytes()));
+        assert_eq!(m.status(), Some(400));
+        assert!(m.reason().unwrap().starts_with(b"Multiple "), "{:?}", m.reason());
+        assert!(close, "a stream loses its framing");
+        // Version 3.0 → 505.
+        let bad = String::from_utf8_lossy(OK).replace("SIP/2.0\r\nVia", "SIP/3.0\r\nVia");
+        assert_eq!(answered(classify_dgram(bad.as_bytes())).0.status(), Some(505));
+    }
+
+    #[test]
+    fn unanswerable_things_are_dropped() {
+        let no_call_id = String::from_utf8_lossy(OK).replace("Call-ID: c1\r\n", "");
+        assert!(matches!(classify_dgram(no_call_id.as_bytes()), Inbound::Drop(Dropped::Request)));
+        let ack = String::from_utf8_lossy(OK).replace("OPTIONS", "ACK").replace("Max-Forwards: 70", "Max-Forwards: x");
+        assert!(matches!(classify_dgram(ack.as_bytes()), Inbound::Drop(Dropped::Request)));
+        let resp = b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>\r\nCall-ID: x\r\nCSeq: bad\r\n\r\n";
+        assert!(matches!(classify_dgram(resp), Inbound::Drop(Dropped::Response)));
+        assert!(matches!(classify_dgram(b"garbage"), Inbound::Drop(Dropped::Request)));
+        assert!(matches!(classify_dgram(b"SIP/2.0 99 x\r\n\r\n"), Inbound::Drop(Dropped::Response)));
+    }
+
+    #[test]
+    fn truncated_datagram_is_513() {
+        let i = classify(Bytes::from_static(OK), &Limits::default(), Transport::Datagram, true);
+        assert_eq!(answered(i).0.status(), Some(513));
+    }
+
+    #[test]
+    fn shard_is_stable_and_spreads() {
+        let mut seen = [0usize; 4];
+        for i in 0..1000 {
+            let id = format!("call-{i}@host");
+            let s = shard_of(id.as_bytes(), 4);
+            assert_eq!(s, shard_of(id.as_bytes(), 4));
+            seen[s] += 1;
+        }
+        assert!(seen.iter().all(|n| *n > 150), "{seen:?}");
+    }
+
+    #[test]
+    fn new_requests() {
+        let m = |s: &str| Message::parse(Bytes::from(s.to_string()), &Limits::default()).unwrap();
+        let ok = String::from_utf8_lossy(OK).to_string();
+        assert!(is_new_request(&m(&ok)));
+        assert!(!is_new_request(&m(&ok.replace("<sip:a@example.com>\r\n", "<sip:a@example.com>;tag=9\r\n"))));
+        assert!(!is_new_request(&m(&ok.replace("OPTIONS", "CANCEL"))));
+    }
+}

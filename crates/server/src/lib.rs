@@ -1,0 +1,149 @@
+//! herald-server: the runtime of `herald serve` (docs/design/serve.md).
+//!
+//! * One worker thread per core, each with a current-thread tokio runtime, its own SO_REUSEPORT
+//!   UDP socket and TCP listener per listen address, its own [`SipHandler`] and timer.
+//! * Messages are owned by `hash(Call-ID) % workers`: the worker that reads a message hands it to
+//!   the owner through a bounded FIFO inbox, so the messages of one dialog are processed in arrival
+//!   order by one thread. There is no central dispatcher.
+//! * TCP connections belong to the worker that accepted or opened them; any worker writes to one
+//!   through its bounded write queue (module `tcp`).
+//! * `Output::Resolve` runs RFC 3263 ([`rfc3263`], [`dns`]) in a task of the asking worker.
+//!
+//! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
+//! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).
+
+mod bind;
+pub mod config;
+pub mod dns;
+mod inbound;
+pub mod rfc3263;
+mod server;
+mod stats;
+mod tcp;
+mod udp;
+mod worker;
+
+pub use bind::BoundAddr;
+pub use config::{Config, ConfigError};
+pub use server::{shutdown_signal, Server};
+pub use stats::{Stats, StatsSnapshot};
+
+use herald_core::SipHandler;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// Why the server could not start or stopped abnormally.
+#[derive(Debug)]
+pub enum ServerError {
+    Config(ConfigError),
+    /// A listen address could not be bound.
+    Bind {
+        addr: SocketAddr,
+        transport: herald_core::Transport,
+        source: std::io::Error,
+    },
+    /// A thread or runtime could not be created.
+    Runtime(std::io::Error),
+    /// A worker stopped with an error or panicked.
+    WorkerFailed {
+        worker: usize,
+        reason: String,
+    },
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerError::Config(e) => e.fmt(f),
+            ServerError::Bind { addr, transport, source } => write!(f, "cannot listen on {transport} {addr}: {source}"),
+            ServerError::Runtime(e) => write!(f, "cannot start worker threads: {e}"),
+            ServerError::WorkerFailed { worker, reason } => write!(f, "worker {worker} failed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServerError::Config(e) => Some(e),
+            ServerError::Bind { source, .. } | ServerError::Runtime(source) => Some(source),
+            ServerError::WorkerFailed { .. } => None,
+        }
+    }
+}
+
+impl From<ConfigError> for ServerError {
+    fn from(e: ConfigError) -> Self {
+        ServerError::Config(e)
+    }
+}
+
+/// Runs herald until SIGTERM or SIGINT, then drains and returns `Ok`.
+/// `make_handler(i)` builds worker `i`'s handler, on that worker's thread.
+pub fn run<H, F>(config: Config, make_handler: F) -> Result<(), ServerError>
+where
+    H: SipHandler,
+    F: Fn(usize) -> H + Send + Sync + 'static,
+{
+    Server::bind(config)?.run(make_handler, shutdown_signal())
+}
+
+/// [`run`] with any future in place of the signals.
+pub fn run_with_shutdown<H, F>(
+    config: Config,
+    make_handler: F,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError>
+where
+    H: SipHandler,
+    F: Fn(usize) -> H + Send + Sync + 'static,
+{
+    Server::bind(config)?.run(make_handler, shutdown)
+}
+
+/// Installs the global tracing subscriber: `RUST_LOG` if set, else `level` (a level or a filter).
+/// Does nothing if one is installed already.
+pub fn init_logging(level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::builder().parse(level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+}
+
+/// Everything `herald serve [--config FILE]` does, as an exit status: 0 after a clean shutdown,
+/// 1 when the server fails, 2 when the configuration is wrong (printed as
+/// `FILE:LINE: key 'a.b': message`).
+pub fn serve_main<H, F>(config_path: Option<&Path>, make_handler: F) -> u8
+where
+    H: SipHandler,
+    F: Fn(usize) -> H + Send + Sync + 'static,
+{
+    serve_main_with(config_path, make_handler, shutdown_signal())
+}
+
+/// [`serve_main`] with any shutdown future.
+pub fn serve_main_with<H, F>(config_path: Option<&Path>, make_handler: F, shutdown: impl Future<Output = ()>) -> u8
+where
+    H: SipHandler,
+    F: Fn(usize) -> H + Send + Sync + 'static,
+{
+    let config = match Config::load_or_default(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    init_logging(&config.log.level);
+    match run_with_shutdown(config, make_handler, shutdown) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("herald: {e}");
+            1
+        }
+    }
+}

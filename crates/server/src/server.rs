@@ -1,0 +1,206 @@
+//! Starting the workers, waiting for shutdown, draining, joining.
+
+use crate::bind::{self, BoundAddr, WorkerSockets};
+use crate::config::{Config, ListenTransport};
+use crate::stats::Stats;
+use crate::tcp::Registry;
+use crate::worker::{Ctl, Shared, Worker};
+use crate::ServerError;
+use herald_core::{SipHandler, Transport};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A bound, not yet running server. Binding first lets a caller learn the real ports (config port
+/// 0) and read [`Stats`] before and while [`Server::run`] runs.
+pub struct Server {
+    config: Config,
+    workers: usize,
+    sockets: Vec<WorkerSockets>,
+    bound: Vec<BoundAddr>,
+    stats: Stats,
+}
+
+impl Server {
+    /// Creates every socket (`workers` × listen entries × transports, SO_REUSEPORT).
+    pub fn bind(config: Config) -> Result<Server, ServerError> {
+        let workers = config.server.effective_workers();
+        let (sockets, bound) = bind::bind_all(&config, workers)?;
+        for b in &bound {
+            tracing::info!(transport = %b.transport, addr = %b.addr, workers, "listening");
+        }
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers) })
+    }
+
+    /// The addresses listened on, ports resolved.
+    pub fn local_addrs(&self) -> &[BoundAddr] {
+        &self.bound
+    }
+
+    /// The first bound address for `transport` whose family is IPv6 (`v6`) or IPv4.
+    pub fn local_addr(&self, transport: Transport, v6: bool) -> Option<std::net::SocketAddr> {
+        self.bound.iter().find(|b| b.transport == transport && b.addr.is_ipv6() == v6).map(|b| b.addr)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The live counters (valid before, during and after [`Server::run`]).
+    pub fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    /// Runs until `shutdown` completes, then drains: new requests are dropped (responses, ACK,
+    /// CANCEL and in-dialog requests still flow), listeners close, and the workers stop when every
+    /// handler reports no active transaction or `server.drain_timeout_s` has passed.
+    ///
+    /// Why drop rather than answer 503: the runtime cannot tell a new request from the
+    /// retransmission of one whose transaction is still running; a 503 to the latter would end a
+    /// transaction that was about to succeed. A dropped new request times out at its sender, which
+    /// then fails over (RFC 3263 §4.3) - the outcome of a server that is going away.
+    pub fn run<H, F>(self, make_handler: F, shutdown: impl Future<Output = ()>) -> Result<(), ServerError>
+    where
+        H: SipHandler,
+        F: Fn(usize) -> H + Send + Sync + 'static,
+    {
+        let n = self.workers;
+        let mut inbox_rx = Vec::with_capacity(n);
+        let mut inboxes = Vec::with_capacity(n);
+        let mut ctl_rx = Vec::with_capacity(n);
+        let mut ctl = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (tx, rx) = mpsc::channel(self.config.limits.inbox_capacity);
+            inboxes.push(tx);
+            inbox_rx.push(rx);
+            let (tx, rx) = mpsc::unbounded_channel();
+            ctl.push(tx);
+            ctl_rx.push(rx);
+        }
+        let mut supported = Vec::new();
+        for t in [ListenTransport::Udp, ListenTransport::Tcp] {
+            if self.config.listen.iter().any(|l| l.transports.contains(&t)) {
+                supported.push(t.to_transport());
+            }
+        }
+        let drain_timeout = Duration::from_secs(self.config.server.drain_timeout_s);
+        let shared = Arc::new(Shared {
+            limits: self.config.limits.sip(),
+            config: self.config,
+            workers: n,
+            inboxes,
+            ctl,
+            registry: Registry::new(),
+            stats: self.stats,
+            draining: AtomicBool::new(false),
+            next_conn: AtomicU64::new(1),
+            active: (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+            supported,
+        });
+        let make_handler = Arc::new(make_handler);
+        let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
+        let mut threads = Vec::with_capacity(n);
+        for (id, ((sockets, inbox), ctl_rx)) in self.sockets.into_iter().zip(inbox_rx).zip(ctl_rx).enumerate() {
+            let shared = shared.clone();
+            let make_handler = make_handler.clone();
+            let exited = ExitGuard { tx: exited_tx.clone(), id };
+            let t = std::thread::Builder::new()
+                .name(format!("herald-w{id}"))
+                .spawn(move || {
+                    let _exited = exited;
+                    let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
+                    rt.block_on(async move {
+                        let handler = make_handler(id);
+                        let worker = Worker::new(id, shared, handler, sockets.udp, sockets.tcp, inbox, ctl_rx)?;
+                        worker.run().await;
+                        Ok::<(), std::io::Error>(())
+                    })
+                })
+                .map_err(ServerError::Runtime)?;
+            threads.push(t);
+        }
+        drop(exited_tx);
+
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)?;
+        let outcome = rt.block_on(async {
+            tokio::pin!(shutdown);
+            tokio::select! {
+                _ = &mut shutdown => {}
+                Some(id) = exited_rx.recv() => return Err(id),
+            }
+            tracing::info!(timeout_s = drain_timeout.as_secs(), "shutting down: draining transactions");
+            shared.draining.store(true, Ordering::Relaxed);
+            for tx in &shared.ctl {
+                let _ = tx.send(Ctl::Drain);
+            }
+            let deadline = tokio::time::Instant::now() + drain_timeout;
+            loop {
+                let active: Vec<usize> = shared.active.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+                if active.iter().all(|a| *a == 0) {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    let left: usize = active.iter().filter(|a| **a != usize::MAX).sum();
+                    tracing::warn!(transactions = left, "drain timeout: stopping with transactions running");
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+                    Some(id) = exited_rx.recv() => return Err(id),
+                }
+            }
+            Ok(())
+        });
+        for tx in &shared.ctl {
+            let _ = tx.send(Ctl::Stop);
+        }
+        let mut result = outcome.map_err(|worker| ServerError::WorkerFailed { worker, reason: "stopped early".into() });
+        for (worker, t) in threads.into_iter().enumerate() {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(worker, error = %e, "worker failed");
+                    result = Err(ServerError::WorkerFailed { worker, reason: e.to_string() });
+                }
+                Err(_) => result = Err(ServerError::WorkerFailed { worker, reason: "panicked".into() }),
+            }
+        }
+        if result.is_ok() {
+            tracing::info!("stopped");
+        }
+        result
+    }
+}
+
+/// Tells the main thread that a worker thread ended (normally, with an error, or by panic).
+struct ExitGuard {
+    tx: mpsc::UnboundedSender<usize>,
+    id: usize,
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let _ = self.tx.send(self.id);
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Counters. Each worker increments its own block (no cache line shared on the hot path); a
+//! snapshot sums them.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// One worker's counters.
+        #[derive(Debug, Default)]
+        #[repr(align(128))]
+        pub(crate) struct WorkerStats {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        /// Totals over all workers at one moment.
+        #[derive(Debug, Default, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct StatsSnapshot {
+            $($(#[$doc])* pub $name: u64,)*
+            /// TCP connections open now (accepted and opened by herald).
+            pub tcp_open: u64,
+        }
+
+        impl WorkerStats {
+            fn add_to(&self, s: &mut StatsSnapshot) {
+                $(s.$name += self.$name.load(Ordering::Relaxed);)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// Datagrams read from UDP sockets.
+    udp_received,
+    /// Datagrams handed to the kernel.
+    udp_sent,
+    /// Messages cut from TCP streams.
+    tcp_received,
+    /// Messages (UDP or TCP) written to TCP connection queues.
+    tcp_sent,
+    /// Malformed requests answered with the status `ParseError::response()` gives.
+    malformed_answered,
+    /// Malformed requests that could not be answered (no Via/From/To/Call-ID/CSeq, or ACK).
+    malformed_dropped,
+    /// Malformed responses (never answered: RFC 4475 §3.1.2.19).
+    malformed_responses_dropped,
+    /// UDP messages dropped because the owning worker's inbox was full.
+    inbox_full_dropped,
+    /// New requests dropped while draining for shutdown.
+    drain_dropped,
+    /// TCP connections accepted.
+    tcp_accepted,
+    /// TCP connections accepted and closed at once: `max_tcp_connections` reached.
+    tcp_rejected,
+    /// TCP connections closed for idleness.
+    tcp_idle_closed,
+    /// TCP connections closed because the framing was lost.
+    tcp_framing_errors,
+    /// TCP connections closed because their write queue overflowed.
+    tcp_write_queue_full,
+    /// Outputs that could not be sent (reported to the handler as `TransportError`).
+    send_errors,
+    /// CRLF keep-alive pings answered (RFC 5626 §3.5.1).
+    tcp_pings,
+}
+
+/// The counters of a running server; cheap to clone, readable from any thread.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub(crate) workers: Arc<[WorkerStats]>,
+    pub(crate) tcp_open: Arc<AtomicUsize>,
+}
+
+impl Stats {
+    pub(crate) fn new(workers: usize) -> Stats {
+        Stats {
+            workers: (0..workers).map(|_| WorkerStats::default()).collect(),
+            tcp_open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let mut s = StatsSnapshot::default();
+        for w in self.workers.iter() {
+            w.add_to(&mut s);
+        }
+        s.tcp_open = self.tcp_open.load(Ordering::Relaxed) as u64;
+        s
+    }
+}
+
+/// `stats.udp_received.bump()`
+pub(crate) trait Bump {
+    fn bump(&self);
+}
+
+impl Bump for AtomicU64 {
+    #[inline]
+    fn bump(&self) {
+        self.fetch_add(1, Ordering::Relaxed);
+    }
+}

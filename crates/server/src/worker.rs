@@ -1,0 +1,411 @@
+//! One worker: a thread with a current-thread tokio runtime that owns UDP sockets, TCP listeners
+//! (and the connections they accept), a handler instance, an inbox and a timer.
+//!
+//! The loop waits until something is ready - a socket readable, inbox items, control messages,
+//! the handler's timer - and handles all of it before flushing queued UDP output with sendmmsg.
+//! Nothing on this path takes a lock except a TCP connection's own write queue.
+
+use crate::config::Config;
+use crate::dns;
+use crate::inbound::{self, Dropped, Inbound};
+use crate::stats::{Bump, Stats, WorkerStats};
+use crate::tcp::{self, Registry};
+use crate::udp::{self, Received, RecvBuffers, BATCH};
+use bytes::Bytes;
+use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Target, Transport};
+use herald_sip::Message;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Sleep;
+
+/// A message handed from the worker that read it to the worker that owns its Call-ID.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub from: Peer,
+    pub local: SocketAddr,
+    pub msg: Message,
+}
+
+/// Control messages to a worker (unbounded: their number is bounded by outstanding lookups and
+/// connection attempts, and by the two shutdown steps).
+#[derive(Debug)]
+pub(crate) enum Ctl {
+    Resolved {
+        token: u64,
+        result: Result<Vec<Target>, String>,
+    },
+    TransportError(Peer),
+    /// Stop taking new work; report `active_transactions()` until told to stop.
+    Drain,
+    Stop,
+}
+
+/// What all workers share.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub limits: herald_sip::Limits,
+    pub workers: usize,
+    pub inboxes: Vec<mpsc::Sender<Incoming>>,
+    pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
+    pub registry: Registry,
+    pub stats: Stats,
+    pub draining: AtomicBool,
+    pub next_conn: AtomicU64,
+    /// Per worker: running transactions once draining (`usize::MAX` before it has started).
+    pub active: Vec<AtomicUsize>,
+    /// Transports herald can send on, in preference order (for RFC 3263 choices).
+    pub supported: Vec<Transport>,
+}
+
+struct UdpSock {
+    sock: UdpSocket,
+    local: SocketAddr,
+    queue: Vec<(SocketAddr, Bytes)>,
+}
+
+/// Datagrams per socket per loop turn before the other sources get their turn.
+const UDP_TURN: usize = 4 * BATCH;
+/// Inbox messages per loop turn.
+const INBOX_TURN: usize = 256;
+/// How long a full UDP send buffer may hold the worker before the queued datagrams are dropped.
+const SEND_STALL: Duration = Duration::from_millis(100);
+
+pub(crate) struct Worker<H> {
+    id: usize,
+    shared: Arc<Shared>,
+    handler: H,
+    udp: Vec<UdpSock>,
+    accept_tasks: Vec<JoinHandle<()>>,
+    inbox: mpsc::Receiver<Incoming>,
+    ctl_rx: mpsc::UnboundedReceiver<Ctl>,
+    ctl_tx: mpsc::UnboundedSender<Ctl>,
+    out: Vec<Output>,
+    recv: RecvBuffers,
+    received: Vec<Received>,
+    inbox_buf: Vec<Incoming>,
+    ctl_buf: Vec<Ctl>,
+    udp_ready: Vec<usize>,
+    timer: Pin<Box<Sleep>>,
+    timer_armed: bool,
+    timer_fired: bool,
+    resolver: Option<dns::Resolver>,
+    draining: bool,
+}
+
+impl<H: SipHandler> Worker<H> {
+    /// Must be called inside the worker's runtime (sockets register with its reactor).
+    pub(crate) fn new(
+        id: usize,
+        shared: Arc<Shared>,
+        handler: H,
+        udp: Vec<std::net::UdpSocket>,
+        tcp: Vec<std::net::TcpListener>,
+        inbox: mpsc::Receiver<Incoming>,
+        ctl_rx: mpsc::UnboundedReceiver<Ctl>,
+    ) -> io::Result<Worker<H>> {
+        let udp = udp
+            .into_iter()
+            .map(|s| {
+                let local = s.local_addr()?;
+                Ok(UdpSock { sock: UdpSocket::from_std(s)?, local, queue: Vec::new() })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut accept_tasks = Vec::new();
+        for l in tcp {
+            let l = tokio::net::TcpListener::from_std(l)?;
+            accept_tasks.push(tokio::spawn(tcp::accept_loop(shared.clone(), id, l)));
+        }
+        let slot = shared.limits.max_message_size.min(65_535) + 1;
+        let ctl_tx = shared.ctl[id].clone();
+        Ok(Worker {
+            id,
+            handler,
+            udp,
+            accept_tasks,
+            inbox,
+            ctl_rx,
+            ctl_tx,
+            out: Vec::new(),
+            recv: RecvBuffers::new(slot),
+            received: Vec::with_capacity(BATCH),
+            inbox_buf: Vec::with_capacity(INBOX_TURN),
+            ctl_buf: Vec::new(),
+            udp_ready: Vec::new(),
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            timer_armed: false,
+            timer_fired: false,
+            resolver: None,
+            draining: false,
+            shared,
+        })
+    }
+
+    fn stats(&self) -> &WorkerStats {
+        &self.shared.stats.workers[self.id]
+    }
+
+    pub(crate) async fn run(mut self) {
+        self.rearm_timer();
+        let mut turns: u32 = 0;
+        loop {
+            poll_fn(|cx| self.poll_ready(cx)).await;
+            if std::mem::take(&mut self.timer_fired) {
+                self.handler.handle_timeouts(Instant::now(), &mut self.out);
+                self.dispatch();
+            }
+            let ready = std::mem::take(&mut self.udp_ready);
+            for &i in &ready {
+                self.read_udp(i);
+            }
+            self.udp_ready = ready;
+            self.udp_ready.clear();
+            let mut items = std::mem::take(&mut self.inbox_buf);
+            for it in items.drain(..) {
+                self.handle(Input::Message { from: it.from, local: it.local, msg: it.msg });
+            }
+            self.inbox_buf = items;
+            let mut stop = false;
+            let mut ctl = std::mem::take(&mut self.ctl_buf);
+            for c in ctl.drain(..) {
+                match c {
+                    Ctl::Resolved { token, result } => self.handle(Input::Resolved { token, result }),
+                    Ctl::TransportError(to) => self.handle(Input::TransportError { to }),
+                    Ctl::Drain => self.start_drain(),
+                    Ctl::Stop => stop = true,
+                }
+            }
+            self.ctl_buf = ctl;
+            self.flush_udp().await;
+            self.rearm_timer();
+            if self.draining {
+                self.shared.active[self.id].store(self.handler.active_transactions(), Ordering::Relaxed);
+            }
+            if stop {
+                break;
+            }
+            turns += 1;
+            if turns == 32 {
+                turns = 0;
+                // Let this thread's connection tasks run even under a constant UDP load.
+                tokio::task::yield_now().await;
+            }
+        }
+        for t in &self.accept_tasks {
+            t.abort();
+        }
+    }
+
+    /// Ready when any source has something; records which.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut any = false;
+        for (i, u) in self.udp.iter().enumerate() {
+            if u.sock.poll_recv_ready(cx).is_ready() {
+                self.udp_ready.push(i);
+                any = true;
+            }
+        }
+        if let Poll::Ready(n) = self.inbox.poll_recv_many(cx, &mut self.inbox_buf, INBOX_TURN) {
+            any |= n > 0;
+        }
+        if let Poll::Ready(n) = self.ctl_rx.poll_recv_many(cx, &mut self.ctl_buf, 64) {
+            any |= n > 0;
+        }
+        if self.timer_armed && self.timer.as_mut().poll(cx).is_ready() {
+            self.timer_armed = false;
+            self.timer_fired = true;
+            any = true;
+        }
+        if any {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn rearm_timer(&mut self) {
+        match self.handler.poll_timeout() {
+            Some(at) => {
+                let at = tokio::time::Instant::from_std(at);
+                if !self.timer_armed || self.timer.deadline() != at {
+                    self.timer.as_mut().reset(at);
+                }
+                self.timer_armed = true;
+            }
+            None => self.timer_armed = false,
+        }
+    }
+
+    fn handle(&mut self, input: Input) {
+        self.handler.handle(Instant::now(), input, &mut self.out);
+        self.dispatch();
+    }
+
+    /// Reads and routes up to [`UDP_TURN`] datagrams from socket `i`.
+    fn read_udp(&mut self, i: usize) {
+        let mut done = 0;
+        while done < UDP_TURN {
+            let Worker { udp, recv, received, .. } = self;
+            let sock = &udp[i].sock;
+            let fd = sock.as_raw_fd();
+            match sock.try_io(Interest::READABLE, || udp::recv_batch(fd, recv, received)) {
+                Ok(n) => {
+                    done += n;
+                    let mut batch = std::mem::take(&mut self.received);
+                    for d in batch.drain(..) {
+                        self.on_datagram(i, d);
+                    }
+                    self.received = batch;
+                    if n < BATCH {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::debug!(worker = self.id, error = %e, "UDP receive error");
+                    break;
+                }
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, i: usize, d: Received) {
+        self.stats().udp_received.bump();
+        let sock_local = self.udp[i].local;
+        let local = d.dst.map_or(sock_local, |ip| SocketAddr::new(ip, sock_local.port()));
+        match inbound::classify(d.bytes, &self.shared.limits, herald_sip::Transport::Datagram, d.truncated) {
+            Inbound::Message(msg) => self.route(Peer::udp(d.src), local, msg),
+            Inbound::Answer { bytes, .. } => {
+                // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
+                // so the answer goes back where the datagram came from (as rport does).
+                self.stats().malformed_answered.bump();
+                self.udp[i].queue.push((d.src, bytes.freeze()));
+            }
+            Inbound::Drop(Dropped::KeepAlive) => {}
+            Inbound::Drop(Dropped::Response) => self.stats().malformed_responses_dropped.bump(),
+            Inbound::Drop(Dropped::Request) => self.stats().malformed_dropped.bump(),
+        }
+    }
+
+    /// Hands a message to its owner: this worker's handler, or another worker's inbox.
+    fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
+        if self.shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
+            self.stats().drain_dropped.bump();
+            return;
+        }
+        let owner = inbound::owner(&msg, self.id, self.shared.workers);
+        if owner == self.id {
+            self.handle(Input::Message { from, local, msg });
+        } else if let Err(mpsc::error::TrySendError::Full(_)) =
+            self.shared.inboxes[owner].try_send(Incoming { from, local, msg })
+        {
+            // The sender retransmits (RFC 3261 §17.1.1.2); queueing more would only add delay.
+            self.stats().inbox_full_dropped.bump();
+        }
+    }
+
+    /// Carries out what the handler asked for.
+    fn dispatch(&mut self) {
+        let mut out = std::mem::take(&mut self.out);
+        for o in out.drain(..) {
+            match o {
+                Output::Send { to, bytes } => match to.transport {
+                    Transport::Udp => match self.udp.iter().position(|u| u.local.is_ipv4() == to.addr.is_ipv4()) {
+                        Some(i) => self.udp[i].queue.push((to.addr, bytes)),
+                        None => self.transport_error(to),
+                    },
+                    Transport::Tcp => {
+                        if !tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes) {
+                            self.transport_error(to);
+                        }
+                    }
+                    // TLS and WebSocket are not implemented yet.
+                    Transport::Tls | Transport::Ws | Transport::Wss => self.transport_error(to),
+                },
+                Output::Resolve { token, request } => self.resolve(token, request),
+            }
+        }
+        self.out = out;
+    }
+
+    /// Reported to the handler on the next loop turn (never re-entrantly).
+    fn transport_error(&mut self, to: Peer) {
+        self.stats().send_errors.bump();
+        let _ = self.ctl_tx.send(Ctl::TransportError(to));
+    }
+
+    fn resolve(&mut self, token: u64, request: ResolveRequest) {
+        let supported = self.shared.supported.clone();
+        let resolver = self.resolver.get_or_insert_with(|| dns::Resolver::system(supported)).clone();
+        let tx = self.ctl_tx.clone();
+        tokio::spawn(async move {
+            let result = resolver.resolve(&request).await;
+            let _ = tx.send(Ctl::Resolved { token, result });
+        });
+    }
+
+    /// Sends every queued datagram, batched with sendmmsg.
+    async fn flush_udp(&mut self) {
+        for i in 0..self.udp.len() {
+            if self.udp[i].queue.is_empty() {
+                continue;
+            }
+            let queue = std::mem::take(&mut self.udp[i].queue);
+            let mut at = 0;
+            while at < queue.len() {
+                let sock = &self.udp[i].sock;
+                let fd = sock.as_raw_fd();
+                let r = sock.try_io(Interest::WRITABLE, || match udp::send_batch(fd, &queue[at..]) {
+                    (0, Some(e)) => Err(e),
+                    (n, e) => Ok((n, e)),
+                });
+                let failed = match r {
+                    Ok((n, e)) => {
+                        at += n;
+                        self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
+                        e
+                    }
+                    Err(e) => Some(e),
+                };
+                let Some(e) = failed else { continue };
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    if tokio::time::timeout(SEND_STALL, self.udp[i].sock.writable()).await.is_err() {
+                        tracing::warn!(worker = self.id, dropped = queue.len() - at, "UDP send buffer full");
+                        for (addr, _) in &queue[at..] {
+                            self.transport_error(Peer::udp(*addr));
+                        }
+                        break;
+                    }
+                } else {
+                    tracing::debug!(worker = self.id, to = %queue[at].0, error = %e, "UDP send failed");
+                    self.transport_error(Peer::udp(queue[at].0));
+                    at += 1;
+                }
+            }
+            let mut queue = queue;
+            queue.clear();
+            if self.udp[i].queue.is_empty() {
+                self.udp[i].queue = queue; // keep the allocation
+            }
+        }
+    }
+
+    fn start_drain(&mut self) {
+        self.draining = true;
+        // Refuse new connections: the kernel resets what reaches a closed listener.
+        for t in self.accept_tasks.drain(..) {
+            t.abort();
+        }
+        tracing::debug!(worker = self.id, active = self.handler.active_transactions(), "draining");
+    }
+}

@@ -1,0 +1,153 @@
+//! UDP: round trips on IPv4 and IPv6, per-dialog ordering across workers, malformed datagrams,
+//! timers and RFC 3263 resolution through a running server.
+
+mod common;
+
+use common::*;
+use herald_core::Transport;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+#[test]
+fn options_round_trip_ipv4_and_ipv6() {
+    let server = start("[server]\nworkers = 2\n");
+    let mut addrs = vec![server.udp4];
+    addrs.extend(server.udp6);
+    for addr in addrs {
+        let c = udp_client(addr);
+        c.send(request("OPTIONS", &format!("opt-{addr}"), 1, "UDP", None, "").as_bytes()).unwrap();
+        let r = recv_msg(&c);
+        assert_eq!(r.status(), Some(200), "{addr}");
+        assert_eq!(r.call_id().unwrap(), format!("opt-{addr}"));
+    }
+    // Other requests reach the handler with the right peer and local address.
+    let c = udp_client(server.udp4);
+    c.send(request("MESSAGE", "peer-check", 1, "UDP", None, "").as_bytes()).unwrap();
+    let seen = server.next_seen();
+    assert_eq!(seen.from.transport, Transport::Udp);
+    assert_eq!(seen.from.addr, c.local_addr().unwrap());
+    assert_eq!(seen.local, server.udp4);
+    assert!(server.stats.snapshot().udp_received >= 2);
+    server.stop().unwrap();
+}
+
+#[test]
+fn one_dialog_stays_in_order_and_dialogs_spread_over_workers() {
+    let server = start("[server]\nworkers = 2\n");
+    let c = udp_client(server.udp4);
+    // Four dialogs of 200 messages each, interleaved, from one socket (one 4-tuple: the kernel
+    // hands all of them to the same worker, which forwards to the Call-ID owners), plus 200
+    // single-message dialogs.
+    let ordered = ["order-a", "order-b", "order-c", "order-d"];
+    let mut sent = 0;
+    for seq in 1..=200u32 {
+        for id in ordered {
+            c.send(request("MESSAGE", id, seq, "UDP", Some("dlg"), "").as_bytes()).unwrap();
+            sent += 1;
+        }
+        c.send(request("MESSAGE", &format!("spread-{seq}"), 1, "UDP", None, "").as_bytes()).unwrap();
+        sent += 1;
+        if seq % 20 == 0 {
+            std::thread::sleep(Duration::from_millis(2)); // stay within socket buffers
+        }
+    }
+    let mut by_call: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
+    for _ in 0..sent {
+        let s = server.next_seen();
+        by_call.entry(s.call_id).or_default().push((s.worker, s.cseq));
+    }
+    let mut ordered_workers = HashSet::new();
+    for id in ordered {
+        let got = &by_call[id];
+        let seqs: Vec<u32> = got.iter().map(|g| g.1).collect();
+        assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "{id} arrived out of order");
+        let workers: HashSet<usize> = got.iter().map(|g| g.0).collect();
+        assert_eq!(workers.len(), 1, "{id} handled by one worker");
+        ordered_workers.extend(workers);
+    }
+    assert_eq!(ordered_workers.len(), 2, "the ordered dialogs live on both workers, so some crossed an inbox");
+    let spread: HashSet<usize> =
+        by_call.iter().filter(|(k, _)| k.starts_with("spread-")).flat_map(|(_, v)| v.iter().map(|g| g.0)).collect();
+    assert_eq!(spread, HashSet::from([0, 1]), "Call-IDs spread over both workers");
+    assert_eq!(server.stats.snapshot().inbox_full_dropped, 0);
+    server.stop().unwrap();
+}
+
+#[test]
+fn malformed_datagrams_are_answered_or_dropped_and_the_server_goes_on() {
+    let server = start("[server]\nworkers = 1\n");
+    let c = udp_client(server.udp4);
+    let bad = request("MESSAGE", "bad-1", 1, "UDP", None, "").replace("Max-Forwards: 70", "Max-Forwards: many");
+    c.send(bad.as_bytes()).unwrap();
+    let r = recv_msg(&c);
+    assert_eq!(r.status(), Some(400));
+    assert_eq!(r.reason(), Some(&b"Bad Max-Forwards"[..]));
+    assert_eq!(r.call_id().unwrap(), "bad-1");
+    assert!(r.to_header().unwrap().tag().is_some(), "RFC 3261 §8.2.6.2 To tag");
+    // Unanswerable garbage, a malformed response and a keep-alive: silence.
+    c.send(b"\x00\x01garbage").unwrap();
+    c.send(b"SIP/2.0 200 OK\r\nCSeq: x\r\n\r\n").unwrap();
+    c.send(b"\r\n\r\n").unwrap();
+    c.send(request("OPTIONS", "after-bad", 1, "UDP", None, "").as_bytes()).unwrap();
+    let r = recv_msg(&c);
+    assert_eq!(r.call_id().unwrap(), "after-bad", "nothing answered the garbage");
+    assert_eq!(r.status(), Some(200));
+    let s = server.stats.snapshot();
+    assert_eq!((s.malformed_answered, s.malformed_dropped, s.malformed_responses_dropped), (1, 1, 1), "{s:?}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn handler_timers_fire() {
+    let server = start("[server]\nworkers = 1\n");
+    let c = udp_client(server.udp4);
+    let t0 = Instant::now();
+    c.send(request("TIMER", "timer-1", 1, "UDP", None, "").as_bytes()).unwrap();
+    let r = recv_msg(&c);
+    assert_eq!(r.status(), Some(200));
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(95) && waited < Duration::from_secs(2), "{waited:?}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn resolve_output_is_answered_without_blocking() {
+    // "localhost" never leaves the machine (RFC 6761 §6.3): NAPTR and SRV are answered empty
+    // locally and A/AAAA with the loopback addresses.
+    let server = start("[server]\nworkers = 1\n");
+    let c = udp_client(server.udp4);
+    c.send(request("RESOLVE", "res-1", 1, "UDP", None, "X-Resolve: localhost:5070\r\n").as_bytes()).unwrap();
+    c.send(request("OPTIONS", "res-2", 1, "UDP", None, "").as_bytes()).unwrap();
+    let mut got = HashMap::new();
+    for _ in 0..2 {
+        let r = recv_msg(&c);
+        got.insert(r.call_id().unwrap().to_string(), r);
+    }
+    let targets = std::str::from_utf8(got["res-1"].get_by_name("X-Targets").unwrap()).unwrap().to_string();
+    assert!(targets.contains("UDP:127.0.0.1:5070"), "{targets}");
+    assert_eq!(got["res-2"].status(), Some(200));
+    c.send(request("RESOLVE", "res-3", 1, "UDP", None, "X-Resolve: localhost\r\n").as_bytes()).unwrap();
+    let targets = recv_msg(&c).get_by_name("X-Targets").map(|v| String::from_utf8_lossy(v).into_owned());
+    assert!(targets.as_deref().unwrap_or("").contains("UDP:127.0.0.1:5060"), "{targets:?}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn wildcard_socket_reports_the_real_local_address() {
+    // IP_PKTINFO / IPV6_PKTINFO: the handler sees where the datagram was sent, not 0.0.0.0.
+    let mut text = String::from("[server]\nworkers = 1\n[[listen]]\naddress = \"0.0.0.0:0\"\n");
+    if ipv6() {
+        text.push_str("[[listen]]\naddress = \"[::]:0\"\n");
+    }
+    let server = start_config(&text);
+    let port = server.udp4.port();
+    let c = udp_client(format!("127.0.0.1:{port}").parse().unwrap());
+    c.send(request("MESSAGE", "pktinfo-4", 1, "UDP", None, "").as_bytes()).unwrap();
+    assert_eq!(server.next_seen().local, format!("127.0.0.1:{port}").parse().unwrap());
+    if let Some(v6) = server.udp6 {
+        let c = udp_client(format!("[::1]:{}", v6.port()).parse().unwrap());
+        c.send(request("MESSAGE", "pktinfo-6", 1, "UDP", None, "").as_bytes()).unwrap();
+        assert_eq!(server.next_seen().local, format!("[::1]:{}", v6.port()).parse().unwrap());
+    }
+    server.stop().unwrap();
+}
