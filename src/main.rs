@@ -1,6 +1,7 @@
 //! The `herald` command.
 
 mod inspect;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -18,6 +19,11 @@ enum Command {
     ///
     /// Exit status: 0 well-formed, 1 malformed, 2 usage or I/O error.
     Inspect(inspect::Args),
+    /// Run the SIP proxy-registrar (UDP and TCP; embedded default config without --config).
+    ///
+    /// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for a
+    /// configuration error (printed as FILE:LINE: key 'a.b': message).
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +37,6 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }

@@ -51,9 +51,30 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// The listener to send from for `transport` towards `to` (same address family).
+    /// The listener to send from for `transport` towards `to` (same address family). A
+    /// listener bound to a wildcard address is advertised (in Via and Record-Route) with a
+    /// concrete one: loopback towards a loopback peer, else the first non-loopback address of
+    /// this machine of that family (from the identity).
     pub fn listener_for(&self, transport: Transport, to: SocketAddr) -> Option<Listener> {
-        self.listeners.iter().copied().find(|l| l.transport == transport && l.addr.is_ipv4() == to.is_ipv4())
+        let l =
+            self.listeners.iter().copied().find(|l| l.transport == transport && l.addr.is_ipv4() == to.is_ipv4())?;
+        if !l.addr.ip().is_unspecified() {
+            return Some(l);
+        }
+        let ip = if to.ip().is_loopback() {
+            if to.is_ipv4() {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+            } else {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+            }
+        } else {
+            self.identity
+                .addrs
+                .iter()
+                .map(|a| a.ip())
+                .find(|ip| ip.is_ipv4() == to.is_ipv4() && !ip.is_loopback() && !ip.is_unspecified())?
+        };
+        Some(Listener { transport, addr: SocketAddr::new(ip, l.addr.port()) })
     }
 
     /// The listener a message arrived on.

@@ -18,6 +18,9 @@ pub struct Planned {
     pub push_routes: Vec<String>,
     /// The q-value group, for sequential forking.
     pub q: u16,
+    /// Where to try next if `dest` fails at the transport level: the contact URI of a binding
+    /// whose registration connection is gone.
+    pub fallback: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -152,6 +152,7 @@ impl Engine {
                 dest: PlannedDest::Uri(route),
                 push_routes: vec![],
                 q: 1000,
+                fallback: None,
             }]);
         }
         let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
@@ -177,13 +178,17 @@ impl Engine {
             }
             return Ok(bindings
                 .into_iter()
-                .map(|b| Planned {
-                    request_uri: Some(b.contact.to_string()),
-                    // A registration's source is where the phone really is (behind NAT, or the
-                    // TCP connection it registered over): deliver there.
-                    dest: PlannedDest::Peer(b.source),
-                    push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
-                    q: b.q_or_default(),
+                .map(|b| {
+                    let dest = delivery(&b.contact, b.source);
+                    let fallback = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable())
+                        .then(|| b.contact.to_string());
+                    Planned {
+                        request_uri: Some(b.contact.to_string()),
+                        dest,
+                        push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
+                        q: b.q_or_default(),
+                        fallback,
+                    }
                 })
                 .collect());
         }
@@ -195,31 +200,65 @@ impl Engine {
             dest: PlannedDest::Uri(ruri_text),
             push_routes: vec![],
             q: 1000,
+            fallback: None,
         }])
     }
 
     pub(super) fn start_branches(&mut self, now: Instant, sid: TxId, group: Vec<Planned>, out: &mut Vec<Output>) {
         for planned in group {
             let Some(ctx) = self.contexts.get_mut(&sid) else { return };
-            ctx.branches.push(Branch::new(planned.clone()));
+            ctx.branches.push(Branch::new(planned));
             let idx = ctx.branches.len() - 1;
-            match planned.dest {
-                PlannedDest::Peer(p) => self.send_branch(now, sid, idx, p, out),
-                PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
-                    Some(Hop::Peer(p)) => self.send_branch(now, sid, idx, p, out),
-                    Some(Hop::Resolve(request)) => {
-                        let token = self.token();
-                        self.resolving.insert(token, (sid, idx));
-                        if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
-                            b.state = BranchState::Resolving(token);
-                        }
-                        out.push(Output::Resolve { token, request });
-                    }
-                    None => self.branch_failed(now, sid, idx, 416, out),
-                },
-            }
+            self.launch(now, sid, idx, out);
         }
         self.advance(now, sid, out);
+    }
+
+    /// Sends branch `idx` to its planned destination, resolving a name first if needed.
+    fn launch(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(dest) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)).map(|b| b.planned.dest.clone())
+        else {
+            return;
+        };
+        match dest {
+            PlannedDest::Peer(p) => self.send_branch(now, sid, idx, p, out),
+            PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+                Some(Hop::Peer(p)) => self.send_branch(now, sid, idx, p, out),
+                Some(Hop::Resolve(request)) => {
+                    let token = self.token();
+                    self.resolving.insert(token, (sid, idx));
+                    if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
+                        b.state = BranchState::Resolving(token);
+                    }
+                    out.push(Output::Resolve { token, request });
+                }
+                None => self.branch_failed(now, sid, idx, 416, out),
+            },
+        }
+    }
+
+    /// A branch failed at the transport level: try its fallback (the contact URI of a binding
+    /// whose registration connection is gone) before counting it as 503 (RFC 3261 §8.1.3.1).
+    pub(super) fn retry_or_fail(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let fallback = self
+            .contexts
+            .get_mut(&sid)
+            .and_then(|c| c.branches.get_mut(idx))
+            .filter(|b| b.is_pending())
+            .and_then(|b| b.planned.fallback.take());
+        match fallback {
+            Some(uri) => {
+                if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
+                    if let Some(cid) = b.client.take() {
+                        self.clients.remove(&cid);
+                    }
+                    b.planned.dest = PlannedDest::Uri(uri);
+                    b.state = BranchState::Trying;
+                }
+                self.launch(now, sid, idx, out);
+            }
+            None => self.branch_failed(now, sid, idx, 503, out),
+        }
     }
 
     pub(super) fn on_resolved(
@@ -436,6 +475,38 @@ impl Engine {
             },
         );
         out.push(Output::Send { to, bytes });
+    }
+}
+
+/// Where a request for a registered contact goes.
+/// * Registered over a stream: over that connection (the phone may not accept new ones, and
+///   behind NAT it cannot).
+/// * Over UDP from behind NAT (the contact is a private address, RFC 1918 / RFC 6598 / RFC 4193,
+///   that is not where the REGISTER came from): to the registration's source, like Kamailio's
+///   `fix_nated_register`.
+/// * Otherwise to the contact URI itself, so third-party registrations work.
+fn delivery(contact: &str, source: Peer) -> PlannedDest {
+    if source.transport.is_reliable() {
+        return PlannedDest::Peer(source);
+    }
+    let natted = match Uri::parse(contact.as_bytes()).ok().as_ref().and_then(hop_for) {
+        Some(Hop::Peer(p)) => is_private(p.addr.ip()) && p.addr.ip() != source.addr.ip(),
+        _ => false,
+    };
+    if natted {
+        PlannedDest::Peer(source)
+    } else {
+        PlannedDest::Uri(contact.to_owned())
+    }
+}
+
+fn is_private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_private() || (o[0] == 100 && (64..128).contains(&o[1]))
+        }
+        std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
     }
 }
 

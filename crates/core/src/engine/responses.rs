@@ -57,7 +57,7 @@ impl Engine {
             match event {
                 TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),
                 TuEvent::Timeout => self.branch_failed(now, sid, idx, 408, out),
-                TuEvent::TransportError => self.branch_failed(now, sid, idx, 503, out),
+                TuEvent::TransportError => self.retry_or_fail(now, sid, idx, out),
                 TuEvent::Terminated => {
                     self.clients.remove(&id);
                     // A branch whose transaction ended without a final response failed.

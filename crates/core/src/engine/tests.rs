@@ -322,6 +322,34 @@ fn cross_transport_calls_are_double_record_routed() {
     assert_eq!(fwd.top_via().unwrap().transport, "TCP");
     let rr: Vec<String> = fwd.record_routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
     assert_eq!(rr, [format!("sip:{PROXY};transport=tcp;lr"), format!("sip:{PROXY};lr")]);
+    // Bob's connection is gone: the runtime reports it, and the branch falls back to his
+    // contact URI (a new TCP connection to the address he registered).
+    let mut out = Vec::new();
+    h.engine.handle(h.now, Input::TransportError { to: bob_tcp }, &mut out);
+    let retry = sent(&out);
+    let (to, again) = retry.iter().find(|(_, m)| m.is_request()).expect("retried over the contact");
+    assert_eq!((to.transport, to.addr, to.conn), (Transport::Tcp, addr(BOB), None));
+    assert_ne!(again.top_via().unwrap().branch(), fwd.top_via().unwrap().branch(), "a new client transaction");
+}
+
+#[test]
+fn natted_and_third_party_registrations() {
+    let mut h = Harness::new();
+    // A phone behind NAT: private contact, REGISTER from a public address → deliver to source.
+    let reg = |contact: &str, call: &str| {
+        format!("REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/UDP 10.1.1.5:5060;branch=z9hG4bK{call};rport\nMax-Forwards: 70\nFrom: <sip:carol@example.com>;tag=r1\nTo: <sip:carol@example.com>\nCall-ID: {call}\nCSeq: 1 REGISTER\nContact: <{contact}>\nContent-Length: 0\n\n")
+    };
+    h.send("203.0.113.9:40001", &reg("sip:carol@10.1.1.5:5060", "nat1"));
+    let out = sent(&h.send(ALICE, &invite("carol", "n1")));
+    let inv = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(inv.0.addr, addr("203.0.113.9:40001"));
+    assert_eq!(inv.1.request_uri_bytes(), Some(&b"sip:carol@10.1.1.5:5060"[..]));
+    // A third-party registration of a public contact: deliver to the contact.
+    let mut h = Harness::new();
+    h.send("198.51.100.1:5060", &reg("sip:carol@198.51.100.2:5070", "tp1"));
+    let out = sent(&h.send(ALICE, &invite("carol", "n2")));
+    let inv = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(inv.0.addr, addr("198.51.100.2:5070"));
 }
 
 #[test]
