@@ -5,16 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests need: a C++ compiler for libFuzzer. Later suites add sip-tester and
-# kamailio here.
+# Debian packages the tests need: a C++ compiler for libFuzzer, SIPp and Kamailio as real peers
+# of the integration tests.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
+command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
+command -v kamailio >/dev/null 2>&1 && [ -x /usr/sbin/kamailio ] || need_pkgs+=(kamailio)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}"
 fi
+# The Debian package starts a system Kamailio on port 5060; the tests run their own instances.
+if command -v systemctl >/dev/null 2>&1; then systemctl stop kamailio >/dev/null 2>&1 || true; fi
+pkill -x kamailio >/dev/null 2>&1 || true
 
 # The RFC 4475 / RFC 5118 corpus lives beside the repository (../shared), as in CI.
 if [ -z "${HERALD_TORTURE_DIR:-}" ] && [ ! -d ../shared/testdata/sip-torture ]; then
