@@ -54,6 +54,7 @@ pub trait SipHandler: Send + 'static {
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>);
     /// The earliest instant at which `handle_timeouts` has work.
     fn poll_timeout(&self) -> Option<Instant>;
-    /// Transactions still running (graceful shutdown waits for this to reach zero, bounded).
+    /// Transactions still waiting for a final response (graceful shutdown waits for this to
+    /// reach zero, bounded).
     fn active_transactions(&self) -> usize;
 }

@@ -183,6 +183,6 @@ impl SipHandler for Engine {
     }
 
     fn active_transactions(&self) -> usize {
-        self.txs.len()
+        self.txs.unfinished()
     }
 }

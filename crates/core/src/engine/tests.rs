@@ -370,6 +370,18 @@ fn stateless_mode_forwards_without_transactions() {
 }
 
 #[test]
+fn shutdown_waits_only_for_unanswered_transactions() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    // The REGISTER was answered: its transaction only absorbs retransmissions now.
+    assert_eq!(h.engine.active_transactions(), 0);
+    let fwd = sent(&h.send(ALICE, &invite("bob", "sd1")))[1].1.clone();
+    assert_eq!(h.engine.active_transactions(), 2, "server and client INVITE transactions");
+    h.send(BOB, &answer(&fwd, 486, "Busy Here", "b1"));
+    assert_eq!(h.engine.active_transactions(), 0);
+}
+
+#[test]
 fn retransmitted_invite_is_absorbed() {
     let mut h = Harness::new();
     h.register("bob", BOB, None);

@@ -11,7 +11,9 @@
 //! * A transaction is removed the moment it reaches Terminated, in the call that terminated it.
 
 use super::key::{to_tag, ClientKey, ServerKey};
-use super::{Actions, ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite, Timers, Transaction, TxAction};
+use super::{
+    Actions, ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite, Timers, Transaction, TxAction, TxState,
+};
 use crate::peer::Peer;
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
@@ -106,6 +108,16 @@ impl TransactionTable {
     /// Live transactions (client and server).
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Transactions still waiting for a final response (Calling, Trying, Proceeding). Those in
+    /// Completed, Confirmed or Accepted only absorb retransmissions; a graceful shutdown need
+    /// not wait for them. Walks the table: for shutdown, not for the hot path.
+    pub fn unfinished(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| matches!(e.tx.state(), TxState::Calling | TxState::Trying | TxState::Proceeding))
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
