@@ -8,34 +8,155 @@ use std::borrow::Cow;
 
 use super::UriError;
 
+// Character-class bits of [`CLASS`], one per grammar set used on the parse path
+// (RFC 3261 §25.1 unless noted); the sets themselves are spelled out in `classify`.
+/// `user` characters (unescaped).
+pub(crate) const USER: u8 = 1;
+/// `password` characters (unescaped).
+pub(crate) const PASSWORD: u8 = 1 << 1;
+/// `paramchar` (unescaped).
+pub(crate) const PARAM: u8 = 1 << 2;
+/// `hname` / `hvalue` characters (unescaped).
+pub(crate) const HEADER: u8 = 1 << 3;
+/// Hostname characters: `alphanum / "-" / "_" / "."` (see `host::check_hostname`).
+pub(crate) const HOST: u8 = 1 << 4;
+/// ".", alone.
+pub(crate) const DOT: u8 = 1 << 5;
+/// `DIGIT` or ".": the characters of an IPv4address.
+pub(crate) const NUMERIC: u8 = 1 << 6;
+/// Scheme characters after the first: `ALPHA / DIGIT / "+" / "-" / "."` (RFC 3986 §3.1).
+pub(crate) const SCHEME: u8 = 1 << 7;
+
 /// `unreserved = alphanum / mark`,
 /// `mark = "-" / "_" / "." / "!" / "~" / "*" / "'" / "(" / ")"` (RFC 3261 §25.1).
-pub(crate) fn is_unreserved(b: u8) -> bool {
+const fn unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')')
 }
 
-/// `user = 1*( unreserved / escaped / user-unreserved )`,
-/// `user-unreserved = "&" / "=" / "+" / "$" / "," / ";" / "?" / "/"` (RFC 3261 §25.1).
-/// Note that `;` and `?` are legal inside the user part (RFC 4475 §3.1.1.2 intmeth, §3.1.1.9 semiuri).
-pub(crate) fn is_user_char(b: u8) -> bool {
-    is_unreserved(b) || matches!(b, b'&' | b'=' | b'+' | b'$' | b',' | b';' | b'?' | b'/')
+/// The class bits of one octet. Every class is a subset of printable ASCII without
+/// '<' and '>', which `Uri::parse` relies on (see `screen` in mod.rs).
+const fn classify(b: u8) -> u8 {
+    let unreserved = unreserved(b);
+    let mut c = 0;
+    // user = 1*( unreserved / escaped / user-unreserved ),
+    // user-unreserved = "&" / "=" / "+" / "$" / "," / ";" / "?" / "/" (RFC 3261 §25.1).
+    // Note that `;` and `?` are legal inside the user part (RFC 4475 §3.1.1.2 intmeth,
+    // §3.1.1.9 semiuri).
+    if unreserved || matches!(b, b'&' | b'=' | b'+' | b'$' | b',' | b';' | b'?' | b'/') {
+        c |= USER;
+    }
+    // password = *( unreserved / escaped / "&" / "=" / "+" / "$" / "," ).
+    if unreserved || matches!(b, b'&' | b'=' | b'+' | b'$' | b',') {
+        c |= PASSWORD;
+    }
+    // paramchar = param-unreserved / unreserved / escaped,
+    // param-unreserved = "[" / "]" / "/" / ":" / "&" / "+" / "$".
+    if unreserved || matches!(b, b'[' | b']' | b'/' | b':' | b'&' | b'+' | b'$') {
+        c |= PARAM;
+    }
+    // hname / hvalue: hnv-unreserved / unreserved / escaped,
+    // hnv-unreserved = "[" / "]" / "/" / "?" / ":" / "+" / "$".
+    if unreserved || matches!(b, b'[' | b']' | b'/' | b'?' | b':' | b'+' | b'$') {
+        c |= HEADER;
+    }
+    if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+        c |= HOST;
+    }
+    if b == b'.' {
+        c |= DOT;
+    }
+    if b.is_ascii_digit() || b == b'.' {
+        c |= NUMERIC;
+    }
+    if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.') {
+        c |= SCHEME;
+    }
+    c
 }
 
-/// `password = *( unreserved / escaped / "&" / "=" / "+" / "$" / "," )` (RFC 3261 §25.1).
-pub(crate) fn is_password_char(b: u8) -> bool {
-    is_unreserved(b) || matches!(b, b'&' | b'=' | b'+' | b'$' | b',')
+const fn class_table() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut rest: &mut [u8] = &mut table;
+    let mut b: u8 = 0;
+    while let [slot, tail @ ..] = rest {
+        *slot = classify(b);
+        b = b.wrapping_add(1);
+        rest = tail;
+    }
+    table
 }
 
-/// `paramchar = param-unreserved / unreserved / escaped`,
-/// `param-unreserved = "[" / "]" / "/" / ":" / "&" / "+" / "$"` (RFC 3261 §25.1).
+/// Class bits of every octet, so that each byte of the parse path costs one lookup.
+static CLASS: [u8; 256] = class_table();
+
+/// The class bits of `b` (0 for octets outside every class, e.g. non-ASCII).
+#[inline(always)]
+pub(crate) fn class(b: u8) -> u8 {
+    // Never out of bounds: the table has an entry for every u8.
+    CLASS.get(usize::from(b)).copied().unwrap_or(0)
+}
+
+/// `paramchar` without escapes, see [`PARAM`].
 pub(crate) fn is_param_char(b: u8) -> bool {
-    is_unreserved(b) || matches!(b, b'[' | b']' | b'/' | b':' | b'&' | b'+' | b'$')
+    class(b) & PARAM != 0
 }
 
-/// `hname`/`hvalue` characters: `hnv-unreserved / unreserved / escaped`,
-/// `hnv-unreserved = "[" / "]" / "/" / "?" / ":" / "+" / "$"` (RFC 3261 §25.1).
-pub(crate) fn is_header_char(b: u8) -> bool {
-    is_unreserved(b) || matches!(b, b'[' | b']' | b'/' | b'?' | b':' | b'+' | b'$')
+/// True if `bytes[i..]` starts with `"%" HEXDIG HEXDIG`.
+#[inline]
+fn escape_at(bytes: &[u8], i: usize) -> bool {
+    let hex = |j: usize| bytes.get(j).is_some_and(u8::is_ascii_hexdigit);
+    hex(i + 1) && hex(i + 2)
+}
+
+/// The index of the first octet of `bytes` at or after `from` that is outside the
+/// class `mask` (`bytes.len()` if none). Four octets per step: runs are mostly short,
+/// but a one-octet loop costs about twice as many instructions per octet.
+#[inline(always)]
+pub(crate) fn run(bytes: &[u8], from: usize, mask: u8) -> usize {
+    let mut rest = bytes.get(from..).unwrap_or_default();
+    let mut i = from;
+    while let [a, b, c, d, tail @ ..] = rest {
+        if class(*a) & class(*b) & class(*c) & class(*d) & mask == 0 {
+            break;
+        }
+        i += 4;
+        rest = tail;
+    }
+    for &b in rest {
+        if class(b) & mask == 0 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Skips `*( <class> / escaped )` in `bytes` from `from`. Returns `Ok(i)` with `i` the
+/// index of the first octet outside the class (or `bytes.len()`), or `Err(i)` if a
+/// malformed escape starts at `i`.
+#[inline]
+pub(crate) fn scan(bytes: &[u8], from: usize, mask: u8) -> Result<usize, usize> {
+    let mut i = from;
+    loop {
+        i = run(bytes, i, mask);
+        if bytes.get(i) != Some(&b'%') {
+            return Ok(i);
+        }
+        if !escape_at(bytes, i) {
+            return Err(i);
+        }
+        i += 3;
+    }
+}
+
+/// Checks that every byte of `s` is in the class `mask` or starts a well-formed `%HH`
+/// escape. `base` is the offset of `s` inside the whole URI, for error reporting.
+pub(crate) fn check_class(s: &str, base: usize, mask: u8, reason: &'static str) -> Result<(), UriError> {
+    match scan(s.as_bytes(), 0, mask) {
+        Ok(i) if i == s.len() => Ok(()),
+        Ok(i) => Err(UriError::new(base + i, reason)),
+        Err(i) => Err(UriError::new(base + i, "bad %-escape")),
+    }
 }
 
 /// Value of one hex digit (either case, RFC 3986 §2.1).

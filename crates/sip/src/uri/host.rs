@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::UriError;
+use super::{escape, UriError};
 
 /// A parsed host: `host = hostname / IPv4address / IPv6reference` (RFC 3261 §25.1).
 ///
@@ -25,14 +25,14 @@ impl<'a> Host<'a> {
     /// A bare (unbracketed) IPv6 address is rejected: inside a SIP URI the colons
     /// would be ambiguous with the port separator (RFC 5118 §4.2).
     pub fn parse(s: &'a [u8]) -> Result<Host<'a>, UriError> {
-        parse_host(s, false)
+        with_ascii(s, |st| parse_host(st, false))
     }
 
     /// Also accepts a bare (unbracketed) IPv6 address: used for Via received= (RFC 5118
     /// §4.5 says both `received=[2001:db8::9:255]` and `received=2001:db8::9:255` must
     /// be accepted).
     pub fn parse_lenient(s: &'a [u8]) -> Result<Host<'a>, UriError> {
-        parse_host(s, true)
+        with_ascii(s, |st| parse_host(st, true))
     }
 
     /// RFC 3261 §19.1.4: hostnames compare case-insensitively, IP addresses by value.
@@ -70,7 +70,146 @@ impl fmt::Display for Host<'_> {
 /// RFC 5118 §4.3/§4.4: in `[2001:db8::10:5070]` the 5070 is part of the address;
 /// only a ':' after the closing ']' introduces a port.
 pub fn parse_host_port(s: &[u8]) -> Result<(Host<'_>, Option<u16>), UriError> {
-    let st = ascii(s)?;
+    with_ascii(s, host_port)
+}
+
+/// The host grammar only uses ASCII; anything else cannot be a host, and a non-ASCII
+/// octet is reported in preference to any other error.
+///
+/// `parse` runs on the text first and the octets are only screened if it fails:
+/// nothing `parse` accepts contains a non-ASCII character.
+fn with_ascii<'a, T>(s: &'a [u8], parse: impl FnOnce(&'a str) -> Result<T, UriError>) -> Result<T, UriError> {
+    let parsed = match std::str::from_utf8(s) {
+        Ok(st) => parse(st),
+        Err(e) => Err(UriError::new(e.valid_up_to(), "bad host")),
+    };
+    parsed.map_err(|e| match s.iter().position(|b| !b.is_ascii()) {
+        Some(i) => UriError::new(i, "bad host"),
+        None => e,
+    })
+}
+
+/// [`parse_host_port`] on text.
+pub(crate) fn host_port(st: &str) -> Result<(Host<'_>, Option<u16>), UriError> {
+    match host_port_prefix(st) {
+        Some((host, port, len)) if len == st.len() => Ok((host, port)),
+        _ => host_port_full(st),
+    }
+}
+
+/// The common forms of `host [":" port]` at the start of `st`, in one pass: a
+/// hostname or an IPv4address, and a port that fits in 16 bits. Returns them and the
+/// length `len` they span, or None if `st` does not start with one of them followed
+/// by a character that cannot continue it. [`host_port_full`] accepts `st[..len]`
+/// with the same result; it handles everything else (IPv6 references, errors).
+pub(crate) fn host_port_prefix(st: &str) -> Option<(Host<'_>, Option<u16>, usize)> {
+    let bytes = st.as_bytes();
+    let (host, end) = host_prefix(st)?;
+    if bytes.get(end) != Some(&b':') {
+        return Some((host, None, end));
+    }
+    let mut port: u32 = 0;
+    let mut i = end + 1;
+    while let Some(&b) = bytes.get(i).filter(|b| b.is_ascii_digit()) {
+        port = port * 10 + u32::from(b - b'0');
+        if port > u32::from(u16::MAX) {
+            return None;
+        }
+        i += 1;
+    }
+    if i == end + 1 || bytes.get(i) == Some(&b':') {
+        return None;
+    }
+    Some((host, Some(u16::try_from(port).ok()?), i))
+}
+
+/// The hostname or IPv4address at the start of `st` (see [`host_port_prefix`]).
+fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
+    let bytes = st.as_bytes();
+    if bytes.first().is_some_and(u8::is_ascii_digit) {
+        if let Some((addr, len)) = ipv4_prefix(bytes) {
+            if bytes.get(len).is_none_or(|&b| escape::class(b) & escape::HOST == 0) {
+                return Some((Host::Ipv4(addr), len));
+            }
+        }
+    }
+    let (len, all, empty_label) = host_run(bytes);
+    // Digits and dots only (and not an IPv4address, see above): an error, because a
+    // hostname's toplabel must start with ALPHA (RFC 3261 §25.1). E.g. "192.0.2.256".
+    if len == 0 || all & escape::NUMERIC != 0 || empty_label {
+        return None;
+    }
+    Some((Host::Name(st.get(..len)?), len))
+}
+
+/// One pass over the hostname characters at the start of `s` (see [`check_hostname`]).
+/// Returns how many there are, the AND of their classes, and whether a label is
+/// empty: a '.' first or right after another '.'.
+fn host_run(s: &[u8]) -> (usize, u8, bool) {
+    let mut all = u8::MAX;
+    // OR of the ANDs of the classes of adjacent octets: has DOT iff some '.' follows a
+    // '.'. `prev` starts as a '.' so that a leading '.' counts too.
+    let mut pairs = 0;
+    let mut prev = escape::DOT;
+    let mut rest = s;
+    // Four octets per step, as in `escape::run`.
+    while let [a, b, c, d, tail @ ..] = rest {
+        let (a, b, c, d) = (escape::class(*a), escape::class(*b), escape::class(*c), escape::class(*d));
+        if a & b & c & d & escape::HOST == 0 {
+            break;
+        }
+        all &= a & b & c & d;
+        pairs |= (prev & a) | (a & b) | (b & c) | (c & d);
+        prev = d;
+        rest = tail;
+    }
+    let mut len = s.len() - rest.len();
+    for &b in rest {
+        let c = escape::class(b);
+        if c & escape::HOST == 0 {
+            break;
+        }
+        all &= c;
+        pairs |= prev & c;
+        prev = c;
+        len += 1;
+    }
+    (len, all, pairs & escape::DOT != 0)
+}
+
+/// The `IPv4address` at the start of `s` and its length.
+///
+/// `IPv4address = 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT` (RFC 3261 §25.1),
+/// each octet decimal 0..=255. Written by hand because `Ipv4Addr::from_str` rejects
+/// leading zeros, which the SIP grammar permits.
+fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
+    let digit = |i: usize| s.get(i).filter(|b| b.is_ascii_digit()).map(|b| u16::from(b - b'0'));
+    let mut octets = [0u8; 4];
+    let mut i = 0;
+    for (n, slot) in octets.iter_mut().enumerate() {
+        if n > 0 {
+            if s.get(i) != Some(&b'.') {
+                return None;
+            }
+            i += 1;
+        }
+        let mut value = digit(i)?;
+        i += 1;
+        for _ in 0..2 {
+            match digit(i) {
+                Some(d) => value = value * 10 + d,
+                None => break,
+            }
+            i += 1;
+        }
+        *slot = u8::try_from(value).ok()?;
+    }
+    Some((Ipv4Addr::from(octets), i))
+}
+
+/// [`host_port`], the whole grammar (IPv6 references, and the reasons for rejecting
+/// anything else).
+fn host_port_full(st: &str) -> Result<(Host<'_>, Option<u16>), UriError> {
     let (host, port) = if st.starts_with('[') {
         let close = st.find(']').ok_or(UriError::new(st.len(), "unterminated IPv6 reference"))?;
         let (host, after) = split_at(st, close + 1)?;
@@ -93,7 +232,7 @@ pub fn parse_host_port(s: &[u8]) -> Result<(Host<'_>, Option<u16>), UriError> {
             None => (st, None),
         }
     };
-    let host = Host::parse(host.as_bytes())?;
+    let host = parse_host(host, false)?;
     let port = match port {
         Some(p) => Some(parse_port(p, st.len() - p.len())?),
         None => None,
@@ -102,7 +241,7 @@ pub fn parse_host_port(s: &[u8]) -> Result<(Host<'_>, Option<u16>), UriError> {
 }
 
 /// `port = 1*DIGIT`, value 0..=65535. Overflow-safe for arbitrarily long digit strings.
-pub(crate) fn parse_port(p: &str, base: usize) -> Result<u16, UriError> {
+fn parse_port(p: &str, base: usize) -> Result<u16, UriError> {
     if p.is_empty() {
         return Err(UriError::new(base, "bad port"));
     }
@@ -119,20 +258,17 @@ pub(crate) fn parse_port(p: &str, base: usize) -> Result<u16, UriError> {
     u16::try_from(v).map_err(|_| UriError::new(base, "bad port"))
 }
 
-/// The host grammar only uses ASCII; anything else cannot be a host.
-fn ascii(s: &[u8]) -> Result<&str, UriError> {
-    if let Some(i) = s.iter().position(|b| !b.is_ascii()) {
-        return Err(UriError::new(i, "bad host"));
-    }
-    std::str::from_utf8(s).map_err(|e| UriError::new(e.valid_up_to(), "bad host"))
-}
-
 fn split_at(s: &str, mid: usize) -> Result<(&str, &str), UriError> {
     s.split_at_checked(mid).ok_or(UriError::new(mid.min(s.len()), "bad host"))
 }
 
-fn parse_host(s: &[u8], lenient: bool) -> Result<Host<'_>, UriError> {
-    let s = ascii(s)?;
+fn parse_host(s: &str, lenient: bool) -> Result<Host<'_>, UriError> {
+    if let Some((host, len)) = host_prefix(s) {
+        if len == s.len() {
+            return Ok(host);
+        }
+    }
+    // The whole grammar.
     if s.is_empty() {
         return Err(UriError::new(0, "empty host"));
     }
@@ -151,7 +287,10 @@ fn parse_host(s: &[u8], lenient: bool) -> Result<Host<'_>, UriError> {
         // Digits and dots only: it can only be an IPv4address, because a hostname's
         // toplabel must start with ALPHA (RFC 3261 §25.1). "192.0.2.256" is an error,
         // not a hostname.
-        return parse_ipv4(s).map(Host::Ipv4).ok_or(UriError::new(0, "bad host"));
+        return match ipv4_prefix(s.as_bytes()) {
+            Some((addr, len)) if len == s.len() => Ok(Host::Ipv4(addr)),
+            _ => Err(UriError::new(0, "bad host")),
+        };
     }
     check_hostname(s)?;
     Ok(Host::Name(s))
@@ -168,31 +307,12 @@ fn check_hostname(s: &str) -> Result<(), UriError> {
         if label.is_empty() {
             return Err(UriError::new(pos, "bad host"));
         }
-        if let Some(i) = label.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_')) {
+        if let Some(i) = label.bytes().position(|b| escape::class(b) & escape::HOST == 0) {
             return Err(UriError::new(pos + i, "bad host"));
         }
         pos += label.len() + 1;
     }
     Ok(())
-}
-
-/// `IPv4address = 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT` (RFC 3261 §25.1),
-/// each octet decimal 0..=255. Written by hand because `Ipv4Addr::from_str` rejects
-/// leading zeros, which the SIP grammar permits.
-fn parse_ipv4(s: &str) -> Option<Ipv4Addr> {
-    let mut octets = [0u8; 4];
-    let mut parts = s.split('.');
-    for slot in octets.iter_mut() {
-        let p = parts.next()?;
-        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        *slot = p.parse::<u8>().ok()?;
-    }
-    if parts.next().is_some() {
-        return None;
-    }
-    Some(Ipv4Addr::from(octets))
 }
 
 /// Longest IPv6 text we will look at (45 chars is the real maximum; a little slack

@@ -105,27 +105,17 @@ pub enum Uri<'a> {
 impl<'a> Uri<'a> {
     /// Parses a whole URI (the bytes are exactly the URI, no surrounding <> or whitespace).
     pub fn parse(input: &'a [u8]) -> Result<Uri<'a>, UriError> {
-        let s = precheck(input)?;
-        let (scheme, rest) = split_scheme(s)?;
-        let base = scheme.len() + 1;
-        // RFC 3261 §19.1.4 / RFC 3986 §3.1: schemes are case-insensitive.
-        if scheme.eq_ignore_ascii_case("sip") {
-            sip::parse_sip(s, Scheme::Sip, rest, base).map(Uri::Sip)
-        } else if scheme.eq_ignore_ascii_case("sips") {
-            sip::parse_sip(s, Scheme::Sips, rest, base).map(Uri::Sip)
-        } else if scheme.eq_ignore_ascii_case("tel") {
-            tel::parse_tel(s, rest, base).map(Uri::Tel)
-        } else {
-            if rest.is_empty() {
-                return Err(UriError::new(base, "empty URI"));
-            }
-            // Whitespace, '<' and '>' are already excluded by `precheck`; '"' is not
-            // a `uric` either (RFC 2396 §2.4.3 "delims").
-            if let Some(i) = rest.find('"') {
-                return Err(UriError::new(base + i, "invalid character in URI"));
-            }
-            Ok(Uri::Other(AbsoluteUri { scheme, rest, raw: s }))
+        if input.len() > MAX_URI_LEN {
+            return Err(UriError::new(MAX_URI_LEN, "URI too long"));
         }
+        let parsed = match std::str::from_utf8(input) {
+            Ok(s) => parse_text(s),
+            Err(e) => Err(UriError::new(e.valid_up_to(), "invalid character in URI")),
+        };
+        // The sip/sips and tel grammars only accept printable ASCII other than '<' and
+        // '>' (every class in `escape` is a subset of it), so the octet screening only
+        // has to run when they fail, where its error takes precedence.
+        parsed.map_err(|e| screen(input).err().unwrap_or(e))
     }
 
     /// The scheme as written (e.g. "SIP").
@@ -170,7 +160,48 @@ impl fmt::Display for Uri<'_> {
     }
 }
 
-/// Length limit and octet screening shared by every scheme.
+/// Parses UTF-8 text of at most [`MAX_URI_LEN`] bytes; [`screen`] must be applied to
+/// any error.
+fn parse_text(s: &str) -> Result<Uri<'_>, UriError> {
+    let (scheme, rest) = split_scheme(s)?;
+    let base = scheme.len() + 1;
+    // RFC 3261 §19.1.4 / RFC 3986 §3.1: schemes are case-insensitive.
+    let key = scheme_key(scheme);
+    if key == scheme_key("sip") {
+        sip::parse_sip(s, Scheme::Sip, rest, base).map(Uri::Sip)
+    } else if key == scheme_key("sips") {
+        sip::parse_sip(s, Scheme::Sips, rest, base).map(Uri::Sip)
+    } else if key == scheme_key("tel") {
+        tel::parse_tel(s, rest, base).map(Uri::Tel)
+    } else {
+        // An opaque URI is only checked octet by octet, so screening is needed here.
+        screen(s.as_bytes())?;
+        if rest.is_empty() {
+            return Err(UriError::new(base, "empty URI"));
+        }
+        // Whitespace, '<' and '>' are already excluded by `screen`; '"' is not a `uric`
+        // either (RFC 2396 §2.4.3 "delims").
+        if let Some(i) = memchr::memchr(b'"', rest.as_bytes()) {
+            return Err(UriError::new(base + i, "invalid character in URI"));
+        }
+        Ok(Uri::Other(AbsoluteUri { scheme, rest, raw: s }))
+    }
+}
+
+/// A scheme of up to 4 characters as a number, case folded, so that known schemes
+/// are recognised with one comparison; 0 for longer schemes.
+///
+/// Only for valid schemes (see [`split_scheme`]): setting bit 0x20 lowercases their
+/// letters and leaves their other characters (digits, '+', '-', '.') unchanged.
+const fn scheme_key(scheme: &str) -> u32 {
+    match *scheme.as_bytes() {
+        [a, b, c] => u32::from_be_bytes([0, a | 0x20, b | 0x20, c | 0x20]),
+        [a, b, c, d] => u32::from_be_bytes([a | 0x20, b | 0x20, c | 0x20, d | 0x20]),
+        _ => 0,
+    }
+}
+
+/// Octet screening shared by every scheme.
 ///
 /// Every URI form accepted here is printable ASCII. In particular:
 /// * whitespace anywhere is an error (RFC 4475 §3.1.2.8 lwsruri: "sip:user@example.com; lr"
@@ -178,10 +209,7 @@ impl fmt::Display for Uri<'_> {
 /// * '<' and '>' are an error (RFC 4475 §3.1.2.7 ltgtruri: the caller must strip the
 ///   name-addr brackets, a URI never contains them);
 /// * control characters and non-ASCII octets must be %-escaped (RFC 3261 §25.1).
-fn precheck(input: &[u8]) -> Result<&str, UriError> {
-    if input.len() > MAX_URI_LEN {
-        return Err(UriError::new(MAX_URI_LEN, "URI too long"));
-    }
+fn screen(input: &[u8]) -> Result<(), UriError> {
     for (i, &b) in input.iter().enumerate() {
         let reason = match b {
             b'<' | b'>' => "angle bracket in URI",
@@ -191,20 +219,23 @@ fn precheck(input: &[u8]) -> Result<&str, UriError> {
         };
         return Err(UriError::new(i, reason));
     }
-    std::str::from_utf8(input).map_err(|e| UriError::new(e.valid_up_to(), "invalid character in URI"))
+    Ok(())
 }
 
 /// `scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )` (RFC 3986 §3.1), followed
 /// by ':'.
 fn split_scheme(s: &str) -> Result<(&str, &str), UriError> {
-    let (scheme, rest) = s.split_once(':').ok_or(UriError::new(s.len(), "missing scheme"))?;
-    let mut bytes = scheme.bytes();
-    match bytes.next() {
-        Some(b) if b.is_ascii_alphabetic() => {}
-        _ => return Err(UriError::new(0, "bad scheme")),
+    let bytes = s.as_bytes();
+    let end = bytes.iter().position(|&b| escape::class(b) & escape::SCHEME == 0).unwrap_or(bytes.len());
+    if bytes.get(end) == Some(&b':') && bytes.first().is_some_and(u8::is_ascii_alphabetic) {
+        if let (Some(scheme), Some(rest)) = (s.get(..end), s.get(end + 1..)) {
+            return Ok((scheme, rest));
+        }
     }
-    if let Some(i) = bytes.position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))) {
-        return Err(UriError::new(i + 1, "bad scheme"));
+    // Not a scheme: say why, the missing ':' first.
+    let colon = memchr::memchr(b':', bytes).ok_or(UriError::new(s.len(), "missing scheme"))?;
+    if !bytes.first().is_some_and(u8::is_ascii_alphabetic) {
+        return Err(UriError::new(0, "bad scheme"));
     }
-    Ok((scheme, rest))
+    Err(UriError::new(end.min(colon), "bad scheme"))
 }

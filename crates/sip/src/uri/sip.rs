@@ -9,8 +9,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::escape::{self, check_chars};
-use super::host::{parse_host_port, Host};
+use super::escape::{self, check_class};
+use super::host::{host_port, host_port_prefix, Host};
 use super::{Uri, UriError};
 
 /// `sip` or `sips` (RFC 3261 §19.1). The scheme is case-insensitive (§19.1.4).
@@ -243,103 +243,142 @@ pub(super) fn parse_sip<'a>(raw: &'a str, scheme: Scheme, rest: &'a str, base: u
     // ("sip:user;par=u%40example.net@example.com") and §3.1.1.2 intmeth (user
     // containing "crazy?,/;;*"). With no '@', there is no userinfo and a ';' starts
     // the uri-parameters.
-    let (user, password, hostpart, hbase) = match rest.split_once('@') {
-        Some((userinfo, after)) => {
+    let (user, password, hostpart, hbase) = match memchr::memchr(b'@', rest.as_bytes()) {
+        Some(at) => {
+            let (userinfo, after) = split_around(rest, at).ok_or(UriError::new(base, "bad user part"))?;
             let (user, password) = parse_userinfo(userinfo, base)?;
-            (Some(user), password, after, base + userinfo.len() + 1)
+            (Some(user), password, after, base + at + 1)
         }
         None => (None, None, rest, base),
     };
 
     // hostport ends at the first ';' (uri-parameters) or '?' (headers); neither can
     // occur inside a host, not even inside an IPv6reference.
-    let (hp, tail) = match hostpart.find([';', '?']) {
-        Some(i) => hostpart.split_at_checked(i).ok_or(UriError::new(hbase, "bad host"))?,
-        None => (hostpart, ""),
-    };
-    let (host, port) = parse_host_port(hp.as_bytes()).map_err(|e| e.shift(hbase))?;
-
-    let pbase = hbase + hp.len();
-    let (params, headers) = match tail.split_once('?') {
-        Some((p, h)) => (p, Some(h)),
-        None => (tail, None),
-    };
-    check_params(params, pbase)?;
-    let headers = match headers {
-        Some(h) => {
-            check_headers(h, pbase + params.len() + 1)?;
-            h
+    let (host, port, hp_len) = match host_port_prefix(hostpart) {
+        // The common forms, found without searching for the end first.
+        Some((host, port, len)) if matches!(hostpart.as_bytes().get(len), None | Some(b';' | b'?')) => {
+            (host, port, len)
         }
-        None => "",
+        _ => {
+            let len = memchr::memchr2(b';', b'?', hostpart.as_bytes()).unwrap_or(hostpart.len());
+            let hp = hostpart.get(..len).ok_or(UriError::new(hbase, "bad host"))?;
+            let (host, port) = host_port(hp).map_err(|e| e.shift(hbase))?;
+            (host, port, len)
+        }
     };
-
+    let tail = hostpart.get(hp_len..).ok_or(UriError::new(hbase + hp_len, "bad host"))?;
+    let (params, headers) = check_tail(tail, hbase + hp_len)?;
     Ok(SipUri { scheme, user, password, host, port, raw, params, headers })
+}
+
+/// `s` without its byte `at`, as the text before and after it (`at` must be the
+/// index of an ASCII byte).
+fn split_around(s: &str, at: usize) -> Option<(&str, &str)> {
+    Some((s.get(..at)?, s.get(at + 1..)?))
 }
 
 /// `userinfo = ( user / telephone-subscriber ) [ ":" password ]` (without the '@').
 /// ':' is in neither the user nor the password charset, so the first one splits.
 fn parse_userinfo(userinfo: &str, base: usize) -> Result<(&str, Option<&str>), UriError> {
-    let (user, password) = match userinfo.split_once(':') {
-        Some((u, p)) => (u, Some(p)),
-        None => (userinfo, None),
+    let bytes = userinfo.as_bytes();
+    let user_end = match escape::scan(bytes, 0, escape::USER) {
+        Ok(i) if matches!(bytes.get(i), None | Some(b':')) => i,
+        Ok(i) => return Err(UriError::new(base + i, "invalid character in user part")),
+        Err(i) => return Err(UriError::new(base + i, "bad %-escape")),
     };
     // user = 1*( ... ): an empty user ("sip:@host", "sip::pw@host") is invalid.
-    if user.is_empty() {
+    if user_end == 0 {
         return Err(UriError::new(base, "empty user part"));
     }
-    check_chars(user, base, escape::is_user_char, "invalid character in user part")?;
-    if let Some(p) = password {
-        // password = *( ... ): may be empty.
-        check_chars(p, base + user.len() + 1, escape::is_password_char, "invalid character in password")?;
+    if user_end == bytes.len() {
+        return Ok((userinfo, None));
     }
-    Ok((user, password))
+    let (user, password) = split_around(userinfo, user_end).ok_or(UriError::new(base, "bad user part"))?;
+    // password = *( ... ): may be empty.
+    check_class(password, base + user_end + 1, escape::PASSWORD, "invalid character in password")?;
+    Ok((user, Some(password)))
 }
 
+/// Checks what follows hostport (`tail`, at offset `base`): `uri-parameters [ "?"
+/// headers ]`, and splits it into the parameters and the header text after '?'.
+///
 /// `uri-parameters = *( ";" uri-parameter )`, `other-param = pname [ "=" pvalue ]`,
 /// `pname = 1*paramchar`, `pvalue = 1*paramchar` (§25.1). Known parameters
 /// (transport, ttl, ...) are not checked beyond this generic syntax, so that unusual
 /// but harmless values do not make the whole URI unusable; their accessors return
 /// None when a value is malformed.
-fn check_params(params: &str, base: usize) -> Result<(), UriError> {
-    let body = match params.strip_prefix(';') {
-        Some(b) => b,
-        None if params.is_empty() => return Ok(()),
-        None => return Err(UriError::new(base, "bad parameter")),
-    };
-    let mut pos = base + 1;
-    for seg in body.split(';') {
-        let (name, value) = match seg.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (seg, None),
-        };
-        if name.is_empty() {
-            return Err(UriError::new(pos, "empty parameter name"));
-        }
-        check_chars(name, pos, escape::is_param_char, "invalid character in parameter")?;
-        if let Some(v) = value {
-            let vpos = pos + name.len() + 1;
-            if v.is_empty() {
-                return Err(UriError::new(vpos, "empty parameter value"));
+///
+/// Neither ';', '=' nor '?' is a paramchar, so a single left-to-right scan finds the
+/// parameter boundaries and the start of the headers.
+fn check_tail(tail: &str, base: usize) -> Result<(&str, &str), UriError> {
+    let bytes = tail.as_bytes();
+    let err = |i: usize, reason| UriError::new(base + i, reason);
+    let param_chars = |from| escape::scan(bytes, from, escape::PARAM).map_err(|i| err(i, "bad %-escape"));
+    let mut i = 0;
+    while bytes.get(i) == Some(&b';') {
+        let name = i + 1;
+        let mut end = param_chars(name)?;
+        match bytes.get(end) {
+            None | Some(b';' | b'=' | b'?') if end == name => return Err(err(name, "empty parameter name")),
+            Some(b'=') => {
+                let value = end + 1;
+                end = param_chars(value)?;
+                if end == value && matches!(bytes.get(end), None | Some(b';' | b'?')) {
+                    return Err(err(value, "empty parameter value"));
+                }
             }
-            check_chars(v, vpos, escape::is_param_char, "invalid character in parameter")?;
+            _ => {}
         }
-        pos += seg.len() + 1;
+        match bytes.get(end) {
+            None | Some(b';' | b'?') => i = end,
+            Some(_) => return Err(err(end, "invalid character in parameter")),
+        }
     }
-    Ok(())
+    match bytes.get(i) {
+        None => Ok((tail, "")),
+        Some(b'?') => {
+            let (params, headers) = split_around(tail, i).ok_or(err(i, "bad header"))?;
+            check_headers(headers, base + i + 1)?;
+            Ok((params, headers))
+        }
+        Some(_) => Err(err(0, "bad parameter")),
+    }
 }
 
 /// `headers = "?" header *( "&" header )`, `header = hname "=" hvalue`,
-/// `hname = 1*(...)`, `hvalue = *(...)` (§25.1).
+/// `hname = 1*(...)`, `hvalue = *(...)` (§25.1). `headers` is the text after '?'.
 fn check_headers(headers: &str, base: usize) -> Result<(), UriError> {
-    let mut pos = base;
-    for seg in headers.split('&') {
-        let (name, value) = seg.split_once('=').ok_or(UriError::new(pos, "header without '='"))?;
-        if name.is_empty() {
-            return Err(UriError::new(pos, "empty header name"));
+    let bytes = headers.as_bytes();
+    let err = |i: usize, reason| UriError::new(base + i, reason);
+    let header_chars = |from| escape::scan(bytes, from, escape::HEADER);
+    let mut seg = 0;
+    loop {
+        // hname, up to the '=' that every header must have.
+        let name_end = match header_chars(seg) {
+            Ok(i) if bytes.get(i) == Some(&b'=') => i,
+            stop => {
+                // Report the missing '=' first, as a split on '&' then '=' would.
+                let seg_bytes = bytes.get(seg..).unwrap_or_default();
+                let seg_len = memchr::memchr(b'&', seg_bytes).unwrap_or(seg_bytes.len());
+                if !seg_bytes.get(..seg_len).unwrap_or_default().contains(&b'=') {
+                    return Err(err(seg, "header without '='"));
+                }
+                return Err(match stop {
+                    Ok(i) => err(i, "invalid character in header"),
+                    Err(i) => err(i, "bad %-escape"),
+                });
+            }
+        };
+        if name_end == seg {
+            return Err(err(seg, "empty header name"));
         }
-        check_chars(name, pos, escape::is_header_char, "invalid character in header")?;
-        check_chars(value, pos + name.len() + 1, escape::is_header_char, "invalid character in header")?;
-        pos += seg.len() + 1;
+        match header_chars(name_end + 1) {
+            Ok(i) => match bytes.get(i) {
+                None => return Ok(()),
+                Some(b'&') => seg = i + 1,
+                Some(_) => return Err(err(i, "invalid character in header")),
+            },
+            Err(i) => return Err(err(i, "bad %-escape")),
+        }
     }
-    Ok(())
 }

@@ -344,3 +344,74 @@ fn uri_accessors_and_display() {
     assert_eq!(user.as_ptr(), text[5..].as_ptr());
     assert_eq!(u.as_sip().unwrap().password_unescaped(), None);
 }
+
+#[test]
+fn class_table_matches_grammar() {
+    // RFC 3261 §25.1: the unescaped characters of each component.
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b);
+    let sets: [(u8, &[u8]); 4] = [
+        (escape::USER, b"&=+$,;?/"),
+        (escape::PASSWORD, b"&=+$,"),
+        (escape::PARAM, b"[]/:&+$"),
+        (escape::HEADER, b"[]/?:+$"),
+    ];
+    for b in 0..=255u8 {
+        for (bit, extra) in sets {
+            assert_eq!(escape::class(b) & bit != 0, unreserved(b) || extra.contains(&b), "{b:#x} / {bit:#x}");
+        }
+        let host = b.is_ascii_alphanumeric() || b"-_.".contains(&b);
+        assert_eq!(escape::class(b) & escape::HOST != 0, host, "{b:#x}");
+        assert_eq!(escape::class(b) & escape::DOT != 0, b == b'.');
+        assert_eq!(escape::class(b) & escape::NUMERIC != 0, b.is_ascii_digit() || b == b'.');
+        let scheme = b.is_ascii_alphanumeric() || b"+-.".contains(&b);
+        assert_eq!(escape::class(b) & escape::SCHEME != 0, scheme, "{b:#x}");
+        // `Uri::parse` only screens octets when the grammar rejects the input.
+        if escape::class(b) != 0 {
+            assert_eq!(screen(&[b]), Ok(()), "{b:#x}");
+        }
+    }
+}
+
+#[test]
+fn screening_error_wins_over_grammar_error() {
+    // The grammar fails first at the empty label, but the octet error is reported.
+    assert_eq!(err("sip:a..b x"), UriError::new(8, "whitespace in URI"));
+    assert_eq!(err("sip:h;=x\u{1}"), UriError::new(8, "invalid character in URI"));
+    assert_eq!(err("sip:h?a\u{e9}"), UriError::new(7, "invalid character in URI"));
+    assert_eq!(err("tel:x>"), UriError::new(5, "angle bracket in URI"));
+    assert_eq!(err("x y"), UriError::new(1, "whitespace in URI"));
+    // Same for hosts alone: a non-ASCII octet comes first.
+    assert_eq!(parse_host_port(b"a..b\xc3\xa9").unwrap_err(), UriError::new(4, "bad host"));
+    assert_eq!(Host::parse(b"1.2.3.4\xff").unwrap_err(), UriError::new(7, "bad host"));
+}
+
+#[test]
+fn hosts_on_the_fast_path_and_off_it() {
+    fn host(s: &str) -> Host<'_> {
+        sip(s).host
+    }
+    assert_eq!(host("sip:u@192.0.2.4:5060;lr"), Host::Ipv4([192, 0, 2, 4].into()));
+    assert_eq!(host("sip:01.002.3.4"), Host::Ipv4([1, 2, 3, 4].into()));
+    assert_eq!(host("sip:1.2.3.4a"), Host::Name("1.2.3.4a"));
+    assert_eq!(host("sip:1and1.com?x=y"), Host::Name("1and1.com"));
+    assert_eq!(host("sip:a.:5"), Host::Name("a."));
+    assert_eq!(host("sip:[::1]:5060;lr"), Host::Ipv6(std::net::Ipv6Addr::LOCALHOST));
+    assert_eq!(err("sip:1.2.3.4.5"), UriError::new(4, "bad host"));
+    assert_eq!(err("sip:256.1.1.1;lr"), UriError::new(4, "bad host"));
+    assert_eq!(err("sip:1.2.3.4.;lr"), UriError::new(4, "bad host"));
+    assert_eq!(err("sip:a..b:5:6"), UriError::new(10, "IPv6 address must be in brackets"));
+    assert_eq!(err("sip:a..b:5x"), UriError::new(6, "bad host"));
+    assert_eq!(err("sip:ab:5x"), UriError::new(8, "bad port"));
+    assert_eq!(parse_host_port(b"h.example.com:5060"), Ok((Host::Name("h.example.com"), Some(5060))));
+    assert_eq!(parse_host_port(b"h.example.com:5060;x").unwrap_err(), UriError::new(18, "bad port"));
+    assert_eq!(parse_host_port(b"h.exa mple").unwrap_err(), UriError::new(5, "bad host"));
+}
+
+#[test]
+fn scheme_dispatch() {
+    assert_eq!(sip("SiPs:x").scheme, Scheme::Sips);
+    assert!(matches!(Uri::parse(b"sipx:y"), Ok(Uri::Other(_))));
+    assert!(matches!(Uri::parse(b"si:y"), Ok(Uri::Other(_))));
+    assert!(matches!(Uri::parse(b"TEL:+1"), Ok(Uri::Tel(_))));
+    assert_eq!(err("a+b;:x"), UriError::new(3, "bad scheme"));
+}
