@@ -22,6 +22,9 @@ macro_rules! header_names {
 
             /// Recognises a name as written (any case, long or compact form).
             pub fn from_bytes(name: &[u8]) -> HeaderName {
+                if let Some(h) = common(name) {
+                    return h;
+                }
                 if name.len() == 1 {
                     let c = name[0].to_ascii_lowercase();
                     $($(if c == $compact.as_bytes()[0] { return HeaderName::$variant; })?)*
@@ -92,6 +95,33 @@ header_names! {
     ReplyTo = "Reply-To",
     Timestamp = "Timestamp",
     Warning = "Warning",
+}
+
+/// The headers of nearly every message, dispatched on length first: one or two comparisons
+/// instead of a walk over every known name.
+#[inline]
+fn common(name: &[u8]) -> Option<HeaderName> {
+    let is = |canonical: &str| name.eq_ignore_ascii_case(canonical.as_bytes());
+    let h = match name.len() {
+        2 if is("To") => HeaderName::To,
+        3 if is("Via") => HeaderName::Via,
+        4 if is("From") => HeaderName::From,
+        4 if is("CSeq") => HeaderName::CSeq,
+        5 if is("Route") => HeaderName::Route,
+        5 if is("Allow") => HeaderName::Allow,
+        7 if is("Call-ID") => HeaderName::CallId,
+        7 if is("Contact") => HeaderName::Contact,
+        7 if is("Expires") => HeaderName::Expires,
+        9 if is("Supported") => HeaderName::Supported,
+        10 if is("User-Agent") => HeaderName::UserAgent,
+        12 if is("Max-Forwards") => HeaderName::MaxForwards,
+        12 if is("Content-Type") => HeaderName::ContentType,
+        12 if is("Record-Route") => HeaderName::RecordRoute,
+        13 if is("Authorization") => HeaderName::Authorization,
+        14 if is("Content-Length") => HeaderName::ContentLength,
+        _ => return None,
+    };
+    Some(h)
 }
 
 impl HeaderName {

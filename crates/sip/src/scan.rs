@@ -107,11 +107,13 @@ pub fn quoted_string_end(s: &[u8], i: usize) -> Option<usize> {
 /// An unterminated quote or angle bracket yields `None`.
 pub fn find_top_level(s: &[u8], mut i: usize, sep: u8) -> Option<usize> {
     while i < s.len() {
+        // Jump straight to the next byte that matters: the separator, a quote or '<'.
+        let Some(k) = memchr::memchr3(sep, b'"', b'<', &s[i..]) else { return Some(s.len()) };
+        i += k;
         match s[i] {
             b if b == sep => return Some(i),
             b'"' => i = quoted_string_end(s, i)?,
-            b'<' => i += memchr::memchr(b'>', &s[i..])? + 1,
-            _ => i += 1,
+            _ => i += memchr::memchr(b'>', &s[i..])? + 1,
         }
     }
     Some(s.len())
