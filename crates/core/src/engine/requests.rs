@@ -179,7 +179,12 @@ impl Engine {
             return Ok(bindings
                 .into_iter()
                 .map(|b| {
-                    let dest = delivery(&b.contact, b.source);
+                    // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the
+                    // edge proxy the registration came through), which routes it on.
+                    let dest = match b.path.as_deref().and_then(first_path_uri) {
+                        Some(first) => PlannedDest::Uri(first),
+                        None => delivery(&b.contact, b.source),
+                    };
                     let fallback = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable())
                         .then(|| b.contact.to_string());
                     Planned {
@@ -476,6 +481,12 @@ impl Engine {
         );
         out.push(Output::Send { to, bytes });
     }
+}
+
+/// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
+fn first_path_uri(path: &str) -> Option<String> {
+    let first = herald_sip::headers::ListIter::new(path.as_bytes()).next()?.ok()?.1;
+    NameAddr::parse(first).ok().map(|a| a.uri.as_str().to_owned())
 }
 
 /// Where a request for a registered contact goes.

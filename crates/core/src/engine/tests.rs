@@ -353,6 +353,21 @@ fn natted_and_third_party_registrations() {
 }
 
 #[test]
+fn registrations_with_path_are_reached_through_the_edge_proxy() {
+    let mut h = Harness::new();
+    let edge = "198.51.100.50:5060";
+    let reg = format!("REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/UDP {edge};branch=z9hG4bKedge1\nVia: SIP/2.0/UDP {BOB};branch=z9hG4bKpath1\nPath: <sip:{edge};lr>\nSupported: path\nMax-Forwards: 69\nFrom: <sip:bob@example.com>;tag=r1\nTo: <sip:bob@example.com>\nCall-ID: path1\nCSeq: 1 REGISTER\nContact: <sip:bob@{BOB}>\nContent-Length: 0\n\n");
+    let r = sent(&h.send(edge, &reg));
+    assert_eq!(r[0].1.status(), Some(200));
+    let out = sent(&h.send(ALICE, &invite("bob", "p1")));
+    let (to, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(to.addr, addr(edge), "RFC 3327 §5.3: via the Path, not straight to the contact");
+    assert_eq!(fwd.request_uri_bytes(), Some(format!("sip:bob@{BOB}").as_bytes()));
+    let routes: Vec<String> = fwd.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(routes, [format!("sip:{edge};lr")]);
+}
+
+#[test]
 fn stateless_mode_forwards_without_transactions() {
     let mut h = Harness::with(Forking::Parallel, true);
     h.register("bob", BOB, None);
