@@ -5,10 +5,13 @@ use crate::header_name::HeaderName;
 use crate::message::Message;
 
 impl Message {
-    /// Checks what every element must check on receipt, to the depth a proxy routes on:
-    /// the Request-URI, the mandatory headers (Via, From, To, Call-ID, CSeq) present and
-    /// well formed, single-valued headers not repeated, Max-Forwards, Route, Record-Route and
-    /// Contact well formed, and the CSeq method equal to the request method.
+    /// Checks what every element must check on receipt, to the depth a proxy routes on
+    /// (RFC 3261 §16.3 step 1: "any components involved in the remaining Request Validation
+    /// steps or the Request Forwarding section MUST be well-formed. Any other components,
+    /// well-formed or not, SHOULD be ignored"): the Request-URI; Via; From and To to the depth
+    /// of their tags (their URIs are not used for routing); Call-ID; CSeq and its method;
+    /// Max-Forwards; Expires; no repeated single-valued header. Route values are checked where
+    /// they are used, Contact by the registrar; [`Message::validate_all`] checks everything.
     pub fn validate(&self) -> Result<(), ParseError> {
         self.check_no_duplicates()?;
         let method = self.method();
@@ -21,8 +24,8 @@ impl Message {
         for via in self.vias() {
             via?;
         }
-        self.from_header()?;
-        self.to_header()?;
+        self.from_tag()?;
+        self.to_tag()?;
         self.call_id()?;
         let cseq = self.cseq()?;
         if let Some(method) = method {
@@ -34,12 +37,6 @@ impl Message {
         }
         self.max_forwards()?;
         self.expires()?;
-        for r in self.routes().chain(self.record_routes()) {
-            r?;
-        }
-        for c in self.contacts() {
-            c?;
-        }
         Ok(())
     }
 
@@ -47,6 +44,8 @@ impl Message {
     /// `herald inspect` reports). Unknown headers are not checked: they pass through.
     pub fn validate_all(&self) -> Result<(), ParseError> {
         self.validate()?;
+        self.from_header()?;
+        self.to_header()?;
         for h in self.headers() {
             crate::headers::check_typed(h.name, self.value_of(h)).map_err(|e| self.value_error(h, e))?;
         }

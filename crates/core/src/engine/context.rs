@@ -85,6 +85,8 @@ pub struct Context {
     pub source: Peer,
     pub local: std::net::SocketAddr,
     pub is_invite: bool,
+    /// RFC 3261 §16.6 step 8 loop-detection hash, the suffix of every branch this request gets.
+    pub loop_hash: u64,
     pub branches: Vec<Branch>,
     /// Targets not started yet (sequential forking).
     pub waiting: VecDeque<Planned>,

@@ -70,7 +70,7 @@ impl Engine {
 
     /// A To tag for responses herald generates itself (§8.2.6.2), stable for one request.
     fn local_tag(&self, req: &Message) -> String {
-        let from_tag = req.from_header().ok().and_then(|f| f.tag()).unwrap_or("");
+        let from_tag = req.from_tag().ok().flatten().unwrap_or("");
         let h =
             fnv1a_parts([req.call_id().unwrap_or("").as_bytes(), from_tag.as_bytes(), &self.tag_seed.to_le_bytes()]);
         format!("hr{h:012x}")

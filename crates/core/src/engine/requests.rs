@@ -81,7 +81,8 @@ impl Engine {
         out: &mut Vec<Output>,
     ) {
         let method = msg.method();
-        if let Err(rej) = validate_request(&msg, &self.cfg.identity) {
+        let hash = loop_hash(&msg);
+        if let Err(rej) = validate_request(&msg, &self.cfg.identity, hash) {
             let answer_options = method == Some(Method::Options) && rej.status == 483;
             if !answer_options {
                 let headers: Vec<(&str, String)> = rej.headers.iter().map(|(n, v)| (*n, v.clone())).collect();
@@ -123,6 +124,7 @@ impl Engine {
                 source: from,
                 local,
                 is_invite,
+                loop_hash: hash,
                 branches: Vec::new(),
                 waiting,
                 finals: Vec::new(),
@@ -299,7 +301,7 @@ impl Engine {
         let req = ctx.request.clone();
         let planned = ctx.branches[idx].planned.clone();
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
-        let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), loop_hash(&req));
+        let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let record_route = self.record_route_for(&req, inbound, listener);
         let pre = match preprocess(&req, &self.cfg.identity) {
@@ -351,7 +353,7 @@ impl Engine {
     ) -> Vec<String> {
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
-                && req.to_header().ok().and_then(|t| t.tag()).is_none();
+                && req.to_tag().ok().flatten().is_none();
         let crosses = inbound.is_some_and(|i| i != outbound);
         let wanted = match self.cfg.record_route {
             RecordRoute::Always => true,
@@ -427,7 +429,7 @@ impl Engine {
         msg: Message,
         out: &mut Vec<Output>,
     ) {
-        if let Err(rej) = validate_request(&msg, &self.cfg.identity) {
+        if let Err(rej) = validate_request(&msg, &self.cfg.identity, loop_hash(&msg)) {
             self.respond_stateless(&msg, from, rej.status, rej.reason, out);
             return;
         }

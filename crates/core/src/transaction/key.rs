@@ -127,7 +127,7 @@ impl ServerKey {
         Some(ServerKey::Rfc2543(Box::new(LegacyKey {
             request_uri: msg.request_uri_bytes()?.into(),
             to_tag: if invite_class { None } else { to_tag(msg) },
-            from_tag: msg.from_header().ok()?.tag().map(Into::into),
+            from_tag: msg.from_tag().ok()?.map(Into::into),
             call_id: msg.call_id().ok()?.into(),
             cseq: msg.cseq().ok()?.seq,
             method,
@@ -142,7 +142,7 @@ impl ServerKey {
 
 /// The To tag of a message, owned.
 pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
-    msg.to_header().ok()?.tag().map(Into::into)
+    msg.to_tag().ok()?.map(Into::into)
 }
 
 /// `host[:port]` of a Via, host names lower-cased (§19.1.4: hosts compare case-insensitively).
@@ -207,7 +207,7 @@ pub fn stateless_branch(request: &Message) -> Option<String> {
         h.field(b"2543");
         h.field(request.list_values(HeaderName::Via).next()?.ok()?.bytes);
         h.field(to_tag(request).as_deref().unwrap_or("").as_bytes());
-        h.field(request.from_header().ok()?.tag().unwrap_or("").as_bytes());
+        h.field(request.from_tag().ok()?.unwrap_or("").as_bytes());
         h.field(request.call_id().ok()?.as_bytes());
         h.field(&request.cseq().ok()?.seq.to_le_bytes());
         h.field(request.request_uri_bytes()?);
