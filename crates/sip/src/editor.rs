@@ -16,9 +16,10 @@ struct Edit {
     text: Vec<u8>,
 }
 
-/// Builds the forwarded copy of a message. Edits may be recorded in any order; two edits that
-/// touch the same bytes are a programming error (debug assertion; the second is ignored in
-/// release builds).
+/// Builds the forwarded copy of a message. Edits may be recorded in any order. Removals that
+/// overlap or touch are merged (removing two adjacent list values shares their comma), and a
+/// removal that takes a header's whole value takes its line. Any other two edits touching the
+/// same bytes are a programming error: the later one is dropped (and a debug build asserts).
 #[derive(Debug)]
 pub struct Editor<'m> {
     msg: &'m Message,
@@ -44,7 +45,34 @@ impl<'m> Editor<'m> {
     }
 
     fn push(&mut self, span: Span, text: Vec<u8>) -> &mut Self {
+        if text.is_empty() && !span.is_empty() {
+            return self.push_removal(span);
+        }
         self.edits.push(Edit { span, text });
+        self
+    }
+
+    fn push_removal(&mut self, mut span: Span) -> &mut Self {
+        // Merge with every removal it overlaps or touches.
+        self.edits.retain(|e| {
+            let removal = e.text.is_empty() && !e.span.is_empty();
+            if removal && e.span.start <= span.end && span.start <= e.span.end {
+                span = Span { start: span.start.min(e.span.start), end: span.end.max(e.span.end) };
+                false
+            } else {
+                true
+            }
+        });
+        // Removing a header's whole value removes its line: "Route: " alone is not a header.
+        if let Some(h) = self.msg.headers().iter().find(|h| {
+            span.start >= h.line.start
+                && span.end <= h.line.end
+                && span.start <= h.value.start
+                && span.end >= h.value.end
+        }) {
+            span = h.line;
+        }
+        self.edits.push(Edit { span, text: Vec::new() });
         self
     }
 
@@ -260,6 +288,28 @@ mod tests {
         e.remove_list_value(only);
         let out = e.finish();
         assert!(!out.windows(6).any(|w| w == b"Route:"));
+    }
+
+    #[test]
+    fn removing_several_values_of_one_line() {
+        // Two values of one line (a double Record-Route come back as Route): both go, and with
+        // them the line; removing the first two of three keeps the third intact.
+        let m = parse(b"ACK sip:b@h SIP/2.0\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\nRoute: <sip:p1;lr>, <sip:p1;transport=tcp;lr>\r\nRoute: <sip:p2;lr>, <sip:p3;lr>, <sip:p4;lr>\r\nContent-Length: 0\r\n\r\n");
+        let values: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
+        for order in [[0usize, 1], [1, 0]] {
+            let mut e = Editor::new(&m);
+            for i in order {
+                e.remove_list_value(values[i]);
+            }
+            e.remove_list_value(values[2]).remove_list_value(values[3]);
+            let out = Message::parse(e.finish(), &Limits::default()).unwrap();
+            for h in out.headers() {
+                out.typed(h).unwrap();
+            }
+            let left: Vec<_> = out.list_values(HeaderName::Route).map(|v| v.unwrap().bytes.to_vec()).collect();
+            assert_eq!(left, vec![b"<sip:p4;lr>".to_vec()]);
+            assert_eq!(out.fields(HeaderName::Route).count(), 1);
+        }
     }
 
     #[test]

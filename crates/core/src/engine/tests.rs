@@ -368,6 +368,18 @@ fn registrations_with_path_are_reached_through_the_edge_proxy() {
 }
 
 #[test]
+fn both_of_our_route_values_on_one_line_are_removed() {
+    // A UA echoes a double Record-Route as one Route line; this once crashed the editor.
+    let mut h = Harness::new();
+    let ack = format!("ACK sip:bob@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-ack2\nRoute: <sip:{PROXY};lr>, <sip:{PROXY};transport=tcp;lr>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: rr2\nCSeq: 1 ACK\nContent-Length: 0\n\n");
+    let out = sent(&h.send(ALICE, &ack));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0.addr, addr(BOB));
+    assert_eq!(out[0].1.routes().count(), 0);
+    assert!(out[0].1.get(herald_sip::HeaderName::Route).is_none());
+}
+
+#[test]
 fn stateless_mode_forwards_without_transactions() {
     let mut h = Harness::with(Forking::Parallel, true);
     h.register("bob", BOB, None);
