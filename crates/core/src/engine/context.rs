@@ -18,6 +18,10 @@ pub struct Planned {
     pub push_routes: Vec<String>,
     /// The q-value group, for sequential forking.
     pub q: u16,
+    /// §16.6 step 6: the next hop is a strict router (its Route lacks `lr`): its Route value is
+    /// removed, it becomes the Request-URI, and the old Request-URI is appended as the last
+    /// Route (this field holds that value).
+    pub strict_route_tail: Option<String>,
     /// Where to try next if `dest` fails at the transport level: the contact URI of a binding
     /// whose registration connection is gone.
     pub fallback: Option<String>,

@@ -1,6 +1,6 @@
-//! The worker engine: one per worker thread, never shared (docs/design/serve.md). It drives the
-//! transaction layer (RFC 3261 §17), the proxy core (§16) and the registrar (§10.3) as one
-//! `SipHandler`: messages, DNS answers and time in; sends and lookups out.
+//! The engine: one per shard of the runtime, used by one thread at a time (docs/design/serve.md).
+//! It drives the transaction layer (RFC 3261 §17), the proxy core (§16) and the registrar (§10.3)
+//! as one `SipHandler`: messages, DNS answers and time in; sends and lookups out.
 
 mod config;
 mod context;
@@ -26,7 +26,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Expired registrations are removed incrementally: at most this many per worker per tick
+/// Expired registrations are removed incrementally: at most this many per engine per tick
 /// (ARCHITECTURE.md: never a full sweep).
 const EXPIRE_BUDGET: usize = 512;
 const EXPIRE_EVERY: Duration = Duration::from_millis(250);
@@ -50,9 +50,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, worker: usize) -> Engine {
+    /// `index` tells engines of one process apart (the runtime's shard index): it seeds local tags
+    /// and is the top 16 bits of this engine's DNS tokens.
+    pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, index: usize) -> Engine {
         let txs = TransactionTable::new(cfg.timers);
-        let seed = fnv1a_parts([&worker.to_le_bytes()[..], crate::transaction::new_branch().as_bytes()]);
+        let seed = fnv1a_parts([&index.to_le_bytes()[..], crate::transaction::new_branch().as_bytes()]);
         Engine {
             cfg,
             store,
@@ -63,7 +65,7 @@ impl Engine {
             resolving: HashMap::new(),
             timer_c: BinaryHeap::new(),
             next_expire: None,
-            next_token: (worker as u64) << 48,
+            next_token: (index as u64) << 48,
             tag_seed: seed,
         }
     }

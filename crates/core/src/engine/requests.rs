@@ -8,7 +8,7 @@ use crate::io::Output;
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{forward, record_route_value, via_fixup, via_value, Forward};
 use crate::proxy::respond::{build_cancel, response_destination};
-use crate::proxy::route::preprocess;
+use crate::proxy::route::{next_hop, preprocess, Preprocessed};
 use crate::proxy::validate::{loop_hash, validate_request, LOOP_SEP, SUPPORTED};
 use crate::transaction::{new_branch, stateless_branch, TxId};
 use herald_sip::headers::NameAddr;
@@ -146,14 +146,16 @@ impl Engine {
             .list_values(herald_sip::HeaderName::Route)
             .filter_map(Result::ok)
             .find(|v| !pre.remove.iter().any(|r| r.span == v.span))
-            .and_then(|v| NameAddr::parse(v.bytes).ok().map(|a| a.uri.as_str().to_owned()));
+            .and_then(|v| NameAddr::parse(v.bytes).ok());
         if let Some(route) = first_route {
             // Loose routing: the next hop is the first remaining Route (§16.12).
+            let (next, strict) = next_hop(Some(&route), &ruri_text);
             return Ok(vec![Planned {
-                request_uri: pre.request_uri.clone(),
-                dest: PlannedDest::Uri(route),
+                request_uri: if strict { Some(next.clone()) } else { pre.request_uri.clone() },
+                dest: PlannedDest::Uri(next),
                 push_routes: vec![],
                 q: 1000,
+                strict_route_tail: strict.then(|| format!("<{ruri_text}>")),
                 fallback: None,
             }]);
         }
@@ -194,6 +196,7 @@ impl Engine {
                         dest,
                         push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
                         q: b.q_or_default(),
+                        strict_route_tail: None,
                         fallback,
                     }
                 })
@@ -207,6 +210,7 @@ impl Engine {
             dest: PlannedDest::Uri(ruri_text),
             push_routes: vec![],
             q: 1000,
+            strict_route_tail: None,
             fallback: None,
         }])
     }
@@ -304,16 +308,18 @@ impl Engine {
         let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let record_route = self.record_route_for(&req, inbound, listener);
-        let pre = match preprocess(&req, &self.cfg.identity) {
+        let mut pre = match preprocess(&req, &self.cfg.identity) {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
         };
+        let append = strict_route_edits(&req, &mut pre, &planned);
         let bytes = forward(
             &req,
             &Forward {
                 request_uri: planned.request_uri.as_deref(),
                 remove_routes: &pre.remove,
                 push_routes: &planned.push_routes,
+                append_routes: &append,
                 record_route: &record_route,
                 via: &via,
                 via_fixup: via_fixup(&req, ctx.source.addr),
@@ -469,13 +475,15 @@ impl Engine {
         let Some(base) = stateless_branch(msg) else { return };
         let branch = format!("{base}{LOOP_SEP}{:016x}", loop_hash(msg));
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return };
+        let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
+        let append = strict_route_edits(msg, &mut pre, &target);
         let bytes = forward(
             msg,
             &Forward {
                 request_uri: target.request_uri.as_deref(),
                 remove_routes: &pre.remove,
                 push_routes: &target.push_routes,
+                append_routes: &append,
                 via: &via,
                 via_fixup: via_fixup(msg, from.addr),
                 ..Default::default()
@@ -483,6 +491,18 @@ impl Engine {
         );
         out.push(Output::Send { to, bytes });
     }
+}
+
+/// §16.6 step 6 for a strict next hop: its own Route value is removed (it became the
+/// Request-URI) and the old Request-URI is returned as the Route value to append.
+fn strict_route_edits<'m>(msg: &'m Message, pre: &mut Preprocessed<'m>, planned: &Planned) -> Vec<String> {
+    let Some(tail) = &planned.strict_route_tail else { return Vec::new() };
+    let first = msg
+        .list_values(herald_sip::HeaderName::Route)
+        .filter_map(Result::ok)
+        .find(|v| !pre.remove.iter().any(|r| r.span == v.span));
+    pre.remove.extend(first);
+    vec![tail.clone()]
 }
 
 /// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").

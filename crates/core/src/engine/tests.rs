@@ -380,6 +380,19 @@ fn both_of_our_route_values_on_one_line_are_removed() {
 }
 
 #[test]
+fn strict_routers_get_the_request_uri_rewritten() {
+    // §16.6 step 6: the next hop p2 lacks `lr`.
+    let mut h = Harness::new();
+    let msg = format!("MESSAGE sip:bob@198.51.100.9 SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-sr1\nRoute: <sip:198.51.100.20>, <sip:198.51.100.30;lr>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: sr1\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n");
+    let out = sent(&h.send(ALICE, &msg));
+    let (to, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(to.addr, addr("198.51.100.20:5060"));
+    assert_eq!(fwd.request_uri_bytes(), Some(&b"sip:198.51.100.20"[..]));
+    let routes: Vec<String> = fwd.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(routes, ["sip:198.51.100.30;lr", "sip:bob@198.51.100.9"]);
+}
+
+#[test]
 fn stateless_mode_forwards_without_transactions() {
     let mut h = Harness::with(Forking::Parallel, true);
     h.register("bob", BOB, None);
