@@ -323,7 +323,6 @@ impl Engine {
                 record_route: &record_route,
                 via: &via,
                 via_fixup: via_fixup(&req, ctx.source.addr),
-                ..Default::default()
             },
         );
         let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
