@@ -1,5 +1,6 @@
 //! `herald serve`: the proxy-registrar. Loads the configuration (or the embedded default),
-//! binds the listeners, and runs one engine per worker over the shared location store.
+//! binds the listeners, and runs the engine shards (shared by the workers) over the shared location
+//! store.
 
 use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute};
 use herald_core::proxy::Identity;
@@ -62,8 +63,9 @@ pub fn run(args: Args) -> ExitCode {
         domains: Vec::new(), // the engine already decided the request is for a served domain
     };
     let store = Arc::new(Registrar::new(registrar_cfg.clone()).new_store());
+    // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
-        move |worker| Engine::new(engine_cfg.clone(), store.clone(), Registrar::new(registrar_cfg.clone()), worker),
+        move |shard| Engine::new(engine_cfg.clone(), store.clone(), Registrar::new(registrar_cfg.clone()), shard),
         shutdown_signal(),
     );
     match result {

@@ -26,7 +26,7 @@ pub struct ResolveRequest {
     pub secure: bool,
 }
 
-/// Inputs to a worker's core.
+/// Inputs to a handler.
 #[derive(Debug)]
 pub enum Input {
     /// A parsed message from `from`, received on the local address `local`.
@@ -37,7 +37,7 @@ pub enum Input {
     TransportError { to: Peer },
 }
 
-/// Actions a worker's core asks the runtime to carry out.
+/// Actions a handler asks the runtime to carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
     /// Send bytes to a peer. With `conn: Some`, over that stream connection; a stream peer
@@ -47,7 +47,9 @@ pub enum Output {
     Resolve { token: u64, request: ResolveRequest },
 }
 
-/// What the runtime drives: one instance per worker, never shared between threads.
+/// What the runtime drives: one instance per engine shard, behind the shard's lock, so called by
+/// one thread at a time (any worker's). The runtime sends an [`Input::Resolved`] to the instance
+/// whose [`Output::Resolve`] it answers.
 pub trait SipHandler: Send + 'static {
     fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>);
     /// Runs every timer due at `now`.

@@ -1,14 +1,16 @@
 //! What happens to bytes between the socket and the handler: parse, receipt checks, the answer
-//! owed to a malformed request, and which worker owns the message (hash of its Call-ID).
+//! owed to a malformed request, and which engine shard the message belongs to (hash of its
+//! Call-ID).
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::{HeaderName, Limits, Message, Method, ParseError, ResponseBuilder, Transport};
 use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
 
 /// The outcome of receiving one datagram or one framed stream message.
 #[derive(Debug)]
 pub(crate) enum Inbound {
-    /// Well formed: hand it to its owner.
+    /// Well formed: hand it to its shard.
     Message(Message),
     /// Malformed request: send these bytes back to the sender. `close` tells a stream to close
     /// after sending them (the framing is lost).
@@ -105,26 +107,24 @@ pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> In
     }
 }
 
-/// The worker that owns a message: FNV-1a of the Call-ID (compared byte for byte, RFC 3261
-/// §20.8), modulo the number of workers. A message without a parseable Call-ID stays local.
-pub(crate) fn owner(msg: &Message, here: usize, workers: usize) -> usize {
-    if workers == 1 {
-        return 0;
-    }
+/// The engine shard a message belongs to: FNV-1a of the Call-ID (compared byte for byte,
+/// RFC 3261 §20.8), modulo `shards`. A message without a parseable Call-ID goes to the shard of
+/// its source address, so one peer's such messages still stay together.
+pub(crate) fn shard(msg: &Message, from: &SocketAddr, shards: usize) -> usize {
     match msg.call_id() {
-        Ok(id) => shard_of(id.as_bytes(), workers),
-        Err(_) => here,
+        Ok(id) => shard_of(id.as_bytes(), shards),
+        Err(_) => shard_of(from.to_string().as_bytes(), shards),
     }
 }
 
-pub(crate) fn shard_of(call_id: &[u8], workers: usize) -> usize {
+pub(crate) fn shard_of(call_id: &[u8], shards: usize) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in call_id {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     // Fold the high bits in: FNV's low bits are weak for short keys.
-    ((h ^ (h >> 32)) % workers as u64) as usize
+    ((h ^ (h >> 32)) % shards as u64) as usize
 }
 
 /// A request that starts something new: not ACK or CANCEL (they belong to a running INVITE

@@ -1,13 +1,20 @@
 //! herald-server: the runtime of `herald serve` (docs/design/serve.md).
 //!
-//! * One worker thread per core, each with a current-thread tokio runtime, its own SO_REUSEPORT
-//!   UDP socket and TCP listener per listen address, its own [`SipHandler`] and timer.
-//! * Messages are owned by `hash(Call-ID) % workers`: the worker that reads a message hands it to
-//!   the owner through a bounded FIFO inbox, so the messages of one dialog are processed in arrival
-//!   order by one thread. There is no central dispatcher.
+//! * One worker thread per core, each with a current-thread tokio runtime and its own SO_REUSEPORT
+//!   UDP socket and TCP listener per listen address.
+//! * The [`SipHandler`]s are `S` engine shards shared by all workers (`S` = 16 × workers, at least
+//!   64, a power of two), each behind its own mutex: a message belongs to shard
+//!   `hash(Call-ID) % S`. The worker that reads a message handles it in that shard (the lock is
+//!   held for the `handle` call only) and carries out the outputs itself. One peer's messages
+//!   reach one worker (the reuseport hash by 4-tuple; a TCP connection's owner) and are handled in
+//!   arrival order, so every dialog keeps its per-direction order. There is no handoff between
+//!   threads and no central dispatcher.
+//! * Timers: shard `s` is serviced by worker `s % workers`, which looks at its shards' cached
+//!   deadlines every 10 ms (so a timer fires up to 10 ms late).
 //! * TCP connections belong to the worker that accepted or opened them; any worker writes to one
 //!   through its bounded write queue (module `tcp`).
-//! * `Output::Resolve` runs RFC 3263 ([`rfc3263`], [`dns`]) in a task of the asking worker.
+//! * `Output::Resolve` runs RFC 3263 ([`rfc3263`], [`dns`]) in a task of the asking worker; the
+//!   answer goes back to the asking shard.
 //!
 //! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
 //! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).
@@ -18,6 +25,7 @@ pub mod dns;
 mod inbound;
 pub mod rfc3263;
 mod server;
+mod shards;
 mod stats;
 mod tcp;
 mod udp;
@@ -81,7 +89,7 @@ impl From<ConfigError> for ServerError {
 }
 
 /// Runs herald until SIGTERM or SIGINT, then drains and returns `Ok`.
-/// `make_handler(i)` builds worker `i`'s handler, on that worker's thread.
+/// `make_handler(i)` builds engine shard `i`'s handler (see [`Server::run`]).
 pub fn run<H, F>(config: Config, make_handler: F) -> Result<(), ServerError>
 where
     H: SipHandler,

@@ -2,13 +2,14 @@
 
 use crate::bind::{self, BoundAddr, WorkerSockets};
 use crate::config::{Config, ListenTransport};
+use crate::shards::{shard_count, Shards};
 use crate::stats::Stats;
 use crate::tcp::Registry;
 use crate::worker::{Ctl, Shared, Worker};
 use crate::ServerError;
 use herald_core::{SipHandler, Transport};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -48,6 +49,11 @@ impl Server {
         self.workers
     }
 
+    /// How many engine shards (handlers) [`Server::run`] creates.
+    pub fn shards(&self) -> usize {
+        shard_count(self.workers)
+    }
+
     /// The live counters (valid before, during and after [`Server::run`]).
     pub fn stats(&self) -> Stats {
         self.stats.clone()
@@ -56,6 +62,11 @@ impl Server {
     /// Runs until `shutdown` completes, then drains: new requests are dropped (responses, ACK,
     /// CANCEL and in-dialog requests still flow), listeners close, and the workers stop when every
     /// handler reports no active transaction or `server.drain_timeout_s` has passed.
+    ///
+    /// `make_handler(i)` is called once per engine shard `i` (0 ≤ i < [`Server::shards`]), on
+    /// the calling thread, before any worker starts. Shard `i`'s handler then runs on any worker,
+    /// one call at a time; an `Input::Resolved` goes back to the shard whose `Output::Resolve`
+    /// it answers.
     ///
     /// Why drop rather than answer 503: the runtime cannot tell a new request from the
     /// retransmission of one whose transaction is still running; a 503 to the latter would end a
@@ -67,6 +78,7 @@ impl Server {
         F: Fn(usize) -> H + Send + Sync + 'static,
     {
         let n = self.workers;
+        let shards = Arc::new(Shards::new(shard_count(n), &make_handler));
         let mut inbox_rx = Vec::with_capacity(n);
         let mut inboxes = Vec::with_capacity(n);
         let mut ctl_rx = Vec::with_capacity(n);
@@ -96,15 +108,13 @@ impl Server {
             stats: self.stats,
             draining: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
-            active: (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect(),
             supported,
         });
-        let make_handler = Arc::new(make_handler);
         let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
         let mut threads = Vec::with_capacity(n);
         for (id, ((sockets, inbox), ctl_rx)) in self.sockets.into_iter().zip(inbox_rx).zip(ctl_rx).enumerate() {
             let shared = shared.clone();
-            let make_handler = make_handler.clone();
+            let shards = shards.clone();
             let exited = ExitGuard { tx: exited_tx.clone(), id };
             let t = std::thread::Builder::new()
                 .name(format!("herald-w{id}"))
@@ -112,8 +122,7 @@ impl Server {
                     let _exited = exited;
                     let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
                     rt.block_on(async move {
-                        let handler = make_handler(id);
-                        let worker = Worker::new(id, shared, handler, sockets.udp, sockets.tcp, inbox, ctl_rx)?;
+                        let worker = Worker::new(id, shared, shards, sockets.udp, sockets.tcp, inbox, ctl_rx)?;
                         worker.run().await;
                         Ok::<(), std::io::Error>(())
                     })
@@ -137,13 +146,12 @@ impl Server {
             }
             let deadline = tokio::time::Instant::now() + drain_timeout;
             loop {
-                let active: Vec<usize> = shared.active.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-                if active.iter().all(|a| *a == 0) {
+                let active = shards.active_transactions();
+                if active == 0 {
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    let left: usize = active.iter().filter(|a| **a != usize::MAX).sum();
-                    tracing::warn!(transactions = left, "drain timeout: stopping with transactions running");
+                    tracing::warn!(transactions = active, "drain timeout: stopping with transactions running");
                     break;
                 }
                 tokio::select! {

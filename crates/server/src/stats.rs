@@ -45,8 +45,6 @@ counters! {
     malformed_dropped,
     /// Malformed responses (never answered: RFC 4475 §3.1.2.19).
     malformed_responses_dropped,
-    /// UDP messages dropped because the owning worker's inbox was full.
-    inbox_full_dropped,
     /// New requests dropped while draining for shutdown.
     drain_dropped,
     /// TCP connections accepted.

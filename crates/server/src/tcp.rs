@@ -1,5 +1,6 @@
 //! TCP connections (RFC 3261 §18.3): no central dispatcher. The worker that accepts (or opens) a
-//! connection owns it: one task reads, frames, answers keep-alive pings and writes. Any worker
+//! connection owns it: one task reads, frames, answers keep-alive pings and writes; the messages
+//! it reads go, in order, through the owning worker's inbox to that worker's loop. Any worker
 //! sends on it by pushing bytes into its bounded write queue, found through the global registry
 //! (ConnId → connection, peer address → ConnId for reuse).
 //!
@@ -282,13 +283,13 @@ pub(crate) fn send(
             Ok(Err(e)) => {
                 tracing::debug!(peer = %to.addr, error = %e, "TCP connect failed");
                 drop(guard);
-                let _ = ctl.send(Ctl::TransportError(to));
+                let _ = ctl.send(Ctl::TransportError { shard: None, to });
                 return;
             }
             Err(_) => {
                 tracing::debug!(peer = %to.addr, "TCP connect timed out");
                 drop(guard);
-                let _ = ctl.send(Ctl::TransportError(to));
+                let _ = ctl.send(Ctl::TransportError { shard: None, to });
                 return;
             }
         };
@@ -394,10 +395,12 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
                             closing = true;
                             break;
                         }
-                        Step::Deliver(owner, item) => {
-                            // Streams wait for room (back-pressure) instead of dropping; the wait
-                            // is boxed so that the task of every connection does not carry it.
-                            let inbox = &shared.inboxes[owner];
+                        Step::Deliver(item) => {
+                            // To this worker's loop, in order (the connection's messages are
+                            // handled by this worker only). Streams wait for room (back-pressure)
+                            // instead of dropping; the wait is boxed so that the task of every
+                            // connection does not carry it.
+                            let inbox = &shared.inboxes[worker];
                             match inbox.try_send(item) {
                                 Ok(()) => {}
                                 Err(mpsc::error::TrySendError::Full(item)) => {
@@ -429,8 +432,8 @@ enum Step {
     NeedBytes,
     /// The framing is lost or a fatal error was answered: flush and close.
     Close,
-    /// A message for worker `.0`.
-    Deliver(usize, Incoming),
+    /// A message for the worker's loop.
+    Deliver(Incoming),
 }
 
 /// Cuts one frame off `rbuf` and deals with it (RFC 3261 §18.3, RFC 5626 §3.5.1).
@@ -470,9 +473,8 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
                 stats.drain_dropped.bump();
                 return Step::More;
             }
-            let owner = inbound::owner(&msg, worker, shared.workers);
             let from = Peer { transport: Transport::Tcp, addr: conn.peer, conn: Some(conn.id) };
-            Step::Deliver(owner, Incoming { from, local, msg })
+            Step::Deliver(Incoming { from, local, msg })
         }
         Inbound::Answer { bytes, close } => {
             stats.malformed_answered.bump();

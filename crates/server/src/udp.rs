@@ -89,17 +89,27 @@ pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>
     Ok(n)
 }
 
+/// One datagram waiting to be sent.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub to: SocketAddr,
+    pub bytes: Bytes,
+    /// Who asked for it (the engine shard, or `None` for the runtime itself): whom to tell when
+    /// it cannot be sent. Not used here.
+    pub origin: Option<usize>,
+}
+
 /// Sends `items` with as few sendmmsg calls as possible. Returns how many were sent; the first
 /// unsent one failed with the returned error (`WouldBlock`: the send buffer is full).
-pub(crate) fn send_batch(fd: RawFd, items: &[(SocketAddr, Bytes)]) -> (usize, Option<io::Error>) {
+pub(crate) fn send_batch(fd: RawFd, items: &[Outgoing]) -> (usize, Option<io::Error>) {
     let mut sent = 0;
     while sent < items.len() {
         let chunk = &items[sent..items.len().min(sent + BATCH)];
-        let names: Vec<SockAddr> = chunk.iter().map(|(a, _)| SockAddr::from(*a)).collect();
+        let names: Vec<SockAddr> = chunk.iter().map(|o| SockAddr::from(o.to)).collect();
         // SAFETY: as in recv_batch; the pointers refer to `names` and `chunk`, alive for the call.
         let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for (i, (_, bytes)) in chunk.iter().enumerate() {
+        for (i, Outgoing { bytes, .. }) in chunk.iter().enumerate() {
             iov[i] = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
             let h = &mut hdrs[i].msg_hdr;
             h.msg_name = names[i].as_ptr() as *mut libc::c_void;

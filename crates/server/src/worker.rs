@@ -1,17 +1,29 @@
 //! One worker: a thread with a current-thread tokio runtime that owns UDP sockets, TCP listeners
-//! (and the connections they accept), a handler instance, an inbox and a timer.
+//! (and the connections they accept), an inbox for the messages its connections read, and a timer
+//! for the engine shards it services.
 //!
 //! The loop waits until something is ready - a socket readable, inbox items, control messages,
-//! the handler's timer - and handles all of it before flushing queued UDP output with sendmmsg.
-//! Nothing on this path takes a lock except a TCP connection's own write queue.
+//! the timer - and handles all of it before flushing queued UDP output with sendmmsg. A message is
+//! handled right here, under the lock of its engine shard (module `shards`), and its outputs are
+//! carried out by this worker: UDP from its own socket, TCP through the connection registry. The
+//! only locks on this path are the shard's (held for the `handle` call alone) and a TCP
+//! connection's write queue.
+//!
+//! Timers: shard `s` is serviced by worker `s % workers`, every [`TICK`]: the worker runs
+//! `handle_timeouts` on those of its shards whose cached deadline has passed. Any worker may set a
+//! timer on any shard (by handling a message of that shard), so the owner cannot sleep until the
+//! deadlines it knows of; and a fixed tick also coalesces the many deadlines of a busy server (a
+//! few per call) into at most 1/[`TICK`] wake-ups per second. A timer therefore fires up to
+//! [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the zero-length timers
+//! of reliable transports, which merely free state, are delayed relatively).
 
 use crate::config::Config;
 use crate::dns;
 use crate::inbound::{self, Dropped, Inbound};
+use crate::shards::Shards;
 use crate::stats::{Bump, Stats, WorkerStats};
 use crate::tcp::{self, Registry};
-use crate::udp::{self, Received, RecvBuffers, BATCH};
-use bytes::Bytes;
+use crate::udp::{self, Outgoing, Received, RecvBuffers, BATCH};
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Target, Transport};
 use herald_sip::Message;
 use std::future::{poll_fn, Future};
@@ -19,7 +31,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -29,7 +41,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
-/// A message handed from the worker that read it to the worker that owns its Call-ID.
+/// A message read by one of the worker's TCP connection tasks, queued for the worker's loop.
 #[derive(Debug)]
 pub(crate) struct Incoming {
     pub from: Peer,
@@ -41,12 +53,19 @@ pub(crate) struct Incoming {
 /// connection attempts, and by the two shutdown steps).
 #[derive(Debug)]
 pub(crate) enum Ctl {
+    /// The answer to an `Output::Resolve` of engine shard `shard`.
     Resolved {
+        shard: usize,
         token: u64,
         result: Result<Vec<Target>, String>,
     },
-    TransportError(Peer),
-    /// Stop taking new work; report `active_transactions()` until told to stop.
+    /// Sending to `to` failed: tell the shard that asked, or every shard when it is not known
+    /// (an outgoing TCP connection that other shards may have queued on too).
+    TransportError {
+        shard: Option<usize>,
+        to: Peer,
+    },
+    /// Stop accepting connections (shutdown has begun).
     Drain,
     Stop,
 }
@@ -56,14 +75,13 @@ pub(crate) struct Shared {
     pub config: Config,
     pub limits: herald_sip::Limits,
     pub workers: usize,
+    /// Per worker: the queue from its TCP connection tasks to its loop (same thread).
     pub inboxes: Vec<mpsc::Sender<Incoming>>,
     pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
     pub registry: Registry,
     pub stats: Stats,
     pub draining: AtomicBool,
     pub next_conn: AtomicU64,
-    /// Per worker: running transactions once draining (`usize::MAX` before it has started).
-    pub active: Vec<AtomicUsize>,
     /// Transports herald can send on, in preference order (for RFC 3263 choices).
     pub supported: Vec<Transport>,
 }
@@ -71,7 +89,7 @@ pub(crate) struct Shared {
 struct UdpSock {
     sock: UdpSocket,
     local: SocketAddr,
-    queue: Vec<(SocketAddr, Bytes)>,
+    queue: Vec<Outgoing>,
 }
 
 /// Datagrams per socket per loop turn before the other sources get their turn.
@@ -80,11 +98,15 @@ const UDP_TURN: usize = 4 * BATCH;
 const INBOX_TURN: usize = 256;
 /// How long a full UDP send buffer may hold the worker before the queued datagrams are dropped.
 const SEND_STALL: Duration = Duration::from_millis(100);
+/// How often a worker looks at its shards' deadlines.
+const TICK: Duration = Duration::from_millis(10);
 
 pub(crate) struct Worker<H> {
     id: usize,
     shared: Arc<Shared>,
-    handler: H,
+    shards: Arc<Shards<H>>,
+    /// The shards whose timers this worker services: `id`, `id + workers`, ...
+    own: Vec<usize>,
     udp: Vec<UdpSock>,
     accept_tasks: Vec<JoinHandle<()>>,
     inbox: mpsc::Receiver<Incoming>,
@@ -96,11 +118,10 @@ pub(crate) struct Worker<H> {
     inbox_buf: Vec<Incoming>,
     ctl_buf: Vec<Ctl>,
     udp_ready: Vec<usize>,
+    /// The [`TICK`].
     timer: Pin<Box<Sleep>>,
-    timer_armed: bool,
     timer_fired: bool,
     resolver: Option<dns::Resolver>,
-    draining: bool,
 }
 
 impl<H: SipHandler> Worker<H> {
@@ -108,7 +129,7 @@ impl<H: SipHandler> Worker<H> {
     pub(crate) fn new(
         id: usize,
         shared: Arc<Shared>,
-        handler: H,
+        shards: Arc<Shards<H>>,
         udp: Vec<std::net::UdpSocket>,
         tcp: Vec<std::net::TcpListener>,
         inbox: mpsc::Receiver<Incoming>,
@@ -128,9 +149,11 @@ impl<H: SipHandler> Worker<H> {
         }
         let slot = shared.limits.max_message_size.min(65_535) + 1;
         let ctl_tx = shared.ctl[id].clone();
+        let own = (id..shards.len()).step_by(shared.workers).collect();
         Ok(Worker {
             id,
-            handler,
+            shards,
+            own,
             udp,
             accept_tasks,
             inbox,
@@ -142,11 +165,9 @@ impl<H: SipHandler> Worker<H> {
             inbox_buf: Vec::with_capacity(INBOX_TURN),
             ctl_buf: Vec::new(),
             udp_ready: Vec::new(),
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
-            timer_armed: false,
+            timer: Box::pin(tokio::time::sleep(TICK)),
             timer_fired: false,
             resolver: None,
-            draining: false,
             shared,
         })
     }
@@ -156,13 +177,11 @@ impl<H: SipHandler> Worker<H> {
     }
 
     pub(crate) async fn run(mut self) {
-        self.rearm_timer();
         let mut turns: u32 = 0;
         loop {
             poll_fn(|cx| self.poll_ready(cx)).await;
             if std::mem::take(&mut self.timer_fired) {
-                self.handler.handle_timeouts(Instant::now(), &mut self.out);
-                self.dispatch();
+                self.run_timers();
             }
             let ready = std::mem::take(&mut self.udp_ready);
             for &i in &ready {
@@ -172,25 +191,28 @@ impl<H: SipHandler> Worker<H> {
             self.udp_ready.clear();
             let mut items = std::mem::take(&mut self.inbox_buf);
             for it in items.drain(..) {
-                self.handle(Input::Message { from: it.from, local: it.local, msg: it.msg });
+                self.route(it.from, it.local, it.msg);
             }
             self.inbox_buf = items;
             let mut stop = false;
             let mut ctl = std::mem::take(&mut self.ctl_buf);
             for c in ctl.drain(..) {
                 match c {
-                    Ctl::Resolved { token, result } => self.handle(Input::Resolved { token, result }),
-                    Ctl::TransportError(to) => self.handle(Input::TransportError { to }),
+                    Ctl::Resolved { shard, token, result } => self.handle(shard, Input::Resolved { token, result }),
+                    Ctl::TransportError { shard: Some(shard), to } => {
+                        self.handle(shard, Input::TransportError { to });
+                    }
+                    Ctl::TransportError { shard: None, to } => {
+                        for shard in 0..self.shards.len() {
+                            self.handle(shard, Input::TransportError { to });
+                        }
+                    }
                     Ctl::Drain => self.start_drain(),
                     Ctl::Stop => stop = true,
                 }
             }
             self.ctl_buf = ctl;
             self.flush_udp().await;
-            self.rearm_timer();
-            if self.draining {
-                self.shared.active[self.id].store(self.handler.active_transactions(), Ordering::Relaxed);
-            }
             if stop {
                 break;
             }
@@ -221,8 +243,7 @@ impl<H: SipHandler> Worker<H> {
         if let Poll::Ready(n) = self.ctl_rx.poll_recv_many(cx, &mut self.ctl_buf, 64) {
             any |= n > 0;
         }
-        if self.timer_armed && self.timer.as_mut().poll(cx).is_ready() {
-            self.timer_armed = false;
+        if !self.timer_fired && self.timer.as_mut().poll(cx).is_ready() {
             self.timer_fired = true;
             any = true;
         }
@@ -233,22 +254,24 @@ impl<H: SipHandler> Worker<H> {
         }
     }
 
-    fn rearm_timer(&mut self) {
-        match self.handler.poll_timeout() {
-            Some(at) => {
-                let at = tokio::time::Instant::from_std(at);
-                if !self.timer_armed || self.timer.deadline() != at {
-                    self.timer.as_mut().reset(at);
-                }
-                self.timer_armed = true;
+    /// Runs the timers of this worker's due shards (no lock is taken for the others), then
+    /// waits for the next [`TICK`].
+    fn run_timers(&mut self) {
+        let now = Instant::now();
+        for k in 0..self.own.len() {
+            let shard = self.own[k];
+            if self.shards.deadline(shard).is_some_and(|at| at <= now) {
+                self.shards.handle_timeouts(shard, now, &mut self.out);
+                self.dispatch(shard);
             }
-            None => self.timer_armed = false,
         }
+        self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
     }
 
-    fn handle(&mut self, input: Input) {
-        self.handler.handle(Instant::now(), input, &mut self.out);
-        self.dispatch();
+    /// Hands `input` to engine shard `shard` (under its lock) and carries out what it asks for.
+    fn handle(&mut self, shard: usize, input: Input) {
+        self.shards.handle(shard, input, &mut self.out);
+        self.dispatch(shard);
     }
 
     /// Reads and routes up to [`UDP_TURN`] datagrams from socket `i`.
@@ -289,7 +312,7 @@ impl<H: SipHandler> Worker<H> {
                 // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
                 // so the answer goes back where the datagram came from (as rport does).
                 self.stats().malformed_answered.bump();
-                self.udp[i].queue.push((d.src, bytes.freeze()));
+                self.udp[i].queue.push(Outgoing { to: d.src, bytes: bytes.freeze(), origin: None });
             }
             Inbound::Drop(Dropped::KeepAlive) => {}
             Inbound::Drop(Dropped::Response) => self.stats().malformed_responses_dropped.bump(),
@@ -297,60 +320,59 @@ impl<H: SipHandler> Worker<H> {
         }
     }
 
-    /// Hands a message to its owner: this worker's handler, or another worker's inbox.
+    /// Handles a message in its engine shard. One peer's messages reach one worker (the
+    /// reuseport hash for UDP, the owning worker for a TCP connection) and are handled here in
+    /// arrival order, so each dialog keeps its per-direction order.
     fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
         if self.shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
             self.stats().drain_dropped.bump();
             return;
         }
-        let owner = inbound::owner(&msg, self.id, self.shared.workers);
-        if owner == self.id {
-            self.handle(Input::Message { from, local, msg });
-        } else if let Err(mpsc::error::TrySendError::Full(_)) =
-            self.shared.inboxes[owner].try_send(Incoming { from, local, msg })
-        {
-            // The sender retransmits (RFC 3261 §17.1.1.2); queueing more would only add delay.
-            self.stats().inbox_full_dropped.bump();
-        }
+        let shard = inbound::shard(&msg, &from.addr, self.shards.len());
+        self.handle(shard, Input::Message { from, local, msg });
     }
 
-    /// Carries out what the handler asked for.
-    fn dispatch(&mut self) {
+    /// Carries out what engine shard `shard` asked for.
+    fn dispatch(&mut self, shard: usize) {
         let mut out = std::mem::take(&mut self.out);
         for o in out.drain(..) {
             match o {
                 Output::Send { to, bytes } => match to.transport {
                     Transport::Udp => match self.udp.iter().position(|u| u.local.is_ipv4() == to.addr.is_ipv4()) {
-                        Some(i) => self.udp[i].queue.push((to.addr, bytes)),
-                        None => self.transport_error(to),
+                        Some(i) => self.udp[i].queue.push(Outgoing { to: to.addr, bytes, origin: Some(shard) }),
+                        None => self.transport_error(Some(shard), to),
                     },
                     Transport::Tcp => {
                         if !tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes) {
-                            self.transport_error(to);
+                            self.transport_error(Some(shard), to);
                         }
                     }
                     // TLS and WebSocket are not implemented yet.
-                    Transport::Tls | Transport::Ws | Transport::Wss => self.transport_error(to),
+                    Transport::Tls | Transport::Ws | Transport::Wss => self.transport_error(Some(shard), to),
                 },
-                Output::Resolve { token, request } => self.resolve(token, request),
+                Output::Resolve { token, request } => self.resolve(shard, token, request),
             }
         }
         self.out = out;
     }
 
-    /// Reported to the handler on the next loop turn (never re-entrantly).
-    fn transport_error(&mut self, to: Peer) {
+    /// Reported to the shard (`None`: the runtime's own datagram, nobody to tell) on the next
+    /// loop turn (never re-entrantly).
+    fn transport_error(&mut self, shard: Option<usize>, to: Peer) {
         self.stats().send_errors.bump();
-        let _ = self.ctl_tx.send(Ctl::TransportError(to));
+        if shard.is_some() {
+            let _ = self.ctl_tx.send(Ctl::TransportError { shard, to });
+        }
     }
 
-    fn resolve(&mut self, token: u64, request: ResolveRequest) {
+    /// Looks `request` up in a task of this worker; the answer goes back to `shard`.
+    fn resolve(&mut self, shard: usize, token: u64, request: ResolveRequest) {
         let supported = self.shared.supported.clone();
         let resolver = self.resolver.get_or_insert_with(|| dns::Resolver::system(supported)).clone();
         let tx = self.ctl_tx.clone();
         tokio::spawn(async move {
             let result = resolver.resolve(&request).await;
-            let _ = tx.send(Ctl::Resolved { token, result });
+            let _ = tx.send(Ctl::Resolved { shard, token, result });
         });
     }
 
@@ -381,14 +403,20 @@ impl<H: SipHandler> Worker<H> {
                 if e.kind() == io::ErrorKind::WouldBlock {
                     if tokio::time::timeout(SEND_STALL, self.udp[i].sock.writable()).await.is_err() {
                         tracing::warn!(worker = self.id, dropped = queue.len() - at, "UDP send buffer full");
-                        for (addr, _) in &queue[at..] {
-                            self.transport_error(Peer::udp(*addr));
+                        // One report per shard and destination, however many datagrams.
+                        let mut told = std::collections::HashSet::new();
+                        for o in &queue[at..] {
+                            if told.insert((o.origin, o.to)) {
+                                self.transport_error(o.origin, Peer::udp(o.to));
+                            } else {
+                                self.stats().send_errors.bump();
+                            }
                         }
                         break;
                     }
                 } else {
-                    tracing::debug!(worker = self.id, to = %queue[at].0, error = %e, "UDP send failed");
-                    self.transport_error(Peer::udp(queue[at].0));
+                    tracing::debug!(worker = self.id, to = %queue[at].to, error = %e, "UDP send failed");
+                    self.transport_error(queue[at].origin, Peer::udp(queue[at].to));
                     at += 1;
                 }
             }
@@ -401,11 +429,10 @@ impl<H: SipHandler> Worker<H> {
     }
 
     fn start_drain(&mut self) {
-        self.draining = true;
         // Refuse new connections: the kernel resets what reaches a closed listener.
         for t in self.accept_tasks.drain(..) {
             t.abort();
         }
-        tracing::debug!(worker = self.id, active = self.handler.active_transactions(), "draining");
+        tracing::debug!(worker = self.id, "draining");
     }
 }

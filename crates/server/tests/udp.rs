@@ -1,5 +1,5 @@
-//! UDP: round trips on IPv4 and IPv6, per-dialog ordering across workers, malformed datagrams,
-//! timers and RFC 3263 resolution through a running server.
+//! UDP: round trips on IPv4 and IPv6, per-peer ordering with engine shards shared by the workers,
+//! malformed datagrams, timers and RFC 3263 resolution through a running server.
 
 mod common;
 
@@ -32,44 +32,86 @@ fn options_round_trip_ipv4_and_ipv6() {
 }
 
 #[test]
-fn one_dialog_stays_in_order_and_dialogs_spread_over_workers() {
+fn each_peers_messages_stay_in_order_and_one_call_id_lives_in_one_shard() {
     let server = start("[server]\nworkers = 2\n");
-    let c = udp_client(server.udp4);
-    // Four dialogs of 200 messages each, interleaved, from one socket (one 4-tuple: the kernel
-    // hands all of them to the same worker, which forwards to the Call-ID owners), plus 200
-    // single-message dialogs.
+    // Client sockets until the kernel's reuseport hash has put them on both workers: each peer
+    // (4-tuple) always reaches the same worker.
+    let mut clients = Vec::new();
+    let mut threads = HashSet::new();
+    while clients.len() < 4 || threads.len() < 2 {
+        assert!(clients.len() < 64, "64 sockets all hashed to one worker");
+        let c = udp_client(server.udp4);
+        c.send(request("MESSAGE", &format!("probe-{}", clients.len()), 1, "UDP", None, "").as_bytes()).unwrap();
+        threads.insert(server.next_seen().thread);
+        clients.push(c);
+    }
+    // Four dialogs of 100 messages each, interleaved, sent by every client: each Call-ID's
+    // messages reach both workers, which handle them in one shard. Plus 200 single-message
+    // dialogs to see the Call-IDs spread over the shards.
     let ordered = ["order-a", "order-b", "order-c", "order-d"];
     let mut sent = 0;
-    for seq in 1..=200u32 {
-        for id in ordered {
-            c.send(request("MESSAGE", id, seq, "UDP", Some("dlg"), "").as_bytes()).unwrap();
+    for seq in 1..=100u32 {
+        for c in &clients {
+            for id in ordered {
+                c.send(request("MESSAGE", id, seq, "UDP", Some("dlg"), "").as_bytes()).unwrap();
+                sent += 1;
+            }
+        }
+        for k in 0..2 {
+            clients[0].send(request("MESSAGE", &format!("spread-{seq}-{k}"), 1, "UDP", None, "").as_bytes()).unwrap();
             sent += 1;
         }
-        c.send(request("MESSAGE", &format!("spread-{seq}"), 1, "UDP", None, "").as_bytes()).unwrap();
-        sent += 1;
-        if seq % 20 == 0 {
+        if seq % 5 == 0 {
             std::thread::sleep(Duration::from_millis(2)); // stay within socket buffers
         }
     }
-    let mut by_call: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
+    let mut by_peer: HashMap<(String, std::net::SocketAddr), Vec<u32>> = HashMap::new();
+    let mut shards: HashMap<String, HashSet<usize>> = HashMap::new();
+    let mut threads: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut peer_threads: HashMap<std::net::SocketAddr, HashSet<String>> = HashMap::new();
     for _ in 0..sent {
         let s = server.next_seen();
-        by_call.entry(s.call_id).or_default().push((s.worker, s.cseq));
+        by_peer.entry((s.call_id.clone(), s.from.addr)).or_default().push(s.cseq);
+        shards.entry(s.call_id.clone()).or_default().insert(s.shard);
+        threads.entry(s.call_id).or_default().insert(s.thread.clone());
+        peer_threads.entry(s.from.addr).or_default().insert(s.thread);
     }
-    let mut ordered_workers = HashSet::new();
     for id in ordered {
-        let got = &by_call[id];
-        let seqs: Vec<u32> = got.iter().map(|g| g.1).collect();
-        assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "{id} arrived out of order");
-        let workers: HashSet<usize> = got.iter().map(|g| g.0).collect();
-        assert_eq!(workers.len(), 1, "{id} handled by one worker");
-        ordered_workers.extend(workers);
+        for c in &clients {
+            let seqs = &by_peer[&(id.to_string(), c.local_addr().unwrap())];
+            assert_eq!(*seqs, (1..=100).collect::<Vec<_>>(), "{id} from {:?} arrived out of order", c.local_addr());
+        }
+        assert_eq!(shards[id].len(), 1, "{id} handled by one shard");
+        assert_eq!(threads[id].len(), 2, "{id} handled by both workers (one shard, no handoff)");
     }
-    assert_eq!(ordered_workers.len(), 2, "the ordered dialogs live on both workers, so some crossed an inbox");
+    assert!(peer_threads.values().all(|t| t.len() == 1), "each peer's messages handled by one worker");
     let spread: HashSet<usize> =
-        by_call.iter().filter(|(k, _)| k.starts_with("spread-")).flat_map(|(_, v)| v.iter().map(|g| g.0)).collect();
-    assert_eq!(spread, HashSet::from([0, 1]), "Call-IDs spread over both workers");
-    assert_eq!(server.stats.snapshot().inbox_full_dropped, 0);
+        shards.iter().filter(|(k, _)| k.starts_with("spread-")).flat_map(|(_, v)| v).copied().collect();
+    assert!(spread.len() >= 32, "Call-IDs spread over the shards: {}", spread.len());
+    server.stop().unwrap();
+}
+
+#[test]
+fn timers_fire_on_shards_serviced_by_the_other_worker() {
+    // One client: one worker handles every request, but the shards (so the timers) of half of
+    // them are serviced by the other worker, which looks at them at least every 10 ms.
+    let server = start("[server]\nworkers = 2\n");
+    let c = udp_client(server.udp4);
+    let t0 = Instant::now();
+    let n = 16;
+    for i in 0..n {
+        c.send(request("TIMER", &format!("timer-x-{i}"), 1, "UDP", None, "").as_bytes()).unwrap();
+    }
+    let mut shards = HashSet::new();
+    for _ in 0..n {
+        shards.insert(server.next_seen().shard);
+    }
+    assert!(shards.iter().any(|s| s % 2 == 0) && shards.iter().any(|s| s % 2 == 1), "{shards:?}");
+    for _ in 0..n {
+        assert_eq!(recv_msg(&c).status(), Some(200));
+    }
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(95) && waited < Duration::from_secs(2), "{waited:?}");
     server.stop().unwrap();
 }
 
@@ -113,8 +155,9 @@ fn handler_timers_fire() {
 #[test]
 fn resolve_output_is_answered_without_blocking() {
     // "localhost" never leaves the machine (RFC 6761 §6.3): NAPTR and SRV are answered empty
-    // locally and A/AAAA with the loopback addresses.
-    let server = start("[server]\nworkers = 1\n");
+    // locally and A/AAAA with the loopback addresses. Every test handler numbers its tokens from
+    // 1: the answer must go back to the shard that asked, whatever the token.
+    let server = start("[server]\nworkers = 2\n");
     let c = udp_client(server.udp4);
     c.send(request("RESOLVE", "res-1", 1, "UDP", None, "X-Resolve: localhost:5070\r\n").as_bytes()).unwrap();
     c.send(request("OPTIONS", "res-2", 1, "UDP", None, "").as_bytes()).unwrap();

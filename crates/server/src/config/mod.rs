@@ -256,8 +256,8 @@ pub struct Limits {
     /// Bytes queued for writing on one TCP connection. A peer that does not read past this has
     /// its connection closed (TCP has no retransmission by herald to fall back on).
     pub tcp_write_queue_bytes: usize,
-    /// Messages waiting in one worker's inbox (from other workers' sockets). When full, UDP
-    /// messages are dropped and counted (the sender retransmits); TCP readers wait.
+    /// Messages read from one worker's TCP connections and waiting for that worker's loop. When
+    /// full, the connection readers wait (back-pressure). UDP messages are handled where read.
     pub inbox_capacity: usize,
 }
 

@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 /// A request the handler saw.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    pub worker: usize,
+    /// The engine shard (handler instance) that handled it.
+    pub shard: usize,
+    /// The name of the worker thread that handled it (`herald-wN`).
+    pub thread: String,
     pub method: String,
     pub call_id: String,
     pub cseq: u32,
@@ -33,7 +36,7 @@ pub struct Seen {
 }
 
 pub struct TestHandler {
-    worker: usize,
+    shard: usize,
     seen: mpsc::Sender<Seen>,
     timers: Vec<(Instant, Peer, Message)>,
     resolving: Vec<(u64, Peer, Message)>,
@@ -42,8 +45,8 @@ pub struct TestHandler {
 }
 
 impl TestHandler {
-    pub fn new(worker: usize, seen: mpsc::Sender<Seen>) -> TestHandler {
-        TestHandler { worker, seen, timers: vec![], resolving: vec![], next_token: 1, active: 0 }
+    pub fn new(shard: usize, seen: mpsc::Sender<Seen>) -> TestHandler {
+        TestHandler { shard, seen, timers: vec![], resolving: vec![], next_token: 1, active: 0 }
     }
 
     fn reply(out: &mut Vec<Output>, to: Peer, msg: &Message, code: u16, extra: Option<(&str, &[u8])>) {
@@ -89,7 +92,8 @@ impl SipHandler for TestHandler {
                     _ => {}
                 }
                 let seen = Seen {
-                    worker: self.worker,
+                    shard: self.shard,
+                    thread: std::thread::current().name().unwrap_or("").to_string(),
                     method,
                     call_id: msg.call_id().unwrap_or("").to_string(),
                     cseq: msg.cseq().map(|c| c.seq).unwrap_or(0),
