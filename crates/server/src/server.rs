@@ -176,7 +176,7 @@ impl Server {
             }
         }
         if result.is_ok() {
-            tracing::info!("stopped");
+            tracing::info!(handler_panics = shards.panics(), "stopped");
         }
         result
     }

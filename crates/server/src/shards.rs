@@ -34,6 +34,8 @@ struct Slot<H> {
 pub(crate) struct Shards<H> {
     slots: Box<[Slot<H>]>,
     epoch: Instant,
+    /// Calls into a handler that panicked (see [`Shards::guarded`]).
+    panics: AtomicU64,
 }
 
 impl<H: SipHandler> Shards<H> {
@@ -47,31 +49,48 @@ impl<H: SipHandler> Shards<H> {
                 Slot { handler: Mutex::new(h), deadline }
             })
             .collect();
-        Shards { slots, epoch }
+        Shards { slots, epoch, panics: AtomicU64::new(0) }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
-    /// Shard `i`'s handler, locked. A handler that panicked stops its worker (and so the server);
-    /// the others may still look at it while shutting down, hence no poisoning.
+    /// Shard `i`'s handler, locked. A panic is caught inside the lock (see [`Shards::guarded`]),
+    /// so the lock is never poisoned by one; poisoning is ignored all the same.
     fn lock(&self, i: usize) -> MutexGuard<'_, H> {
         self.slots[i].handler.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Runs `f` on shard `i`'s handler. Every input is hostile until proven otherwise: should a
+    /// handler bug panic on one, that input is dropped (with whatever outputs it had produced),
+    /// the panic is logged and counted, and the shard and its worker keep serving - one bad
+    /// datagram must not take the server down.
+    fn guarded(&self, i: usize, out: &mut Vec<Output>, f: impl FnOnce(&mut H, &mut Vec<Output>)) {
+        let mut h = self.lock(i);
+        let before = out.len();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut h, out)));
+        if result.is_err() {
+            out.truncate(before);
+            self.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(shard = i, "handler panicked; the input was dropped and the shard keeps serving");
+        }
+        self.publish(i, &h);
+    }
+
     /// `handle` on shard `i`.
     pub(crate) fn handle(&self, i: usize, input: Input, out: &mut Vec<Output>) {
-        let mut h = self.lock(i);
-        h.handle(Instant::now(), input, out);
-        self.publish(i, &h);
+        self.guarded(i, out, |h, out| h.handle(Instant::now(), input, out));
     }
 
     /// `handle_timeouts` on shard `i`.
     pub(crate) fn handle_timeouts(&self, i: usize, now: Instant, out: &mut Vec<Output>) {
-        let mut h = self.lock(i);
-        h.handle_timeouts(now, out);
-        self.publish(i, &h);
+        self.guarded(i, out, |h, out| h.handle_timeouts(now, out));
+    }
+
+    /// How many handler calls panicked since start.
+    pub(crate) fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 
     /// Called with the lock held, so that a later call's deadline is never overwritten by an

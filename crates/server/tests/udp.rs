@@ -140,6 +140,20 @@ fn malformed_datagrams_are_answered_or_dropped_and_the_server_goes_on() {
 }
 
 #[test]
+fn a_handler_panic_drops_that_message_and_the_server_goes_on() {
+    // One worker: nobody else could answer if the panic had taken it down.
+    let server = start("[server]\nworkers = 1\n");
+    let c = udp_client(server.udp4);
+    for i in 0..3 {
+        c.send(request("PANIC", &format!("boom-{i}"), 1, "UDP", None, "").as_bytes()).unwrap();
+        c.send(request("OPTIONS", &format!("after-{i}"), 1, "UDP", None, "").as_bytes()).unwrap();
+        let r = recv_msg(&c);
+        assert_eq!((r.call_id().unwrap(), r.status()), (format!("after-{i}").as_str(), Some(200)));
+    }
+    server.stop().unwrap();
+}
+
+#[test]
 fn handler_timers_fire() {
     let server = start("[server]\nworkers = 1\n");
     let c = udp_client(server.udp4);

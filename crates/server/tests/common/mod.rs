@@ -65,6 +65,8 @@ impl SipHandler for TestHandler {
                 let Some(method) = msg.method().map(|m| m.to_string()) else { return };
                 match msg.method() {
                     Some(Method::Options) => return Self::reply(out, from, &msg, 200, None),
+                    // A handler bug, on demand: the runtime must survive it.
+                    Some(Method::Extension("PANIC")) => panic!("test handler panics on PANIC"),
                     Some(Method::Extension("TIMER")) => {
                         self.timers.push((now + Duration::from_millis(100), from, msg.clone()));
                     }
