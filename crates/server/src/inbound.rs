@@ -76,11 +76,20 @@ pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> In
     if raw.starts_with(b"SIP/") {
         return Inbound::Drop(Dropped::Response);
     }
-    let Some(head_end) = memchr::memmem::find(raw, b"\r\n\r\n") else {
+    // A datagram may also end right after its last header line (RFC 4475's archive baddn).
+    let head_end = memchr::memmem::find(raw, b"\r\n\r\n").or_else(|| raw.ends_with(b"\r\n").then(|| raw.len() - 2));
+    let Some(head_end) = head_end else {
         return Inbound::Drop(Dropped::Request);
     };
+    let bad_request_line = matches!(e.kind, herald_sip::ErrorKind::StartLine(_) | herald_sip::ErrorKind::RequestUri(_));
     let mut head = Vec::with_capacity(head_end + 4);
     for (i, line) in raw[..head_end + 2].split_inclusive(|b| *b == b'\n').enumerate() {
+        if i == 0 && bad_request_line {
+            // RFC 4475 §3.1.2.7-§3.1.2.11: answer 400 rather than drop. The response copies only
+            // Via, From, To, Call-ID and CSeq, so any well-formed Request-Line lets us build it.
+            head.extend_from_slice(b"OPTIONS sip:invalid.invalid SIP/2.0\r\n");
+            continue;
+        }
         if i == 0 && e.kind == herald_sip::ErrorKind::Version {
             // RFC 3261 §8.2.2 asks for a 505: parse the copy as SIP/2.0 to build it.
             let Some(sp) = line.iter().rposition(|b| *b == b' ') else { return Inbound::Drop(Dropped::Request) };
