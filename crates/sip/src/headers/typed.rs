@@ -72,7 +72,16 @@ pub fn parse_typed(name: HeaderName, v: &[u8]) -> Result<Typed<'_>, ValueError> 
         H::ContentLength => Typed::ContentLength(parse_delta_seconds(v)?),
         H::ContentType => Typed::MediaType(MediaType::parse(v)?),
         H::Accept => Typed::MediaTypes(list(v, MediaType::parse)?),
-        h if is_token_list(h) => Typed::Tokens(list(v, parse_token_or_word)?),
+        H::Require
+        | H::ProxyRequire
+        | H::Supported
+        | H::Unsupported
+        | H::Allow
+        | H::ContentEncoding
+        | H::AllowEvents
+        | H::AcceptEncoding
+        | H::ContentLanguage
+        | H::InReplyTo => Typed::Tokens(list(v, parse_token_or_word)?),
         H::Authorization | H::ProxyAuthorization | H::WwwAuthenticate | H::ProxyAuthenticate => {
             Typed::Auth(AuthValue::parse(v)?)
         }
@@ -115,28 +124,18 @@ pub fn check_typed(name: HeaderName, v: &[u8]) -> Result<(), ValueError> {
         H::AlertInfo | H::CallInfo | H::ErrorInfo => each(v, false, NameAddr::parse),
         H::Contact => each(v, true, Contact::parse),
         H::Accept => each(v, false, MediaType::parse),
-        h if is_token_list(h) => each(v, false, parse_token_or_word),
+        H::Require
+        | H::ProxyRequire
+        | H::Supported
+        | H::Unsupported
+        | H::Allow
+        | H::ContentEncoding
+        | H::AllowEvents
+        | H::AcceptEncoding
+        | H::ContentLanguage
+        | H::InReplyTo => each(v, false, parse_token_or_word),
         _ => parse_typed(name, v).map(|_| ()),
     }
-}
-
-/// Headers whose value is a list of tokens (option tags, methods, codings, languages) or, for
-/// In-Reply-To, of Call-IDs.
-fn is_token_list(name: HeaderName) -> bool {
-    use HeaderName as H;
-    matches!(
-        name,
-        H::Require
-            | H::ProxyRequire
-            | H::Supported
-            | H::Unsupported
-            | H::Allow
-            | H::ContentEncoding
-            | H::AllowEvents
-            | H::AcceptEncoding
-            | H::ContentLanguage
-            | H::InReplyTo
-    )
 }
 
 /// In-Reply-To holds Call-IDs (words), the other token lists plain tokens.
