@@ -10,7 +10,7 @@ use crate::proxy::forward::{forward, record_route_value, via_fixup, via_value, F
 use crate::proxy::respond::{build_cancel, response_destination};
 use crate::proxy::route::{next_hop, preprocess, Preprocessed};
 use crate::proxy::validate::{loop_hash, validate_request, LOOP_SEP, SUPPORTED};
-use crate::transaction::{new_branch, stateless_branch, TxId};
+use crate::transaction::{new_branch, stateless_branch, ServerKey, TxId};
 use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message, Method};
@@ -39,8 +39,10 @@ impl Engine {
             return;
         }
         let method = msg.method();
+        // Built once: used for the lookup here and for the new transaction below.
+        let key = ServerKey::from_request(&msg);
         // Retransmissions and the ACK for a non-2xx final go to their server transaction.
-        if let Some(id) = self.txs.find_server(&msg) {
+        if let Some(id) = key.as_ref().and_then(|k| self.txs.find_server_with(k, &msg)) {
             let peer = self.txs.peer(id);
             let actions = self.txs.on_message(now, id, msg);
             self.apply(now, id, peer, actions, out);
@@ -61,9 +63,11 @@ impl Engine {
         }
         let is_invite = method == Some(Method::Invite);
         let dest = response_destination(&msg, from);
-        let (id, actions) = match self.txs.insert_server(now, &msg, dest, is_invite) {
+        // No usable transaction key: nothing sane to answer to.
+        let Some(key) = key else { return };
+        let (id, actions) = match self.txs.insert_server_with(now, &msg, key, dest, is_invite) {
             Ok(v) => v,
-            Err(_) => return, // no usable transaction key: nothing sane to answer to
+            Err(_) => return,
         };
         let peer = self.txs.peer(id);
         self.apply(now, id, peer, actions, out);

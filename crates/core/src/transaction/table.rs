@@ -165,12 +165,26 @@ impl TransactionTable {
         peer: Peer,
         send_trying: bool,
     ) -> Result<(TxId, Actions), TxError> {
+        let key = ServerKey::from_request(request).ok_or(TxError::NoKey)?;
+        self.insert_server_with(now, request, key, peer, send_trying)
+    }
+
+    /// [`Self::insert_server`] with the request's key already built (by
+    /// [`ServerKey::from_request`]), for a caller that also looked it up: building a key parses
+    /// the top Via and allocates, once per new request is enough.
+    pub fn insert_server_with(
+        &mut self,
+        now: Instant,
+        request: &Message,
+        key: ServerKey,
+        peer: Peer,
+        send_trying: bool,
+    ) -> Result<(TxId, Actions), TxError> {
         let is_invite = match request.method() {
             None => return Err(TxError::NotARequest),
             Some(Method::Ack) => return Err(TxError::Ack),
             Some(m) => m == Method::Invite,
         };
-        let key = ServerKey::from_request(request).ok_or(TxError::NoKey)?;
         if let Some(&id) = self.servers.get(&key) {
             return Err(TxError::Duplicate(id));
         }
@@ -206,7 +220,12 @@ impl TransactionTable {
     /// an INVITE transaction's non-2xx (or, for RFC 2543 clients, 2xx) response. `None` means a
     /// new request (or an ACK for a 2xx, which the TU handles).
     pub fn find_server(&self, request: &Message) -> Option<TxId> {
-        let id = *self.servers.get(&ServerKey::from_request(request)?)?;
+        self.find_server_with(&ServerKey::from_request(request)?, request)
+    }
+
+    /// [`Self::find_server`] with the request's key already built.
+    pub fn find_server_with(&self, key: &ServerKey, request: &Message) -> Option<TxId> {
+        let id = *self.servers.get(key)?;
         let e = self.entries.get(&id)?;
         let Some(legacy) = &e.legacy else {
             return Some(id);
