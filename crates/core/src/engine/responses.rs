@@ -38,11 +38,7 @@ impl Engine {
     fn forward_response_stateless(&self, msg: &Message, out: &mut Vec<Output>) {
         let mut vias = msg.vias();
         let Some(Ok(top)) = vias.next() else { return };
-        let ours = self.cfg.listeners.iter().any(|l| {
-            top.port == Some(l.addr.port())
-                && top.host.to_string().trim_matches(|c| c == '[' || c == ']') == l.addr.ip().to_string()
-        });
-        if !ours {
+        if !self.cfg.identity.is_own_sent_by(&top.host, top.port) {
             return; // RFC 3261 §18.1.2: not sent by us; discard
         }
         let Some(Ok(next)) = vias.next() else { return };

@@ -422,6 +422,23 @@ fn shutdown_waits_only_for_unanswered_transactions() {
 }
 
 #[test]
+fn stateless_responses_pass_through_a_wildcard_listener() {
+    // Bound to 0.0.0.0 (the embedded default), herald writes its advertised address in the Via;
+    // responses carrying that Via must still be recognised as ours and go on upstream.
+    let mut cfg = config(Forking::Parallel, true);
+    cfg.listeners = vec![Listener { transport: Transport::Udp, addr: addr("0.0.0.0:5060") }];
+    let registrar = Registrar::new(RegistrarConfig::default());
+    let store = Arc::new(registrar.new_store());
+    let mut h = Harness { engine: Engine::new(Arc::new(cfg), store, registrar, 0), now: Instant::now() };
+    h.register("bob", BOB, None);
+    let out = sent(&h.send(ALICE, &invite("bob", "wild1")));
+    let fwd = out[0].1.clone();
+    assert_eq!(fwd.top_via().unwrap().host.to_string(), "192.0.2.10");
+    let back = sent(&h.send(BOB, &answer(&fwd, 180, "Ringing", "b1")));
+    assert_eq!((back[0].0.addr, back[0].1.status()), (addr(ALICE), Some(180)));
+}
+
+#[test]
 fn retransmitted_invite_is_absorbed() {
     let mut h = Harness::new();
     h.register("bob", BOB, None);

@@ -58,6 +58,13 @@ impl Identity {
         self.addrs.iter().any(|a| a.port() == port)
     }
 
+    /// Whether a Via sent-by names this proxy (RFC 3261 §18.1.2, §16.3 step 4): a host of ours
+    /// and a port we listen on (absent: 5060; herald always writes the port in its own Vias).
+    pub fn is_own_sent_by(&self, host: &Host, port: Option<u16>) -> bool {
+        let port = port.unwrap_or(5060);
+        self.host_is_ours(host) && self.addrs.iter().any(|a| a.port() == port)
+    }
+
     /// Whether requests to this URI's domain are served by herald's location service: the host
     /// is one of our domains, or one of our addresses (RFC 3261 §10.3 step 1, §16.5).
     pub fn serves_domain(&self, uri: &Uri) -> bool {
@@ -92,6 +99,17 @@ mod tests {
         assert!(!id.is_this_proxy(&uri("sip:192.0.2.11;lr")));
         assert!(id.is_this_proxy(&uri("sip:example.com;lr")));
         assert!(!id.is_this_proxy(&uri("sip:bob@192.0.2.10")));
+    }
+
+    #[test]
+    fn own_sent_by() {
+        let id = id();
+        let ip = Host::Ipv4("192.0.2.10".parse().unwrap());
+        assert!(id.is_own_sent_by(&ip, Some(5060)));
+        assert!(id.is_own_sent_by(&ip, None));
+        assert!(!id.is_own_sent_by(&ip, Some(5070)));
+        assert!(!id.is_own_sent_by(&Host::Ipv4("192.0.2.11".parse().unwrap()), Some(5060)));
+        assert!(id.is_own_sent_by(&Host::Name("EXAMPLE.com"), Some(5060)));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::identity::Identity;
 use crate::hash::fnv1a_parts;
-use herald_sip::uri::{Host, Uri};
+use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, Method};
 
 /// A request the proxy must answer itself instead of forwarding.
@@ -83,12 +83,8 @@ pub const LOOP_SEP: char = '-';
 fn is_loop(msg: &Message, identity: &Identity, hash: u64) -> bool {
     let want = format!("{hash:016x}");
     msg.vias().filter_map(Result::ok).any(|via| {
-        let ours = match via.host {
-            Host::Name(n) => identity.domains.iter().any(|d| d.eq_ignore_ascii_case(n)),
-            Host::Ipv4(ip) => identity.addrs.iter().any(|a| a.ip() == std::net::IpAddr::V4(ip)),
-            Host::Ipv6(ip) => identity.addrs.iter().any(|a| a.ip() == std::net::IpAddr::V6(ip)),
-        } && identity.addrs.iter().any(|a| a.port() == via.port.unwrap_or(5060));
-        ours && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h == want)
+        identity.is_own_sent_by(&via.host, via.port)
+            && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h == want)
     })
 }
 
