@@ -554,7 +554,7 @@ enum Local {
 }
 
 /// The next group of targets: everything (parallel) or the contacts sharing the highest q.
-fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
+pub(super) fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
     match forking {
         Forking::Parallel => waiting.drain(..).collect(),
         Forking::Sequential => {
@@ -566,10 +566,6 @@ fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned>
             group
         }
     }
-}
-
-pub(super) fn next_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
-    take_group(waiting, forking)
 }
 
 fn status_of(response: &[u8]) -> u16 {

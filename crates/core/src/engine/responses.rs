@@ -3,7 +3,7 @@
 //! stateless forwarding of responses that match no transaction (§16.11, §18.1.2).
 
 use super::context::{BranchState, FinalResponse};
-use super::requests::next_group;
+use super::requests::take_group;
 use super::Engine;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;
@@ -158,7 +158,7 @@ impl Engine {
             return;
         }
         if !ctx.stop_forking && !ctx.waiting.is_empty() {
-            let group = next_group(&mut ctx.waiting, self.cfg.forking);
+            let group = take_group(&mut ctx.waiting, self.cfg.forking);
             self.start_branches(now, sid, group, out);
             return;
         }
