@@ -1,0 +1,124 @@
+//! Latency recording: an HDR histogram (1 µs to 10 min, 3 significant digits) per measured
+//! quantity, summarised into [`Latency`] for results files.
+
+use crate::results::Latency;
+use hdrhistogram::Histogram;
+use std::time::Duration;
+
+/// Highest trackable value: 10 minutes in µs. Longer samples are clamped (and still counted).
+const MAX_US: u64 = 600_000_000;
+
+/// Records durations; cheap to record into (no allocation after creation).
+#[derive(Debug, Clone)]
+pub struct LatencyRecorder {
+    histogram: Histogram<u64>,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        LatencyRecorder::new()
+    }
+}
+
+impl LatencyRecorder {
+    pub fn new() -> LatencyRecorder {
+        LatencyRecorder { histogram: Histogram::new_with_bounds(1, MAX_US, 3).expect("valid histogram bounds") }
+    }
+
+    /// Records one sample.
+    pub fn record(&mut self, d: Duration) {
+        self.record_us(d.as_micros().min(MAX_US as u128) as u64);
+    }
+
+    /// Records one sample given in microseconds.
+    pub fn record_us(&mut self, us: u64) {
+        self.histogram.saturating_record(us.clamp(1, MAX_US));
+    }
+
+    /// Adds another recorder's samples.
+    pub fn merge(&mut self, other: &LatencyRecorder) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.histogram.add(&other.histogram);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// The value at quantile `q` (0..=1), µs.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        self.histogram.value_at_quantile(q)
+    }
+
+    /// Percentiles, mean, max and a CCDF with points at 1 - 10^-k steps (down to the last sample).
+    pub fn summary(&self) -> Latency {
+        let h = &self.histogram;
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let mut ccdf = Vec::new();
+        // Ten points per decade of the tail fraction, from 1 (everything above the minimum) down
+        // to one sample: enough resolution for a log-scale CCDF plot (seed 004, figure 7).
+        let n = h.len() as f64;
+        let mut tail: f64 = 1.0;
+        while tail * n >= 1.0 {
+            let value = h.value_at_quantile(1.0 - tail);
+            let above = h.count_between(value + 1, MAX_US) as f64 / n;
+            if ccdf.last().map(|&(v, _)| v != value).unwrap_or(true) {
+                ccdf.push((value, above));
+            }
+            tail /= 10f64.powf(0.1);
+        }
+        Latency {
+            count: h.len(),
+            mean_us: h.mean(),
+            p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+            ccdf,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_one_to_ten_thousand() {
+        let mut r = LatencyRecorder::new();
+        for us in 1..=10_000 {
+            r.record_us(us);
+        }
+        let s = r.summary();
+        assert_eq!(s.count, 10_000);
+        // 3 significant digits: values are exact to within 0.1%.
+        let near = |got: u64, want: u64| (got as f64 - want as f64).abs() <= want as f64 * 0.001 + 1.0;
+        assert!(near(s.p50_us, 5_000), "{}", s.p50_us);
+        assert!(near(s.p90_us, 9_000), "{}", s.p90_us);
+        assert!(near(s.p99_us, 9_900), "{}", s.p99_us);
+        assert!(near(s.p999_us, 9_990), "{}", s.p999_us);
+        assert!(near(s.max_us, 10_000));
+        assert!((s.mean_us - 5_000.5).abs() < 10.0);
+        // The CCDF falls from ~1 to ~0 and never rises.
+        assert!(s.ccdf.first().unwrap().1 > 0.99);
+        assert!(s.ccdf.last().unwrap().1 < 0.001);
+        assert!(s.ccdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 >= w[1].1));
+    }
+
+    #[test]
+    fn empty_and_clamped_samples() {
+        let mut r = LatencyRecorder::new();
+        assert_eq!(r.summary(), Latency::default());
+        r.record(Duration::from_secs(3600));
+        r.record(Duration::ZERO);
+        assert_eq!(r.count(), 2);
+        assert!(r.summary().max_us >= MAX_US);
+        let mut other = LatencyRecorder::new();
+        other.record_us(42);
+        r.merge(&other);
+        assert_eq!(r.count(), 3);
+    }
+}
