@@ -1,5 +1,6 @@
 //! The `herald` command.
 
+mod bench;
 mod inspect;
 mod serve;
 
@@ -24,6 +25,9 @@ enum Command {
     /// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for a
     /// configuration error (printed as FILE:LINE: key 'a.b': message).
     Serve(serve::Args),
+    /// Measure a SIP server (herald, Kamailio, any): load, capacity, models, reports.
+    #[command(subcommand)]
+    Bench(bench::Command),
 }
 
 fn main() -> ExitCode {
@@ -38,5 +42,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Bench(command) => bench::run(command),
     }
 }

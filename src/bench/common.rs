@@ -1,0 +1,1 @@
+//! Options shared by the load-generating subcommands.

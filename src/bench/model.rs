@@ -1,0 +1,11 @@
+//! `herald bench model`
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> ExitCode {
+    eprintln!("herald bench model: not built yet");
+    ExitCode::from(2)
+}

@@ -1,0 +1,11 @@
+//! `herald bench register`
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> ExitCode {
+    eprintln!("herald bench register: not built yet");
+    ExitCode::from(2)
+}

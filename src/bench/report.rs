@@ -1,0 +1,11 @@
+//! `herald bench report`
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> ExitCode {
+    eprintln!("herald bench report: not built yet");
+    ExitCode::from(2)
+}
