@@ -23,6 +23,7 @@ mod bind;
 pub mod config;
 pub mod dns;
 mod inbound;
+pub mod protect;
 pub mod rfc3263;
 mod server;
 mod shards;
