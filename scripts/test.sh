@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: a C++ compiler for libFuzzer, SIPp and Kamailio as real peers
-# of the integration tests.
+# of the integration tests, Chromium to render `herald bench report` pages.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
 command -v kamailio >/dev/null 2>&1 && [ -x /usr/sbin/kamailio ] || need_pkgs+=(kamailio)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
