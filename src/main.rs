@@ -3,6 +3,7 @@
 mod bench;
 mod inspect;
 mod serve;
+mod users;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +29,12 @@ enum Command {
     /// Measure a SIP server (herald, Kamailio, any): load, capacity, models, reports.
     #[command(subcommand)]
     Bench(bench::Command),
+    /// Manage the users of digest authentication (the `[auth] users_file`; no password is
+    /// stored, only HA1 hashes). `herald serve` reloads the file when it changes.
+    ///
+    /// Exit status: 0 done, 1 failure, 2 usage or configuration error.
+    #[command(subcommand)]
+    Users(users::Command),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +50,6 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(command) => bench::run(command),
+        Command::Users(command) => users::run(command),
     }
 }

@@ -2,6 +2,7 @@
 //! binds the listeners, and runs the engine shards (shared by the workers) over the shared location
 //! store.
 
+use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, Authenticator, FileWatcher, IdentityRule, Reload};
 use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute};
 use herald_core::proxy::Identity;
 use herald_core::registrar::{Registrar, RegistrarConfig};
@@ -41,6 +42,13 @@ pub fn run(args: Args) -> ExitCode {
             .collect();
     }
     herald_server::init_logging(&config.log.level);
+    let auth = match authenticator(&config) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("herald serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let server = match Server::bind(config.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -65,7 +73,13 @@ pub fn run(args: Args) -> ExitCode {
     let store = Arc::new(Registrar::new(registrar_cfg.clone()).new_store());
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
-        move |shard| Engine::new(engine_cfg.clone(), store.clone(), Registrar::new(registrar_cfg.clone()), shard),
+        move |shard| {
+            let engine = Engine::new(engine_cfg.clone(), store.clone(), Registrar::new(registrar_cfg.clone()), shard);
+            match &auth {
+                Some(a) => engine.with_auth(a.clone()),
+                None => engine,
+            }
+        },
         shutdown_signal(),
     );
     match result {
@@ -75,6 +89,77 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The authenticator `[auth]` asks for, with its users file loaded and watched (a thread
+/// polls it every second and swaps the table in when it changes; a broken file keeps the old
+/// table and is logged as FILE:LINE). `None` when authentication is off.
+fn authenticator(config: &Config) -> Result<Option<Arc<Authenticator>>, String> {
+    let a = &config.auth;
+    if !a.enabled {
+        tracing::warn!("[auth] enabled = false: no request is authenticated");
+        return Ok(None);
+    }
+    if let Some((key, message)) = a.problems() {
+        return Err(format!("key '{key}': {message}"));
+    }
+    let realm = config.auth_realm();
+    let (mut watcher, credentials) = FileWatcher::open(&a.users_file, &realm).map_err(|e| e.to_string())?;
+    let users = credentials.current().len();
+    if users == 0 {
+        tracing::warn!(file = %a.users_file.display(), %realm, "no users yet: add one with `herald users add NAME`");
+    }
+    tracing::info!(file = %a.users_file.display(), %realm, users, "digest authentication on");
+    let policy = AuthPolicy {
+        register: a.register,
+        local_callers: a.local_callers,
+        allow_inbound_to_local: a.allow_inbound_to_local,
+        allow_relay: a.allow_relay,
+        methods: a.methods.iter().map(|m| m.to_ascii_uppercase()).collect(),
+        identity: match a.identity {
+            config::IdentityMode::Exact => IdentityRule::Exact,
+            config::IdentityMode::Any => IdentityRule::Any,
+        },
+        aliases: a.aliases.clone().into_iter().collect(),
+    };
+    let algorithms = a
+        .algorithms
+        .iter()
+        .map(|x| match x {
+            config::DigestAlgorithm::Sha512_256 => Algorithm::Sha512_256,
+            config::DigestAlgorithm::Sha256 => Algorithm::Sha256,
+            config::DigestAlgorithm::Md5 => Algorithm::Md5,
+        })
+        .collect();
+    let cfg = AuthConfig { realm, algorithms, nonce_lifetime: Duration::from_secs(a.nonce_lifetime_s), policy };
+    let random = random_bytes().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let secret: Vec<u8> = if a.secret.is_empty() { random[..32].to_vec() } else { a.secret.as_bytes().to_vec() };
+    let salt_seed = u64::from_le_bytes(random[32..40].try_into().expect("8 bytes"));
+    let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let auth = Authenticator::new(cfg, credentials, &secret, salt_seed, std::time::Instant::now(), unix_now);
+    std::thread::Builder::new()
+        .name("herald-users".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            match watcher.poll() {
+                Reload::Unchanged => {}
+                Reload::Loaded(users) => tracing::info!(file = %watcher.path().display(), users, "users file reloaded"),
+                Reload::Failed(e) => tracing::error!("users file not reloaded, previous users stay in use: {e}"),
+                Reload::Missing => {
+                    tracing::warn!(file = %watcher.path().display(), "users file is gone; previous users stay in use")
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the users file watcher: {e}"))?;
+    Ok(Some(Arc::new(auth)))
+}
+
+/// 40 random bytes: a per-process nonce secret and salt seed.
+fn random_bytes() -> std::io::Result<[u8; 40]> {
+    use std::io::Read;
+    let mut b = [0u8; 40];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b)
 }
 
 /// Maps the configuration and the sockets actually bound onto what the engine needs.

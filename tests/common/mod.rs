@@ -176,10 +176,22 @@ pub fn udp_options_ok(socket: &UdpSocket, herald: SocketAddr, call_id: &str, tim
 /// How `herald serve` is started. The default: `herald serve --listen 127.0.0.1:PORT` alone.
 #[derive(Clone, Debug, Default)]
 pub struct HeraldConfig {
-    /// `[server] drain_timeout_s`; `None`: no `--config` at all (the built-in defaults).
+    /// `[server] drain_timeout_s`; `None`: the built-in default. The config always turns
+    /// `[auth]` off: these tests exercise routing, and SIPp's plain scenarios do not answer
+    /// challenges (tests/sipp_auth.rs covers authentication).
     pub drain_timeout_s: Option<u32>,
     /// Run in a new network namespace with only `lo` (see [`Herald::start`]).
     pub private_netns: bool,
+}
+
+/// More configuration for [`Herald::start_with`] (kept apart so that `HeraldConfig` literals
+/// elsewhere stay valid).
+#[derive(Clone, Debug, Default)]
+pub struct HeraldExtras {
+    /// `[metrics] listen = "127.0.0.1:<base + 5>"` (see [`Herald::metrics_url`]).
+    pub metrics: bool,
+    /// `[server] udp_buffer_bytes`.
+    pub udp_buffer_bytes: Option<usize>,
 }
 
 /// A running `herald serve --listen 127.0.0.1:PORT`. Dropping it sends SIGTERM and waits (then
@@ -189,6 +201,8 @@ pub struct Herald {
     pub addr: SocketAddr,
     pub dir: PathBuf,
     pub log: PathBuf,
+    /// `http://127.0.0.1:<port>/metrics` when started with [`HeraldExtras::metrics`].
+    pub metrics_url: Option<String>,
     drain: Duration,
 }
 
@@ -200,16 +214,31 @@ impl Herald {
     /// thread is moved into that namespace (`setns`) before probing, so that every socket the
     /// thread opens afterwards lives there too: use a thread of its own for that.
     pub fn start(dir: &Path, cfg: &HeraldConfig) -> Herald {
+        Herald::start_with(dir, cfg, &HeraldExtras::default())
+    }
+
+    /// [`Herald::start`] with [`HeraldExtras`].
+    pub fn start_with(dir: &Path, cfg: &HeraldConfig, extras: &HeraldExtras) -> Herald {
         let base = if cfg.private_netns { PORT_MIN } else { port_block() };
         let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
         let log = dir.join("herald.log");
         let mut args: Vec<String> = vec!["serve".into(), "--listen".into(), addr.to_string()];
+        let mut toml = String::from("[server]\n");
         if let Some(d) = cfg.drain_timeout_s {
-            let conf = dir.join("herald.toml");
-            fs::write(&conf, format!("[server]\ndrain_timeout_s = {d}\n")).unwrap();
-            args.push("--config".into());
-            args.push(conf.to_str().unwrap().into());
+            toml += &format!("drain_timeout_s = {d}\n");
         }
+        if let Some(b) = extras.udp_buffer_bytes {
+            toml += &format!("udp_buffer_bytes = {b}\n");
+        }
+        let metrics_url = extras.metrics.then(|| {
+            toml += &format!("[metrics]\nlisten = \"127.0.0.1:{}\"\n", base + 5);
+            format!("http://127.0.0.1:{}/metrics", base + 5)
+        });
+        toml += "[auth]\nenabled = false\n";
+        let conf = dir.join("herald.toml");
+        fs::write(&conf, toml).unwrap();
+        args.push("--config".into());
+        args.push(conf.to_str().unwrap().into());
         let herald = env!("CARGO_BIN_EXE_herald");
         let mut cmd = if cfg.private_netns {
             let mut c = Command::new("unshare");
@@ -225,7 +254,7 @@ impl Herald {
             .stderr(File::create(&log).unwrap());
         let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start herald: {e}"));
         let drain = Duration::from_secs(u64::from(cfg.drain_timeout_s.unwrap_or(32)));
-        let mut h = Herald { child: Some(child), addr, dir: dir.to_owned(), log, drain };
+        let mut h = Herald { child: Some(child), addr, dir: dir.to_owned(), log, metrics_url, drain };
         if cfg.private_netns {
             h.enter_netns();
         }
@@ -278,6 +307,11 @@ impl Herald {
         // SAFETY: setns(2) on an open namespace file descriptor; it only changes this thread.
         let rc = unsafe { setns(ns.as_raw_fd(), CLONE_NEWNET) };
         assert_eq!(rc, 0, "setns into herald's network namespace: {}", std::io::Error::last_os_error());
+    }
+
+    /// The process id of herald (of `unshare` before it execs herald, with `private_netns`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// The exit status if herald has exited.

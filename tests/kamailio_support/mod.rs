@@ -155,7 +155,8 @@ pub fn start_kamailio(s: &Scratch, port: u16, herald_port: u16) -> Proc {
 }
 
 /// herald serve on UDP+TCP 127.0.0.1:`port`, registrar for domain herald.test (and its own
-/// address), two workers, Record-Route always. RUST_LOG overrides the log level.
+/// address), two workers, Record-Route always, authentication off (SIPp's plain scenarios do
+/// not answer challenges). RUST_LOG overrides the log level.
 pub fn start_herald(s: &Scratch, port: u16) -> Proc {
     let cfg = s.path("herald.toml");
     fs::write(
@@ -165,7 +166,8 @@ pub fn start_herald(s: &Scratch, port: u16) -> Proc {
              [server]\nworkers = 2\ndrain_timeout_s = 1\n\
              [[listen]]\naddress = \"127.0.0.1:{port}\"\ntransports = [\"udp\", \"tcp\"]\n\
              [proxy]\nrecord_route = \"always\"\n\
-             [log]\nlevel = \"info\"\n"
+             [log]\nlevel = \"info\"\n\
+             [auth]\nenabled = false\n"
         ),
     )
     .unwrap();

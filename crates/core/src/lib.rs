@@ -2,6 +2,7 @@
 //! Everything here takes the current time and an input and returns outputs; nothing reads a
 //! clock or a socket, so every RFC 3261 timer path is testable with a simulated clock.
 
+pub mod auth;
 pub mod engine;
 pub mod hash;
 pub mod io;

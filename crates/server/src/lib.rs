@@ -23,6 +23,7 @@ mod bind;
 pub mod config;
 pub mod dns;
 mod inbound;
+mod metrics;
 pub mod protect;
 pub mod rfc3263;
 mod server;
@@ -55,6 +56,11 @@ pub enum ServerError {
     },
     /// A thread or runtime could not be created.
     Runtime(std::io::Error),
+    /// The metrics endpoint (`[metrics] listen`) could not be bound.
+    MetricsBind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     /// A worker stopped with an error or panicked.
     WorkerFailed {
         worker: usize,
@@ -68,6 +74,7 @@ impl fmt::Display for ServerError {
             ServerError::Config(e) => e.fmt(f),
             ServerError::Bind { addr, transport, source } => write!(f, "cannot listen on {transport} {addr}: {source}"),
             ServerError::Runtime(e) => write!(f, "cannot start worker threads: {e}"),
+            ServerError::MetricsBind { addr, source } => write!(f, "cannot listen for metrics on {addr}: {source}"),
             ServerError::WorkerFailed { worker, reason } => write!(f, "worker {worker} failed: {reason}"),
         }
     }
@@ -77,7 +84,9 @@ impl std::error::Error for ServerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ServerError::Config(e) => Some(e),
-            ServerError::Bind { source, .. } | ServerError::Runtime(source) => Some(source),
+            ServerError::Bind { source, .. }
+            | ServerError::Runtime(source)
+            | ServerError::MetricsBind { source, .. } => Some(source),
             ServerError::WorkerFailed { .. } => None,
         }
     }

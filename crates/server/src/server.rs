@@ -2,6 +2,7 @@
 
 use crate::bind::{self, BoundAddr, WorkerSockets};
 use crate::config::{Config, ListenTransport};
+use crate::metrics;
 use crate::shards::{shard_count, Shards};
 use crate::stats::Stats;
 use crate::tcp::Registry;
@@ -22,6 +23,8 @@ pub struct Server {
     sockets: Vec<WorkerSockets>,
     bound: Vec<BoundAddr>,
     stats: Stats,
+    /// The metrics endpoint's listener, when `[metrics] listen` is set.
+    metrics: Option<std::net::TcpListener>,
 }
 
 impl Server {
@@ -32,7 +35,20 @@ impl Server {
         for b in &bound {
             tracing::info!(transport = %b.transport, addr = %b.addr, workers, "listening");
         }
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers) })
+        let metrics = match config.metrics.listen {
+            Some(addr) => {
+                let l = metrics::http::bind(addr).map_err(|source| ServerError::MetricsBind { addr, source })?;
+                tracing::info!(addr = %l.local_addr().unwrap_or(addr), "metrics endpoint: GET /metrics");
+                Some(l)
+            }
+            None => None,
+        };
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers), metrics })
+    }
+
+    /// The metrics endpoint's address (port resolved), when configured.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The addresses listened on, ports resolved.
@@ -133,6 +149,10 @@ impl Server {
         drop(exited_tx);
 
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)?;
+        // The endpoint runs on this thread's runtime, off the workers, until `run` returns.
+        if let Some(l) = self.metrics {
+            rt.spawn(metrics::http::serve(l, shared.stats.clone()));
+        }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
             tokio::select! {

@@ -1,11 +1,13 @@
 //! Counters. Each worker increments its own block (no cache line shared on the hot path); a
-//! snapshot sums them.
+//! snapshot sums them. The per-type timings of the metrics endpoint live beside them
+//! ([`crate::metrics::WorkerMetrics`], one block per worker too).
 
+use crate::metrics::WorkerMetrics;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($(#[doc = $help:literal] $name:ident),* $(,)?) => {
         /// One worker's counters.
         #[derive(Debug, Default)]
         #[repr(align(128))]
@@ -17,7 +19,7 @@ macro_rules! counters {
         #[derive(Debug, Default, Clone, PartialEq, Eq)]
         #[non_exhaustive]
         pub struct StatsSnapshot {
-            $($(#[$doc])* pub $name: u64,)*
+            $(#[doc = $help] pub $name: u64,)*
             /// TCP connections open now (accepted and opened by herald).
             pub tcp_open: u64,
         }
@@ -25,6 +27,13 @@ macro_rules! counters {
         impl WorkerStats {
             fn add_to(&self, s: &mut StatsSnapshot) {
                 $(s.$name += self.$name.load(Ordering::Relaxed);)*
+            }
+        }
+
+        impl StatsSnapshot {
+            /// Every per-worker counter as `(name, description, value)`, for the metrics endpoint.
+            pub fn counters(&self) -> Vec<(&'static str, &'static str, u64)> {
+                vec![$((stringify!($name), $help.trim(), self.$name),)*]
             }
         }
     };
@@ -68,6 +77,8 @@ counters! {
 pub struct Stats {
     pub(crate) workers: Arc<[WorkerStats]>,
     pub(crate) tcp_open: Arc<AtomicUsize>,
+    /// Per worker, written only while `[metrics] listen` is set.
+    pub(crate) metrics: Arc<[WorkerMetrics]>,
 }
 
 impl Stats {
@@ -75,6 +86,7 @@ impl Stats {
         Stats {
             workers: (0..workers).map(|_| WorkerStats::default()).collect(),
             tcp_open: Arc::new(AtomicUsize::new(0)),
+            metrics: (0..workers).map(|_| WorkerMetrics::default()).collect(),
         }
     }
 

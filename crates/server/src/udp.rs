@@ -11,8 +11,9 @@ use std::os::fd::RawFd;
 
 /// Datagrams per system call.
 pub(crate) const BATCH: usize = 32;
-/// Control bytes per datagram: room for one IP_PKTINFO or IPV6_PKTINFO message.
-const CTRL: usize = 64;
+/// Control bytes per datagram: room for IP_PKTINFO or IPV6_PKTINFO (CMSG_SPACE 32 or 40),
+/// SCM_TIMESTAMPNS (32) and SO_RXQ_OVFL (24). Too small a buffer would only set MSG_CTRUNC.
+const CTRL: usize = 128;
 
 /// One datagram as read.
 #[derive(Debug)]
@@ -23,6 +24,35 @@ pub(crate) struct Received {
     pub bytes: Bytes,
     /// Longer than the receive slot: the rest was discarded by the kernel.
     pub truncated: bool,
+    /// When the kernel received it, CLOCK_REALTIME ns (SO_TIMESTAMPNS, if enabled).
+    pub kernel_ns: Option<u64>,
+    /// The socket's drop count when it was queued (SO_RXQ_OVFL; sent only once non-zero).
+    pub drops: Option<u32>,
+}
+
+/// Asks the kernel to attach, to every datagram read from `fd`, its receive time (socket(7)
+/// SO_TIMESTAMPNS: a `struct timespec` of CLOCK_REALTIME in an SCM_TIMESTAMPNS message) and the
+/// socket's cumulative drop count (socket(7) SO_RXQ_OVFL: a u32, present once non-zero).
+/// Enabling timestamps makes the kernel stamp every incoming packet (a clock read each), which is
+/// why herald does it only when metrics are configured.
+pub(crate) fn enable_rx_metadata(fd: RawFd) -> io::Result<()> {
+    for opt in [libc::SO_TIMESTAMPNS, libc::SO_RXQ_OVFL] {
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt reads size_of::<c_int>() bytes from a live local.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&on as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The receive slots of one worker (reused for every batch, shared by its sockets).
@@ -78,12 +108,15 @@ pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>
         let Some(src) = (unsafe { to_socket_addr(&b.names[i]) }) else { continue };
         let len = (h.msg_len as usize).min(slot);
         let data = &b.data[i * slot..i * slot + len];
+        // SAFETY: msg_control/msg_controllen were set by the kernel for this message.
+        let meta = unsafe { control_messages(&h.msg_hdr) };
         out.push(Received {
             src,
-            // SAFETY: msg_control/msg_controllen were set by the kernel for this message.
-            dst: unsafe { pktinfo_dst(&h.msg_hdr) },
+            dst: meta.dst,
             bytes: Bytes::copy_from_slice(data),
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            kernel_ns: meta.kernel_ns,
+            drops: meta.drops,
         });
     }
     Ok(n)
@@ -148,13 +181,25 @@ unsafe fn to_socket_addr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// The destination address from an IP_PKTINFO / IPV6_PKTINFO control message, if present.
+/// What the control messages of one datagram say.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RxMeta {
+    /// IP_PKTINFO / IPV6_PKTINFO destination address.
+    dst: Option<IpAddr>,
+    /// SCM_TIMESTAMPNS as ns since the epoch.
+    kernel_ns: Option<u64>,
+    /// SO_RXQ_OVFL.
+    drops: Option<u32>,
+}
+
+/// Reads the control messages the kernel attached to one datagram.
 ///
 /// # Safety
 /// `h` must be a msghdr filled by recvmsg/recvmmsg whose control buffer is still alive.
-unsafe fn pktinfo_dst(h: &libc::msghdr) -> Option<IpAddr> {
+unsafe fn control_messages(h: &libc::msghdr) -> RxMeta {
+    let mut meta = RxMeta::default();
     if h.msg_controllen == 0 {
-        return None;
+        return meta;
     }
     let mut c = libc::CMSG_FIRSTHDR(h);
     while !c.is_null() {
@@ -162,15 +207,111 @@ unsafe fn pktinfo_dst(h: &libc::msghdr) -> Option<IpAddr> {
         match ((*c).cmsg_level, (*c).cmsg_type) {
             (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
                 let info = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
-                return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr))));
+                meta.dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr))));
             }
             (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
                 let info = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
-                return Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+                meta.dst = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+            }
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                // A zero stamp means the kernel had none for this packet.
+                if ts.tv_sec > 0 {
+                    meta.kernel_ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+            }
+            (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                meta.drops = Some(std::ptr::read_unaligned(data as *const u32));
             }
             _ => {}
         }
         c = libc::CMSG_NXTHDR(h, c);
     }
-    None
+    meta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Appends one control message the way the kernel lays it out (cmsg(3)).
+    fn push_cmsg(buf: &mut [u64], used: &mut usize, level: i32, ty: i32, data: &[u8]) {
+        // SAFETY: CMSG_* compute sizes only; the header and data are written inside `buf`,
+        // whose size the assertion checks first.
+        unsafe {
+            let space = libc::CMSG_SPACE(data.len() as u32) as usize;
+            assert!(*used + space <= buf.len() * 8);
+            let base = (buf.as_mut_ptr() as *mut u8).add(*used);
+            let hdr =
+                libc::cmsghdr { cmsg_len: libc::CMSG_LEN(data.len() as u32) as _, cmsg_level: level, cmsg_type: ty };
+            std::ptr::write_unaligned(base as *mut libc::cmsghdr, hdr);
+            let payload = base.add(libc::CMSG_LEN(0) as usize);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), payload, data.len());
+            *used += space;
+        }
+    }
+
+    fn parse(buf: &mut [u64], used: usize) -> RxMeta {
+        // SAFETY: msghdr is plain old data; it points at `buf`, alive for the call.
+        unsafe {
+            let mut h: libc::msghdr = zeroed();
+            h.msg_control = buf.as_mut_ptr().cast();
+            h.msg_controllen = used as _;
+            control_messages(&h)
+        }
+    }
+
+    #[test]
+    fn parses_pktinfo_timestamp_and_drops_together() {
+        let mut buf = [0u64; CTRL / 8];
+        let mut used = 0;
+        // SAFETY: in_pktinfo is plain old data.
+        let mut info: libc::in_pktinfo = unsafe { zeroed() };
+        info.ipi_addr.s_addr = u32::from(Ipv4Addr::new(127, 0, 0, 7)).to_be();
+        // SAFETY: viewing a plain-old-data struct as bytes.
+        let info_bytes = unsafe {
+            std::slice::from_raw_parts((&info as *const libc::in_pktinfo).cast::<u8>(), size_of::<libc::in_pktinfo>())
+        };
+        push_cmsg(&mut buf, &mut used, libc::IPPROTO_IP, libc::IP_PKTINFO, info_bytes);
+        let mut ts = [0u8; 16];
+        ts[..8].copy_from_slice(&1_700_000_000i64.to_ne_bytes());
+        ts[8..].copy_from_slice(&123_456_789i64.to_ne_bytes());
+        push_cmsg(&mut buf, &mut used, libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &ts);
+        push_cmsg(&mut buf, &mut used, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &42u32.to_ne_bytes());
+        assert!(used <= CTRL, "CTRL must hold all three ({used} bytes)");
+        let meta = parse(&mut buf, used);
+        assert_eq!(meta.dst, Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7))));
+        assert_eq!(meta.kernel_ns, Some(1_700_000_000_123_456_789));
+        assert_eq!(meta.drops, Some(42));
+        assert_eq!(parse(&mut buf, 0), RxMeta::default());
+    }
+
+    /// The kernel really attaches a receive timestamp once it is enabled (loopback).
+    #[test]
+    fn kernel_timestamps_arrive() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        use std::os::fd::AsRawFd;
+        enable_rx_metadata(rx.as_raw_fd()).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        let mut bufs = RecvBuffers::new(64);
+        let mut out = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while out.is_empty() {
+            match recv_batch(rx.as_raw_fd(), &mut bufs, &mut out) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+            assert!(std::time::Instant::now() < deadline, "no datagram");
+        }
+        let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        let ts = out[0].kernel_ns.expect("SCM_TIMESTAMPNS");
+        assert!(before <= ts && ts <= after, "{before} <= {ts} <= {after}");
+        assert_eq!(out[0].drops, None, "no drops yet, so no SO_RXQ_OVFL message");
+    }
 }

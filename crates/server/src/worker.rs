@@ -20,6 +20,7 @@
 use crate::config::Config;
 use crate::dns;
 use crate::inbound::{self, Dropped, Inbound};
+use crate::metrics::{BatchClock, DropTracker, MsgType, Wire, WorkerMetrics};
 use crate::shards::Shards;
 use crate::stats::{Bump, Stats, WorkerStats};
 use crate::tcp::{self, Registry};
@@ -90,6 +91,7 @@ struct UdpSock {
     sock: UdpSocket,
     local: SocketAddr,
     queue: Vec<Outgoing>,
+    drops: DropTracker,
 }
 
 /// Datagrams per socket per loop turn before the other sources get their turn.
@@ -122,6 +124,8 @@ pub(crate) struct Worker<H> {
     timer: Pin<Box<Sleep>>,
     timer_fired: bool,
     resolver: Option<dns::Resolver>,
+    /// `[metrics] listen` is set: time every message and count it by type.
+    measure: bool,
 }
 
 impl<H: SipHandler> Worker<H> {
@@ -135,11 +139,17 @@ impl<H: SipHandler> Worker<H> {
         inbox: mpsc::Receiver<Incoming>,
         ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     ) -> io::Result<Worker<H>> {
+        let measure = shared.config.metrics.listen.is_some();
         let udp = udp
             .into_iter()
             .map(|s| {
                 let local = s.local_addr()?;
-                Ok(UdpSock { sock: UdpSocket::from_std(s)?, local, queue: Vec::new() })
+                if measure {
+                    if let Err(e) = udp::enable_rx_metadata(s.as_raw_fd()) {
+                        tracing::warn!(worker = id, %local, error = %e, "no kernel timestamps: queue wait not measured");
+                    }
+                }
+                Ok(UdpSock { sock: UdpSocket::from_std(s)?, local, queue: Vec::new(), drops: DropTracker::default() })
             })
             .collect::<io::Result<Vec<_>>>()?;
         let mut accept_tasks = Vec::new();
@@ -168,12 +178,17 @@ impl<H: SipHandler> Worker<H> {
             timer: Box::pin(tokio::time::sleep(TICK)),
             timer_fired: false,
             resolver: None,
+            measure,
             shared,
         })
     }
 
     fn stats(&self) -> &WorkerStats {
         &self.shared.stats.workers[self.id]
+    }
+
+    fn metrics(&self) -> &WorkerMetrics {
+        &self.shared.stats.metrics[self.id]
     }
 
     pub(crate) async fn run(mut self) {
@@ -190,8 +205,15 @@ impl<H: SipHandler> Worker<H> {
             self.udp_ready = ready;
             self.udp_ready.clear();
             let mut items = std::mem::take(&mut self.inbox_buf);
+            let mut clock = (self.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
+                let kind = clock.is_some().then(|| MsgType::of(&it.msg));
                 self.route(it.from, it.local, it.msg);
+                if let (Some(c), Some(kind)) = (clock.as_mut(), kind) {
+                    // Stream messages carry no kernel timestamp: service time only.
+                    let (service, _) = c.lap(None);
+                    self.metrics().handled(kind, Wire::Tcp, service, None);
+                }
             }
             self.inbox_buf = items;
             let mut stop = false;
@@ -284,9 +306,10 @@ impl<H: SipHandler> Worker<H> {
             match sock.try_io(Interest::READABLE, || udp::recv_batch(fd, recv, received)) {
                 Ok(n) => {
                     done += n;
+                    let mut clock = self.measure.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
                     for d in batch.drain(..) {
-                        self.on_datagram(i, d);
+                        self.on_datagram(i, d, clock.as_mut());
                     }
                     self.received = batch;
                     if n < BATCH {
@@ -302,21 +325,43 @@ impl<H: SipHandler> Worker<H> {
         }
     }
 
-    fn on_datagram(&mut self, i: usize, d: Received) {
+    /// `clock`: the batch's clock when measuring; the datagram's service time ends here.
+    fn on_datagram(&mut self, i: usize, d: Received, clock: Option<&mut BatchClock>) {
         self.stats().udp_received.bump();
+        if let Some(n) = d.drops {
+            let new = self.udp[i].drops.advance(n);
+            if new > 0 {
+                self.metrics().dropped(new);
+            }
+        }
         let sock_local = self.udp[i].local;
         let local = d.dst.map_or(sock_local, |ip| SocketAddr::new(ip, sock_local.port()));
         match inbound::classify(d.bytes, &self.shared.limits, herald_sip::Transport::Datagram, d.truncated) {
-            Inbound::Message(msg) => self.route(Peer::udp(d.src), local, msg),
+            Inbound::Message(msg) => {
+                let kind = clock.is_some().then(|| MsgType::of(&msg));
+                self.route(Peer::udp(d.src), local, msg);
+                if let (Some(c), Some(kind)) = (clock, kind) {
+                    let (service, wait) = c.lap(d.kernel_ns);
+                    self.metrics().handled(kind, Wire::Udp, service, wait);
+                }
+                return;
+            }
             Inbound::Answer { bytes, .. } => {
                 // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
                 // so the answer goes back where the datagram came from (as rport does).
                 self.stats().malformed_answered.bump();
+                if self.measure {
+                    self.metrics().sent(MsgType::of_bytes(&bytes), Wire::Udp);
+                }
                 self.udp[i].queue.push(Outgoing { to: d.src, bytes: bytes.freeze(), origin: None });
             }
             Inbound::Drop(Dropped::KeepAlive) => {}
             Inbound::Drop(Dropped::Response) => self.stats().malformed_responses_dropped.bump(),
             Inbound::Drop(Dropped::Request) => self.stats().malformed_dropped.bump(),
+        }
+        // Not a message of any type: its time is nobody's service time.
+        if let Some(c) = clock {
+            c.lap(None);
         }
     }
 
@@ -339,12 +384,20 @@ impl<H: SipHandler> Worker<H> {
             match o {
                 Output::Send { to, bytes } => match to.transport {
                     Transport::Udp => match self.udp.iter().position(|u| u.local.is_ipv4() == to.addr.is_ipv4()) {
-                        Some(i) => self.udp[i].queue.push(Outgoing { to: to.addr, bytes, origin: Some(shard) }),
+                        Some(i) => {
+                            if self.measure {
+                                self.metrics().sent(MsgType::of_bytes(&bytes), Wire::Udp);
+                            }
+                            self.udp[i].queue.push(Outgoing { to: to.addr, bytes, origin: Some(shard) })
+                        }
                         None => self.transport_error(Some(shard), to),
                     },
                     Transport::Tcp => {
+                        let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
                         if !tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes) {
                             self.transport_error(Some(shard), to);
+                        } else if let Some(kind) = kind {
+                            self.metrics().sent(kind, Wire::Tcp);
                         }
                     }
                     // TLS and WebSocket are not implemented yet.

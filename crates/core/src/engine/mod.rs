@@ -2,6 +2,7 @@
 //! It drives the transaction layer (RFC 3261 §17), the proxy core (§16) and the registrar (§10.3)
 //! as one `SipHandler`: messages, DNS answers and time in; sends and lookups out.
 
+mod auth_gate;
 mod config;
 mod context;
 mod hop;
@@ -13,6 +14,7 @@ mod tests;
 pub use config::{EngineConfig, Forking, Listener, RecordRoute};
 pub use hop::{hop_for, Hop};
 
+use crate::auth::Authenticator;
 use crate::hash::fnv1a_parts;
 use crate::io::{Input, Output, SipHandler};
 use crate::peer::Peer;
@@ -47,6 +49,8 @@ pub struct Engine {
     next_expire: Option<Instant>,
     next_token: u64,
     tag_seed: u64,
+    /// Digest authentication (RFC 3261 §22), shared by all engines; `None`: nobody is challenged.
+    auth: Option<Arc<Authenticator>>,
 }
 
 impl Engine {
@@ -67,7 +71,14 @@ impl Engine {
             next_expire: None,
             next_token: (index as u64) << 48,
             tag_seed: seed,
+            auth: None,
         }
+    }
+
+    /// Challenges requests as `auth`'s policy says (RFC 3261 §22).
+    pub fn with_auth(mut self, auth: Arc<Authenticator>) -> Engine {
+        self.auth = Some(auth);
+        self
     }
 
     /// A To tag for responses herald generates itself (§8.2.6.2), stable for one request.
@@ -116,11 +127,27 @@ impl Engine {
 
     /// A response sent without a transaction (to a request that could not get one).
     fn respond_stateless(&self, req: &Message, from: Peer, status: u16, reason: &str, out: &mut Vec<Output>) {
+        self.respond_stateless_with(req, from, (status, reason), &[], out);
+    }
+
+    /// [`Engine::respond_stateless`] with extra headers.
+    fn respond_stateless_with(
+        &self,
+        req: &Message,
+        from: Peer,
+        (status, reason): (u16, &str),
+        headers: &[(&str, String)],
+        out: &mut Vec<Output>,
+    ) {
         if req.top_via().is_err() {
             return; // nowhere to send it (RFC 3261 §18.2.2 needs the Via)
         }
         let tag = self.local_tag(req);
-        let bytes = ResponseBuilder::new(req, status, reason).to_tag(&tag).build().freeze();
+        let mut b = ResponseBuilder::new(req, status, reason).to_tag(&tag);
+        for (name, value) in headers {
+            b = b.header(name, value.as_bytes());
+        }
+        let bytes = b.build().freeze();
         let to = crate::proxy::respond::response_destination(req, from);
         out.push(Output::Send { to, bytes });
     }

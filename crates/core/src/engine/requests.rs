@@ -94,6 +94,9 @@ impl Engine {
                 return;
             }
         }
+        if !self.auth_gate_stateful(now, id, from, &msg, out) {
+            return;
+        }
         let plan = match self.plan_targets(now, &msg) {
             Ok(plan) => plan,
             Err(Local::Options) => {
@@ -317,9 +320,11 @@ impl Engine {
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
         };
         let append = strict_route_edits(&req, &mut pre, &planned);
+        let consumed = self.consumed_credentials(&req);
         let bytes = forward(
             &req,
             &Forward {
+                remove_fields: &consumed,
                 request_uri: planned.request_uri.as_deref(),
                 remove_routes: &pre.remove,
                 push_routes: &planned.push_routes,
@@ -442,6 +447,10 @@ impl Engine {
             self.respond_stateless(&msg, from, rej.status, rej.reason, out);
             return;
         }
+        if let super::auth_gate::Gate::Answer(status, reason, headers) = self.auth_gate(now, from, &msg) {
+            self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
+            return;
+        }
         match self.plan_targets(now, &msg) {
             Err(Local::Register) => {
                 let response = self.registrar.handle_register(now, &msg, from, &self.store);
@@ -480,9 +489,11 @@ impl Engine {
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
         let append = strict_route_edits(msg, &mut pre, &target);
+        let consumed = self.consumed_credentials(msg);
         let bytes = forward(
             msg,
             &Forward {
+                remove_fields: &consumed,
                 request_uri: target.request_uri.as_deref(),
                 remove_routes: &pre.remove,
                 push_routes: &target.push_routes,

@@ -448,3 +448,6 @@ fn retransmitted_invite_is_absorbed() {
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].0.addr, again[0].1.status()), (addr(ALICE), Some(100)));
 }
+
+#[path = "tests_auth.rs"]
+mod auth;

@@ -26,6 +26,9 @@ pub struct Forward<'a> {
     pub via: &'a str,
     /// The received top Via rewritten with received/rport (see [`via_fixup`]).
     pub via_fixup: Option<(ListValue<'a>, String)>,
+    /// Whole header lines to drop (indexes into `Message::headers`): the Proxy-Authorization
+    /// values this proxy consumed (RFC 3261 §22.3, see `crate::auth`).
+    pub remove_fields: &'a [usize],
 }
 
 /// Writes the forwarded request. Max-Forwards is decremented, or set to 70 if absent
@@ -39,6 +42,9 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
     e.set_max_forwards(mf);
     for r in f.remove_routes {
         e.remove_list_value(*r);
+    }
+    for field in f.remove_fields {
+        e.remove_field(*field);
     }
     // New header lines go above all others, in this order: Via, Record-Route, Route. Each
     // group keeps its relative order, which is what matters (RFC 3261 §7.3.1).

@@ -4,8 +4,10 @@
 //! lists every key with its default. Loading ([`Config::load`], [`Config::from_toml`]) reports
 //! every error as `FILE:LINE: key 'a.b.c': message`.
 
+mod auth;
 mod load;
 
+pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use load::ConfigError;
 
 use serde::Deserialize;
@@ -21,6 +23,13 @@ workers = 0
 
 [log]
 level = "info"
+
+# Registration and calls from local users need digest authentication; create users with
+# `herald users add NAME` (file herald-users.txt, realm = the first domain: the host name).
+[auth]
+enabled = true
+register = true
+local_callers = true
 "#;
 
 /// The whole configuration file.
@@ -46,6 +55,10 @@ pub struct Config {
     pub limits: Limits,
     /// Logging.
     pub log: Log,
+    /// Digest authentication (RFC 3261 §22): who is challenged, the users file, nonces.
+    pub auth: Auth,
+    /// The Prometheus metrics endpoint.
+    pub metrics: Metrics,
 }
 
 impl Default for Config {
@@ -59,6 +72,8 @@ impl Default for Config {
             registrar: Registrar::default(),
             limits: Limits::default(),
             log: Log::default(),
+            auth: Auth::default(),
+            metrics: Metrics::default(),
         }
     }
 }
@@ -306,6 +321,28 @@ impl Default for Log {
     fn default() -> Self {
         Log { level: "info".into() }
     }
+}
+
+/// `[metrics]`
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Metrics {
+    /// `IP:PORT` of the HTTP endpoint that answers `GET /metrics` (Prometheus text format): per
+    /// message type counts, socket queue wait, service time, socket drops. Absent or `""`: no
+    /// endpoint, and the workers measure nothing (no timestamps, no clock reads).
+    #[serde(deserialize_with = "optional_socket_addr")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// `""` → `None`, `"IP:PORT"` → `Some`.
+fn optional_socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    s.trim().parse().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!("'{s}' is not IP:PORT (IPv6 in brackets), or \"\" for no endpoint"))
+    })
 }
 
 impl Config {

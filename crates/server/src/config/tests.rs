@@ -172,3 +172,61 @@ fn effective_domains_default_to_host_and_addresses() {
     assert!(d.contains(&"127.0.0.1".to_string()), "{d:?}");
     assert_eq!(d.iter().filter(|x| *x == "127.0.0.1").count(), 1, "deduplicated: {d:?}");
 }
+
+#[test]
+fn metrics_endpoint_is_off_unless_set() {
+    assert_eq!(Config::default().metrics.listen, None);
+    assert_eq!(load("[metrics]\n").unwrap().metrics.listen, None);
+    assert_eq!(load("[metrics]\nlisten = \"\"\n").unwrap().metrics.listen, None);
+    let c = load("[metrics]\nlisten = \"127.0.0.1:9090\"\n").unwrap();
+    assert_eq!(c.metrics.listen, Some("127.0.0.1:9090".parse().unwrap()));
+    let c = load("[metrics]\nlisten = \"[::1]:0\"\n").unwrap();
+    assert_eq!(c.metrics.listen, Some("[::1]:0".parse().unwrap()));
+}
+
+#[test]
+fn metrics_errors_name_line_and_key() {
+    assert_error(
+        "[log]\nlevel = \"info\"\n[metrics]\nlisten = \"localhost:9090\"\n",
+        4,
+        "metrics.listen",
+        "is not IP:PORT",
+    );
+    assert_error("[metrics]\nlisten = 9090\n", 2, "metrics.listen", "invalid type");
+    assert_error("[metrics]\nlisten = \"127.0.0.1:9090\"\npath = \"/m\"\n", 3, "metrics.path", "unknown field");
+}
+
+#[test]
+fn auth_defaults_require_authentication() {
+    let builtin = Config::load_or_default(None).unwrap();
+    assert!(builtin.auth.enabled && builtin.auth.register && builtin.auth.local_callers);
+    assert_eq!(builtin.auth, Auth::default());
+    assert_eq!(builtin.auth.algorithms, [DigestAlgorithm::Sha512_256, DigestAlgorithm::Sha256, DigestAlgorithm::Md5]);
+    assert!(builtin.auth.problems().is_none());
+    // The realm: auth.realm, else the first domain.
+    let c = load("domains = [\"example.com\", \"b.org\"]\n[auth]\n").unwrap();
+    assert_eq!(c.auth_realm(), "example.com");
+    let c = load("domains = [\"example.com\"]\n[auth]\nrealm = \"r.example\"\n").unwrap();
+    assert_eq!(c.auth_realm(), "r.example");
+}
+
+#[test]
+fn auth_keys_parse_and_errors_name_line_and_key() {
+    let c = load(
+        "[auth]\nenabled = false\nalgorithms = [\"MD5\"]\nidentity = \"any\"\nmethods = [\"INVITE\"]\n[auth.aliases]\nalice = [\"1001\"]\n",
+    )
+    .unwrap();
+    assert!(!c.auth.enabled);
+    assert_eq!(c.auth.algorithms, [DigestAlgorithm::Md5]);
+    assert_eq!(c.auth.identity, IdentityMode::Any);
+    assert_eq!(c.auth.aliases["alice"], ["1001"]);
+    assert_error("[auth]\nalgorithms = [\"SHA-1\"]\n", 2, "auth.algorithms[0]", "unknown variant");
+    assert_error("[auth]\nidentity = \"loose\"\n", 2, "auth.identity", "unknown variant");
+    assert_error("[auth]\nenable = true\n", 2, "auth.enable", "unknown field");
+    let bad = |text: &str| load(text).unwrap().auth.problems().map(|(k, _)| k);
+    assert_eq!(bad("[auth]\nnonce_lifetime_s = 1\n"), Some("auth.nonce_lifetime_s"));
+    assert_eq!(bad("[auth]\nalgorithms = []\n"), Some("auth.algorithms"));
+    assert_eq!(bad("[auth]\nsecret = \"short\"\n"), Some("auth.secret"));
+    assert_eq!(bad("[auth]\nrealm = \"a b\"\n"), Some("auth.realm"));
+    assert_eq!(bad("[auth]\nmethods = [\"IN VITE\"]\n"), Some("auth.methods"));
+}

@@ -1,0 +1,389 @@
+//! Every digest path: each algorithm, RFC 7616 vectors, stale and forged nonces, replayed
+//! nonce-counts, unknown users, wrong passwords, wrong realms, identities, malformed answers.
+
+use super::digest::DigestAnswer;
+use super::replay::{NcCheck, NonceCounts, SHARDS};
+use super::*;
+use crate::proxy::Identity;
+use bytes::Bytes;
+use herald_sip::headers::AuthValue;
+use herald_sip::Limits;
+use herald_store::credentials::to_hex;
+
+const REALM: &str = "example.com";
+
+pub(crate) fn authenticator(algorithms: &[Algorithm], policy: AuthPolicy, now: Instant) -> Authenticator {
+    let mut creds = Credentials::new(REALM);
+    creds.insert("alice", UserHa1::from_password("alice", REALM, "secret-a"));
+    creds.insert("bob", UserHa1::from_password("bob", REALM, "secret-b"));
+    let cfg = AuthConfig {
+        realm: REALM.into(),
+        algorithms: algorithms.to_vec(),
+        nonce_lifetime: Duration::from_secs(300),
+        policy,
+    };
+    Authenticator::new(cfg, Arc::new(SharedCredentials::new(creds)), b"test secret", 7, now, 1_700_000_000)
+}
+
+/// What a client computes for a challenge (RFC 7616 §3.4.1, qop=auth).
+#[allow(clippy::too_many_arguments)] // mirrors the RFC's inputs one to one
+pub(crate) fn client_answer(
+    alg: Algorithm,
+    user: &str,
+    realm: &str,
+    password: &str,
+    nonce: &str,
+    method: &str,
+    uri: &str,
+    nc: u32,
+) -> String {
+    let cnonce = "0a4f113b";
+    let nc = format!("{nc:08x}");
+    let ha1 = alg.hex_hash(&[user.as_bytes(), b":", realm.as_bytes(), b":", password.as_bytes()]);
+    let ha2 = alg.hex_hash(&[method.as_bytes(), b":", uri.as_bytes()]);
+    let resp = alg.hex_hash(&[
+        ha1.as_bytes(),
+        b":",
+        nonce.as_bytes(),
+        b":",
+        nc.as_bytes(),
+        b":",
+        cnonce.as_bytes(),
+        b":auth:",
+        ha2.as_bytes(),
+    ]);
+    format!(
+        "Digest username=\"{user}\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{resp}\", algorithm={}, qop=auth, nc={nc}, cnonce=\"{cnonce}\"",
+        alg.name()
+    )
+}
+
+/// The nonce of a challenge header value.
+pub(crate) fn nonce_of(challenge: &str) -> String {
+    let v = AuthValue::parse(challenge.as_bytes()).unwrap();
+    v.param("nonce").unwrap().into_owned()
+}
+
+fn register(to_user: &str, auth: Option<&str>) -> Message {
+    let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+    let text = format!(
+        "REGISTER sip:example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5061;branch=z9hG4bKr1\r\nMax-Forwards: 70\r\nFrom: <sip:{to_user}@example.com>;tag=1\r\nTo: <sip:{to_user}@example.com>\r\nCall-ID: r1\r\nCSeq: 1 REGISTER\r\nContact: <sip:{to_user}@192.0.2.1:5061>\r\n{auth}Content-Length: 0\r\n\r\n"
+    );
+    Message::parse(Bytes::from(text), &Limits::default()).unwrap()
+}
+
+fn peer() -> Peer {
+    Peer::udp("192.0.2.1:5061".parse().unwrap())
+}
+
+/// Challenge, answer as `user`/`password` with `alg`, verify.
+fn round(a: &Authenticator, now: Instant, alg: Algorithm, user: &str, password: &str, to_user: &str) -> Verdict {
+    let headers = a.challenge(now, Challenge::Registrar, false);
+    let nonce = nonce_of(&headers[0].1);
+    let answer = client_answer(alg, user, REALM, password, &nonce, "REGISTER", "sip:example.com", 1);
+    a.verify(now, peer(), &register(to_user, Some(&answer)), Challenge::Registrar)
+}
+
+#[test]
+fn rfc_7616_example_responses() {
+    // RFC 7616 §3.9.1: GET /dir/index.html, Mufasa / http-auth@example.org / Circle of Life.
+    let value = "Digest username=\"Mufasa\", realm=\"http-auth@example.org\", uri=\"/dir/index.html\", algorithm=MD5, nonce=\"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v\", nc=00000001, cnonce=\"f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ\", qop=auth, response=\"8ca523f5e9506fed4657c9700eebdbec\", opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\"";
+    let parsed = AuthValue::parse(value.as_bytes()).unwrap();
+    let answer = DigestAnswer::from_value(&parsed).unwrap();
+    let ha1 = UserHa1::from_password("Mufasa", "http-auth@example.org", "Circle of Life");
+    assert_eq!(
+        to_hex(&answer.expected(Algorithm::Md5, ha1.get(Algorithm::Md5), "GET")),
+        "8ca523f5e9506fed4657c9700eebdbec"
+    );
+    assert_eq!(
+        to_hex(&answer.expected(Algorithm::Sha256, ha1.get(Algorithm::Sha256), "GET")),
+        "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1"
+    );
+    assert_eq!(answer.nonce_count(), Some(1));
+}
+
+#[test]
+fn challenges_offer_every_algorithm_strongest_first() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let h = a.challenge(now, Challenge::Proxy, false);
+    assert_eq!(h.len(), 3);
+    let algs: Vec<String> = h
+        .iter()
+        .map(|(name, v)| {
+            assert_eq!(*name, "Proxy-Authenticate");
+            assert!(v.contains("realm=\"example.com\"") && v.contains("qop=\"auth\"") && !v.contains("stale"), "{v}");
+            AuthValue::parse(v.as_bytes()).unwrap().param("algorithm").unwrap().into_owned()
+        })
+        .collect();
+    assert_eq!(algs, ["SHA-512-256", "SHA-256", "MD5"]);
+    assert!(h.iter().all(|(_, v)| nonce_of(v) == nonce_of(&h[0].1)), "one nonce for all");
+    assert_ne!(nonce_of(&a.challenge(now, Challenge::Proxy, false)[0].1), nonce_of(&h[0].1), "nonces are unique");
+    assert!(a.challenge(now, Challenge::Registrar, true)[0].1.ends_with(", stale=true"));
+}
+
+#[test]
+fn each_algorithm_authenticates() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    for alg in Algorithm::ALL {
+        assert_eq!(round(&a, now, alg, "alice", "secret-a", "alice"), Verdict::Accepted("alice".into()), "{alg:?}");
+    }
+    assert_eq!(a.stats().accepted, 3);
+}
+
+#[test]
+fn missing_algorithm_means_md5() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1)
+        .replace(", algorithm=MD5", "");
+    let v = a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
+    assert_eq!(v, Verdict::Accepted("alice".into()));
+}
+
+#[test]
+fn unknown_user_and_wrong_password_look_the_same() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let wrong = round(&a, now, Algorithm::Sha256, "alice", "guess", "alice");
+    let unknown = round(&a, now, Algorithm::Sha256, "mallory", "guess", "mallory");
+    assert_eq!(wrong, Verdict::Challenge { stale: false });
+    assert_eq!(unknown, wrong);
+    assert_eq!(a.stats().failed, 2);
+}
+
+#[test]
+fn an_expired_nonce_is_stale_only_with_the_right_password() {
+    let t0 = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), t0);
+    let nonce = nonce_of(&a.challenge(t0, Challenge::Registrar, false)[0].1);
+    let later = t0 + Duration::from_secs(301);
+    let right = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
+    let v = a.verify(later, peer(), &register("alice", Some(&right)), Challenge::Registrar);
+    assert_eq!(v, Verdict::Challenge { stale: true });
+    let wrong = client_answer(Algorithm::Md5, "alice", REALM, "nope", &nonce, "REGISTER", "sip:example.com", 1);
+    let v = a.verify(later, peer(), &register("alice", Some(&wrong)), Challenge::Registrar);
+    assert_eq!(v, Verdict::Challenge { stale: false });
+    // Within the lifetime it works.
+    let v = a.verify(t0 + Duration::from_secs(299), peer(), &register("alice", Some(&right)), Challenge::Registrar);
+    assert_eq!(v, Verdict::Accepted("alice".into()));
+}
+
+#[test]
+fn a_replayed_nonce_count_is_refused() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let answer =
+        |nc| client_answer(Algorithm::Sha256, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", nc);
+    let check = |text: String| a.verify(now, peer(), &register("alice", Some(&text)), Challenge::Registrar);
+    assert_eq!(check(answer(1)), Verdict::Accepted("alice".into()));
+    assert_eq!(check(answer(1)), Verdict::Challenge { stale: true }, "same nc again");
+    assert_eq!(check(answer(3)), Verdict::Accepted("alice".into()), "a higher nc reuses the nonce");
+    assert_eq!(check(answer(2)), Verdict::Challenge { stale: true }, "a lower nc");
+    assert_eq!(a.stats().replayed, 2);
+}
+
+#[test]
+fn forged_or_foreign_nonces_are_refused() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    // A bit flipped in the issue time (to extend the lifetime): the MAC no longer matches.
+    let mut forged = nonce.clone().into_bytes();
+    forged[15] = if forged[15] == b'0' { b'1' } else { b'0' };
+    let forged = String::from_utf8(forged).unwrap();
+    for n in [forged.as_str(), "abc", "", &"0".repeat(64)] {
+        let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", n, "REGISTER", "sip:example.com", 1);
+        let v = a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
+        assert_eq!(v, Verdict::Challenge { stale: false }, "{n:?}");
+    }
+    // A nonce of another server (another secret).
+    let mut other_cfg = a.config().clone();
+    other_cfg.realm = REALM.into();
+    let other = Authenticator::new(other_cfg, Arc::new(SharedCredentials::default()), b"other", 1, now, 1_700_000_000);
+    let theirs = nonce_of(&other.challenge(now, Challenge::Registrar, false)[0].1);
+    let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &theirs, "REGISTER", "sip:example.com", 1);
+    assert_eq!(
+        a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+}
+
+#[test]
+fn credentials_for_another_realm_are_not_ours() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let answer =
+        client_answer(Algorithm::Md5, "alice", "other.org", "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
+    let v = a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
+    assert_eq!(v, Verdict::Challenge { stale: false });
+    // No credentials at all: a plain challenge, not counted as a failure.
+    assert_eq!(
+        a.verify(now, peer(), &register("alice", None), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    assert_eq!(a.stats().failed, 0);
+}
+
+#[test]
+fn identity_must_match_the_user() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    assert_eq!(round(&a, now, Algorithm::Md5, "alice", "secret-a", "bob"), Verdict::Forbidden);
+    assert_eq!(a.stats().identity_mismatch, 1);
+
+    let mut policy = AuthPolicy::default();
+    policy.aliases.insert("alice".into(), vec!["1001".into()]);
+    let a = authenticator(&Algorithm::ALL, policy, now);
+    assert_eq!(round(&a, now, Algorithm::Md5, "alice", "secret-a", "1001"), Verdict::Accepted("alice".into()));
+    assert_eq!(round(&a, now, Algorithm::Md5, "alice", "secret-a", "1002"), Verdict::Forbidden);
+
+    let policy = AuthPolicy { identity: IdentityRule::Any, ..AuthPolicy::default() };
+    let a = authenticator(&Algorithm::ALL, policy, now);
+    assert_eq!(round(&a, now, Algorithm::Md5, "alice", "secret-a", "bob"), Verdict::Accepted("alice".into()));
+}
+
+#[test]
+fn malformed_answers_are_bad_requests() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let good = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
+    let cases = [
+        good.replace(", response=", ", xresponse="),
+        good.replace(", nc=00000001", ""),
+        good.replace("nc=00000001", "nc=1"),
+        good.replace("nc=00000001", "nc=0000000g"),
+        good.replace(", cnonce=\"0a4f113b\"", ""),
+        good.replace("username=\"alice\", ", ""),
+        format!("Digest realm=\"{REALM}\", nonce=\"{}\"", "x".repeat(2000)),
+    ];
+    for text in cases {
+        let v = a.verify(now, peer(), &register("alice", Some(&text)), Challenge::Registrar);
+        assert!(matches!(v, Verdict::BadRequest(_)), "{text}: {v:?}");
+    }
+    // Syntax that does not even parse as credentials.
+    let v = a.verify(now, peer(), &register("alice", Some("Digest realm=\"example.com\" nonce")), Challenge::Registrar);
+    assert!(matches!(v, Verdict::BadRequest(_)), "{v:?}");
+    assert!(a.stats().malformed >= 8);
+}
+
+#[test]
+fn answers_without_qop_or_with_an_unoffered_algorithm_get_a_fresh_challenge() {
+    let now = Instant::now();
+    let a = authenticator(&[Algorithm::Md5], AuthPolicy::default(), now);
+    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    // RFC 2069 style: no qop, no nc, no cnonce.
+    let ha1 = Algorithm::Md5.hex_hash(&[b"alice:example.com:secret-a"]);
+    let ha2 = Algorithm::Md5.hex_hash(&[b"REGISTER:sip:example.com"]);
+    let resp = Algorithm::Md5.hex_hash(&[ha1.as_bytes(), b":", nonce.as_bytes(), b":", ha2.as_bytes()]);
+    let old = format!("Digest username=\"alice\", realm=\"example.com\", nonce=\"{nonce}\", uri=\"sip:example.com\", response=\"{resp}\"");
+    assert_eq!(
+        a.verify(now, peer(), &register("alice", Some(&old)), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    let sha = client_answer(Algorithm::Sha256, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
+    assert_eq!(
+        a.verify(now, peer(), &register("alice", Some(&sha)), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    let sess = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1)
+        .replace("algorithm=MD5", "algorithm=MD5-sess");
+    assert_eq!(
+        a.verify(now, peer(), &register("alice", Some(&sess)), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+}
+
+#[test]
+fn the_nonce_count_table_is_bounded_and_never_forgets_into_a_replay() {
+    let t = NonceCounts::new(SHARDS); // one nonce per shard
+    let id = |i: u8| {
+        let mut id = [0u8; 16];
+        id[15] = i; // same shard for every multiple of SHARDS
+        id[0] = i;
+        id
+    };
+    assert_eq!(t.check(id(0), 100, 1, 0), NcCheck::Fresh);
+    assert_eq!(t.check(id(0), 100, 1, 0), NcCheck::Replay);
+    // A second nonce in the same shard evicts the first; the first is now used up.
+    assert_eq!(t.check(id(64), 101, 1, 0), NcCheck::Fresh);
+    assert_eq!(t.check(id(0), 100, 2, 0), NcCheck::Forgotten);
+    assert!(t.len() <= SHARDS);
+    // Expired entries go first and do not raise the floor.
+    assert_eq!(t.check(id(128), 500, 1, 400), NcCheck::Fresh);
+    assert_eq!(t.check(id(128), 500, 2, 400), NcCheck::Fresh);
+    for i in 0..=255u8 {
+        t.check(id(i), 1000 + u64::from(i), 1, 0);
+    }
+    assert!(t.len() <= SHARDS);
+}
+
+#[test]
+fn policy_decides_who_is_challenged() {
+    let identity = Identity::new(vec!["192.0.2.10:5060".parse().unwrap()], ["example.com".to_owned()]);
+    let p = AuthPolicy::default();
+    let msg = |start: &str, from: &str, to_tag: &str| {
+        let method = start.split(' ').next().unwrap();
+        Message::parse(
+            Bytes::from(format!(
+                "{start} SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKp\r\nFrom: <{from}>;tag=f\r\nTo: <sip:x@example.com>{to_tag}\r\nCall-ID: p\r\nCSeq: 1 {method}\r\nContent-Length: 0\r\n\r\n"
+            )),
+            &Limits::default(),
+        )
+        .unwrap()
+    };
+    let local = "sip:alice@example.com";
+    let foreign = "sip:carol@other.org";
+    assert_eq!(
+        p.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, false, false),
+        Some(Challenge::Registrar)
+    );
+    assert_eq!(
+        p.requirement(&msg("REGISTER sip:other.org", local, ""), &identity, false, false),
+        None,
+        "not ours to register"
+    );
+    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false), Some(Challenge::Proxy));
+    assert_eq!(p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, false, false), Some(Challenge::Proxy));
+    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, true, false), None, "inbound");
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false),
+        Some(Challenge::Proxy),
+        "relay"
+    );
+    assert_eq!(p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, true), None, "in dialog");
+    // A To tag without herald's Route is no dialog of herald's: a forged one must not relay.
+    assert_eq!(
+        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, false),
+        Some(Challenge::Proxy),
+        "forged dialog"
+    );
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:x@elsewhere.net", foreign, ";tag=t"), &identity, false, false),
+        Some(Challenge::Proxy),
+        "forged re-INVITE relay"
+    );
+    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, true, true), None, "re-INVITE");
+    assert_eq!(p.requirement(&msg("ACK sip:bob@example.com", local, ""), &identity, true, false), None);
+    assert_eq!(p.requirement(&msg("CANCEL sip:bob@example.com", local, ""), &identity, true, false), None);
+    assert_eq!(p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, true, false), None, "not in methods");
+    let open = AuthPolicy {
+        register: false,
+        local_callers: false,
+        allow_inbound_to_local: false,
+        allow_relay: true,
+        ..p.clone()
+    };
+    assert_eq!(open.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, false, false), None);
+    assert_eq!(open.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false), None);
+    assert_eq!(
+        open.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, true, false),
+        Some(Challenge::Proxy)
+    );
+    assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false), None);
+}

@@ -1,0 +1,97 @@
+//! The Prometheus text exposition format, version 0.0.4
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>).
+//!
+//! Written directly rather than with the `prometheus-client` crate: the data lives in per-worker
+//! blocks that must be summed at scrape time, so that crate would only contribute a custom
+//! collector's formatting, while its own metric types (one shared atomic per series, locked
+//! label maps) are what the hot path must avoid. Every label value here is a fixed ASCII token,
+//! so no escaping is needed; the format's rules that matter are one HELP/TYPE per family, and
+//! histogram buckets cumulative with a final `le="+Inf"` equal to `_count`.
+
+use super::{MsgType, TimingTotals, Totals, MIN_EXP, SLOTS, TYPES, WIRES};
+use crate::stats::{Stats, StatsSnapshot};
+use std::fmt::Write;
+
+/// The text of one scrape.
+pub(crate) fn render(stats: &Stats) -> String {
+    let mut totals = Totals::default();
+    for w in stats.metrics.iter() {
+        w.add_to(&mut totals);
+    }
+    render_parts(stats.workers.len(), &stats.snapshot(), &totals)
+}
+
+pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let o = &mut out;
+    family(o, "herald_workers", "gauge", "Worker threads, each with its own sockets (the c of M/M/c/K).");
+    let _ = writeln!(o, "herald_workers {workers}");
+    family(o, "herald_tcp_connections_open", "gauge", "TCP connections open now (accepted and opened).");
+    let _ = writeln!(o, "herald_tcp_connections_open {}", snap.tcp_open);
+    family(
+        o,
+        "herald_socket_drops_total",
+        "counter",
+        "Datagrams the kernel dropped because a worker's UDP socket queue was full (SO_RXQ_OVFL, summed over sockets).",
+    );
+    let _ = writeln!(o, "herald_socket_drops_total {}", t.socket_drops);
+    for (name, help, v) in snap.counters() {
+        let name = format!("herald_{name}_total");
+        family(o, &name, "counter", help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    for (name, counts, help) in [
+        ("herald_messages_received_total", &t.received, "SIP messages handled, by type and transport."),
+        ("herald_messages_sent_total", &t.sent, "SIP messages queued for sending, by type and transport."),
+    ] {
+        family(o, name, "counter", help);
+        for (i, by_wire) in counts.iter().enumerate() {
+            for (w, n) in by_wire.iter().enumerate() {
+                let _ = writeln!(o, "{name}{{type=\"{}\",transport=\"{}\"}} {n}", MsgType::label(i), WIRES[w]);
+            }
+        }
+    }
+    histogram(
+        o,
+        "herald_queue_wait_seconds",
+        "UDP only: kernel receive timestamp (SO_TIMESTAMPNS) to the start of herald's work on the message.",
+        &t.queue_wait,
+    );
+    histogram(
+        o,
+        "herald_service_seconds",
+        "Herald's time on one message: from reading it to its outputs queued for sending.",
+        &t.service,
+    );
+    out
+}
+
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A histogram family plus its `_squared_sum` counter family. Only types seen at least once get
+/// series (absent means zero), which keeps a scrape of a REGISTER-only load short.
+fn histogram(o: &mut String, name: &str, help: &str, t: &[TimingTotals; TYPES]) {
+    family(o, name, "histogram", help);
+    for (i, h) in t.iter().enumerate().filter(|(_, h)| h.count > 0) {
+        let ty = MsgType::label(i);
+        let mut cumulative = 0;
+        for (s, n) in h.slots.iter().enumerate() {
+            cumulative += n;
+            if s + 1 == SLOTS {
+                let _ = writeln!(o, "{name}_bucket{{type=\"{ty}\",le=\"+Inf\"}} {cumulative}");
+            } else {
+                let le = (1u64 << (MIN_EXP + s as u32)) as f64 / 1e9;
+                let _ = writeln!(o, "{name}_bucket{{type=\"{ty}\",le=\"{le}\"}} {cumulative}");
+            }
+        }
+        let _ = writeln!(o, "{name}_sum{{type=\"{ty}\"}} {}", h.sum_ns as f64 / 1e9);
+        let _ = writeln!(o, "{name}_count{{type=\"{ty}\"}} {}", h.count);
+    }
+    let sq = format!("{name}_squared_sum");
+    family(o, &sq, "counter", "Sum of the squared durations in seconds², for the exact second moment.");
+    for (i, h) in t.iter().enumerate().filter(|(_, h)| h.count > 0) {
+        let _ = writeln!(o, "{sq}{{type=\"{}\"}} {}", MsgType::label(i), h.sum_sq_ns2 / 1e18);
+    }
+}

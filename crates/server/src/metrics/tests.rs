@@ -1,0 +1,135 @@
+use super::exposition::render_parts;
+use super::*;
+use crate::stats::StatsSnapshot;
+use bytes::Bytes;
+
+fn parse(text: &str) -> Message {
+    Message::parse(Bytes::from(text.replace('\n', "\r\n")), &herald_sip::Limits::default()).unwrap()
+}
+
+const HEADERS: &str = "Via: SIP/2.0/UDP h;branch=z9hG4bK1\nFrom: <sip:a@b>;tag=1\nTo: <sip:a@b>\nCall-ID: x\n";
+
+#[test]
+fn message_types() {
+    let req = |m: &str| parse(&format!("{m} sip:a@b SIP/2.0\n{HEADERS}CSeq: 1 {m}\nContent-Length: 0\n\n"));
+    let resp = |code: u16| parse(&format!("SIP/2.0 {code} X\n{HEADERS}CSeq: 1 INVITE\nContent-Length: 0\n\n"));
+    assert_eq!(MsgType::of(&req("INVITE")), MsgType::Invite);
+    assert_eq!(MsgType::of(&req("REGISTER")), MsgType::Register);
+    assert_eq!(MsgType::of(&req("SUBSCRIBE")), MsgType::Other);
+    assert_eq!(MsgType::of(&req("invite")), MsgType::Other, "methods are case-sensitive");
+    assert_eq!(MsgType::of(&resp(180)), MsgType::Class(1));
+    assert_eq!(MsgType::of(&resp(699)), MsgType::Class(6));
+    let labels: Vec<&str> = ["INVITE", "ACK", "BYE", "CANCEL", "REGISTER", "OPTIONS", "FOO"]
+        .iter()
+        .map(|m| MsgType::label(MsgType::of(&req(m)).index()))
+        .collect();
+    assert_eq!(labels, ["INVITE", "ACK", "BYE", "CANCEL", "REGISTER", "OPTIONS", "other"]);
+    assert_eq!(MsgType::label(MsgType::of(&resp(404)).index()), "4xx");
+}
+
+#[test]
+fn outgoing_types_from_bytes() {
+    assert_eq!(MsgType::of_bytes(b"SIP/2.0 200 OK\r\n"), MsgType::Class(2));
+    assert_eq!(MsgType::of_bytes(b"SIP/2.0 100 Trying\r\n"), MsgType::Class(1));
+    assert_eq!(MsgType::of_bytes(b"INVITE sip:a@b SIP/2.0\r\n"), MsgType::Invite);
+    assert_eq!(MsgType::of_bytes(b"ACK sip:a@b SIP/2.0\r\n"), MsgType::Ack);
+    assert_eq!(MsgType::of_bytes(b"NOTIFY sip:a@b SIP/2.0\r\n"), MsgType::Other);
+    // Never panics on odd bytes.
+    for b in [&b""[..], b"SIP/2.0 ", b"\xff\xff ", b"INVITE", b" sip:x"] {
+        let _ = MsgType::of_bytes(b).index();
+    }
+}
+
+#[test]
+fn bucket_slots() {
+    assert_eq!(slot(0), 0);
+    assert_eq!(slot(512), 0);
+    assert_eq!(slot(513), 1);
+    assert_eq!(slot(1024), 1);
+    assert_eq!(slot(1025), 2);
+    assert_eq!(slot(1 << 30), SLOTS - 2);
+    assert_eq!(slot((1 << 30) + 1), SLOTS - 1);
+    assert_eq!(slot(u64::MAX), SLOTS - 1);
+}
+
+#[test]
+fn drop_tracker_counts_new_drops_and_survives_wrap() {
+    let mut d = DropTracker::default();
+    assert_eq!(d.advance(5), 5);
+    assert_eq!(d.advance(5), 0);
+    assert_eq!(d.advance(7), 2);
+    assert_eq!(d.advance(3), 0, "never backwards");
+    let mut d = DropTracker { seen: u32::MAX - 1 };
+    assert_eq!(d.advance(2), 4, "the kernel's u32 wraps");
+}
+
+#[test]
+fn workers_add_up_and_moments_are_exact() {
+    let a = WorkerMetrics::default();
+    let b = WorkerMetrics::default();
+    a.handled(MsgType::Options, Wire::Udp, 2_000, Some(10_000));
+    a.handled(MsgType::Options, Wire::Udp, 4_000, Some(30_000));
+    b.handled(MsgType::Options, Wire::Tcp, 6_000, None);
+    b.handled(MsgType::Class(2), Wire::Udp, 1_000, Some(1_000));
+    a.sent(MsgType::of_bytes(b"SIP/2.0 200 OK\r\n"), Wire::Udp);
+    b.sent(MsgType::Class(2), Wire::Tcp);
+    b.dropped(3);
+    let mut t = Totals::default();
+    a.add_to(&mut t);
+    b.add_to(&mut t);
+    let o = MsgType::Options.index();
+    assert_eq!(t.received[o], [2, 1]);
+    assert_eq!(t.sent[MsgType::Class(2).index()], [1, 1]);
+    assert_eq!(t.service[o].count, 3);
+    assert_eq!(t.service[o].sum_ns, 12_000);
+    assert_eq!(t.service[o].sum_sq_ns2, 4e6 + 16e6 + 36e6);
+    assert_eq!(t.queue_wait[o].count, 2, "TCP has no kernel timestamp");
+    assert_eq!(t.queue_wait[o].sum_sq_ns2, 1e8 + 9e8);
+    assert_eq!(t.service[o].slots[slot(2_000)], 1);
+    assert_eq!(t.service[o].slots.iter().sum::<u64>(), 3);
+    assert_eq!(t.socket_drops, 3);
+}
+
+#[test]
+fn exposition_text() {
+    let w = WorkerMetrics::default();
+    w.handled(MsgType::Register, Wire::Udp, 3_000, Some(1_500_000));
+    w.handled(MsgType::Register, Wire::Udp, 1_000, Some(500_000));
+    w.dropped(4);
+    let mut t = Totals::default();
+    w.add_to(&mut t);
+    let snap = StatsSnapshot { udp_received: 2, tcp_open: 1, ..Default::default() };
+    let text = render_parts(2, &snap, &t);
+    for line in [
+        "herald_workers 2",
+        "herald_tcp_connections_open 1",
+        "herald_socket_drops_total 4",
+        "herald_udp_received_total 2",
+        "herald_tcp_pings_total 0",
+        "herald_messages_received_total{type=\"REGISTER\",transport=\"udp\"} 2",
+        "herald_messages_received_total{type=\"INVITE\",transport=\"tcp\"} 0",
+        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"0.000001024\"} 1",
+        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"0.000004096\"} 2",
+        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"+Inf\"} 2",
+        "herald_service_seconds_sum{type=\"REGISTER\"} 0.000004",
+        "herald_service_seconds_count{type=\"REGISTER\"} 2",
+        "herald_service_seconds_squared_sum{type=\"REGISTER\"} 0.00000000001",
+        "herald_queue_wait_seconds_sum{type=\"REGISTER\"} 0.002",
+        "herald_queue_wait_seconds_squared_sum{type=\"REGISTER\"} 0.0000025",
+        "# TYPE herald_queue_wait_seconds histogram",
+        "# TYPE herald_service_seconds_squared_sum counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    assert!(!text.contains("type=\"INVITE\",le="), "unseen types have no histogram series");
+    // One HELP and TYPE per family, and every sample line is `name{labels} value`.
+    let mut families = std::collections::HashSet::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            assert!(families.insert(rest.split(' ').next().unwrap().to_string()), "{l}");
+        } else if !l.starts_with("# HELP ") {
+            let value = l.rsplit(' ').next().unwrap();
+            assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{l}");
+        }
+    }
+}

@@ -1,0 +1,170 @@
+use super::file::{format, load, parse, save};
+use super::*;
+use std::path::PathBuf;
+
+fn table(realm: &str, users: &[(&str, &str)]) -> Credentials {
+    let mut c = Credentials::new(realm);
+    for (u, p) in users {
+        c.insert(u, UserHa1::from_password(u, realm, p));
+    }
+    c
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "herald-cred-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn ha1_matches_rfc_7616_example() {
+    // RFC 7616 §3.9.1: Mufasa / http-auth@example.org / Circle of Life (SHA-256 HA1); RFC 2617
+    // §3.5: Mufasa / testrealm@host.com / Circle Of Life (MD5 HA1).
+    let h = UserHa1::from_password("Mufasa", "http-auth@example.org", "Circle of Life");
+    assert_eq!(to_hex(&h.sha256), "7987c64c30e25f1b74be53f966b49b90f2808aa92faf9a00262392d7b4794232");
+    assert_eq!(
+        Algorithm::Md5.hex_hash(&[b"Mufasa:testrealm@host.com:Circle Of Life"]),
+        "939e7578ed9e3c518a452acee763bce9"
+    );
+}
+
+#[test]
+fn algorithm_names_round_trip() {
+    for a in Algorithm::ALL {
+        assert_eq!(Algorithm::from_name(a.name()), Some(a));
+        assert_eq!(Algorithm::from_name(&a.name().to_lowercase()), Some(a));
+        assert_eq!(a.hash(&[b"x"]).len(), a.output_len());
+    }
+    assert_eq!(Algorithm::from_name("MD5-sess"), None);
+    assert_eq!(Algorithm::ALL[0], Algorithm::Sha512_256, "strongest first (RFC 8760 §2.4)");
+}
+
+#[test]
+fn file_round_trips() {
+    let c = table("example.com", &[("bob", "pw2"), ("alice", "pw1")]);
+    let text = format(&c);
+    assert!(!text.contains("pw1") && !text.contains("pw2"), "no password in the file");
+    let back = parse(&text, "users").unwrap();
+    assert_eq!(back, c);
+    assert_eq!(back.users(), ["alice", "bob"]);
+}
+
+#[test]
+fn parse_errors_name_the_line() {
+    let good = format(&table("example.com", &[("alice", "pw")]));
+    let alice = good.lines().find(|l| l.starts_with("alice")).unwrap().to_owned();
+    let cases: Vec<(String, usize, &str)> = vec![
+        (format!("# c\n{alice}\n"), 2, "before the 'realm"),
+        ("realm a b\n".into(), 1, "expected 'realm NAME'"),
+        ("realm a\nrealm b\n".into(), 2, "second 'realm'"),
+        ("realm a\n\nalice 00 11\n".into(), 3, "found 3 fields"),
+        (format!("realm a\n{}\n", alice.replacen(' ', "x ", 1).replace("alicex", "alice\"")), 2, "must not contain"),
+        (format!("realm a\n{}\n", alice.replace(' ', " z").replacen("alice z", "alice ", 1)), 2, "hex digits"),
+        (format!("realm a\n{alice}\n{alice}\n"), 3, "appears twice"),
+        ("".into(), 0, "no 'realm NAME' line"),
+    ];
+    for (text, line, needle) in cases {
+        let e = parse(&text, "users.txt").unwrap_err();
+        assert_eq!(e.line, line, "{text:?}: {e}");
+        assert!(e.message.contains(needle), "{text:?}: {e}");
+        if line > 0 {
+            assert!(e.to_string().starts_with(&format!("users.txt:{line}: ")), "{e}");
+        }
+    }
+}
+
+#[test]
+fn names_with_quotes_or_spaces_are_refused() {
+    assert!(invalid_user_name("alice").is_none());
+    assert!(invalid_user_name("+4930123").is_none());
+    for bad in ["", "a b", "a\"b", "a\\b", "a\tb", "#x", &"x".repeat(129)] {
+        assert!(invalid_user_name(bad).is_some(), "{bad:?}");
+    }
+    assert!(invalid_realm("example.com").is_none());
+    assert!(invalid_realm("ex ample").is_some());
+}
+
+#[test]
+fn save_is_private_and_atomic() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("save");
+    let path = dir.0.join("users");
+    let c = table("example.com", &[("alice", "pw")]);
+    save(&path, &c).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(load(&path).unwrap(), c);
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+}
+
+#[test]
+fn watcher_reloads_and_keeps_the_old_table_on_a_broken_file() {
+    let dir = TempDir::new("watch");
+    let path = dir.0.join("users");
+    // Missing at start: an empty table for the realm.
+    let (mut w, shared) = FileWatcher::open(&path, "example.com").unwrap();
+    assert!(shared.current().is_empty());
+    assert_eq!(w.poll(), Reload::Unchanged);
+
+    save(&path, &table("example.com", &[("alice", "pw")])).unwrap();
+    assert_eq!(w.poll(), Reload::Loaded(1));
+    assert!(shared.current().get("alice").is_some());
+    assert_eq!(w.poll(), Reload::Unchanged);
+
+    save(&path, &table("example.com", &[("alice", "pw"), ("bob", "pw")])).unwrap();
+    assert_eq!(w.poll(), Reload::Loaded(2));
+    let before = shared.current();
+
+    // An in-place edit that breaks the file: reported with its line, old table kept.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("carol nothex\n");
+    std::fs::write(&path, text).unwrap();
+    match w.poll() {
+        Reload::Failed(e) => assert!(e.to_string().contains(":7: "), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(*shared.current(), *before);
+    assert_eq!(w.poll(), Reload::Unchanged, "a broken version is reported once");
+
+    // Another realm: refused, old table kept.
+    save(&path, &table("other.org", &[("mallory", "pw")])).unwrap();
+    assert!(matches!(w.poll(), Reload::Failed(e) if e.message.contains("realm")));
+    assert!(shared.current().get("mallory").is_none());
+
+    // Removed: the old table stays in use.
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(w.poll(), Reload::Missing);
+    assert_eq!(w.poll(), Reload::Unchanged);
+    assert_eq!(shared.current().len(), 2);
+
+    // Fixed: loaded again.
+    save(&path, &table("example.com", &[("dave", "pw")])).unwrap();
+    assert_eq!(w.poll(), Reload::Loaded(1));
+    assert!(shared.current().get("dave").is_some());
+}
+
+#[test]
+fn open_refuses_a_broken_file() {
+    let dir = TempDir::new("open");
+    let path = dir.0.join("users");
+    std::fs::write(&path, "realm example.com\nalice zz\n").unwrap();
+    let e = FileWatcher::open(&path, "example.com").unwrap_err();
+    assert_eq!(e.line, 2);
+}

@@ -1,0 +1,265 @@
+//! The metrics endpoint of a real `herald serve` on loopback: counts per message type and
+//! transport, queue wait and service time sums, what `herald_bench::scrape` makes of them,
+//! hostile HTTP clients, and socket drops (SO_RXQ_OVFL) after a stalled process.
+
+mod common;
+
+use common::*;
+use herald_bench::scrape::{self, Scrape};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::raw::c_int;
+use std::time::{Duration, Instant};
+
+extern "C" {
+    fn kill(pid: c_int, sig: c_int) -> c_int;
+}
+const SIGCONT: c_int = 18;
+const SIGSTOP: c_int = 19;
+
+fn start(name: &str, udp_buffer_bytes: Option<usize>) -> (Herald, String) {
+    let dir = test_dir(name);
+    let extras = HeraldExtras { metrics: true, udp_buffer_bytes };
+    let h = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    let url = h.metrics_url.clone().unwrap();
+    (h, url)
+}
+
+fn fetch(url: &str) -> Scrape {
+    scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"))
+}
+
+fn register_request(herald: SocketAddr, local: SocketAddr, user: &str, n: u32) -> String {
+    format!(
+        "REGISTER sip:{ip} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch=z9hG4bK-reg-{user}-{n};rport\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:{user}@{ip}>;tag=r{n}\r\n\
+         To: <sip:{user}@{ip}>\r\n\
+         Call-ID: reg-{user}\r\n\
+         CSeq: {n} REGISTER\r\n\
+         Contact: <sip:{user}@{local}>\r\n\
+         Expires: 120\r\n\
+         Content-Length: 0\r\n\r\n",
+        ip = herald // with the port: the registrar is herald only at its own port
+    )
+}
+
+/// Sends one request over UDP and waits for its final response (no retransmission: loopback).
+fn udp_transaction(sock: &UdpSocket, herald: SocketAddr, req: &str, call_id: &str) -> u16 {
+    sock.send_to(req.as_bytes(), herald).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = vec![0u8; 65536];
+    while Instant::now() < deadline {
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) if header_of(&buf[..n], "Call-ID", "i") == Some(call_id) => {
+                if let Some(s) = status_of(&buf[..n]).filter(|s| *s >= 200) {
+                    return s;
+                }
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    panic!("no final response to {call_id}");
+}
+
+/// One OPTIONS over an open TCP connection; returns the final status.
+fn tcp_options(conn: &mut TcpStream, herald: SocketAddr, call_id: &str) -> u16 {
+    let local = conn.local_addr().unwrap();
+    conn.write_all(options_request(herald, local, call_id, "TCP").as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // One response per request, never pipelined here: the whole stream is this answer.
+        if let Some(end) = find(&got, b"\r\n\r\n") {
+            let msg = &got[..end + 4];
+            assert_eq!(header_of(msg, "Call-ID", "i"), Some(call_id));
+            return status_of(msg).unwrap();
+        }
+        let n = conn.read(&mut buf).expect("TCP response");
+        assert!(n > 0, "herald closed the TCP connection");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn delta(before: &Scrape, after: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    after.sum(name, labels) - before.sum(name, labels)
+}
+
+#[test]
+fn counts_and_timings_per_type_and_transport() {
+    let (herald, url) = start("metrics_counts", None);
+    let before = fetch(&url);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    for i in 0..20 {
+        let id = format!("opt-udp-{i}");
+        assert_eq!(udp_transaction(&sock, herald.addr, &options_request(herald.addr, local, &id, "UDP"), &id), 200);
+    }
+    // 200, or 401 when digest authentication is on: either is one final response of its class.
+    let mut register_classes = std::collections::BTreeMap::new();
+    for n in 1..=5 {
+        let req = register_request(herald.addr, local, "alice", n);
+        let status = udp_transaction(&sock, herald.addr, &req, "reg-alice");
+        *register_classes.entry(format!("{}xx", status / 100)).or_insert(0.0) += 1.0;
+    }
+    let mut conn = TcpStream::connect(herald.addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for i in 0..7 {
+        assert_eq!(tcp_options(&mut conn, herald.addr, &format!("opt-tcp-{i}")), 200);
+    }
+    let open = fetch(&url);
+    assert_eq!(open.get("herald_tcp_connections_open", &[]), Some(1.0));
+    drop(conn);
+    let after = fetch(&url);
+
+    let received = |ty: &str, tr: &str| {
+        delta(&before, &after, "herald_messages_received_total", &[("type", ty), ("transport", tr)])
+    };
+    let sent =
+        |ty: &str, tr: &str| delta(&before, &after, "herald_messages_sent_total", &[("type", ty), ("transport", tr)]);
+    assert_eq!(received("OPTIONS", "udp"), 20.0);
+    assert_eq!(received("OPTIONS", "tcp"), 7.0);
+    assert_eq!(received("REGISTER", "udp"), 5.0);
+    assert_eq!(received("INVITE", "udp"), 0.0);
+    for class in ["1xx", "2xx", "3xx", "4xx", "5xx", "6xx"] {
+        let want = register_classes.get(class).copied().unwrap_or(0.0) + if class == "2xx" { 20.0 } else { 0.0 };
+        assert_eq!(sent(class, "udp"), want, "{class} sent over UDP");
+    }
+    assert_eq!(sent("2xx", "tcp"), 7.0);
+    assert_eq!(delta(&before, &after, "herald_udp_received_total", &[]), 25.0);
+    assert_eq!(delta(&before, &after, "herald_tcp_received_total", &[]), 7.0);
+    assert_eq!(delta(&before, &after, "herald_tcp_accepted_total", &[]), 1.0);
+    // Queue wait exists for datagrams only; service time for every message.
+    let options = [("type", "OPTIONS")];
+    assert_eq!(delta(&before, &after, "herald_queue_wait_seconds_count", &options), 20.0);
+    assert_eq!(delta(&before, &after, "herald_service_seconds_count", &options), 27.0);
+    for family in ["herald_queue_wait_seconds", "herald_service_seconds"] {
+        let sum = delta(&before, &after, &format!("{family}_sum"), &options);
+        let sq = delta(&before, &after, &format!("{family}_squared_sum"), &options);
+        assert!(sum > 0.0 && sq > 0.0, "{family}: sum {sum}, squares {sq}");
+        assert!(sum < 20.0, "{family}: {sum} s is not a plausible total for 27 messages");
+        let inf = after.get(&format!("{family}_bucket"), &[("type", "OPTIONS"), ("le", "+Inf")]);
+        assert_eq!(inf, after.get(&format!("{family}_count"), &options), "{family}: +Inf bucket = count");
+    }
+
+    let w = scrape::window(&before, &after);
+    assert_eq!(w.workers as usize, std::thread::available_parallelism().unwrap().get());
+    assert_eq!(w.socket_drops, 0);
+    assert_eq!(w.messages.keys().map(String::as_str).collect::<Vec<_>>(), ["OPTIONS", "REGISTER"]);
+    let o = &w.messages["OPTIONS"];
+    assert_eq!(o.count, 27);
+    assert_eq!(w.messages["REGISTER"].count, 5);
+    for (what, m) in [("OPTIONS service", o.service), ("OPTIONS queue wait", o.queue_wait)] {
+        assert!(m.mean_us > 0.0 && m.mean_us < 1e6, "{what}: {m:?}");
+        // E[X²] >= E[X]² holds for exact moments of any sample (and fails for garbage).
+        assert!(m.second_moment_us2 >= m.mean_us * m.mean_us * 0.999_999, "{what}: {m:?}");
+    }
+    assert!(w.messages["REGISTER"].service.mean_us > 0.0);
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+/// Sends `bytes` on a fresh connection (in pieces `gap` apart) and returns the whole answer.
+fn http_exchange(addr: SocketAddr, pieces: &[&[u8]], gap: Duration) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    for p in pieces {
+        // The server may answer and close before a large head is written in full.
+        if c.write_all(p).is_err() {
+            break;
+        }
+        std::thread::sleep(gap);
+    }
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn hostile_http_clients_do_not_break_the_endpoint_or_the_server() {
+    let (herald, url) = start("metrics_hostile", None);
+    let addr: SocketAddr = url.trim_start_matches("http://").trim_end_matches("/metrics").parse().unwrap();
+    let status = |answer: &str| answer.split(' ').nth(1).unwrap_or("").to_string();
+
+    // A client that never sends anything holds one slot; the others are served meanwhile.
+    let silent = TcpStream::connect(addr).unwrap();
+    // Slowloris within the limits: a head dribbled over ~1.5 s is still answered.
+    let slow = std::thread::spawn(move || {
+        let pieces: [&[u8]; 4] = [b"GET /met", b"rics HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"];
+        http_exchange(addr, &pieces, Duration::from_millis(500))
+    });
+    let oversize = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"\x00\xff\xfe garbage\r\n\r\n".to_vec(), "400"),
+        (b"GET /metrics\r\n\r\n".to_vec(), "400"),
+        (b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".to_vec(), "405"),
+        (b"GET /admin HTTP/1.1\r\n\r\n".to_vec(), "404"),
+        (oversize.into_bytes(), "431"),
+        (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), "200"),
+    ];
+    for (req, want) in &cases {
+        let answer = http_exchange(addr, &[req], Duration::ZERO);
+        assert_eq!(status(&answer), *want, "{:?} → {answer:.200}", String::from_utf8_lossy(&req[..req.len().min(40)]));
+        assert!(answer.contains("Connection: close"), "{answer:.200}");
+    }
+    let slow = slow.join().unwrap();
+    assert_eq!(status(&slow), "200", "{slow:.200}");
+    assert!(slow.contains("herald_workers "), "{slow:.200}");
+    // A head that stops coming is cut off after 5 s with 408.
+    let mut silent = silent;
+    silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut answer = String::new();
+    let _ = silent.read_to_string(&mut answer);
+    assert_eq!(status(&answer), "408", "{answer:.200}");
+
+    // Still scraping, and SIP still served.
+    fetch(&url);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp_options_ok(&sock, herald.addr, "after-hostile-http", Duration::from_secs(5)).unwrap();
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+/// Resumes a SIGSTOPped process however the test ends.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child with a valid signal.
+        unsafe {
+            kill(self.0 as c_int, SIGCONT);
+        }
+    }
+}
+
+#[test]
+fn socket_queue_overflow_is_counted() {
+    // The smallest receive buffer the config allows; the kernel doubles it (socket(7) SO_RCVBUF)
+    // and charges each datagram's whole buffer (several hundred bytes), so a few dozen fit.
+    let (herald, url) = start("metrics_drops", Some(4096));
+    let before = fetch(&url);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let flood = 2000;
+    {
+        // SAFETY: as above.
+        assert_eq!(unsafe { kill(herald.pid() as c_int, SIGSTOP) }, 0);
+        let _resume = Resume(herald.pid());
+        // A stopped process reads nothing: the socket queue fills and the rest is dropped.
+        std::thread::sleep(Duration::from_millis(100));
+        for _ in 0..flood {
+            sock.send_to(b"\r\n\r\n", herald.addr).unwrap();
+        }
+    }
+    // The drop count rides on datagrams queued after the drops (the kernel adds SO_RXQ_OVFL to
+    // each datagram as it queues it): this OPTIONS from the same address reaches the same socket.
+    udp_options_ok(&sock, herald.addr, "after-flood", Duration::from_secs(10)).unwrap();
+    let after = fetch(&url);
+    let drops = scrape::window(&before, &after).socket_drops;
+    let read = delta(&before, &after, "herald_udp_received_total", &[]) as u64;
+    assert!(drops > 0, "no drops counted; herald read {read} datagrams");
+    // Every datagram was either read or dropped (the OPTIONS may have been retransmitted).
+    assert!(drops + read >= flood && drops < flood, "drops {drops}, read {read}, sent {flood}+");
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
