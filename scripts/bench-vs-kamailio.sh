@@ -133,6 +133,8 @@ address = "127.0.0.1:$HPORT"
 transports = ["udp"]
 [proxy]
 record_route = "always"
+[auth]
+enabled = false # Kamailio's bench config does not authenticate either
 [log]
 level = "warn"
 TOML

@@ -62,6 +62,7 @@ impl SlidingCounts {
     }
 
     /// Sources tracked now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.current.len() + self.previous.len()
     }
