@@ -1,1 +1,42 @@
-//! (being written)
+//! The load generator: caller and callee user agents driven by one event loop.
+//!
+//! Both ends live in this process. Callee agents REGISTER the users with contacts on the
+//! generator's callee socket; callers place calls to those users through the proxy on an
+//! open-loop arrival schedule (INVITE → 180 → 200 → ACK → hold → BYE → 200, or CANCEL while
+//! ringing in the user model), with RFC 3261 retransmission timers over UDP and digest
+//! authentication when the users have passwords. Every run returns a [`RunResult`].
+//!
+//! Library entry points (the CLI in `src/bench/` and the capacity search call these):
+//! [`run_calls`], [`run_register`], [`run_users`], each taking its options and a [`StopFlag`].
+//!
+//! Layout: [`engine`] (state, sockets, timers, dispatch) and [`driver`] (arrivals, window, drain);
+//! [`caller`], [`callee`], [`registration`], [`user_workload`] (protocol roles); [`wire`] and
+//! [`route`] (messages and dialog routing); [`digest`] and `challenge` (authentication); [`net`]
+//! (UDP mmsg / TCP framing); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`].
+
+pub mod callee;
+pub mod caller;
+mod challenge;
+pub mod digest;
+pub mod driver;
+pub mod engine;
+pub mod measure;
+pub mod net;
+pub mod options;
+pub mod progress;
+pub mod registration;
+pub mod route;
+pub mod run;
+pub mod slab;
+pub mod stats;
+pub mod stop;
+pub mod timers;
+pub mod user_workload;
+pub mod users;
+pub mod wire;
+
+pub use crate::results::RunResult;
+pub use options::{domain_of, CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions};
+pub use run::{run_calls, run_register, run_users};
+pub use stop::StopFlag;
+pub use users::{load as load_users, User};

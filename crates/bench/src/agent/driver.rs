@@ -1,0 +1,111 @@
+//! Running the event loop over a measurement window: open-loop arrivals on their own schedule
+//! (each scheduled from the previous *scheduled* time, never from "now", so a late loop does not
+//! lower the offered rate), then a bounded drain, then leftovers counted as unfinished.
+
+use super::engine::{Engine, TIMEOUT_US};
+use super::progress::Progress;
+use super::stop::StopFlag;
+use crate::arrivals::Arrivals;
+
+/// How a window ended.
+pub struct Window {
+    /// Length of the window actually run, µs (shorter when stopped early).
+    pub length_us: u64,
+    pub interrupted: bool,
+}
+
+/// What an arrival starts.
+pub type OnArrival = fn(&mut Engine);
+
+impl Engine {
+    /// Runs arrivals for `length_us` (or until `stop`), then drains for at most `grace_us`.
+    pub fn run_window(
+        &mut self,
+        length_us: u64,
+        mut arrivals: Option<(&mut Arrivals, OnArrival)>,
+        stop: &StopFlag,
+        progress: &mut Progress,
+        grace_us: u64,
+    ) -> Window {
+        let start = self.clock();
+        let end = start + length_us;
+        let mut next_arrival = match &mut arrivals {
+            Some((a, _)) => start + a.next_gap(&mut self.rng).as_micros() as u64,
+            None => u64::MAX,
+        };
+        let mut drain_until: Option<u64> = None;
+        let mut window = Window { length_us, interrupted: false };
+        loop {
+            let now = self.clock();
+            if drain_until.is_none() && (now >= end || stop.is_stopped() || self.transport_lost()) {
+                window.interrupted = now < end;
+                window.length_us = now.min(end) - start;
+                self.accepting = false;
+                if window.interrupted || matches!(self.mode, super::engine::Mode::Users { .. }) {
+                    self.hang_up_all();
+                }
+                drain_until = Some(now + grace_us);
+            }
+            if drain_until.is_none() {
+                if let Some((a, on_arrival)) = &mut arrivals {
+                    while next_arrival <= now && next_arrival < end {
+                        on_arrival(self);
+                        next_arrival += (a.next_gap(&mut self.rng).as_micros() as u64).max(1);
+                    }
+                }
+            }
+            if let Some(until) = drain_until {
+                if self.idle() || now >= until || self.transport_lost() {
+                    break;
+                }
+            }
+            progress.tick(
+                now,
+                &self.stats,
+                self.calls.len() + self.registrations.iter().filter(|r| r.tx.is_some()).count(),
+            );
+            // Draining, arrivals are over: only the drain deadline (and timers) wake the loop.
+            let wake = match drain_until {
+                Some(until) => until,
+                None => next_arrival.min(end),
+            };
+            let wake = wake.min(progress.next_due());
+            self.step(wake);
+        }
+        let reason = if self.transport_lost() { "transport" } else { "unfinished" };
+        for (slot, generation) in self.calls.handles() {
+            self.end_call(slot, generation, Err(reason));
+        }
+        self.abandon_registrations();
+        progress.finish();
+        window
+    }
+
+    /// Registers every user before a calls run, at most `window` at a time; Err names the first
+    /// user whose registration failed.
+    pub fn register_all(&mut self, stop: &StopFlag) -> Result<(), String> {
+        const WINDOW: usize = 64;
+        let deadline = self.clock() + 4 * TIMEOUT_US + self.users.len() as u64 * 1000;
+        let mut next = 0;
+        loop {
+            let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
+            let mut started = 0;
+            while next < self.users.len() && in_flight + started < WINDOW {
+                self.register(next);
+                next += 1;
+                started += 1;
+            }
+            if let Some((user, reg)) = self.registrations.iter().enumerate().find(|(_, r)| r.error.is_some()) {
+                let error = reg.error.clone().unwrap_or_default();
+                return Err(format!("registering {} at {} failed: {error}", self.users[user].name, self.proxy));
+            }
+            if next == self.users.len() && self.registrations.iter().all(|r| r.registered) {
+                return Ok(());
+            }
+            if stop.is_stopped() || self.now > deadline || self.transport_lost() {
+                return Err(format!("registering {} users at {} did not finish", self.users.len(), self.proxy));
+            }
+            self.step(self.now + 100_000);
+        }
+    }
+}

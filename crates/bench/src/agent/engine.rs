@@ -1,0 +1,288 @@
+//! The single-threaded event loop that plays both ends: it owns the caller and callee sockets,
+//! the timer heap, the calls, callee dialogs and registrations, and dispatches every received
+//! message to the caller ([`super::caller`]), callee ([`super::callee`]) or registration
+//! ([`super::registration`]) logic. One thread keeps the generator's CPU per call low and
+//! measurements free of lock contention.
+
+use super::callee::Dialog;
+use super::caller::Call;
+use super::net::{wait, Endpoint, Incoming};
+use super::registration::Registration;
+use super::slab::Slab;
+use super::stats::Stats;
+use super::timers::{next_interval, Timer, TimerKind, TimerQueue};
+use super::users::User;
+use super::wire::Local;
+use crate::workload::UserModel;
+use bytes::Bytes;
+use herald_sip::{Limits, Message, Transport};
+use rand::rngs::SmallRng;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// RFC 3261 §17.1.1.1 defaults.
+pub const T1_US: u64 = 500_000;
+pub const T2_US: u64 = 4_000_000;
+/// Timer B / F / H: 64·T1.
+pub const TIMEOUT_US: u64 = 64 * T1_US;
+/// Callee dialogs held at once; an INVITE beyond this gets 503 (bounded memory under floods).
+pub const MAX_DIALOGS: usize = 1 << 20;
+
+/// Which of the generator's two sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Caller,
+    Callee,
+}
+
+/// What the run does besides answering.
+pub enum Mode {
+    /// `bench calls`: fixed ring and hold.
+    Calls { ring_us: u64, hold_us: u64 },
+    /// `bench register`: registrations with this expiry, counted as the run's attempts.
+    Register { expires_s: u32 },
+    /// `bench users`: the SPEC SIP user model.
+    Users { model: UserModel },
+}
+
+/// A client transaction in flight (RFC 3261 §17.1): the request kept for retransmission.
+pub struct ClientTx {
+    /// Unique per transaction; timers carry it, so a stale timer never touches a newer one.
+    pub id: u32,
+    pub method: &'static str,
+    pub branch: String,
+    pub request: Bytes,
+    pub dest: SocketAddr,
+    pub sent_us: u64,
+    pub interval_us: u64,
+    /// A provisional response arrived (stops Timer A; Timer E continues at T2, §17.1.2.2).
+    pub proceeding: bool,
+}
+
+pub struct Engine {
+    epoch: Instant,
+    pub now: u64,
+    pub timers: TimerQueue,
+    pub caller_ep: Endpoint,
+    pub callee_ep: Endpoint,
+    pub caller_local: Local,
+    pub callee_local: Local,
+    pub proxy: SocketAddr,
+    pub users: Vec<User>,
+    pub user_index: HashMap<String, usize>,
+    pub calls: Slab<Call>,
+    pub dialogs: Slab<Dialog>,
+    pub dialog_ids: HashMap<String, (u32, u32)>,
+    pub registrations: Vec<Registration>,
+    pub stats: Stats,
+    pub rng: SmallRng,
+    pub run_id: u32,
+    next_tx: u32,
+    pub limits: Limits,
+    pub mode: Mode,
+    /// New calls, registrations and refreshes may start (false while draining).
+    pub accepting: bool,
+    /// Registrations count as the run's attempts (`bench register`), not as set-up.
+    pub count_registrations: bool,
+    /// Round-robin position for calls and registrations.
+    pub next_user: usize,
+    /// Expires of every REGISTER sent.
+    pub register_expires_s: u32,
+    inbox: Vec<Incoming>,
+}
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        caller_ep: Endpoint,
+        callee_ep: Endpoint,
+        proxy: SocketAddr,
+        domain: &str,
+        users: Vec<User>,
+        mode: Mode,
+        rng: SmallRng,
+        run_id: u32,
+    ) -> Engine {
+        let local = |ep: &Endpoint| Local {
+            transport: if ep.is_stream() { "TCP" } else { "UDP" },
+            hostport: ep.local_addr().to_string(),
+            uri_param: if ep.is_stream() { ";transport=tcp" } else { "" },
+            domain: domain.to_string(),
+        };
+        let user_index = users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
+        let registrations = (0..users.len()).map(|i| Registration::new(i, run_id, domain)).collect();
+        Engine {
+            epoch: Instant::now(),
+            now: 0,
+            timers: TimerQueue::default(),
+            caller_local: local(&caller_ep),
+            callee_local: local(&callee_ep),
+            caller_ep,
+            callee_ep,
+            proxy,
+            users,
+            user_index,
+            calls: Slab::default(),
+            dialogs: Slab::default(),
+            dialog_ids: HashMap::new(),
+            registrations,
+            stats: Stats::default(),
+            rng,
+            run_id,
+            next_tx: 1,
+            limits: Limits::default(),
+            mode,
+            accepting: true,
+            count_registrations: false,
+            next_user: 0,
+            register_expires_s: 3600,
+            inbox: Vec::with_capacity(64),
+        }
+    }
+
+    /// Microseconds since the engine was created.
+    pub fn clock(&mut self) -> u64 {
+        self.now = self.epoch.elapsed().as_micros() as u64;
+        self.now
+    }
+
+    pub fn stream(&self) -> bool {
+        self.caller_ep.is_stream()
+    }
+
+    pub fn endpoint(&mut self, side: Side) -> &mut Endpoint {
+        match side {
+            Side::Caller => &mut self.caller_ep,
+            Side::Callee => &mut self.callee_ep,
+        }
+    }
+
+    pub fn local(&self, side: Side) -> &Local {
+        match side {
+            Side::Caller => &self.caller_local,
+            Side::Callee => &self.callee_local,
+        }
+    }
+
+    /// Queues a message; false when the transport refused it.
+    pub fn send(&mut self, side: Side, bytes: Bytes, dest: SocketAddr) -> bool {
+        self.endpoint(side).send(bytes, dest)
+    }
+
+    /// A fresh RFC 3261 branch (§8.1.1.7: starts with the magic cookie, unique per transaction).
+    pub fn new_tx(&mut self) -> (u32, String) {
+        let id = self.next_tx;
+        self.next_tx = self.next_tx.wrapping_add(1).max(1);
+        (id, format!("z9hG4bK{:x}.{id:x}", self.run_id))
+    }
+
+    /// Sends a new client transaction's request and arms its timers: A/E (UDP only, RFC 3261
+    /// §17.1.1.2, §17.1.2.2) and B/F (all transports). False on a transport error.
+    pub fn start_tx(
+        &mut self,
+        side: Side,
+        tx: &ClientTx,
+        slot: u32,
+        retransmit: TimerKind,
+        timeout: TimerKind,
+    ) -> bool {
+        if !self.send(side, tx.request.clone(), tx.dest) {
+            return false;
+        }
+        if !self.stream() {
+            self.timers.arm(self.now + tx.interval_us, Timer { kind: retransmit, slot, generation: tx.id });
+        }
+        self.timers.arm(self.now + TIMEOUT_US, Timer { kind: timeout, slot, generation: tx.id });
+        true
+    }
+
+    /// A retransmission timer of `tx` fired: resend unless a provisional stopped Timer A, and arm
+    /// the next one.
+    pub fn retransmit_tx(&mut self, side: Side, tx: &mut ClientTx, slot: u32, kind: TimerKind) {
+        let invite = tx.method == "INVITE";
+        if invite && tx.proceeding {
+            return;
+        }
+        if self.send(side, tx.request.clone(), tx.dest) {
+            self.stats.retransmissions += 1;
+        }
+        tx.interval_us = if tx.proceeding { T2_US } else { next_interval(tx.interval_us, !invite, T2_US) };
+        self.timers.arm(self.now + tx.interval_us, Timer { kind, slot, generation: tx.id });
+    }
+
+    /// Runs due timers, flushes, waits for input until `until_us` at the latest, and handles what
+    /// arrived.
+    pub fn step(&mut self, until_us: u64) {
+        self.clock();
+        while let Some(t) = self.timers.pop_due(self.now) {
+            self.on_timer(t);
+        }
+        self.caller_ep.flush();
+        self.callee_ep.flush();
+        let due = self.timers.next_due().unwrap_or(u64::MAX).min(until_us);
+        let timeout = due.saturating_sub(self.clock()).min(100_000);
+        if timeout > 0 {
+            wait(&[&self.caller_ep, &self.callee_ep], timeout);
+        }
+        self.clock();
+        self.receive(Side::Caller);
+        self.receive(Side::Callee);
+        self.caller_ep.flush();
+        self.callee_ep.flush();
+    }
+
+    fn receive(&mut self, side: Side) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        let limits = self.limits.clone();
+        self.endpoint(side).receive(&mut inbox, &limits);
+        let transport = if self.stream() { Transport::Stream } else { Transport::Datagram };
+        for incoming in inbox.drain(..) {
+            // Hostile input is simply not ours: anything that does not parse is counted and
+            // dropped (a UA may discard a malformed response, RFC 3261 §8.1.3.1).
+            match Message::parse_as(incoming.bytes, &self.limits, transport) {
+                Ok(msg) => self.dispatch(side, msg, incoming.from),
+                Err(_) => self.stats.stray += 1,
+            }
+        }
+        self.inbox = inbox;
+    }
+
+    fn dispatch(&mut self, side: Side, msg: Message, from: SocketAddr) {
+        match (side, msg.is_request()) {
+            (Side::Callee, true) => self.on_callee_request(&msg, from),
+            (Side::Callee, false) => self.on_register_response(&msg),
+            (Side::Caller, false) => self.on_caller_response(&msg),
+            // Nobody calls the callers: requests there are answered 403 by nobody, just dropped.
+            (Side::Caller, true) => self.stats.stray += 1,
+        }
+    }
+
+    fn on_timer(&mut self, t: Timer) {
+        use TimerKind::*;
+        match t.kind {
+            CallerRetransmit | CallerTimeout | CallerCancel | CallerHangUp => self.on_caller_timer(t),
+            CalleeAnswer | CalleeRetransmit | CalleeAckTimeout | CalleeForget => self.on_callee_timer(t),
+            RegisterRetransmit | RegisterTimeout | RegisterRefresh => self.on_register_timer(t),
+            UserCall => self.on_user_call_timer(t),
+        }
+    }
+
+    /// Nothing of the run is still in flight (callee dialogs lingering to absorb retransmissions
+    /// do not count).
+    pub fn idle(&self) -> bool {
+        self.calls.is_empty() && self.registrations.iter().all(|r| r.tx.is_none())
+    }
+
+    /// A transport that broke cannot recover (TCP): the run should end.
+    pub fn transport_lost(&self) -> bool {
+        self.caller_ep.is_closed() || self.callee_ep.is_closed()
+    }
+
+    /// Picks the next user round-robin.
+    pub fn round_robin(&mut self) -> usize {
+        let u = self.next_user % self.users.len();
+        self.next_user = self.next_user.wrapping_add(1);
+        u
+    }
+}

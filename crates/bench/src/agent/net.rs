@@ -1,0 +1,374 @@
+//! The generator's sockets: non-blocking UDP with recvmmsg(2)/sendmmsg(2) batching, or one TCP
+//! connection to the proxy framed with `herald_sip::framing` (RFC 3261 §18.3). Both ends of the
+//! generator (callers, callees) own one endpoint each; the event loop polls them with ppoll(2).
+//!
+//! Memory is bounded: a UDP send queue or TCP write buffer that grows past its limit makes
+//! further sends fail (the call is counted as a transport failure), and the stream framer rejects
+//! a message larger than the parser limits.
+
+use bytes::{Bytes, BytesMut};
+use herald_sip::framing::{next_frame, Frame};
+use herald_sip::Limits;
+use socket2::SockAddr;
+use std::io::{self, Read, Write};
+use std::mem::zeroed;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Datagrams per recvmmsg/sendmmsg call.
+const BATCH: usize = 32;
+/// Receive slot size: the largest UDP payload.
+const SLOT: usize = 65_535;
+/// Queued datagrams or stream bytes beyond which sends fail instead of buffering more.
+const MAX_UDP_QUEUE: usize = 65_536;
+const MAX_TCP_BUFFER: usize = 32 << 20;
+
+/// One received message and where it came from.
+#[derive(Debug)]
+pub struct Incoming {
+    pub bytes: Bytes,
+    pub from: SocketAddr,
+}
+
+pub enum Endpoint {
+    Udp(UdpEndpoint),
+    Tcp(TcpEndpoint),
+}
+
+impl Endpoint {
+    /// A UDP socket bound to `ip` on a free port, with large kernel buffers so that a burst does
+    /// not overflow the receive queue of the generator itself.
+    pub fn udp(ip: std::net::IpAddr) -> io::Result<Endpoint> {
+        let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+        socket.set_nonblocking(true)?;
+        let s2 = socket2::SockRef::from(&socket);
+        let _ = s2.set_recv_buffer_size(8 << 20);
+        let _ = s2.set_send_buffer_size(8 << 20);
+        let local = socket.local_addr()?;
+        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), slots: vec![0; BATCH * SLOT] }))
+    }
+
+    /// A TCP connection from `ip` to `peer`.
+    pub fn tcp(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<Endpoint> {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+        socket.connect_timeout(&peer.into(), Duration::from_secs(5))?;
+        let stream: TcpStream = socket.into();
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        let local = stream.local_addr()?;
+        Ok(Endpoint::Tcp(TcpEndpoint {
+            stream,
+            local,
+            peer,
+            input: BytesMut::with_capacity(SLOT),
+            output: Vec::new(),
+            closed: false,
+        }))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        match self {
+            Endpoint::Udp(u) => u.local,
+            Endpoint::Tcp(t) => t.local,
+        }
+    }
+
+    pub fn is_stream(&self) -> bool {
+        matches!(self, Endpoint::Tcp(_))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Endpoint::Udp(u) => u.socket.as_raw_fd(),
+            Endpoint::Tcp(t) => t.stream.as_raw_fd(),
+        }
+    }
+
+    /// Something is waiting to be written.
+    pub fn wants_write(&self) -> bool {
+        match self {
+            Endpoint::Udp(u) => !u.queue.is_empty(),
+            Endpoint::Tcp(t) => !t.output.is_empty(),
+        }
+    }
+
+    /// Queues one message for `dest` (ignored on TCP: everything goes over the connection to the
+    /// proxy, which then acts as the outbound proxy of RFC 3261 §8.1.2). False: the queue is
+    /// full or the connection is gone.
+    pub fn send(&mut self, bytes: Bytes, dest: SocketAddr) -> bool {
+        match self {
+            Endpoint::Udp(u) => {
+                if u.queue.len() >= MAX_UDP_QUEUE {
+                    return false;
+                }
+                u.queue.push((bytes, dest));
+                true
+            }
+            Endpoint::Tcp(t) => {
+                if t.closed || t.output.len() + bytes.len() > MAX_TCP_BUFFER {
+                    return false;
+                }
+                t.output.extend_from_slice(&bytes);
+                true
+            }
+        }
+    }
+
+    /// Writes what is queued as far as the kernel takes it.
+    pub fn flush(&mut self) {
+        match self {
+            Endpoint::Udp(u) => u.flush(),
+            Endpoint::Tcp(t) => t.flush(),
+        }
+    }
+
+    /// Reads everything available into `out`.
+    pub fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
+        match self {
+            Endpoint::Udp(u) => u.receive(out),
+            Endpoint::Tcp(t) => t.receive(out, limits),
+        }
+    }
+
+    /// The TCP connection was closed or broke (never true for UDP).
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Endpoint::Tcp(t) if t.closed)
+    }
+}
+
+pub struct UdpEndpoint {
+    socket: UdpSocket,
+    local: SocketAddr,
+    queue: Vec<(Bytes, SocketAddr)>,
+    slots: Vec<u8>,
+}
+
+impl UdpEndpoint {
+    fn flush(&mut self) {
+        let fd = self.socket.as_raw_fd();
+        let mut sent_total = 0;
+        while sent_total < self.queue.len() {
+            let chunk = &self.queue[sent_total..self.queue.len().min(sent_total + BATCH)];
+            let addrs: Vec<SockAddr> = chunk.iter().map(|(_, a)| SockAddr::from(*a)).collect();
+            // SAFETY: iovec and mmsghdr are plain old data (all-zero is valid); every pointer set
+            // below refers to `chunk` or `addrs`, which outlive the sendmmsg call.
+            let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
+            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+            for (i, ((bytes, _), addr)) in chunk.iter().zip(&addrs).enumerate() {
+                iov[i] = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
+                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+                hdrs[i].msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+                hdrs[i].msg_hdr.msg_namelen = addr.len();
+            }
+            // SAFETY: hdrs holds chunk.len() initialised headers.
+            let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, libc::MSG_DONTWAIT) };
+            if n > 0 {
+                sent_total += n as usize;
+                continue;
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::WouldBlock => break, // retried when poll says writable
+                io::ErrorKind::Interrupted => continue,
+                // A datagram the kernel refuses (e.g. ICMP-reported unreachable on a previous
+                // send): drop it; the transaction timers account for the loss.
+                _ => sent_total += 1,
+            }
+        }
+        self.queue.drain(..sent_total);
+    }
+
+    fn receive(&mut self, out: &mut Vec<Incoming>) {
+        let fd = self.socket.as_raw_fd();
+        loop {
+            // SAFETY: as in flush; every iovec points into `self.slots` (BATCH × SLOT bytes) and
+            // every name into `names`, both alive across the call.
+            let mut names: [libc::sockaddr_storage; BATCH] = unsafe { zeroed() };
+            let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
+            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+            for (i, chunk) in self.slots.chunks_mut(SLOT).enumerate() {
+                iov[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: SLOT };
+                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+                hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+                hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            }
+            // SAFETY: BATCH initialised headers.
+            let n = unsafe {
+                libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut())
+            };
+            if n <= 0 {
+                return; // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later
+            }
+            for i in 0..n as usize {
+                let len = (hdrs[i].msg_len as usize).min(SLOT);
+                if let Some(from) = socket_addr(&names[i]) {
+                    out.push(Incoming { bytes: Bytes::copy_from_slice(&self.slots[i * SLOT..i * SLOT + len]), from });
+                }
+            }
+            if (n as usize) < BATCH {
+                return;
+            }
+        }
+    }
+}
+
+/// The IPv4 or IPv6 address recvmmsg wrote into `storage`.
+fn socket_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: ss_family says the storage holds a sockaddr_in, which it is large and
+            // aligned enough for.
+            let a = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::new(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).into(), u16::from_be(a.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::new(Ipv6Addr::from(a.sin6_addr.s6_addr).into(), u16::from_be(a.sin6_port)))
+        }
+        _ => None,
+    }
+}
+
+pub struct TcpEndpoint {
+    stream: TcpStream,
+    local: SocketAddr,
+    peer: SocketAddr,
+    input: BytesMut,
+    output: Vec<u8>,
+    closed: bool,
+}
+
+impl TcpEndpoint {
+    fn flush(&mut self) {
+        while !self.output.is_empty() && !self.closed {
+            match self.stream.write(&self.output) {
+                Ok(0) => self.closed = true,
+                Ok(n) => {
+                    self.output.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => self.closed = true,
+            }
+        }
+    }
+
+    fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
+        let mut chunk = [0u8; 16 * 1024];
+        while !self.closed {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => self.closed = true,
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => self.closed = true,
+            }
+            // Cut messages as they complete so that the buffer never holds more than one
+            // message's limit of unframed bytes.
+            loop {
+                match next_frame(&mut self.input, limits) {
+                    Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: self.peer }),
+                    Ok(Some(Frame::Ping)) => {
+                        // RFC 5626 §3.5.1: answer a double-CRLF ping with a CRLF pong.
+                        self.output.extend_from_slice(b"\r\n");
+                    }
+                    Ok(Some(Frame::KeepAlive)) => {}
+                    Ok(None) => break,
+                    Err(_) => {
+                        // Framing lost (RFC 3261 §18.3): nothing after this can be trusted.
+                        self.closed = true;
+                        self.input.clear();
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Waits until one of `endpoints` is readable (or writable, when it has queued output) or
+/// `timeout_us` passed; sub-millisecond timeouts are honoured (ppoll takes nanoseconds).
+pub fn wait(endpoints: &[&Endpoint], timeout_us: u64) {
+    let mut fds: Vec<libc::pollfd> = endpoints
+        .iter()
+        .filter(|e| !e.is_closed())
+        .map(|e| libc::pollfd {
+            fd: e.fd(),
+            events: libc::POLLIN | if e.wants_write() { libc::POLLOUT } else { 0 },
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: (timeout_us / 1_000_000) as libc::time_t,
+        tv_nsec: ((timeout_us % 1_000_000) * 1000) as _,
+    };
+    // SAFETY: fds is a valid array of fds.len() pollfd; ts outlives the call; no signal mask.
+    unsafe {
+        libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr, TcpListener};
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn udp_batches_round_trip() {
+        let mut a = Endpoint::udp(LO).unwrap();
+        let mut b = Endpoint::udp(LO).unwrap();
+        for i in 0..40u8 {
+            assert!(a.send(Bytes::from(vec![i; 100]), b.local_addr()));
+        }
+        a.flush();
+        assert!(!a.wants_write());
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            wait(&[&b], 10_000);
+            b.receive(&mut got, &Limits::default());
+            if got.len() == 40 {
+                break;
+            }
+        }
+        assert_eq!(got.len(), 40);
+        assert_eq!(got[39].bytes[..], [39u8; 100][..]);
+        assert_eq!(got[0].from, a.local_addr());
+    }
+
+    #[test]
+    fn tcp_frames_messages_and_detects_close() {
+        let listener = TcpListener::bind((LO, 0)).unwrap();
+        let mut client = Endpoint::tcp(LO, listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let msg = b"OPTIONS sip:x SIP/2.0\r\nContent-Length: 2\r\n\r\nhi";
+        server.write_all(&[&msg[..], b"\r\n", &msg[..10]].concat()).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            wait(&[&client], 10_000);
+            client.receive(&mut got, &Limits::default());
+            if !got.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0].bytes[..], &msg[..]);
+        drop(server);
+        for _ in 0..100 {
+            wait(&[&client], 10_000);
+            client.receive(&mut got, &Limits::default());
+            if client.is_closed() {
+                break;
+            }
+        }
+        assert!(client.is_closed());
+        assert!(!client.send(Bytes::from_static(b"x"), listener.local_addr().unwrap()));
+    }
+}

@@ -1,0 +1,111 @@
+//! What a run is asked to do: the options behind `herald bench calls|register|users`, built by
+//! the CLI or by the capacity search.
+
+use super::users::User;
+use crate::arrivals::Arrivals;
+use crate::workload::UserModel;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    Udp,
+    Tcp,
+}
+
+impl TransportKind {
+    pub fn parse(s: &str) -> Result<TransportKind, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "udp" => Ok(TransportKind::Udp),
+            "tcp" => Ok(TransportKind::Tcp),
+            _ => Err(format!("unknown transport '{s}': use udp or tcp")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Udp => "udp",
+            TransportKind::Tcp => "tcp",
+        }
+    }
+}
+
+/// Options every load-generating run shares.
+#[derive(Debug, Clone)]
+pub struct CommonOptions {
+    /// The proxy or registrar.
+    pub target: SocketAddr,
+    pub transport: TransportKind,
+    /// Address the generator's sockets bind to (and put in Via and Contact).
+    pub local_ip: IpAddr,
+    /// Domain of the users' addresses-of-record (the host part of To/From/Request-URI).
+    pub domain: String,
+    /// Length of the measurement window.
+    pub duration: Duration,
+    /// The users the generator plays (with passwords when authenticating).
+    pub users: Vec<User>,
+    /// Server processes on this machine whose CPU and memory to report.
+    pub server_pids: Vec<u32>,
+    /// herald's Prometheus endpoint, scraped before and after the window.
+    pub metrics_url: Option<String>,
+    pub label: String,
+    /// Show progress on stderr once a second.
+    pub progress: bool,
+    /// Random seed (arrival gaps, tags, user model); None draws one.
+    pub seed: Option<u64>,
+}
+
+impl CommonOptions {
+    /// Defaults for everything but the target and users: UDP, 127.0.0.1, domain = target's IP.
+    pub fn new(target: SocketAddr, users: Vec<User>, duration: Duration) -> CommonOptions {
+        CommonOptions {
+            target,
+            transport: TransportKind::Udp,
+            local_ip: IpAddr::from([127, 0, 0, 1]),
+            domain: domain_of(target),
+            duration,
+            users,
+            server_pids: Vec::new(),
+            metrics_url: None,
+            label: String::new(),
+            progress: false,
+            seed: None,
+        }
+    }
+}
+
+/// The host of `target` as a SIP host (IPv6 in brackets).
+pub fn domain_of(target: SocketAddr) -> String {
+    match target.ip() {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+/// `herald bench calls`.
+#[derive(Debug, Clone)]
+pub struct CallsOptions {
+    pub common: CommonOptions,
+    pub arrivals: Arrivals,
+    /// How long the callee rings before answering.
+    pub ring: Duration,
+    /// How long the caller holds the answered call before BYE.
+    pub hold: Duration,
+}
+
+/// `herald bench register`.
+#[derive(Debug, Clone)]
+pub struct RegisterOptions {
+    pub common: CommonOptions,
+    /// When each REGISTER (a refresh of the next user, round-robin) starts.
+    pub arrivals: Arrivals,
+    /// Expires of every registration.
+    pub expires: Duration,
+}
+
+/// `herald bench users`.
+#[derive(Debug, Clone)]
+pub struct UsersOptions {
+    pub common: CommonOptions,
+    pub model: UserModel,
+}

@@ -1,0 +1,154 @@
+//! The three runs: set up both ends, register the callees, measure one window, and assemble
+//! the [`RunResult`].
+
+use super::caller::Plan;
+use super::driver::OnArrival;
+use super::engine::{Engine, Mode, TIMEOUT_US};
+use super::measure;
+use super::net::Endpoint;
+use super::options::{CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions};
+use super::progress::Progress;
+use super::stats::Stats;
+use super::stop::StopFlag;
+use crate::arrivals::Arrivals;
+use crate::results::{RunResult, UsersOutcome, SCHEMA_VERSION};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128 / 4) as u64
+}
+
+fn engine(opts: &CommonOptions, mode: Mode) -> Result<Engine, String> {
+    if opts.users.is_empty() {
+        return Err("no users".into());
+    }
+    let open = || match opts.transport {
+        TransportKind::Udp => Endpoint::udp(opts.local_ip),
+        TransportKind::Tcp => Endpoint::tcp(opts.local_ip, opts.target),
+    };
+    let what = |e: std::io::Error| format!("{} socket to {}: {e}", opts.transport.name(), opts.target);
+    let caller = open().map_err(what)?;
+    let callee = open().map_err(what)?;
+    let mut seed_rng = SmallRng::seed_from_u64(opts.seed.unwrap_or_else(|| {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+            ^ std::process::id() as u64
+    }));
+    let run_id = seed_rng.random::<u32>();
+    Ok(Engine::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id))
+}
+
+/// Measures `window` with the engine's registrations already in place.
+fn measured(
+    engine: &mut Engine,
+    opts: &CommonOptions,
+    arrivals: Option<(&mut Arrivals, OnArrival)>,
+    arrivals_name: String,
+    stop: &StopFlag,
+    grace_us: u64,
+    what: &'static str,
+) -> Result<RunResult, String> {
+    let before = measure::begin(opts)?;
+    let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    engine.stats = Stats::default();
+    let mut progress = Progress::new(opts.progress, what, engine.clock());
+    let window = engine.run_window(us(opts.duration), arrivals, stop, &mut progress, grace_us);
+    let after = measure::end(before, opts, engine.stats.attempted);
+    let s = &engine.stats;
+    let seconds = (window.length_us as f64 / 1e6).max(1e-6);
+    Ok(RunResult {
+        schema: SCHEMA_VERSION,
+        label: opts.label.clone(),
+        target: opts.target.to_string(),
+        transport: opts.transport.name().into(),
+        arrivals: arrivals_name,
+        started_unix_ms,
+        duration_s: seconds,
+        offered_rate: s.attempted as f64 / seconds,
+        achieved_rate: s.succeeded as f64 / seconds,
+        attempted: s.attempted,
+        succeeded: s.succeeded,
+        failed: s.failed,
+        failures: s.failures.clone(),
+        retransmissions: s.retransmissions,
+        srd: s.srd.summary(),
+        sdd: s.sdd.summary(),
+        response_time: s.response_time.iter().map(|(m, r)| (m.to_string(), r.summary())).collect(),
+        generator: after.generator,
+        servers: after.servers,
+        udp_before: after.udp_before,
+        udp_after: after.udp_after,
+        server_metrics: after.server_metrics,
+        users: None,
+        interrupted: window.interrupted,
+    })
+}
+
+/// `herald bench calls`: registers every user on the callee socket, then places calls from the
+/// caller socket on the arrival schedule for `duration`, and drains.
+pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, String> {
+    let c = &opts.common;
+    let (ring_us, hold_us) = (us(opts.ring), us(opts.hold));
+    let mut engine = engine(c, Mode::Calls { ring_us, hold_us })?;
+    let grace = ring_us + hold_us + TIMEOUT_US + 2_000_000;
+    // Registrations must outlive the window and its drain without refreshing.
+    engine.register_expires_s = ((us(c.duration) + grace) / 1_000_000 + 120).min(u32::MAX as u64) as u32;
+    engine.register_all(stop)?;
+    let mut arrivals = opts.arrivals.clone();
+    let name = arrivals.name();
+    let start: OnArrival = |e: &mut Engine| {
+        let callee = e.round_robin();
+        let caller = (callee + 1) % e.users.len();
+        let Mode::Calls { ring_us, hold_us } = e.mode else { return };
+        e.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
+    };
+    measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, grace, "calls")
+}
+
+/// `herald bench register`: each arrival refreshes the next idle user's registration.
+pub fn run_register(opts: &RegisterOptions, stop: &StopFlag) -> Result<RunResult, String> {
+    let c = &opts.common;
+    let mut engine = engine(c, Mode::Register { expires_s: opts.expires.as_secs().min(u32::MAX as u64) as u32 })?;
+    engine.register_expires_s = opts.expires.as_secs().min(u32::MAX as u64) as u32;
+    engine.count_registrations = true;
+    let mut arrivals = opts.arrivals.clone();
+    let name = arrivals.name();
+    let start: OnArrival = |e: &mut Engine| {
+        // A user whose previous REGISTER is still open is skipped (§10.2: one at a time per
+        // registration); when every user is busy the arrival fails rather than queueing.
+        for _ in 0..e.users.len() {
+            let user = e.round_robin();
+            if e.register(user) {
+                return;
+            }
+        }
+        e.stats.attempted += 1;
+        e.stats.fail("all users busy");
+    };
+    measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, TIMEOUT_US + 1_000_000, "registrations")
+}
+
+/// `herald bench users`: registers every user, then runs the SPEC SIP user model for the window.
+pub fn run_users(opts: &UsersOptions, stop: &StopFlag) -> Result<RunResult, String> {
+    let c = &opts.common;
+    let model = opts.model;
+    let mut engine = engine(c, Mode::Users { model })?;
+    engine.register_expires_s = model.register_expires().as_secs().max(1).min(u32::MAX as u64) as u32;
+    engine.register_all(stop)?;
+    engine.clock();
+    engine.start_users();
+    // Ringing can last 25 s (model time) and a BYE or CANCEL may need 64·T1 after it.
+    let grace = 2 * TIMEOUT_US + us(Duration::from_secs_f64(25.0 / model.time_scale()));
+    let mut result = measured(&mut engine, c, None, "spec-users".into(), stop, grace, "calls")?;
+    let s = &engine.stats;
+    result.users = Some(UsersOutcome {
+        users: c.users.len() as u64,
+        time_scale: model.time_scale(),
+        transactions: s.transactions,
+        transactions_failed: s.transactions_failed,
+        meets_criterion: s.transactions > 0 && (s.transactions_failed as f64) < 0.0001 * s.transactions as f64,
+        calls_by_outcome: s.outcomes.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    });
+    Ok(result)
+}

@@ -1,0 +1,131 @@
+//! The generator's timers: one binary heap of deadlines for everything (ring, hold, RFC 3261
+//! retransmission timers A/B/E/F/G and the 2xx retransmissions of §13.3.1.4, registration
+//! refreshes, user think times). Cancelling is lazy: an entry carries the generation of the object
+//! it belongs to, and the owner ignores entries whose generation has moved on.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// What a timer is for; the owner is identified by `slot` and `generation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// Caller: retransmit the pending request (Timer A or E).
+    CallerRetransmit,
+    /// Caller: the pending transaction timed out (Timer B or F).
+    CallerTimeout,
+    /// Caller: ringing long enough, send CANCEL.
+    CallerCancel,
+    /// Caller: holding long enough, send BYE.
+    CallerHangUp,
+    /// Callee: ringing long enough, send 200.
+    CalleeAnswer,
+    /// Callee: retransmit the final response (2xx §13.3.1.4, or 487 Timer G).
+    CalleeRetransmit,
+    /// Callee: give up waiting for the ACK (64·T1, §13.3.1.4 / Timer H).
+    CalleeAckTimeout,
+    /// Callee: forget a finished dialog (after absorbing retransmissions).
+    CalleeForget,
+    /// Registration: retransmit the REGISTER (Timer E).
+    RegisterRetransmit,
+    /// Registration: the REGISTER timed out (Timer F).
+    RegisterTimeout,
+    /// Registration: time to refresh.
+    RegisterRefresh,
+    /// User workload: the user's think time is over, place a call.
+    UserCall,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timer {
+    pub kind: TimerKind,
+    pub slot: u32,
+    pub generation: u32,
+}
+
+/// Deadlines in microseconds since the run's epoch.
+#[derive(Debug, Default)]
+pub struct TimerQueue {
+    heap: BinaryHeap<Reverse<(u64, Timer)>>,
+}
+
+impl TimerQueue {
+    pub fn arm(&mut self, at_us: u64, timer: Timer) {
+        self.heap.push(Reverse((at_us, timer)));
+    }
+
+    /// The earliest deadline, if any.
+    pub fn next_due(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Removes and returns one timer due at or before `now_us`.
+    pub fn pop_due(&mut self, now_us: u64) -> Option<Timer> {
+        match self.heap.peek() {
+            Some(Reverse((at, _))) if *at <= now_us => self.heap.pop().map(|Reverse((_, t))| t),
+            _ => None,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+/// RFC 3261 §17.1.1.2 / §17.1.2.2 retransmission schedule: the interval after `interval_us`.
+/// INVITE requests (Timer A) keep doubling; non-INVITE requests and responses (Timers E, G, and
+/// 2xx retransmission) are capped at T2.
+pub fn next_interval(interval_us: u64, capped: bool, t2_us: u64) -> u64 {
+    let doubled = interval_us.saturating_mul(2);
+    if capped {
+        doubled.min(t2_us)
+    } else {
+        doubled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(kind: TimerKind, slot: u32) -> Timer {
+        Timer { kind, slot, generation: 0 }
+    }
+
+    #[test]
+    fn pops_in_deadline_order_only_when_due() {
+        let mut q = TimerQueue::default();
+        q.arm(300, t(TimerKind::CallerHangUp, 1));
+        q.arm(100, t(TimerKind::CalleeAnswer, 2));
+        q.arm(200, t(TimerKind::CallerTimeout, 3));
+        assert_eq!(q.next_due(), Some(100));
+        assert_eq!(q.pop_due(99), None);
+        assert_eq!(q.pop_due(250).map(|t| t.slot), Some(2));
+        assert_eq!(q.pop_due(250).map(|t| t.slot), Some(3));
+        assert_eq!(q.pop_due(250), None);
+        assert_eq!(q.len(), 1);
+    }
+
+    /// Timer A over 32 s (64·T1 with T1 = 500 ms): sends at 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s;
+    /// Timer E caps at T2 = 4 s: 0, 0.5, 1.5, 3.5, 7.5, 11.5, ...
+    #[test]
+    fn retransmission_schedules_match_rfc3261() {
+        let (t1, t2) = (500_000u64, 4_000_000u64);
+        let schedule = |capped: bool| {
+            let (mut at, mut iv, mut sends) = (0u64, t1, vec![0u64]);
+            while at + iv < 64 * t1 {
+                at += iv;
+                sends.push(at / 1000);
+                iv = next_interval(iv, capped, t2);
+            }
+            sends
+        };
+        assert_eq!(schedule(false), [0, 500, 1500, 3500, 7500, 15500, 31500]);
+        let e = schedule(true);
+        assert_eq!(&e[..7], [0, 500, 1500, 3500, 7500, 11500, 15500]);
+        assert_eq!(e.len(), 11);
+    }
+}

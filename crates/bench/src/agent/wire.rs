@@ -1,0 +1,225 @@
+//! Building the generator's messages. Requests are assembled from pre-formatted pieces (the
+//! local sent-by, domain and transport are formatted once per run); responses copy the header
+//! lines RFC 3261 §8.2.6.2 requires verbatim from the request.
+
+use bytes::Bytes;
+use herald_sip::{HeaderName, Message};
+use std::fmt::Write;
+
+/// The SDP offer the caller sends and the answer the callee returns: the size of a real audio
+/// call's bodies, so the proxy parses realistic messages (seed 000's SIPp scenarios carry SDP).
+pub const SDP_OFFER: &str = "v=0\r\no=bench 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+m=audio 6000 RTP/AVP 0 8\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\n";
+pub const SDP_ANSWER: &str = "v=0\r\no=bench 2 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+m=audio 6002 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+
+/// The header the caller uses to tell its own callee how long to ring (both ends are this
+/// generator; a proxy forwards unknown headers untouched, RFC 3261 §16.6).
+pub const RING_HEADER: &str = "X-Herald-Ring";
+
+/// Everything constant about one side's messages.
+#[derive(Debug, Clone)]
+pub struct Local {
+    /// "UDP" or "TCP" for Via.
+    pub transport: &'static str,
+    /// host:port of this side's socket (Via sent-by, Contact).
+    pub hostport: String,
+    /// ";transport=tcp" or "" for Contact URIs.
+    pub uri_param: &'static str,
+    pub domain: String,
+}
+
+/// The parts of one request.
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub uri: &'a str,
+    pub branch: &'a str,
+    /// From value including its tag.
+    pub from: &'a str,
+    /// To value (with tag inside a dialog).
+    pub to: &'a str,
+    pub call_id: &'a str,
+    pub cseq: u32,
+    /// Route values in order (already with `<>`).
+    pub routes: &'a [String],
+    /// Contact user part, when the request carries a Contact.
+    pub contact_user: Option<&'a str>,
+    /// (header name, value) for credentials.
+    pub auth: Option<(&'a str, &'a str)>,
+    /// Extra complete header lines (each ending in CRLF).
+    pub extra: &'a str,
+    /// (Content-Type, body).
+    pub body: Option<(&'a str, &'a str)>,
+}
+
+impl Local {
+    pub fn request(&self, r: &Request<'_>) -> Bytes {
+        let body = r.body.map(|(_, b)| b).unwrap_or("");
+        let mut m = String::with_capacity(512 + body.len());
+        let _ = write!(
+            m,
+            "{} {} SIP/2.0\r\nVia: SIP/2.0/{} {};branch={};rport\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}\r\n\
+             Call-ID: {}\r\nCSeq: {} {}\r\n",
+            r.method, r.uri, self.transport, self.hostport, r.branch, r.from, r.to, r.call_id, r.cseq, r.method
+        );
+        for route in r.routes {
+            let _ = write!(m, "Route: {route}\r\n");
+        }
+        if let Some(user) = r.contact_user {
+            let _ = write!(m, "Contact: <sip:{user}@{}{}>\r\n", self.hostport, self.uri_param);
+        }
+        if let Some((name, value)) = r.auth {
+            let _ = write!(m, "{name}: {value}\r\n");
+        }
+        m.push_str(r.extra);
+        if let Some((content_type, _)) = r.body {
+            let _ = write!(m, "Content-Type: {content_type}\r\n");
+        }
+        let _ = write!(m, "Content-Length: {}\r\n\r\n{body}", body.len());
+        Bytes::from(m)
+    }
+
+    /// A response to a request whose copied lines are `echo` (see [`echo`]) and whose To line
+    /// (with the local tag) is `to_line`.
+    pub fn response(&self, status: u16, reason: &str, echo: &str, to_line: &str, contact_user: Option<&str>) -> Bytes {
+        let mut m = String::with_capacity(256 + echo.len());
+        let _ = write!(m, "SIP/2.0 {status} {reason}\r\n{echo}{to_line}");
+        if let Some(user) = contact_user {
+            let _ = write!(m, "Contact: <sip:{user}@{}{}>\r\n", self.hostport, self.uri_param);
+        }
+        if status / 100 == 2 && contact_user.is_some() {
+            let _ =
+                write!(m, "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{SDP_ANSWER}", SDP_ANSWER.len());
+        } else {
+            m.push_str("Content-Length: 0\r\n\r\n");
+        }
+        Bytes::from(m)
+    }
+}
+
+/// The lines a response copies from its request (RFC 3261 §8.2.6.2: Via in order, From,
+/// Call-ID, CSeq; §12.1.1: Record-Route for responses that create a dialog), verbatim, and the To
+/// line with `tag` added when the request had none.
+pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String) {
+    let mut echo = String::with_capacity(512);
+    let mut to_line = String::new();
+    for h in request.headers() {
+        let copy = match h.name {
+            HeaderName::Via | HeaderName::From | HeaderName::CallId | HeaderName::CSeq => true,
+            HeaderName::RecordRoute => record_route,
+            HeaderName::To => {
+                let value = String::from_utf8_lossy(request.value_of(h));
+                let has_tag = request.to_tag().ok().flatten().is_some();
+                to_line = if has_tag { format!("To: {value}\r\n") } else { format!("To: {value};tag={tag}\r\n") };
+                false
+            }
+            _ => false,
+        };
+        if copy {
+            echo.push_str(&String::from_utf8_lossy(request.slice(h.line)));
+        }
+    }
+    (echo, to_line)
+}
+
+/// The ACK for a non-2xx final response (RFC 3261 §17.1.1.3): same Request-URI (the To URI for
+/// this generator's requests, which never differ), the top Via of the response (so the same
+/// branch), From, To with the response's tag, Call-ID, and the CSeq number with method ACK.
+/// Built from the response alone so that even a retransmitted final for a call that is already
+/// over is acknowledged.
+pub fn ack_for_failure(response: &Message) -> Option<Bytes> {
+    let to = response.to_header().ok()?;
+    let uri = to.uri.as_str();
+    let seq = response.cseq().ok()?.seq;
+    let mut m = String::with_capacity(400);
+    let _ = write!(m, "ACK {uri} SIP/2.0\r\n");
+    let via = response.field(HeaderName::Via)?;
+    let first_via = String::from_utf8_lossy(response.value_of(via));
+    // Only the top value: a folded or comma-separated Via line may hold several.
+    let top = first_via.split(',').next().unwrap_or("").trim();
+    let _ = write!(m, "Via: {top}\r\nMax-Forwards: 70\r\n");
+    for (name, header) in [("From", HeaderName::From), ("To", HeaderName::To), ("Call-ID", HeaderName::CallId)] {
+        let value = response.get(header)?;
+        let _ = write!(m, "{name}: {}\r\n", String::from_utf8_lossy(value));
+    }
+    let _ = write!(m, "CSeq: {seq} ACK\r\nContent-Length: 0\r\n\r\n");
+    Some(Bytes::from(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_sip::Limits;
+
+    fn local() -> Local {
+        Local { transport: "UDP", hostport: "127.0.0.1:5070".into(), uri_param: "", domain: "example.com".into() }
+    }
+
+    fn parse(b: &Bytes) -> Message {
+        Message::parse(b.clone(), &Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn invite_parses_and_carries_everything() {
+        let routes = vec!["<sip:p1;lr>".to_string(), "<sip:p2;lr>".to_string()];
+        let b = local().request(&Request {
+            method: "INVITE",
+            uri: "sip:bob@example.com",
+            branch: "z9hG4bK-1",
+            from: "<sip:alice@example.com>;tag=a1",
+            to: "<sip:bob@example.com>",
+            call_id: "c1",
+            cseq: 7,
+            routes: &routes,
+            contact_user: Some("alice"),
+            auth: Some(("Proxy-Authorization", "Digest username=\"alice\"")),
+            extra: "X-Herald-Ring: 100\r\n",
+            body: Some(("application/sdp", SDP_OFFER)),
+        });
+        let m = parse(&b);
+        assert_eq!(m.method().unwrap().as_str(), "INVITE");
+        assert_eq!(m.top_via().unwrap().branch(), Some("z9hG4bK-1"));
+        assert_eq!(m.cseq().unwrap().seq, 7);
+        assert_eq!(m.routes().count(), 2);
+        assert_eq!(m.body(), SDP_OFFER.as_bytes());
+        assert_eq!(m.get_by_name(RING_HEADER), Some(&b"100"[..]));
+        assert!(m.get(HeaderName::ProxyAuthorization).is_some());
+    }
+
+    #[test]
+    fn response_echoes_request_lines_and_adds_tag() {
+        let req = parse(&Bytes::from_static(
+            b"INVITE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP p;branch=z9hG4bKp\r\nv: SIP/2.0/UDP c;branch=z9hG4bKc\r\n\
+              Record-Route: <sip:p;lr>\r\nf: <sip:a@h>;tag=1\r\nTo: <sip:bob@h>\r\ni: x\r\nCSeq: 1 INVITE\r\n\
+              Content-Length: 0\r\n\r\n",
+        ));
+        let (echo_text, to_line) = echo(&req, true, "t9");
+        let r = local().response(200, "OK", &echo_text, &to_line, Some("bob"));
+        let m = parse(&r);
+        assert_eq!(m.status(), Some(200));
+        assert_eq!(m.vias().count(), 2);
+        assert_eq!(m.top_via().unwrap().branch(), Some("z9hG4bKp"));
+        assert_eq!(m.to_tag().unwrap(), Some("t9"));
+        assert_eq!(m.record_routes().count(), 1);
+        assert_eq!(m.call_id().unwrap(), "x");
+        assert_eq!(m.body(), SDP_ANSWER.as_bytes());
+        let (_, bye_to) = echo(&m, false, "other");
+        assert!(bye_to.ends_with(";tag=t9\r\n"), "existing tag kept: {bye_to}");
+    }
+
+    #[test]
+    fn ack_for_failure_reuses_top_via_and_tag() {
+        let resp = parse(&Bytes::from_static(
+            b"SIP/2.0 487 Request Terminated\r\nVia: SIP/2.0/UDP c;branch=z9hG4bKc;rport=5, SIP/2.0/UDP x\r\n\
+              From: <sip:a@h>;tag=1\r\nTo: <sip:bob@h>;tag=2\r\nCall-ID: x\r\nCSeq: 4 INVITE\r\nContent-Length: 0\r\n\r\n",
+        ));
+        let ack = parse(&ack_for_failure(&resp).unwrap());
+        assert_eq!(ack.method().unwrap().as_str(), "ACK");
+        assert_eq!(ack.request_uri_bytes(), Some(&b"sip:bob@h"[..]));
+        assert_eq!(ack.vias().count(), 1);
+        assert_eq!(ack.top_via().unwrap().branch(), Some("z9hG4bKc"));
+        assert_eq!(ack.to_tag().unwrap(), Some("2"));
+        assert_eq!(ack.cseq().unwrap().seq, 4);
+        assert_eq!(ack.cseq().unwrap().method.as_str(), "ACK");
+    }
+}

@@ -1,0 +1,216 @@
+//! `herald bench calls|register|users` against real servers on loopback: `herald serve` built
+//! from this repo (UDP and TCP) and Kamailio (tests/bench_kamailio/proxy.cfg), with digest
+//! authentication (MD5 and SHA-256) answered against Kamailio's auth module. Low rates and short
+//! windows: these check correctness and the results file, not capacity.
+
+mod bench_support;
+mod common;
+
+use bench_support::{assert_exit, bench, credentials, read_run, wait_output, Kamailio, KAMAILIO_PASSWORD};
+use common::{port_block, test_dir, Herald, HeraldConfig};
+use herald_bench::results::RunResult;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn herald(dir: &std::path::Path) -> Herald {
+    Herald::start(dir, &HeraldConfig { drain_timeout_s: Some(1), private_netns: false })
+}
+
+/// Every call attempted succeeded, with one SRD and SDD sample each and INVITE/BYE timings.
+fn assert_clean_calls(r: &RunResult, min_calls: u64) {
+    assert!(r.attempted >= min_calls, "only {} calls attempted", r.attempted);
+    assert_eq!(r.failed, 0, "failures: {:?}", r.failures);
+    assert_eq!(r.succeeded, r.attempted);
+    assert_eq!(r.srd.count, r.attempted);
+    assert_eq!(r.sdd.count, r.attempted);
+    assert!(r.srd.p50_us > 0 && r.srd.p50_us <= r.srd.max_us);
+    assert!(r.response_time["INVITE"].count >= r.attempted);
+    assert!(r.response_time["BYE"].count >= r.attempted);
+    assert!(r.generator.cpu_s > 0.0);
+    assert!(r.achieved_rate > 0.0 && r.offered_rate > 0.0);
+    assert!(!r.interrupted);
+}
+
+fn calls_against_herald(transport: &str) {
+    let dir = test_dir(&format!("bench_calls_{transport}"));
+    let h = herald(&dir);
+    let json = dir.join("calls.json");
+    let pid = h.pid().to_string();
+    let out = bench(
+        &["calls", "--proxy", &h.addr.to_string(), "--transport", transport, "--rate", "30", "--duration", "3"]
+            .into_iter()
+            .chain(["--users", "7", "--ring", "20", "--hold", "50", "--server-pid", &pid, "--label", "herald"])
+            .chain(["--json", json.to_str().unwrap(), "--seed", "11"])
+            .collect::<Vec<_>>(),
+        LIMIT,
+    );
+    assert_exit(&out, 0);
+    let r = read_run(&json, "calls");
+    assert_clean_calls(&r, 40);
+    assert_eq!(r.transport, transport);
+    assert_eq!(r.label, "herald");
+    assert_eq!(r.arrivals, "poisson");
+    // Ring 20 ms: the 180 comes at once, so SRD is far below the ring time; the 200 after it.
+    assert!(r.response_time["INVITE"].p50_us >= 20_000, "{:?}", r.response_time["INVITE"]);
+    assert_eq!(r.servers.len(), 1);
+    assert!(r.servers[0].cpu_s > 0.0 && r.servers[0].peak_rss_kib > 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("SRD") && text.contains("succeeded"), "{text}");
+}
+
+#[test]
+fn calls_over_udp_through_herald() {
+    calls_against_herald("udp");
+}
+
+#[test]
+fn calls_over_tcp_through_herald() {
+    calls_against_herald("tcp");
+}
+
+#[test]
+fn register_load_against_herald() {
+    let dir = test_dir("bench_register");
+    let h = herald(&dir);
+    let json = dir.join("register.json");
+    let out = bench(
+        &["register", "--registrar", &h.addr.to_string(), "--users", "20", "--rate", "40", "--duration", "2"]
+            .into_iter()
+            .chain(["--json", json.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+        LIMIT,
+    );
+    assert_exit(&out, 0);
+    let r = read_run(&json, "register");
+    // Uniform arrivals at 40/s over 2 s: 79 or 80 REGISTERs (the last may fall on the end).
+    assert!((78..=80).contains(&r.attempted), "{}", r.attempted);
+    assert_eq!(r.failed, 0, "{:?}", r.failures);
+    assert_eq!(r.response_time["REGISTER"].count, r.attempted);
+    assert_eq!(r.arrivals, "uniform");
+}
+
+#[test]
+fn user_workload_against_herald() {
+    let dir = test_dir("bench_users");
+    let h = herald(&dir);
+    let json = dir.join("users.json");
+    // Time scale 600: think time mean 6 s, registration every 1 s, rings of 3-40 ms.
+    let out = bench(
+        &["users", "--proxy", &h.addr.to_string(), "--users", "12", "--time-scale", "600", "--duration", "6"]
+            .into_iter()
+            .chain(["--json", json.to_str().unwrap(), "--seed", "5"])
+            .collect::<Vec<_>>(),
+        LIMIT,
+    );
+    assert_exit(&out, 0);
+    let r = read_run(&json, "users");
+    let u = r.users.clone().expect("users outcome");
+    assert_eq!(u.users, 12);
+    assert_eq!(u.transactions_failed, 0);
+    assert!(u.meets_criterion);
+    // About 12 users × 6 s refreshes plus the calls' transactions.
+    assert!(u.transactions >= 60, "{}", u.transactions);
+    assert!(r.attempted >= 4, "{}", r.attempted);
+    assert_eq!(r.failed, 0, "{:?}", r.failures);
+    assert_eq!(u.calls_by_outcome.values().sum::<u64>(), r.succeeded);
+    assert!(r.response_time["REGISTER"].count >= 50);
+}
+
+fn kamailio_calls(name: &str, algorithm: Option<&str>) -> RunResult {
+    let dir = test_dir(name);
+    let k = Kamailio::start(&dir, port_block(), algorithm);
+    let json = dir.join("calls.json");
+    let creds = credentials(&dir, 4, KAMAILIO_PASSWORD);
+    let (pid, addr) = (k.pid().to_string(), k.addr());
+    let mut args = vec!["calls", "--proxy", &addr, "--rate", "20", "--duration", "3", "--hold", "30"];
+    args.extend(["--arrivals", "uniform", "--server-pid", &pid, "--json", json.to_str().unwrap()]);
+    if algorithm.is_some() {
+        args.extend(["--credentials", creds.to_str().unwrap()]);
+    } else {
+        args.extend(["--users", "4"]);
+    }
+    let out = bench(&args, LIMIT);
+    assert_exit(&out, 0);
+    let r = read_run(&json, "calls");
+    assert_clean_calls(&r, 55);
+    assert_eq!(r.arrivals, "uniform");
+    r
+}
+
+#[test]
+fn calls_through_kamailio() {
+    let r = kamailio_calls("bench_kamailio", None);
+    assert_eq!(r.response_time["INVITE"].count, r.attempted, "no challenges without auth");
+}
+
+#[test]
+fn digest_md5_and_sha256_through_kamailio() {
+    for alg in ["MD5", "SHA-256"] {
+        let r = kamailio_calls(&format!("bench_kamailio_{alg}"), Some(alg));
+        // Every INVITE and BYE is challenged once (407) and then accepted.
+        assert_eq!(r.response_time["INVITE"].count, 2 * r.attempted, "{alg}");
+        assert_eq!(r.response_time["BYE"].count, 2 * r.attempted, "{alg}");
+    }
+}
+
+#[test]
+fn wrong_password_is_reported_not_hidden() {
+    let dir = test_dir("bench_kamailio_wrong_password");
+    let k = Kamailio::start(&dir, port_block(), Some("MD5"));
+    let creds = credentials(&dir, 2, "not-the-password");
+    let out = bench(
+        &["calls", "--proxy", &k.addr(), "--rate", "5", "--duration", "1", "--credentials", creds.to_str().unwrap()],
+        LIMIT,
+    );
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("status 401"), "{err}");
+}
+
+#[test]
+fn user_workload_with_authentication_through_kamailio() {
+    let dir = test_dir("bench_kamailio_users");
+    let k = Kamailio::start(&dir, port_block(), Some("MD5"));
+    let json = dir.join("users.json");
+    let creds = credentials(&dir, 10, KAMAILIO_PASSWORD);
+    let out = bench(
+        &["users", "--proxy", &k.addr(), "--credentials", creds.to_str().unwrap(), "--time-scale", "300"]
+            .into_iter()
+            .chain(["--duration", "5", "--json", json.to_str().unwrap(), "--seed", "3"])
+            .collect::<Vec<_>>(),
+        LIMIT,
+    );
+    assert_exit(&out, 0);
+    let r = read_run(&json, "users");
+    let u = r.users.expect("users outcome");
+    assert_eq!(u.transactions_failed, 0);
+    assert_eq!(r.failed, 0, "{:?}", r.failures);
+    // Each REGISTER is challenged: at least two REGISTER transactions per refresh.
+    assert!(r.response_time["REGISTER"].count >= 2 * 10);
+}
+
+#[test]
+fn ctrl_c_stops_early_and_still_writes_results() {
+    let dir = test_dir("bench_kamailio_sigint");
+    let k = Kamailio::start(&dir, port_block(), None);
+    let json = dir.join("calls.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "calls", "--proxy", &k.addr(), "--rate", "20", "--duration", "60", "--hold", "5000"])
+        .args(["--users", "3", "--quiet", "--json", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_exit(&out, 0);
+    let r = read_run(&json, "calls");
+    assert!(r.interrupted);
+    assert!(r.duration_s < 10.0, "{}", r.duration_s);
+    // Held calls were hung up at once rather than after their 5 s hold.
+    assert_eq!(r.failed, 0, "{:?}", r.failures);
+    assert!(r.succeeded >= 20);
+}
