@@ -56,6 +56,13 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Failed authentications count against their source address ([flood] max_auth_failures).
+    let auth = auth.map(|a| {
+        Arc::new(match server.flood_guard() {
+            Some(guard) => a.with_failure_sink(guard),
+            None => a,
+        })
+    });
     let engine_cfg = Arc::new(engine_config(&config, server.local_addrs()));
     tracing::info!(
         listeners = ?server.local_addrs().iter().map(|b| format!("{}/{}", b.transport, b.addr)).collect::<Vec<_>>(),
@@ -94,7 +101,7 @@ pub fn run(args: Args) -> ExitCode {
 /// The authenticator `[auth]` asks for, with its users file loaded and watched (a thread
 /// polls it every second and swaps the table in when it changes; a broken file keeps the old
 /// table and is logged as FILE:LINE). `None` when authentication is off.
-fn authenticator(config: &Config) -> Result<Option<Arc<Authenticator>>, String> {
+fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
     let a = &config.auth;
     if !a.enabled {
         tracing::warn!("[auth] enabled = false: no request is authenticated");
@@ -151,7 +158,7 @@ fn authenticator(config: &Config) -> Result<Option<Arc<Authenticator>>, String> 
             }
         })
         .map_err(|e| format!("cannot start the users file watcher: {e}"))?;
-    Ok(Some(Arc::new(auth)))
+    Ok(Some(auth))
 }
 
 /// 40 random bytes: a per-process nonce secret and salt seed.

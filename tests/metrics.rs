@@ -19,7 +19,7 @@ const SIGSTOP: c_int = 19;
 
 fn start(name: &str, udp_buffer_bytes: Option<usize>) -> (Herald, String) {
     let dir = test_dir(name);
-    let extras = HeraldExtras { metrics: true, udp_buffer_bytes };
+    let extras = HeraldExtras { metrics: true, udp_buffer_bytes, ..Default::default() };
     let h = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
     let url = h.metrics_url.clone().unwrap();
     (h, url)

@@ -192,6 +192,10 @@ pub struct HeraldExtras {
     pub metrics: bool,
     /// `[server] udp_buffer_bytes`.
     pub udp_buffer_bytes: Option<usize>,
+    /// TOML appended to the configuration in place of the sections these tests otherwise get
+    /// (`[flood] trusted` loopback, so that load tests from one address are not banned, and
+    /// `[auth] enabled = false`). Must not repeat `[server]` or `[metrics]`.
+    pub toml: Option<String>,
 }
 
 /// A running `herald serve --listen 127.0.0.1:PORT`. Dropping it sends SIGTERM and waits (then
@@ -234,7 +238,12 @@ impl Herald {
             toml += &format!("[metrics]\nlisten = \"127.0.0.1:{}\"\n", base + 5);
             format!("http://127.0.0.1:{}/metrics", base + 5)
         });
-        toml += "[auth]\nenabled = false\n";
+        match &extras.toml {
+            Some(t) => toml += t,
+            // A load generator is one address sending hundreds of requests per second: what a
+            // trunk or a load generator is, trusted ([flood] would ban a scanner doing that).
+            None => toml += "[flood]\ntrusted = [\"127.0.0.0/8\", \"::1\"]\n[auth]\nenabled = false\n",
+        }
         let conf = dir.join("herald.toml");
         fs::write(&conf, toml).unwrap();
         args.push("--config".into());

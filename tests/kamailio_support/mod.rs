@@ -167,6 +167,7 @@ pub fn start_herald(s: &Scratch, port: u16) -> Proc {
              [[listen]]\naddress = \"127.0.0.1:{port}\"\ntransports = [\"udp\", \"tcp\"]\n\
              [proxy]\nrecord_route = \"always\"\n\
              [log]\nlevel = \"info\"\n\
+             [flood]\ntrusted = [\"127.0.0.0/8\"]\n\
              [auth]\nenabled = false\n"
         ),
     )

@@ -59,4 +59,10 @@ pub trait SipHandler: Send + 'static {
     /// Transactions still waiting for a final response (graceful shutdown waits for this to
     /// reach zero, bounded).
     fn active_transactions(&self) -> usize;
+    /// Transactions held in memory, finished ones still absorbing retransmissions included: what
+    /// the runtime's `limits.max_transactions` bounds. Called after every `handle`, so it must
+    /// be cheap; the default suits handlers whose `active_transactions` is.
+    fn transactions(&self) -> usize {
+        self.active_transactions()
+    }
 }

@@ -152,6 +152,31 @@ fn fresh_tag() -> String {
     format!("{:016x}", h.finish())
 }
 
+/// The To tag prefix of herald's stateless 503s, so that their ACKs are recognised (as
+/// Kamailio's sl module recognises the ACKs of its stateless replies by To tag).
+const BUSY_TAG: &str = "hb503-";
+
+/// A stateless 503 Service Unavailable with Retry-After (RFC 3261 §21.5.4, §20.33) for a new
+/// request refused before any transaction exists: overload or the transaction limit. Built
+/// from the request's Via, From, To, Call-ID and CSeq alone, which costs far less than handling
+/// the request; a retransmission gets another such answer.
+pub(crate) fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
+    let tag = format!("{BUSY_TAG}{}", fresh_tag());
+    let retry = retry_after_s.to_string();
+    ResponseBuilder::new(msg, 503, "Service Unavailable")
+        .to_tag(&tag)
+        .header("Retry-After", retry.as_bytes())
+        .build()
+        .freeze()
+}
+
+/// The ACK of a non-2xx final response from [`busy`] (RFC 3261 §17.1.1.3: sent hop by hop to
+/// the server that answered): there is no transaction to absorb it, so the runtime does.
+pub(crate) fn is_ack_of_busy(msg: &Message) -> bool {
+    msg.method() == Some(Method::Ack)
+        && msg.to_header().ok().and_then(|t| t.tag().map(|tag| tag.starts_with(BUSY_TAG))).unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +252,26 @@ mod tests {
             seen[s] += 1;
         }
         assert!(seen.iter().all(|n| *n > 150), "{seen:?}");
+    }
+
+    #[test]
+    fn busy_answers_carry_retry_after_and_their_acks_are_recognised() {
+        let m = |s: &str| Message::parse(Bytes::from(s.to_string()), &Limits::default()).unwrap();
+        let ok = String::from_utf8_lossy(OK).to_string();
+        let answer = m(std::str::from_utf8(&busy(&m(&ok), 7)).unwrap());
+        assert_eq!(answer.status(), Some(503));
+        assert_eq!(answer.call_id().unwrap(), "c1");
+        let raw = answer.as_bytes().to_vec();
+        assert!(String::from_utf8_lossy(&raw).contains("Retry-After: 7\r\n"));
+        let tag = answer.to_header().unwrap().tag().unwrap().to_string();
+        let ack = ok
+            .replace("OPTIONS sip", "ACK sip")
+            .replace("1 OPTIONS", "1 ACK")
+            .replace("<sip:a@example.com>\r\n", &format!("<sip:a@example.com>;tag={tag}\r\n"));
+        assert!(is_ack_of_busy(&m(&ack)));
+        let other = ack.replace(&tag, "abc");
+        assert!(!is_ack_of_busy(&m(&other)), "an ACK of someone else's answer");
+        assert!(!is_ack_of_busy(&m(&ok)));
     }
 
     #[test]

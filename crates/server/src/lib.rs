@@ -15,12 +15,17 @@
 //!   through its bounded write queue (module `tcp`).
 //! * `Output::Resolve` runs RFC 3263 ([`rfc3263`], [`dns`]) in a task of the asking worker; the
 //!   answer goes back to the asking shard.
+//! * Before a request reaches its shard ([`protect`]): a banned source's requests are dropped
+//!   (`[flood]`, one guard shared by all workers, also fed by the authenticator's failures); new
+//!   requests get a stateless 503 while the worker is overloaded (`[overload]`, each worker
+//!   judging its own socket-queue wait) or `limits.max_transactions` is reached.
 //!
 //! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
 //! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).
 
 mod bind;
 pub mod config;
+mod conn_limit;
 pub mod dns;
 mod inbound;
 mod metrics;

@@ -2,7 +2,9 @@
 
 use crate::bind::{self, BoundAddr, WorkerSockets};
 use crate::config::{Config, ListenTransport};
+use crate::conn_limit::PerIp;
 use crate::metrics;
+use crate::protect::FloodGuard;
 use crate::shards::{shard_count, Shards};
 use crate::stats::Stats;
 use crate::tcp::Registry;
@@ -43,7 +45,16 @@ impl Server {
             }
             None => None,
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers), metrics })
+        let flood =
+            config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics })
+    }
+
+    /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
+    /// to the authenticator (`Authenticator::with_failure_sink`) so that failed
+    /// authentications count against their source.
+    pub fn flood_guard(&self) -> Option<Arc<FloodGuard>> {
+        self.stats.flood.clone()
     }
 
     /// The metrics endpoint's address (port resolved), when configured.
@@ -121,6 +132,8 @@ impl Server {
             inboxes,
             ctl,
             registry: Registry::new(),
+            per_ip: PerIp::new(),
+            flood: self.stats.flood.clone(),
             stats: self.stats,
             draining: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),

@@ -7,7 +7,7 @@
 //! (`shard % workers`) can find the due shards without taking their locks.
 
 use herald_core::{Input, Output, SipHandler};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,8 @@ struct Slot<H> {
     handler: Mutex<H>,
     /// Nanoseconds since [`Shards::epoch`] of the handler's `poll_timeout()`, or [`NO_DEADLINE`].
     deadline: AtomicU64,
+    /// The handler's `transactions()` after its last call (for `limits.max_transactions`).
+    transactions: AtomicUsize,
 }
 
 pub(crate) struct Shards<H> {
@@ -46,7 +48,8 @@ impl<H: SipHandler> Shards<H> {
             .map(|i| {
                 let h = make(i);
                 let deadline = AtomicU64::new(encode(epoch, h.poll_timeout()));
-                Slot { handler: Mutex::new(h), deadline }
+                let transactions = AtomicUsize::new(h.transactions());
+                Slot { handler: Mutex::new(h), deadline, transactions }
             })
             .collect();
         Shards { slots, epoch, panics: AtomicU64::new(0) }
@@ -97,6 +100,15 @@ impl<H: SipHandler> Shards<H> {
     /// earlier one's.
     fn publish(&self, i: usize, h: &H) {
         self.slots[i].deadline.store(encode(self.epoch, h.poll_timeout()), Ordering::Relaxed);
+        // On the slot's own cache line, which this call writes anyway: no shared counter that
+        // every worker would update on every message.
+        self.slots[i].transactions.store(h.transactions(), Ordering::Relaxed);
+    }
+
+    /// Transactions held over all shards, from the values cached after each call (no lock; one
+    /// relaxed load per shard, so callers sample it once per tick, not per message).
+    pub(crate) fn transactions(&self) -> usize {
+        self.slots.iter().map(|s| s.transactions.load(Ordering::Relaxed)).sum()
     }
 
     /// Shard `i`'s cached next deadline (no lock).

@@ -3,6 +3,7 @@
 //! ([`crate::metrics::WorkerMetrics`], one block per worker too).
 
 use crate::metrics::WorkerMetrics;
+use crate::protect::FloodGuard;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -70,6 +71,16 @@ counters! {
     send_errors,
     /// CRLF keep-alive pings answered (RFC 5626 §3.5.1).
     tcp_pings,
+    /// TCP connections accepted and closed at once: `max_tcp_connections_per_ip` reached.
+    tcp_rejected_per_ip,
+    /// TCP connections closed because a message did not arrive whole within `tcp_incomplete_message_timeout_s`.
+    tcp_incomplete_timeouts,
+    /// New requests answered 503 because their worker was overloaded (`[overload]`).
+    overload_rejected,
+    /// New requests answered 503 because `max_transactions` transactions were in flight.
+    transactions_rejected,
+    /// ACKs for herald's own stateless 503s, absorbed (RFC 3261 §17.2.1: no transaction to match).
+    stateless_acks_absorbed,
 }
 
 /// The counters of a running server; cheap to clone, readable from any thread.
@@ -79,14 +90,20 @@ pub struct Stats {
     pub(crate) tcp_open: Arc<AtomicUsize>,
     /// Per worker, written only while `[metrics] listen` is set.
     pub(crate) metrics: Arc<[WorkerMetrics]>,
+    /// Workers shedding new requests now (`[overload]`).
+    pub(crate) shedding: Arc<AtomicUsize>,
+    /// The per-source guard, when `[flood] enabled`; its counters are exported with these.
+    pub(crate) flood: Option<Arc<FloodGuard>>,
 }
 
 impl Stats {
-    pub(crate) fn new(workers: usize) -> Stats {
+    pub(crate) fn new(workers: usize, flood: Option<Arc<FloodGuard>>) -> Stats {
         Stats {
             workers: (0..workers).map(|_| WorkerStats::default()).collect(),
             tcp_open: Arc::new(AtomicUsize::new(0)),
             metrics: (0..workers).map(|_| WorkerMetrics::default()).collect(),
+            shedding: Arc::new(AtomicUsize::new(0)),
+            flood,
         }
     }
 

@@ -186,6 +186,8 @@ impl Registry {
 struct Guard {
     shared: Arc<Shared>,
     conn: Arc<Conn>,
+    /// Accepted connections count against their address (`max_tcp_connections_per_ip`).
+    accepted: bool,
 }
 
 impl Drop for Guard {
@@ -193,20 +195,24 @@ impl Drop for Guard {
         self.shared.registry.remove(&self.conn);
         self.conn.close();
         self.shared.stats.tcp_open.fetch_sub(1, Ordering::Relaxed);
+        if self.accepted {
+            self.shared.per_ip.release(self.conn.peer.ip());
+        }
     }
 }
 
-fn register(shared: &Arc<Shared>, peer: SocketAddr) -> Guard {
+fn register(shared: &Arc<Shared>, peer: SocketAddr, accepted: bool) -> Guard {
     let id = ConnId(shared.next_conn.fetch_add(1, Ordering::Relaxed));
     let conn = Arc::new(Conn::new(id, peer));
     shared.registry.insert(conn.clone());
-    Guard { shared: shared.clone(), conn }
+    Guard { shared: shared.clone(), conn, accepted }
 }
 
 /// Accepts on one listener until the task is aborted (drain) or the runtime stops.
 pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener) {
     let stats = &shared.stats.workers[worker];
     let max = shared.config.limits.max_tcp_connections;
+    let per_ip = shared.config.limits.max_tcp_connections_per_ip;
     let mut last_warn: Option<Instant> = None;
     loop {
         match listener.accept().await {
@@ -219,10 +225,16 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
                     drop(stream);
                     continue;
                 }
+                if !shared.per_ip.acquire(peer.ip(), per_ip) {
+                    shared.stats.tcp_open.fetch_sub(1, Ordering::Relaxed);
+                    stats.tcp_rejected_per_ip.bump();
+                    drop(stream);
+                    continue;
+                }
                 stats.tcp_accepted.bump();
                 let _ = stream.set_nodelay(true);
                 let local = stream.local_addr().unwrap_or_else(|_| listener.local_addr().expect("bound"));
-                let guard = register(&shared, peer);
+                let guard = register(&shared, peer, true);
                 tokio::spawn(run(guard, worker, stream, local));
             }
             Err(e) => {
@@ -272,7 +284,7 @@ pub(crate) fn send(
         }
     }
     shared.stats.tcp_open.fetch_add(1, Ordering::Relaxed);
-    let guard = register(shared, to.addr);
+    let guard = register(shared, to.addr, false);
     if pushed(&guard.conn, bytes).is_err() {
         return false;
     }
@@ -304,6 +316,8 @@ pub(crate) fn send(
 enum End {
     PeerClosed,
     Idle,
+    /// A message began but did not arrive whole in time (slow sender).
+    Incomplete,
     Overflow,
     FramingLost,
     Error(io::Error),
@@ -317,6 +331,7 @@ async fn run(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) 
     let stats = &shared.stats.workers[worker];
     match &end {
         End::Idle => stats.tcp_idle_closed.bump(),
+        End::Incomplete => stats.tcp_incomplete_timeouts.bump(),
         End::FramingLost => stats.tcp_framing_errors.bump(),
         End::Error(e) => tracing::debug!(peer = %conn.peer, error = %e, "TCP connection error"),
         End::PeerClosed | End::Overflow => {}
@@ -325,12 +340,21 @@ async fn run(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) 
     drop(guard);
 }
 
-/// The connection loop. It awaits one `poll_fn` over the write queue, socket readiness and the
-/// idle timer, so the task stores no readiness futures (the socket keeps one waker per direction)
+/// The connection loop. It awaits one `poll_fn` over the write queue, socket readiness and one
+/// timer, so the task stores no readiness futures (the socket keeps one waker per direction)
 /// and stays small: an idle connection's whole task is a few hundred bytes.
+///
+/// The timer serves two deadlines: idleness (no byte either way for `tcp_idle_timeout_s`) and an
+/// incomplete message (bytes of a message that has not arrived whole `tcp_incomplete_message_timeout_s`
+/// after its first byte): a slow sender (slowloris) trickling a byte now and then resets the
+/// first but never the second, so it cannot hold the connection and its read buffer.
 async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &Arc<Conn>, local: SocketAddr) -> End {
     let idle = Duration::from_secs(shared.config.limits.tcp_idle_timeout_s);
-    let sleep = tokio::time::sleep(idle);
+    let incomplete = Duration::from_secs(shared.config.limits.tcp_incomplete_message_timeout_s);
+    let mut idle_at = Instant::now() + idle;
+    // When the partial message at the front of `rbuf` must be complete.
+    let mut partial_at: Option<Instant> = None;
+    let sleep = tokio::time::sleep_until(idle_at);
     tokio::pin!(sleep);
     let mut rbuf = BytesMut::new();
     let mut written = 0usize; // bytes of the front queued item already written
@@ -367,13 +391,24 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
             Event::Overflow => return End::Overflow,
             Event::Flushed => return End::FramingLost,
             Event::Closed => return End::PeerClosed,
-            Event::Idle => return End::Idle,
+            Event::Idle if closing => return End::Idle,
+            Event::Idle => {
+                let now = Instant::now();
+                if partial_at.is_some_and(|t| t <= now) {
+                    return End::Incomplete;
+                }
+                if idle_at <= now {
+                    return End::Idle;
+                }
+                sleep.as_mut().reset(first(idle_at, partial_at));
+            }
             Event::Writable(r) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, &mut written)) {
                     return End::Error(e);
                 }
                 if !closing {
-                    sleep.as_mut().reset(Instant::now() + idle);
+                    idle_at = Instant::now() + idle;
+                    sleep.as_mut().reset(first(idle_at, partial_at));
                 }
             }
             Event::Readable(r) => {
@@ -386,7 +421,8 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     Err(e) => return End::Error(e),
                 }
-                sleep.as_mut().reset(Instant::now() + idle);
+                idle_at = Instant::now() + idle;
+                let before = rbuf.len();
                 loop {
                     match next_message(shared, worker, conn, &mut rbuf, local) {
                         Step::More => continue,
@@ -416,13 +452,26 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
                 if rbuf.is_empty() || closing {
                     // Idle connections keep no buffer.
                     rbuf = BytesMut::new();
+                    partial_at = None;
+                } else if partial_at.is_none() || rbuf.len() < before {
+                    // A partial message is waiting: it began with this read, or right after the
+                    // message(s) this read completed (read the clock again: handing those to a
+                    // full inbox may have waited).
+                    partial_at = Some(Instant::now() + incomplete);
                 }
                 if closing {
                     sleep.as_mut().reset(Instant::now() + CLOSE_FLUSH.min(idle));
+                } else {
+                    sleep.as_mut().reset(first(idle_at, partial_at));
                 }
             }
         }
     }
+}
+
+/// The earlier of the idle deadline and the incomplete-message deadline.
+fn first(idle_at: Instant, partial_at: Option<Instant>) -> Instant {
+    partial_at.map_or(idle_at, |p| p.min(idle_at))
 }
 
 /// What one framing step produced.

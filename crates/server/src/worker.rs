@@ -18,13 +18,16 @@
 //! of reliable transports, which merely free state, are delayed relatively).
 
 use crate::config::Config;
+use crate::conn_limit::PerIp;
 use crate::dns;
 use crate::inbound::{self, Dropped, Inbound};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire, WorkerMetrics};
+use crate::protect::{FloodGuard, OverloadDetector, Verdict};
 use crate::shards::Shards;
 use crate::stats::{Bump, Stats, WorkerStats};
 use crate::tcp::{self, Registry};
 use crate::udp::{self, Outgoing, Received, RecvBuffers, BATCH};
+use bytes::Bytes;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Target, Transport};
 use herald_sip::Message;
 use std::future::{poll_fn, Future};
@@ -80,6 +83,10 @@ pub(crate) struct Shared {
     pub inboxes: Vec<mpsc::Sender<Incoming>>,
     pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
     pub registry: Registry,
+    /// Accepted TCP connections per remote address.
+    pub per_ip: PerIp,
+    /// The per-source guard (`[flood]`), checked for every request before its shard.
+    pub flood: Option<Arc<FloodGuard>>,
     pub stats: Stats,
     pub draining: AtomicBool,
     pub next_conn: AtomicU64,
@@ -126,6 +133,16 @@ pub(crate) struct Worker<H> {
     resolver: Option<dns::Resolver>,
     /// `[metrics] listen` is set: time every message and count it by type.
     measure: bool,
+    /// Kernel receive timestamps are on: metrics or overload control need them.
+    stamps: bool,
+    /// This worker's load, from its datagrams' socket-queue waits (`[overload]`).
+    overload: OverloadDetector,
+    /// What the shedding gauge was last told.
+    shedding: bool,
+    /// A datagram was observed since the last [`TICK`].
+    observed: bool,
+    /// Transactions held over all shards, sampled every [`TICK`] (`limits.max_transactions`).
+    transactions: usize,
 }
 
 impl<H: SipHandler> Worker<H> {
@@ -140,11 +157,12 @@ impl<H: SipHandler> Worker<H> {
         ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     ) -> io::Result<Worker<H>> {
         let measure = shared.config.metrics.listen.is_some();
+        let stamps = measure || shared.config.overload.enabled;
         let udp = udp
             .into_iter()
             .map(|s| {
                 let local = s.local_addr()?;
-                if measure {
+                if stamps {
                     if let Err(e) = udp::enable_rx_metadata(s.as_raw_fd()) {
                         tracing::warn!(worker = id, %local, error = %e, "no kernel timestamps: queue wait not measured");
                     }
@@ -179,6 +197,11 @@ impl<H: SipHandler> Worker<H> {
             timer_fired: false,
             resolver: None,
             measure,
+            stamps,
+            overload: OverloadDetector::new(shared.config.overload.settings()),
+            shedding: false,
+            observed: false,
+            transactions: 0,
             shared,
         })
     }
@@ -248,6 +271,9 @@ impl<H: SipHandler> Worker<H> {
         for t in &self.accept_tasks {
             t.abort();
         }
+        if self.shedding {
+            self.shared.stats.shedding.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Ready when any source has something; records which.
@@ -288,6 +314,43 @@ impl<H: SipHandler> Worker<H> {
             }
         }
         self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
+        // A worker that read no datagram for a whole tick has no socket queue: that is a wait of
+        // zero, so that shedding ends when UDP traffic stops (TCP still sees the inbox).
+        if !std::mem::take(&mut self.observed) {
+            self.overload.observe(Duration::ZERO);
+            self.publish_shedding();
+        }
+        self.transactions = self.shards.transactions();
+    }
+
+    /// Feeds one datagram's socket-queue wait to the overload detector.
+    fn observe(&mut self, wait_ns: u64) {
+        self.observed = true;
+        self.overload.observe(Duration::from_nanos(wait_ns));
+        self.publish_shedding();
+    }
+
+    fn publish_shedding(&mut self) {
+        let now = self.overload.shedding();
+        if now == self.shedding {
+            return;
+        }
+        self.shedding = now;
+        let wait_ms = self.overload.smoothed_wait_us() / 1000.0;
+        if now {
+            self.shared.stats.shedding.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(worker = self.id, wait_ms, "overloaded: new requests get 503");
+        } else {
+            self.shared.stats.shedding.fetch_sub(1, Ordering::Relaxed);
+            tracing::info!(worker = self.id, wait_ms, "no longer overloaded");
+        }
+    }
+
+    /// Whether new requests are refused now: the socket queue wait says so, or (TCP's signal,
+    /// which has no kernel timestamps) the inbox from this worker's connections is over half full.
+    fn overloaded(&self) -> bool {
+        self.shedding
+            || (self.shared.config.overload.enabled && self.inbox.len() > self.shared.config.limits.inbox_capacity / 2)
     }
 
     /// Hands `input` to engine shard `shard` (under its lock) and carries out what it asks for.
@@ -306,7 +369,7 @@ impl<H: SipHandler> Worker<H> {
             match sock.try_io(Interest::READABLE, || udp::recv_batch(fd, recv, received)) {
                 Ok(n) => {
                     done += n;
-                    let mut clock = self.measure.then(BatchClock::start);
+                    let mut clock = self.stamps.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
                     for d in batch.drain(..) {
                         self.on_datagram(i, d, clock.as_mut());
@@ -338,11 +401,17 @@ impl<H: SipHandler> Worker<H> {
         let local = d.dst.map_or(sock_local, |ip| SocketAddr::new(ip, sock_local.port()));
         match inbound::classify(d.bytes, &self.shared.limits, herald_sip::Transport::Datagram, d.truncated) {
             Inbound::Message(msg) => {
-                let kind = clock.is_some().then(|| MsgType::of(&msg));
+                // The wait decides this very message's fate, so it is fed before routing.
+                if let Some(wait) = clock.as_deref().and_then(|c| c.wait(d.kernel_ns)) {
+                    self.observe(wait);
+                }
+                let kind = self.measure.then(|| MsgType::of(&msg));
                 self.route(Peer::udp(d.src), local, msg);
-                if let (Some(c), Some(kind)) = (clock, kind) {
+                if let Some(c) = clock {
                     let (service, wait) = c.lap(d.kernel_ns);
-                    self.metrics().handled(kind, Wire::Udp, service, wait);
+                    if let Some(kind) = kind {
+                        self.metrics().handled(kind, Wire::Udp, service, wait);
+                    }
                 }
                 return;
             }
@@ -368,10 +437,40 @@ impl<H: SipHandler> Worker<H> {
     /// Handles a message in its engine shard. One peer's messages reach one worker (the
     /// reuseport hash for UDP, the owning worker for a TCP connection) and are handled here in
     /// arrival order, so each dialog keeps its per-direction order.
+    ///
+    /// Before that, the runtime's protections (responses are never limited: they belong to
+    /// transactions herald started): a banned source's requests are dropped unanswered; new
+    /// requests (not ACK, CANCEL or in-dialog: those finish what is running, seed 001) are
+    /// dropped while draining, and answered 503 while this worker is overloaded or the
+    /// transaction limit is reached.
     fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
-        if self.shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
-            self.stats().drain_dropped.bump();
-            return;
+        if msg.is_request() {
+            if let Some(flood) = &self.shared.flood {
+                if flood.check_request(from.addr.ip(), Instant::now()) == Verdict::Drop {
+                    return; // counted by the guard
+                }
+            }
+            let draining = self.shared.draining.load(Ordering::Relaxed);
+            let overloaded = self.overloaded();
+            let full = self.transactions >= self.shared.config.limits.max_transactions;
+            if (draining || overloaded || full) && inbound::is_new_request(&msg) {
+                if draining {
+                    self.stats().drain_dropped.bump();
+                    return;
+                }
+                if overloaded {
+                    self.stats().overload_rejected.bump();
+                } else {
+                    self.stats().transactions_rejected.bump();
+                }
+                let bytes = inbound::busy(&msg, self.shared.config.overload.retry_after_s);
+                self.send_direct(from, bytes);
+                return;
+            }
+            if inbound::is_ack_of_busy(&msg) {
+                self.stats().stateless_acks_absorbed.bump();
+                return;
+            }
         }
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
         self.handle(shard, Input::Message { from, local, msg });
@@ -407,6 +506,29 @@ impl<H: SipHandler> Worker<H> {
             }
         }
         self.out = out;
+    }
+
+    /// Sends a response the runtime made itself (no shard to tell if it fails). It goes back to
+    /// where the request came from, as rport (RFC 3581) would have it: the request's Via is not
+    /// worth a DNS lookup for a stateless refusal.
+    fn send_direct(&mut self, to: Peer, bytes: Bytes) {
+        let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
+        let sent = match to.transport {
+            Transport::Udp => match self.udp.iter().position(|u| u.local.is_ipv4() == to.addr.is_ipv4()) {
+                Some(i) => {
+                    self.udp[i].queue.push(Outgoing { to: to.addr, bytes, origin: None });
+                    Some(Wire::Udp)
+                }
+                None => None,
+            },
+            Transport::Tcp => tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes).then_some(Wire::Tcp),
+            Transport::Tls | Transport::Ws | Transport::Wss => None,
+        };
+        match (sent, kind) {
+            (Some(wire), Some(kind)) => self.metrics().sent(kind, wire),
+            (Some(_), None) => {}
+            (None, _) => self.transport_error(None, to),
+        }
     }
 
     /// Reported to the shard (`None`: the runtime's own datagram, nobody to tell) on the next

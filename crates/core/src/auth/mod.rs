@@ -77,7 +77,7 @@ pub enum Verdict {
     BadRequest(&'static str),
 }
 
-/// Why a request failed to authenticate (for counters and, later, per-source limits).
+/// Why a request failed to authenticate (for counters and per-source limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
     WrongResponse,
@@ -87,8 +87,19 @@ pub enum Failure {
     IdentityMismatch,
 }
 
+/// Told of every failed authentication that a client with the right password would not cause:
+/// wrong response (wrong password or unknown user), a nonce that is not ours, malformed
+/// credentials, another user's identity. Not told of the first request without credentials
+/// (it simply gets a challenge) nor of stale or replayed nonces answered with the right password
+/// (RFC 7616 §3.3: a normal client retries those at once). The runtime plugs a per-source limit
+/// in here (herald-server's flood guard) without the core knowing about sockets or bans.
+pub trait FailureSink: Send + Sync {
+    fn auth_failed(&self, now: Instant, from: &Peer, why: Failure);
+}
+
 pub struct Authenticator {
     cfg: AuthConfig,
+    sink: Option<Arc<dyn FailureSink>>,
     nonces: NonceKey,
     counts: NonceCounts,
     credentials: Arc<SharedCredentials>,
@@ -118,10 +129,17 @@ impl Authenticator {
             nonces: NonceKey::new(secret, &cfg.realm, salt_seed),
             counts: NonceCounts::new(TRACKED_NONCES),
             cfg,
+            sink: None,
             credentials,
             epoch: (now, unix_now),
             stats: AuthStats::default(),
         }
+    }
+
+    /// Reports every counted failure to `sink` as well (see [`FailureSink`]).
+    pub fn with_failure_sink(mut self, sink: Arc<dyn FailureSink>) -> Authenticator {
+        self.sink = Some(sink);
+        self
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -161,19 +179,19 @@ impl Authenticator {
 
     /// Checks the credentials `msg` carries for our realm in the header `kind` answers with.
     pub fn verify(&self, now: Instant, from: Peer, msg: &Message, kind: Challenge) -> Verdict {
-        let verdict = self.verify_inner(now, msg, kind);
+        let verdict = self.verify_inner(now, from, msg, kind);
         match &verdict {
             Verdict::Accepted(_) => stats::bump(&self.stats.accepted),
-            Verdict::BadRequest(_) => self.record_failure(from, Failure::Malformed),
-            Verdict::Forbidden => self.record_failure(from, Failure::IdentityMismatch),
+            Verdict::BadRequest(_) => self.record_failure(now, from, Failure::Malformed),
+            Verdict::Forbidden => self.record_failure(now, from, Failure::IdentityMismatch),
             Verdict::Challenge { .. } => {}
         }
         verdict
     }
 
-    /// Counts a failure. This is where a per-source limit (block a source after N failures)
-    /// plugs in: it gets the peer and the reason.
-    pub fn record_failure(&self, _from: Peer, why: Failure) {
+    /// Counts a failure that the right password would not have caused and tells the
+    /// [`FailureSink`] (the per-source limit) with the peer and the reason.
+    pub fn record_failure(&self, now: Instant, from: Peer, why: Failure) {
         let c = match why {
             Failure::WrongResponse => &self.stats.failed,
             Failure::BadNonce => &self.stats.stale_or_invalid_nonce,
@@ -182,9 +200,12 @@ impl Authenticator {
             Failure::IdentityMismatch => &self.stats.identity_mismatch,
         };
         stats::bump(c);
+        if let Some(sink) = &self.sink {
+            sink.auth_failed(now, &from, why);
+        }
     }
 
-    fn verify_inner(&self, now: Instant, msg: &Message, kind: Challenge) -> Verdict {
+    fn verify_inner(&self, now: Instant, from: Peer, msg: &Message, kind: Challenge) -> Verdict {
         // RFC 3261 §22.3: several values may be present, for several realms; ours is the one
         // with our realm. Values of other schemes or realms belong to other servers.
         let mut ours = None;
@@ -203,10 +224,12 @@ impl Authenticator {
         match self.check_answer(now, msg, &answer) {
             Ok(()) => {}
             Err(Check::Fail(f)) => {
-                self.count(f);
+                // Wrong password, unknown user, a nonce we never issued: what guessing looks like.
+                self.record_failure(now, from, f);
                 return Verdict::Challenge { stale: false };
             }
             Err(Check::Stale(f)) => {
+                // The password was right: only counted, never held against the source.
                 self.count(f);
                 return Verdict::Challenge { stale: true };
             }

@@ -1,5 +1,5 @@
-//! Counters of the authentication outcomes, shared by all engines. Failures are the input of a
-//! later per-source limit (`Authenticator::record_failure` is where it plugs in).
+//! Counters of the authentication outcomes, shared by all engines. Failures also go to the
+//! per-source limit through `FailureSink` (herald-server's flood guard).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

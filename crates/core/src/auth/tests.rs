@@ -348,15 +348,25 @@ fn policy_decides_who_is_challenged() {
         None,
         "not ours to register"
     );
-    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false), Some(Challenge::Proxy));
-    assert_eq!(p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, false, false), Some(Challenge::Proxy));
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false),
+        Some(Challenge::Proxy)
+    );
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, false, false),
+        Some(Challenge::Proxy)
+    );
     assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, true, false), None, "inbound");
     assert_eq!(
         p.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false),
         Some(Challenge::Proxy),
         "relay"
     );
-    assert_eq!(p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, true), None, "in dialog");
+    assert_eq!(
+        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, true),
+        None,
+        "in dialog"
+    );
     // A To tag without herald's Route is no dialog of herald's: a forged one must not relay.
     assert_eq!(
         p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, false),
@@ -368,10 +378,18 @@ fn policy_decides_who_is_challenged() {
         Some(Challenge::Proxy),
         "forged re-INVITE relay"
     );
-    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, true, true), None, "re-INVITE");
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, true, true),
+        None,
+        "re-INVITE"
+    );
     assert_eq!(p.requirement(&msg("ACK sip:bob@example.com", local, ""), &identity, true, false), None);
     assert_eq!(p.requirement(&msg("CANCEL sip:bob@example.com", local, ""), &identity, true, false), None);
-    assert_eq!(p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, true, false), None, "not in methods");
+    assert_eq!(
+        p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, true, false),
+        None,
+        "not in methods"
+    );
     let open = AuthPolicy {
         register: false,
         local_callers: false,
@@ -386,4 +404,50 @@ fn policy_decides_who_is_challenged() {
         Some(Challenge::Proxy)
     );
     assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false), None);
+}
+
+/// Collects what the authenticator reports to its [`FailureSink`].
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(std::net::SocketAddr, Failure)>>);
+
+impl FailureSink for Recorder {
+    fn auth_failed(&self, _now: Instant, from: &Peer, why: Failure) {
+        self.0.lock().unwrap().push((from.addr, why));
+    }
+}
+
+#[test]
+fn the_failure_sink_hears_guesses_but_not_challenges_or_stale_nonces() {
+    let t0 = Instant::now();
+    let sink = Arc::new(Recorder::default());
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), t0).with_failure_sink(sink.clone());
+    let reported = || sink.0.lock().unwrap().iter().map(|(_, w)| *w).collect::<Vec<_>>();
+    // The first request without credentials only gets a challenge.
+    assert_eq!(
+        a.verify(t0, peer(), &register("alice", None), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    assert!(reported().is_empty());
+    // A wrong password and an unknown user are guesses.
+    round(&a, t0, Algorithm::Md5, "alice", "guess", "alice");
+    round(&a, t0, Algorithm::Md5, "mallory", "guess", "mallory");
+    assert_eq!(reported(), [Failure::WrongResponse, Failure::WrongResponse]);
+    // A forged nonce too.
+    let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", "abc", "REGISTER", "sip:example.com", 1);
+    a.verify(t0, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
+    assert_eq!(reported().len(), 3);
+    assert_eq!(reported()[2], Failure::BadNonce);
+    // The right password with an expired nonce is what any client meets: not reported.
+    let nonce = nonce_of(&a.challenge(t0, Challenge::Registrar, false)[0].1);
+    let right = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
+    let later = t0 + Duration::from_secs(301);
+    assert_eq!(
+        a.verify(later, peer(), &register("alice", Some(&right)), Challenge::Registrar),
+        Verdict::Challenge { stale: true }
+    );
+    assert_eq!(reported().len(), 3);
+    // Another user's identity with valid credentials is (403).
+    assert_eq!(round(&a, t0, Algorithm::Md5, "alice", "secret-a", "bob"), Verdict::Forbidden);
+    assert_eq!(reported()[3], Failure::IdentityMismatch);
+    assert!(sink.0.lock().unwrap().iter().all(|(addr, _)| *addr == peer().addr));
 }

@@ -214,4 +214,8 @@ impl SipHandler for Engine {
     fn active_transactions(&self) -> usize {
         self.txs.unfinished()
     }
+
+    fn transactions(&self) -> usize {
+        self.txs.len()
+    }
 }

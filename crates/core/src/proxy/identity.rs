@@ -67,10 +67,19 @@ impl Identity {
 
     /// Whether requests to this URI's domain are served by herald's location service: the host
     /// is one of our domains, or one of our addresses (RFC 3261 §10.3 step 1, §16.5).
+    ///
+    ///
+    /// A domain is a host (§10.3 step 1: "the domain identified in the Request-URI"), so a name
+    /// of ours is ours whatever the port, and an address of ours without a port is too:
+    /// `REGISTER sip:192.0.2.10` reaches the registrar of 192.0.2.10 even when herald listens on
+    /// another port than 5060 (phones and load generators leave the port out of the registrar
+    /// URI). An address with a port herald does not listen on is another device on this host
+    /// (a phone's Contact, `sip:bob@192.0.2.10:5062`), not a domain of ours.
     pub fn serves_domain(&self, uri: &Uri) -> bool {
         match uri {
             Uri::Sip(u) => match &u.host {
                 Host::Name(n) => self.is_own_name(n),
+                host if u.port.is_none() => self.host_is_ours(host),
                 _ => self.sip_uri_points_here(u),
             },
             _ => false,
@@ -117,6 +126,10 @@ mod tests {
         let id = id();
         assert!(id.serves_domain(&uri("sip:bob@example.com")));
         assert!(id.serves_domain(&uri("sip:bob@EXAMPLE.com:5080")));
+        // An address of ours is a domain of ours whatever the port (REGISTER sip:192.0.2.10).
+        assert!(id.serves_domain(&uri("sip:192.0.2.10")));
+        assert!(!id.serves_domain(&uri("sip:bob@192.0.2.10:5070")), "a device on our host");
+        assert!(!id.serves_domain(&uri("sip:bob@192.0.2.11")));
         assert!(id.serves_domain(&uri("sip:bob@192.0.2.10")));
         assert!(!id.serves_domain(&uri("sip:bob@example.org")));
         assert!(!id.serves_domain(&uri("tel:+15551234")));

@@ -156,7 +156,7 @@ impl Config {
             return fail(&["registrar", "max_bindings_per_aor"], "must be at least 1".into());
         }
         let l = &self.limits;
-        let ranges: [(&str, usize, usize, usize); 9] = [
+        let ranges: [(&str, usize, usize, usize); 11] = [
             ("max_message_size", l.max_message_size, 512, 16 << 20),
             ("max_headers", l.max_headers, 8, 100_000),
             ("max_header_line", l.max_header_line, 64, 16 << 20),
@@ -165,6 +165,8 @@ impl Config {
             ("max_start_line", l.max_start_line, 32, 16 << 20),
             ("max_tcp_connections", l.max_tcp_connections, 1, 100_000_000),
             ("inbox_capacity", l.inbox_capacity, 1, 100_000_000),
+            ("max_tcp_connections_per_ip", l.max_tcp_connections_per_ip, 1, 100_000_000),
+            ("max_transactions", l.max_transactions, 1, 1_000_000_000),
             ("tcp_write_queue_bytes", l.tcp_write_queue_bytes, l.max_message_size, usize::MAX),
         ];
         for (name, v, lo, hi) in ranges {
@@ -179,6 +181,15 @@ impl Config {
         }
         if l.tcp_idle_timeout_s == 0 {
             return fail(&["limits", "tcp_idle_timeout_s"], "must be at least 1".into());
+        }
+        if !(1..=3600).contains(&l.tcp_incomplete_message_timeout_s) {
+            return fail(&["limits", "tcp_incomplete_message_timeout_s"], "must be between 1 and 3600".into());
+        }
+        if let Some((k, msg)) = self.flood.problems() {
+            return fail(&["flood", k], msg);
+        }
+        if let Some((k, msg)) = self.overload.problems() {
+            return fail(&["overload", k], msg);
         }
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             return fail(&["log", "level"], format!("not a log level or filter: {e}"));

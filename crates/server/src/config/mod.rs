@@ -6,9 +6,11 @@
 
 mod auth;
 mod load;
+mod protect;
 
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use load::ConfigError;
+pub use protect::{Flood, Overload};
 
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -59,6 +61,10 @@ pub struct Config {
     pub auth: Auth,
     /// The Prometheus metrics endpoint.
     pub metrics: Metrics,
+    /// Per-source request and failed-authentication limits, with bans.
+    pub flood: Flood,
+    /// Shedding new requests when a worker cannot keep up.
+    pub overload: Overload,
 }
 
 impl Default for Config {
@@ -74,6 +80,8 @@ impl Default for Config {
             log: Log::default(),
             auth: Auth::default(),
             metrics: Metrics::default(),
+            flood: Flood::default(),
+            overload: Overload::default(),
         }
     }
 }
@@ -265,6 +273,15 @@ pub struct Limits {
     /// Open TCP connections, all workers together. Connections past it are accepted and closed at
     /// once (so the peer learns quickly and the backlog does not fill).
     pub max_tcp_connections: usize,
+    /// Open TCP connections accepted from one IP address. More are accepted and closed at once:
+    /// one host cannot take the whole `max_tcp_connections` (or the file descriptors).
+    pub max_tcp_connections_per_ip: usize,
+    /// A TCP message that has begun to arrive must be complete within this many seconds, or the
+    /// connection is closed: a slow sender (slowloris) cannot hold a connection and its buffer.
+    pub tcp_incomplete_message_timeout_s: u64,
+    /// Server transactions in flight, all shards together. A new request past it gets a
+    /// stateless 503 with Retry-After (memory stays bounded whatever the offered load).
+    pub max_transactions: usize,
     /// A TCP connection with no bytes in either direction for this many seconds is closed. Clients
     /// keep connections open with CRLF keep-alives (RFC 5626 §4.4.1).
     pub tcp_idle_timeout_s: u64,
@@ -287,6 +304,9 @@ impl Default for Limits {
             max_route: sip.max_route,
             max_start_line: sip.max_start_line,
             max_tcp_connections: 65_536,
+            max_tcp_connections_per_ip: 256,
+            tcp_incomplete_message_timeout_s: 10,
+            max_transactions: 100_000,
             tcp_idle_timeout_s: 300,
             tcp_write_queue_bytes: 256 * 1024,
             inbox_capacity: 4096,
@@ -329,7 +349,8 @@ impl Default for Log {
 pub struct Metrics {
     /// `IP:PORT` of the HTTP endpoint that answers `GET /metrics` (Prometheus text format): per
     /// message type counts, socket queue wait, service time, socket drops. Absent or `""`: no
-    /// endpoint, and the workers measure nothing (no timestamps, no clock reads).
+    /// endpoint, and the workers measure nothing (no clock reads per message; the kernel
+    /// timestamps stay on when `[overload]` needs them).
     #[serde(deserialize_with = "optional_socket_addr")]
     pub listen: Option<SocketAddr>,
 }

@@ -76,8 +76,24 @@ max_tcp_connections = 10
 tcp_idle_timeout_s = 7
 tcp_write_queue_bytes = 8192
 inbox_capacity = 16
+max_tcp_connections_per_ip = 4
+tcp_incomplete_message_timeout_s = 3
+max_transactions = 500
 [log]
 level = "debug,herald_server=trace"
+[flood]
+enabled = false
+window_s = 5
+max_requests = 10
+auth_window_s = 30
+max_auth_failures = 3
+ban_s = 60
+max_sources = 1000
+trusted = ["10.0.0.0/8", "::1"]
+[overload]
+enabled = false
+max_queue_wait_ms = 50
+retry_after_s = 9
 "#,
     )
     .unwrap();
@@ -87,6 +103,15 @@ level = "debug,herald_server=trace"
     assert_eq!(c.proxy.forking, Forking::Sequential);
     assert_eq!(c.proxy.record_route, RecordRoute::CrossTransport);
     assert_eq!(c.limits.sip().max_via, 10);
+    assert_eq!(c.limits.max_tcp_connections_per_ip, 4);
+    assert_eq!(c.limits.max_transactions, 500);
+    let f = c.flood.settings();
+    assert!(!c.flood.enabled);
+    assert_eq!((f.max_requests, f.max_auth_failures, f.ban.as_secs()), (10, 3, 60));
+    assert!(f.trusted[0].contains("10.1.2.3".parse().unwrap()));
+    assert!(f.trusted[1].contains("::1".parse().unwrap()));
+    let o = c.overload.settings();
+    assert_eq!((o.enabled, o.max_queue_wait.as_millis(), o.retry_after_s), (false, 50, 9));
     assert_eq!(c.effective_domains(), vec!["example.com".to_string(), "sip.example.com".to_string()]);
 }
 
@@ -139,6 +164,17 @@ fn validation_errors_name_line_and_key() {
     assert_error("[limits]\ntcp_write_queue_bytes = 100\n", 2, "limits.tcp_write_queue_bytes", "must fit");
     assert_error("[limits]\ntcp_idle_timeout_s = 0\n", 2, "limits.tcp_idle_timeout_s", "at least 1");
     assert_error("[log]\nlevel = \"[[[\"\n", 2, "log.level", "log level");
+    assert_error("[limits]\nmax_transactions = 0\n", 2, "limits.max_transactions", "outside");
+    assert_error(
+        "[limits]\ntcp_incomplete_message_timeout_s = 0\n",
+        2,
+        "limits.tcp_incomplete_message_timeout_s",
+        "between",
+    );
+    assert_error("[flood]\n\nmax_requests = 0\n", 3, "flood.max_requests", "at least 1");
+    assert_error("[flood]\ntrusted = [\"10.0.0.0/33\"]\n", 2, "flood.trusted", "prefix length");
+    assert_error("[flood]\ntrusted = [\"nope\"]\n", 2, "flood.trusted", "not an IP address");
+    assert_error("[overload]\nmax_queue_wait_ms = 0\n", 2, "overload.max_queue_wait_ms", "between");
     assert_error("domains = [\"ok.example\", \"bad name\"]\n", 1, "domains[1]", "not a host name");
     assert_error("listen = []\n", 1, "listen", "at least one");
     let dup =

@@ -24,6 +24,13 @@ impl BatchClock {
         BatchClock { read_real_ns, read_at: now, last: now }
     }
 
+    /// The queue wait of the message about to be handled (the one [`BatchClock::lap`] will end):
+    /// kernel timestamp to the start of its service, as `lap` computes it.
+    pub(crate) fn wait(&self, kernel_ns: Option<u64>) -> Option<u64> {
+        let in_batch = self.last.duration_since(self.read_at).as_nanos() as u64;
+        kernel_ns.map(|k| self.read_real_ns.saturating_sub(k).saturating_add(in_batch))
+    }
+
     /// Ends the current message: `(service ns, queue wait ns)`. The queue wait is `None` without
     /// a kernel timestamp (`kernel_ns`, CLOCK_REALTIME ns). A realtime clock stepped backwards
     /// between arrival and read yields a wait of 0 rather than a huge one.

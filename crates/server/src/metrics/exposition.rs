@@ -18,7 +18,38 @@ pub(crate) fn render(stats: &Stats) -> String {
     for w in stats.metrics.iter() {
         w.add_to(&mut totals);
     }
-    render_parts(stats.workers.len(), &stats.snapshot(), &totals)
+    let mut out = render_parts(stats.workers.len(), &stats.snapshot(), &totals);
+    render_protection(&mut out, stats);
+    out
+}
+
+/// `[overload]` and `[flood]`: the shedding gauge, and the guard's bans and drops.
+fn render_protection(o: &mut String, stats: &Stats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    family(o, "herald_overload_shedding_workers", "gauge", "Workers answering new requests with 503 now.");
+    let _ = writeln!(o, "herald_overload_shedding_workers {}", stats.shedding.load(Relaxed));
+    let Some(flood) = &stats.flood else { return };
+    let c = &flood.counters;
+    for (name, help, v) in [
+        (
+            "herald_flood_request_bans_total",
+            "Sources banned for sending more than [flood] max_requests.",
+            &c.request_bans,
+        ),
+        ("herald_flood_auth_bans_total", "Sources banned for more than [flood] max_auth_failures.", &c.auth_bans),
+        ("herald_flood_dropped_total", "Requests dropped unanswered because their source was banned.", &c.dropped),
+        ("herald_flood_untracked_total", "Events from sources not tracked because the tables were full.", &c.untracked),
+        (
+            "herald_auth_failures_total",
+            "Failed authentications (wrong password, unknown user, forged nonce, ...).",
+            &c.auth_failures,
+        ),
+    ] {
+        family(o, name, "counter", help);
+        let _ = writeln!(o, "{name} {}", v.load(Relaxed));
+    }
+    family(o, "herald_flood_banned_sources", "gauge", "Source addresses banned now.");
+    let _ = writeln!(o, "herald_flood_banned_sources {}", flood.banned_sources(std::time::Instant::now()));
 }
 
 pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> String {

@@ -108,6 +108,8 @@ pub struct FloodCounters {
     pub dropped: AtomicU64,
     /// Events from sources that could not be tracked (tables full).
     pub untracked: AtomicU64,
+    /// Failed authentications reported (trusted sources included).
+    pub auth_failures: AtomicU64,
 }
 
 struct Shard {
@@ -124,6 +126,12 @@ pub struct FloodGuard {
     per_shard: usize,
     shards: Box<[Mutex<Shard>]>,
     pub counters: FloodCounters,
+}
+
+impl std::fmt::Debug for FloodGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FloodGuard").field("settings", &self.settings).field("counters", &self.counters).finish()
+    }
 }
 
 impl FloodGuard {
@@ -187,6 +195,7 @@ impl FloodGuard {
 
     /// Records a failed authentication (wrong password, unknown user, bad nonce) from `ip`.
     pub fn auth_failed(&self, ip: IpAddr, now: Instant) {
+        self.counters.auth_failures.fetch_add(1, Ordering::Relaxed);
         if self.trusted(ip) {
             return;
         }
@@ -225,6 +234,13 @@ impl FloodGuard {
         shard.requests.forget(&ip);
         shard.auth_failures.forget(&ip);
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The authenticator (herald-core, sans-IO) reports failures here with the peer they came from.
+impl herald_core::auth::FailureSink for FloodGuard {
+    fn auth_failed(&self, now: Instant, from: &herald_core::Peer, _why: herald_core::auth::Failure) {
+        FloodGuard::auth_failed(self, from.addr.ip(), now);
     }
 }
 

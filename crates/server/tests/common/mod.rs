@@ -153,9 +153,15 @@ pub fn ipv6() -> bool {
     UdpSocket::bind("[::1]:0").is_ok()
 }
 
-/// Starts a server with `extra` TOML appended to a loopback listen config.
+/// Starts a server with `extra` TOML appended to a loopback listen config. Loopback is trusted by
+/// `[flood]`: these tests send hundreds of messages per second from one address (`extra` may
+/// override it with its own `[flood]` table).
 pub fn start(extra: &str) -> Running {
-    let mut text = String::from("[[listen]]\naddress = \"127.0.0.1:0\"\n");
+    let mut text = String::new();
+    if !extra.contains("[flood]") {
+        text.push_str("[flood]\ntrusted = [\"127.0.0.0/8\", \"::1\"]\n");
+    }
+    text.push_str("[[listen]]\naddress = \"127.0.0.1:0\"\n");
     if ipv6() {
         text.push_str("[[listen]]\naddress = \"[::1]:0\"\n");
     }

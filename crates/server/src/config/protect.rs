@@ -1,0 +1,134 @@
+//! `[flood]` and `[overload]`: protection against clients that send too much (docs/config.md).
+
+use crate::protect::{FloodSettings, OverloadSettings, Prefix};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `[flood]`: per-source request and failed-authentication limits with bans that expire (as
+/// Kamailio's pike module).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Flood {
+    /// Count requests per source address and ban the sources over the limits.
+    pub enabled: bool,
+    /// Length of the sliding window `max_requests` applies to, in seconds.
+    pub window_s: u64,
+    /// Requests one address may send per `window_s` (retransmissions included). The default,
+    /// 60 per 2 s, is several times what a small office behind one NAT address sends at its
+    /// busiest (a call costs a phone about six requests with its challenge, a registration two),
+    /// while a scanner (SIPVicious sends hundreds per second) is banned within a second.
+    /// Kamailio's pike sample allows 16 per 2 s.
+    pub max_requests: u32,
+    /// Length of the window `max_auth_failures` applies to, in seconds.
+    pub auth_window_s: u64,
+    /// Failed authentications (wrong password, unknown user, forged nonce, malformed
+    /// credentials, someone else's identity) one address may have per `auth_window_s`. A phone
+    /// with a stale password retrying every few seconds stays under it for minutes; a password
+    /// guesser is stopped after a few dozen guesses per ban.
+    pub max_auth_failures: u32,
+    /// How long a banned address is ignored, in seconds. Its requests are dropped unanswered.
+    pub ban_s: u64,
+    /// Addresses tracked at most per table (requests, failures, bans): memory stays bounded
+    /// under a flood from many addresses. Untracked addresses are let through and counted.
+    pub max_sources: usize,
+    /// Address prefixes never counted or banned (`"10.0.0.0/8"`, `"2001:db8::/32"`,
+    /// `"192.0.2.7"`): trunks, other proxies, load generators.
+    pub trusted: Vec<String>,
+}
+
+impl Default for Flood {
+    fn default() -> Self {
+        Flood {
+            enabled: true,
+            window_s: 2,
+            max_requests: 60,
+            auth_window_s: 60,
+            max_auth_failures: 20,
+            ban_s: 300,
+            max_sources: 100_000,
+            trusted: Vec::new(),
+        }
+    }
+}
+
+impl Flood {
+    /// What is wrong with the values, as (key, message); `None` when they are usable.
+    pub(crate) fn problems(&self) -> Option<(&'static str, String)> {
+        let positive: [(&str, u64); 6] = [
+            ("window_s", self.window_s),
+            ("max_requests", self.max_requests.into()),
+            ("auth_window_s", self.auth_window_s),
+            ("max_auth_failures", self.max_auth_failures.into()),
+            ("ban_s", self.ban_s),
+            ("max_sources", self.max_sources as u64),
+        ];
+        for (key, v) in positive {
+            if v == 0 {
+                return Some((key, "must be at least 1".into()));
+            }
+        }
+        for (key, v) in [("window_s", self.window_s), ("auth_window_s", self.auth_window_s), ("ban_s", self.ban_s)] {
+            if v > 86_400 {
+                return Some((key, "must be at most 86400 seconds".into()));
+            }
+        }
+        if self.max_sources > 100_000_000 {
+            return Some(("max_sources", "must be at most 100000000".into()));
+        }
+        self.trusted.iter().find_map(|p| Prefix::parse(p).err()).map(|e| ("trusted", e))
+    }
+
+    /// The guard's settings (call after [`Flood::problems`] found none).
+    pub fn settings(&self) -> FloodSettings {
+        FloodSettings {
+            window: Duration::from_secs(self.window_s),
+            max_requests: self.max_requests,
+            auth_window: Duration::from_secs(self.auth_window_s),
+            max_auth_failures: self.max_auth_failures,
+            ban: Duration::from_secs(self.ban_s),
+            max_sources: self.max_sources,
+            trusted: self.trusted.iter().filter_map(|p| Prefix::parse(p).ok()).collect(),
+        }
+    }
+}
+
+/// `[overload]`: shed new work first when a worker cannot keep up (seed 001).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Overload {
+    /// Answer new requests with 503 while a worker is overloaded.
+    pub enabled: bool,
+    /// Smoothed time datagrams wait in a worker's socket queue (kernel receive timestamp to
+    /// read) above which the worker sheds; it stops below half of it. 20 ms is 4% of T1: far
+    /// above the wait of a server that keeps up (microseconds), far below the point where
+    /// retransmissions (T1 = 500 ms) multiply the load.
+    pub max_queue_wait_ms: u64,
+    /// Seconds in the Retry-After of the 503 (RFC 3261 §21.5.4, §20.33).
+    pub retry_after_s: u32,
+}
+
+impl Default for Overload {
+    fn default() -> Self {
+        Overload { enabled: true, max_queue_wait_ms: 20, retry_after_s: 5 }
+    }
+}
+
+impl Overload {
+    pub(crate) fn problems(&self) -> Option<(&'static str, String)> {
+        if !(1..=60_000).contains(&self.max_queue_wait_ms) {
+            return Some(("max_queue_wait_ms", "must be between 1 and 60000".into()));
+        }
+        if self.retry_after_s > 86_400 {
+            return Some(("retry_after_s", "must be at most 86400".into()));
+        }
+        None
+    }
+
+    pub fn settings(&self) -> OverloadSettings {
+        OverloadSettings {
+            enabled: self.enabled,
+            max_queue_wait: Duration::from_millis(self.max_queue_wait_ms),
+            retry_after_s: self.retry_after_s,
+        }
+    }
+}

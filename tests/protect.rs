@@ -1,0 +1,446 @@
+//! Flood, brute-force, overload and connection protection of a real `herald serve` on loopback
+//! (issue "Trust", items 4-6). Clients bind distinct loopback addresses (127.0.0.2, ...: all of
+//! 127.0.0.0/8 reaches `lo`) so that one source can be banned while another is still served.
+//!
+//! * 1,000 wrong-password REGISTERs from 127.0.0.2 get it banned while 127.0.0.3 registers with
+//!   a hand-written digest client (MD5 by `md5sum`, RFC 7616 §3.4.1).
+//! * An OPTIONS flood from one address gets it banned; another address is still answered.
+//! * A slow TCP sender is disconnected after the incomplete-message timeout.
+//! * The per-address TCP connection limit.
+//! * Overload: with herald stopped (SIGSTOP) a queue of new INVITEs and in-dialog requests
+//!   builds up; once it runs again, new INVITEs get 503 + Retry-After while the in-dialog
+//!   requests are still handled.
+
+mod common;
+
+use common::*;
+use herald_bench::scrape::{self, Scrape};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::raw::c_int;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+extern "C" {
+    fn kill(pid: c_int, sig: c_int) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const std::ffi::c_void, len: u32) -> c_int;
+}
+const SOL_SOCKET: c_int = 1;
+const SO_RCVBUF: c_int = 8;
+const SO_RCVBUFFORCE: c_int = 33;
+const SIGCONT: c_int = 18;
+const SIGSTOP: c_int = 19;
+
+const REALM: &str = "herald.test";
+
+fn start(name: &str, toml: &str) -> (Herald, String) {
+    let dir = test_dir(name);
+    let extras = HeraldExtras { metrics: true, toml: Some(toml.to_string()), ..Default::default() };
+    let h = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    let url = h.metrics_url.clone().unwrap();
+    (h, url)
+}
+
+fn metric(url: &str, name: &str) -> f64 {
+    let s: Scrape = scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"));
+    s.sum(name, &[])
+}
+
+fn md5_hex(text: &str) -> String {
+    let mut child =
+        Command::new("md5sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("md5sum (coreutils)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+fn udp_from(ip: &str) -> UdpSocket {
+    let s = UdpSocket::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    // Herald may answer a whole queue of requests in one burst: room for all of it, or the
+    // test would lose answers, not herald.
+    let size: c_int = 4 << 20;
+    for opt in [SO_RCVBUFFORCE, SO_RCVBUF] {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setsockopt(2) reads size_of::<c_int>() bytes from a live local.
+        let r = unsafe { setsockopt(s.as_raw_fd(), SOL_SOCKET, opt, (&size as *const c_int).cast(), 4) };
+        if r == 0 {
+            break; // SO_RCVBUFFORCE needs CAP_NET_ADMIN; SO_RCVBUF is capped by rmem_max
+        }
+    }
+    s
+}
+
+/// A REGISTER of `user` from `local`; `auth` is an Authorization value.
+fn register(herald: SocketAddr, local: SocketAddr, user: &str, cseq: u32, auth: Option<&str>) -> String {
+    let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+    format!(
+        "REGISTER sip:{herald} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch=z9hG4bK-r{cseq}-{port};rport\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:{user}@{herald}>;tag=f{port}\r\n\
+         To: <sip:{user}@{herald}>\r\n\
+         Call-ID: reg-{user}-{port}\r\n\
+         CSeq: {cseq} REGISTER\r\n\
+         Contact: <sip:{user}@{local}>\r\n\
+         {auth}Content-Length: 0\r\n\r\n",
+        port = local.port()
+    )
+}
+
+/// The answer to `req` (matched by CSeq number), or `None` after `wait`.
+fn transaction(sock: &UdpSocket, herald: SocketAddr, req: &str, wait: Duration) -> Option<Vec<u8>> {
+    let cseq = req.lines().find(|l| l.starts_with("CSeq:")).unwrap().to_string();
+    sock.send_to(req.as_bytes(), herald).unwrap();
+    let deadline = Instant::now() + wait;
+    let mut buf = vec![0u8; 65536];
+    while Instant::now() < deadline {
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                let m = &buf[..n];
+                let final_answer = status_of(m).is_some_and(|s| s >= 200);
+                if final_answer && header_of(m, "CSeq", "CSeq").is_some_and(|c| format!("CSeq: {c}") == cseq) {
+                    return Some(m.to_vec());
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    None
+}
+
+fn param(challenge: &str, name: &str) -> String {
+    let at = challenge.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in {challenge}"));
+    let rest = &challenge[at + name.len() + 2..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+/// Authorization for `nonce` (RFC 7616 §3.4.1 with qop=auth, MD5).
+fn authorization(user: &str, password: &str, uri: &str, nonce: &str, nc: u32) -> String {
+    let ha1 = md5_hex(&format!("{user}:{REALM}:{password}"));
+    let ha2 = md5_hex(&format!("REGISTER:{uri}"));
+    let nc = format!("{nc:08x}");
+    let response = md5_hex(&format!("{ha1}:{nonce}:{nc}:c0ffee:auth:{ha2}"));
+    format!(
+        "Digest username=\"{user}\", realm=\"{REALM}\", nonce=\"{nonce}\", uri=\"{uri}\", \
+         response=\"{response}\", algorithm=MD5, qop=auth, nc={nc}, cnonce=\"c0ffee\""
+    )
+}
+
+/// `herald users add NAME --password-stdin --realm herald.test --file FILE`.
+fn add_user(file: &Path, name: &str, password: &str) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["users", "add", name, "--password-stdin", "--realm", REALM, "--file"])
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Sends datagrams that nobody answers any more and counts the answers that still come.
+fn answers_within(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut last = Instant::now();
+    while last.elapsed() < quiet {
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                got.push(buf[..n].to_vec());
+                last = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    got
+}
+
+#[test]
+fn a_password_guesser_is_banned_while_another_address_registers() {
+    let dir = test_dir("protect_auth");
+    let users = dir.join("users.txt");
+    add_user(&users, "alice", "right-password");
+    // A request limit far above the 1,000 attempts, so that the ban is the auth-failure ban.
+    let toml = format!(
+        "[flood]\nmax_requests = 100000\nmax_auth_failures = 20\nban_s = 300\n\
+         [auth]\nrealm = \"{REALM}\"\nusers_file = \"{}\"\nalgorithms = [\"MD5\"]\n",
+        users.display()
+    );
+    let (herald, url) = start("protect_auth_herald", &toml);
+    let uri = format!("sip:{}", herald.addr);
+
+    // 127.0.0.2 gets a challenge (not a failure), then guesses 1,000 times with its nonce.
+    let guesser = udp_from("127.0.0.2");
+    let local = guesser.local_addr().unwrap();
+    let challenge = transaction(&guesser, herald.addr, &register(herald.addr, local, "alice", 1, None), secs(5))
+        .expect("a first REGISTER is challenged");
+    assert_eq!(status_of(&challenge), Some(401));
+    let nonce = param(header_of(&challenge, "WWW-Authenticate", "WWW-Authenticate").unwrap(), "nonce");
+    let wrong = authorization("alice", "wrong-password", &uri, &nonce, 1);
+    for i in 0..1000u32 {
+        let req = register(herald.addr, local, "alice", 2 + i, Some(&wrong));
+        guesser.send_to(req.as_bytes(), herald.addr).unwrap();
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(2)); // stay within the socket buffers
+        }
+    }
+    let answers = answers_within(&guesser, secs(1));
+    let challenged = answers.iter().filter(|a| status_of(a) == Some(401)).count();
+    // Failures 1..=20 are allowed; the 21st bans. Each of those got its fresh challenge.
+    assert!((20..=22).contains(&challenged), "{challenged} of 1000 guesses were answered");
+    assert_eq!(answers.len(), challenged, "only challenges came back");
+
+    // Banned: even a plain new REGISTER gets no answer now.
+    assert!(transaction(&guesser, herald.addr, &register(herald.addr, local, "alice", 5000, None), secs(1)).is_none());
+
+    // 127.0.0.3 registers with the right password.
+    let phone = udp_from("127.0.0.3");
+    let local3 = phone.local_addr().unwrap();
+    let c = transaction(&phone, herald.addr, &register(herald.addr, local3, "alice", 1, None), secs(5)).unwrap();
+    assert_eq!(status_of(&c), Some(401));
+    let nonce = param(header_of(&c, "WWW-Authenticate", "WWW-Authenticate").unwrap(), "nonce");
+    let right = authorization("alice", "right-password", &uri, &nonce, 1);
+    let ok = transaction(&phone, herald.addr, &register(herald.addr, local3, "alice", 2, Some(&right)), secs(5))
+        .expect("the other address is answered");
+    assert_eq!(status_of(&ok), Some(200), "{}", String::from_utf8_lossy(&ok));
+
+    assert_eq!(metric(&url, "herald_flood_auth_bans_total"), 1.0);
+    assert_eq!(metric(&url, "herald_flood_request_bans_total"), 0.0);
+    assert_eq!(metric(&url, "herald_flood_banned_sources"), 1.0);
+    assert!(metric(&url, "herald_auth_failures_total") >= 21.0);
+    let dropped = metric(&url, "herald_flood_dropped_total");
+    assert!(dropped >= 970.0, "{dropped} requests dropped");
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[test]
+fn an_options_flood_is_banned_while_another_address_is_answered() {
+    // Defaults: 60 requests per 2 s; authentication off (OPTIONS is never challenged anyway).
+    let (herald, url) = start("protect_flood", "[auth]\nenabled = false\n");
+    let scanner = udp_from("127.0.0.4");
+    let local = scanner.local_addr().unwrap();
+    for i in 0..500 {
+        let req = options_request(herald.addr, local, &format!("scan-{i}"), "UDP");
+        scanner.send_to(req.as_bytes(), herald.addr).unwrap();
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let answered = answers_within(&scanner, secs(1)).iter().filter(|a| status_of(a) == Some(200)).count();
+    assert!((55..=61).contains(&answered), "{answered} of 500 answered");
+    assert!(udp_options_ok(&scanner, herald.addr, "after-ban", secs(2)).is_err(), "the scanner is still answered");
+    let other = udp_from("127.0.0.5");
+    udp_options_ok(&other, herald.addr, "another-address", secs(5)).expect("another address is answered");
+    assert_eq!(metric(&url, "herald_flood_request_bans_total"), 1.0);
+    assert!(metric(&url, "herald_flood_dropped_total") >= 439.0);
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+/// Reads until EOF or reset; `Some(elapsed)` when the connection closed within `within`.
+fn closed_within(conn: &mut TcpStream, within: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    conn.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < within {
+        match conn.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return Some(start.elapsed()),
+        }
+    }
+    None
+}
+
+fn tcp_options(conn: &mut TcpStream, herald: SocketAddr, call_id: &str) -> Option<u16> {
+    let local = conn.local_addr().unwrap();
+    conn.write_all(options_request(herald, local, call_id, "TCP").as_bytes()).ok()?;
+    conn.set_read_timeout(Some(secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while find(&got, b"\r\n\r\n").is_none() {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    status_of(&got)
+}
+
+#[test]
+fn a_slow_tcp_sender_is_disconnected() {
+    let toml = "[limits]\ntcp_incomplete_message_timeout_s = 1\n\
+                [flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n";
+    let (herald, url) = start("protect_slow", toml);
+    let mut conn = TcpStream::connect(herald.addr).unwrap();
+    // Whole messages are fine, however long the connection lives.
+    assert_eq!(tcp_options(&mut conn, herald.addr, "whole"), Some(200));
+    // Then half a message, and a byte every 200 ms: the idle timer (300 s) is reset by every
+    // byte, the incomplete-message deadline (1 s from the first byte) is not.
+    let req = options_request(herald.addr, conn.local_addr().unwrap(), "slow", "TCP");
+    conn.write_all(&req.as_bytes()[..40]).unwrap();
+    let started = Instant::now();
+    let mut at = 40;
+    conn.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        assert!(started.elapsed() < secs(10), "a slow sender held its connection for 10 s");
+        if conn.write_all(&req.as_bytes()[at..at + 1]).is_err() {
+            break started.elapsed();
+        }
+        at += 1;
+        match conn.read(&mut buf) {
+            Ok(0) => break started.elapsed(),
+            Ok(_) => panic!("an answer to an incomplete message"),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break started.elapsed(),
+        }
+    };
+    assert!(closed >= Duration::from_millis(900), "closed after {closed:?}, before the timeout");
+    assert_eq!(metric(&url, "herald_tcp_incomplete_timeouts_total"), 1.0);
+    assert_eq!(metric(&url, "herald_tcp_idle_closed_total"), 0.0);
+    // A new connection is served.
+    let mut again = TcpStream::connect(herald.addr).unwrap();
+    assert_eq!(tcp_options(&mut again, herald.addr, "again"), Some(200));
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+#[test]
+fn tcp_connections_per_address_are_limited() {
+    let toml = "[limits]\nmax_tcp_connections_per_ip = 3\n\
+                [flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n";
+    let (herald, url) = start("protect_per_ip", toml);
+    let mut open: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(herald.addr).unwrap()).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        assert_eq!(tcp_options(c, herald.addr, &format!("c{i}")), Some(200));
+    }
+    // The fourth is accepted and closed at once.
+    let mut fourth = TcpStream::connect(herald.addr).unwrap();
+    assert!(closed_within(&mut fourth, secs(5)).is_some(), "a fourth connection from one address stayed open");
+    assert_eq!(metric(&url, "herald_tcp_rejected_per_ip_total"), 1.0);
+    // The three are unaffected; after one closes there is room again.
+    assert_eq!(tcp_options(&mut open[0], herald.addr, "still"), Some(200));
+    drop(open.pop());
+    let deadline = Instant::now() + secs(5);
+    loop {
+        let mut c = TcpStream::connect(herald.addr).unwrap();
+        if tcp_options(&mut c, herald.addr, "room") == Some(200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no room after a connection closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+/// Resumes a SIGSTOPped process however the test ends.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child with a valid signal.
+        unsafe {
+            kill(self.0 as c_int, SIGCONT);
+        }
+    }
+}
+
+/// Waits until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously: a worker
+/// could otherwise still read the first datagrams with no wait at all).
+fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + secs(5);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let all_stopped = tasks.filter_map(Result::ok).all(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "herald did not stop");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn request(method: &str, herald: SocketAddr, local: SocketAddr, call_id: &str, to_tag: Option<&str>) -> String {
+    let to_tag = to_tag.map(|t| format!(";tag={t}")).unwrap_or_default();
+    let body_headers = if method == "INVITE" { format!("Contact: <sip:caller@{local}>\r\n") } else { String::new() };
+    format!(
+        "{method} sip:{herald} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch=z9hG4bK-{call_id};rport\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:caller@{local}>;tag=c\r\n\
+         To: <sip:{herald}>{to_tag}\r\n\
+         Call-ID: {call_id}\r\n\
+         CSeq: 1 {method}\r\n\
+         {body_headers}Content-Length: 0\r\n\r\n"
+    )
+}
+
+#[test]
+fn overload_sheds_new_requests_and_lets_in_dialog_requests_through() {
+    let toml = "[overload]\nmax_queue_wait_ms = 20\nretry_after_s = 7\n\
+                [flood]\nenabled = false\n[auth]\nenabled = false\n";
+    let (herald, url) = start("protect_overload", toml);
+    let sock = udp_from("127.0.0.7");
+    let local = sock.local_addr().unwrap();
+    // Herald stops reading for 300 ms: every datagram below waits at least that long in the
+    // socket queue (the kernel stamps it on arrival), far over the 20 ms threshold.
+    {
+        // SAFETY: kill(2) on our own child with a valid signal.
+        assert_eq!(unsafe { kill(herald.pid() as c_int, SIGSTOP) }, 0);
+        let _resume = Resume(herald.pid());
+        wait_stopped(herald.pid());
+        for i in 0..200 {
+            let req = if i % 10 == 9 {
+                request("OPTIONS", herald.addr, local, &format!("dialog-{i}"), Some("existing"))
+            } else {
+                request("INVITE", herald.addr, local, &format!("new-{i}"), None)
+            };
+            sock.send_to(req.as_bytes(), herald.addr).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let answers = answers_within(&sock, secs(2));
+    let finals = |prefix: &str| -> Vec<&Vec<u8>> {
+        answers
+            .iter()
+            .filter(|a| header_of(a, "Call-ID", "i").is_some_and(|c| c.starts_with(prefix)))
+            .filter(|a| status_of(a).is_some_and(|s| s >= 200))
+            .collect()
+    };
+    let shed: Vec<_> = finals("new-").into_iter().filter(|a| status_of(a) == Some(503)).collect();
+    // The detector smooths over ~32 datagrams, so the first few new INVITEs get through.
+    let order: Vec<(String, u16)> = answers
+        .iter()
+        .filter_map(|a| Some((header_of(a, "Call-ID", "i")?.to_string(), status_of(a)?)))
+        .filter(|(_, s)| *s >= 200)
+        .collect();
+    assert!(shed.len() >= 150, "{} of 180 new INVITEs got 503; final answers in order: {order:?}", shed.len());
+    assert!(shed.iter().all(|a| header_of(a, "Retry-After", "Retry-After") == Some("7")));
+    let in_dialog = finals("dialog-");
+    assert_eq!(in_dialog.len(), 20, "every in-dialog request was handled: {order:?}");
+    assert!(in_dialog.iter().all(|a| status_of(a) != Some(503)), "an in-dialog request was shed");
+    assert_eq!(metric(&url, "herald_overload_rejected_total"), shed.len() as f64);
+    // Once the queue is gone, new requests are served again.
+    let deadline = Instant::now() + secs(10);
+    while udp_options_ok(&sock, herald.addr, "after", secs(1)).is_err() {
+        assert!(Instant::now() < deadline, "still shedding 10 s after the queue drained");
+    }
+    assert_eq!(metric(&url, "herald_overload_shedding_workers"), 0.0);
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
