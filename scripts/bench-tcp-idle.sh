@@ -42,6 +42,7 @@ address = "127.0.0.1:$PORT"
 transports = ["tcp"]
 [limits]
 max_tcp_connections = $((N + 1000))
+max_tcp_connections_per_ip = $((N + 1000))
 tcp_idle_timeout_s = 3600
 [log]
 level = "warn"

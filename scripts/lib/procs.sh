@@ -1,0 +1,47 @@
+# Shell helpers shared by the benchmark scripts: stopping processes, waiting for a UDP port,
+# process trees and CPU ticks from /proc. Source it; it expects $HZ (getconf CLK_TCK) and $tmp.
+stop() { # PID...: SIGTERM, then SIGKILL after 3 s
+    local p
+    for p in "$@"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    for _ in $(seq 30); do
+        local alive=0
+        for p in "$@"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.1
+    done
+    for p in "$@"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+    for p in "$@"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+}
+wait_bound() { # PORT PID: until a UDP socket is bound to 127.0.0.1:PORT
+    local hex
+    hex=$(printf '0100007F:%04X' "$1")
+    for _ in $(seq 200); do
+        awk -v a="$hex" '$2 == a {f = 1} END {exit !f}' /proc/net/udp && return 0
+        kill -0 "$2" 2>/dev/null || { echo "process $2 died; log:" >&2; tail -n 20 "$tmp"/*.log >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "nothing bound 127.0.0.1:$1" >&2
+    exit 1
+}
+tree() { # PID: it and all its descendants
+    local p
+    echo "$1"
+    for p in $(pgrep -P "$1" || true); do tree "$p"; done
+}
+cpu_ticks() { # PID...: summed utime+stime
+    local p t=0
+    for p in "$@"; do
+        t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
+    done
+    echo $t
+}
+busy_ticks() { # CPU time of the whole machine in ticks: the root cgroup's exact accounting when
+    # readable (/proc/stat samples at each tick and misses short bursts), else /proc/stat
+    if [ -r /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
+        awk -v hz="$HZ" '{printf "%d", $1 * hz / 1e9}' /sys/fs/cgroup/cpuacct/cpuacct.usage
+    elif [ -r /sys/fs/cgroup/cpu.stat ]; then
+        awk -v hz="$HZ" '$1 == "usage_usec" {printf "%d", $2 * hz / 1e6}' /sys/fs/cgroup/cpu.stat
+    else
+        awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+    fi
+}
