@@ -50,34 +50,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start_herald() {
-    cat >"$tmp/herald.toml" <<TOML
-[server]
-workers = $WORKERS
-drain_timeout_s = 1
-[[listen]]
-address = "127.0.0.1:$HPORT"
-transports = ["udp"]
-[proxy]
-record_route = "always"
-[auth]
-enabled = false # Kamailio's bench config does not authenticate either
-[flood]
-trusted = ["127.0.0.0/8"] # one generator address sends every call
-[metrics]
-listen = "127.0.0.1:$MPORT"
-[log]
-level = "warn"
-TOML
+    herald_bench_config "$HPORT" "[metrics]
+listen = \"127.0.0.1:$MPORT\"" >"$tmp/herald.toml"
     "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
     server_pid=$!
     wait_bound "$HPORT" "$server_pid"
 }
 
 start_kamailio() {
-    mkdir -p "$tmp/kamailio-run"
-    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m 256 -M 16 -n "$WORKERS" \
-        -l "udp:127.0.0.1:$KPORT" -w "$tmp/kamailio-run" -Y "$tmp/kamailio-run" >"$tmp/kamailio.log" 2>&1 &
-    server_pid=$!
+    start_kamailio_bench "$KPORT"
     wait_bound "$KPORT" "$server_pid"
     sleep 1 # Kamailio forks its children after binding
 }

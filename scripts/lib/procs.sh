@@ -45,3 +45,30 @@ busy_ticks() { # CPU time of the whole machine in ticks: the root cgroup's exact
         awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
     fi
 }
+herald_bench_config() { # PORT [EXTRA TOML]: herald doing Kamailio's bench job (UDP, record-route,
+    # no authentication like bench/kamailio-bench.cfg, the load's one address trusted), $WORKERS
+    cat <<TOML
+[server]
+workers = $WORKERS
+drain_timeout_s = 1
+[[listen]]
+address = "127.0.0.1:$1"
+transports = ["udp"]
+[proxy]
+record_route = "always"
+[auth]
+enabled = false
+[flood]
+trusted = ["127.0.0.0/8"]
+[log]
+level = "warn"
+${2:-}
+TOML
+}
+start_kamailio_bench() { # PORT: bench/kamailio-bench.cfg with the TLSF allocator, $WORKERS
+    # children, in the background; its pid in $server_pid
+    mkdir -p "$tmp/kamailio-run"
+    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m 256 -M 16 -n "$WORKERS" \
+        -l "udp:127.0.0.1:$1" -w "$tmp/kamailio-run" -Y "$tmp/kamailio-run" >"$tmp/kamailio.log" 2>&1 &
+    server_pid=$!
+}
