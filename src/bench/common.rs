@@ -50,6 +50,13 @@ pub struct Shared {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Event-loop quantum, µs: after handling input the generator sleeps this long before it
+    /// looks at its sockets again (timers still fire on time), handling what arrived meanwhile
+    /// in one batch. Cuts its CPU (about 15% at 1000 µs and 300 calls/s); our callee answers up
+    /// to one quantum later, which lengthens the SRD it measures (like SIPp's -timer_resol).
+    /// Receive times stay exact (kernel stamps). 0 (default): wake per datagram.
+    #[arg(long, default_value_t = herald_bench::agent::DEFAULT_QUANTUM_US)]
+    pub quantum_us: u64,
 }
 
 /// Resolves HOST:PORT (one address, the first).
@@ -84,6 +91,7 @@ impl Shared {
         o.label = self.label.clone();
         o.progress = !self.quiet;
         o.seed = self.seed;
+        o.quantum_us = self.quantum_us;
         Ok(o)
     }
 }

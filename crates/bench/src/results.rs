@@ -117,6 +117,9 @@ pub struct RunResult {
     pub users: Option<UsersOutcome>,
     /// Ctrl-C ended the run early.
     pub interrupted: bool,
+    /// The generator's scheduling quantum, µs (`--quantum-us`; 0 in files from before it).
+    #[serde(default)]
+    pub quantum_us: u64,
 }
 
 /// Latency distribution summary from an HDR histogram; all values in microseconds.

@@ -269,7 +269,7 @@ impl Engine {
     }
 
     fn on_invite_response(&mut self, slot: u32, generation: u32, status: u16, msg: &Message) {
-        let now = self.now;
+        let (now, rx) = (self.now, self.rx_us);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
         let tx = call.invite.as_mut().expect("caller checked");
         if status < 200 {
@@ -281,7 +281,7 @@ impl Engine {
                 self.timers.arm(now + limit, Timer { kind: TimerKind::CallerTimeout, slot, generation: tx.id });
             }
             if status > 100 {
-                record_srd(&mut self.stats, call, now);
+                record_srd(&mut self.stats, call, rx);
                 if call.state == CallState::Calling {
                     call.state = CallState::Early;
                 }
@@ -292,9 +292,9 @@ impl Engine {
             return;
         }
         let tx = call.invite.take().expect("caller checked");
-        self.stats.response_time("INVITE", now - tx.sent_us);
+        self.stats.response_time("INVITE", rx.saturating_sub(tx.sent_us));
         if status < 300 {
-            record_srd(&mut self.stats, call, now);
+            record_srd(&mut self.stats, call, rx);
             self.stats.transaction(true);
             self.on_invite_2xx(slot, generation, msg);
             return;
@@ -367,7 +367,7 @@ impl Engine {
     }
 
     fn on_other_response(&mut self, slot: u32, generation: u32, status: u16, msg: &Message) {
-        let now = self.now;
+        let rx = self.rx_us;
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
         let tx = call.other.as_mut().expect("caller checked");
         if status < 200 {
@@ -376,7 +376,7 @@ impl Engine {
         }
         let tx = call.other.take().expect("caller checked");
         let method = tx.method;
-        self.stats.response_time(method, now - tx.sent_us);
+        self.stats.response_time(method, rx.saturating_sub(tx.sent_us));
         if method == "CANCEL" {
             // 200 for the CANCEL; a 481 means the INVITE was already answered, whose final then
             // decides the call (§9.1).
@@ -388,7 +388,7 @@ impl Engine {
             return;
         }
         if status < 300 {
-            self.stats.sdd.record_us(now - tx.sent_us);
+            self.stats.sdd.record_us(rx.saturating_sub(tx.sent_us));
             self.stats.transaction(true);
             self.end_call(slot, generation, Ok(()));
         } else if (status == 401 || status == 407) && !call.challenged {
@@ -483,10 +483,10 @@ impl Engine {
     }
 }
 
-fn record_srd(stats: &mut super::stats::Stats, call: &mut Call, now: u64) {
+fn record_srd(stats: &mut super::stats::Stats, call: &mut Call, rx_us: u64) {
     if !call.srd_recorded {
         call.srd_recorded = true;
-        stats.srd.record_us(now - call.invite_started_us);
+        stats.srd.record_us(rx_us.saturating_sub(call.invite_started_us));
     }
 }
 

@@ -3,6 +3,17 @@
 //! message to the caller ([`super::caller`]), callee ([`super::callee`]) or registration
 //! ([`super::registration`]) logic. One thread keeps the generator's CPU per call low and
 //! measurements free of lock contention.
+//!
+//! CPU: measured against herald at 300 calls/s, the generator spent ~85% of its CPU in the
+//! kernel, because the loop woke for nearly every datagram (~13 per call) and paid a ppoll, a
+//! recvmmsg per socket (often just EAGAIN) and a sendmmsg for each. The loop therefore runs on a
+//! scheduling quantum (`--quantum-us`, like SIPp's `-timer_resol`): after a wake that found
+//! input it does not look at the sockets again before one quantum has passed (timers still fire
+//! on time), so one wake drains and answers everything that arrived meanwhile, with one
+//! recvmmsg per readable socket and one sendmmsg per socket. The cost: our callee (and caller)
+//! answers up to one quantum later than it could, which is part of what the proxy sees. The
+//! measurements do not suffer: a received message is timed by its kernel receive stamp
+//! (SO_TIMESTAMPNS), a sent request by the moment its datagram is handed to the kernel.
 
 use super::callee::Dialog;
 use super::caller::Call;
@@ -90,6 +101,15 @@ pub struct Engine {
     /// Expires of every REGISTER sent.
     pub register_expires_s: u32,
     inbox: Vec<Incoming>,
+    /// Scheduling quantum, µs (0: wake for every datagram).
+    pub quantum_us: u64,
+    /// When the sockets last had input to handle.
+    last_input_us: u64,
+    /// Receive time (engine clock) of the message being dispatched: its kernel stamp when there
+    /// is one, else the time it was read. Latencies end here.
+    pub rx_us: u64,
+    /// Requests queued but not yet flushed: (side, slot, transaction id), stamped at the flush.
+    unstamped: Vec<(Side, u32, u32)>,
 }
 
 impl Engine {
@@ -138,6 +158,10 @@ impl Engine {
             next_user: 0,
             register_expires_s: 3600,
             inbox: Vec::with_capacity(64),
+            quantum_us: 0,
+            last_input_us: 0,
+            rx_us: 0,
+            unstamped: Vec::new(),
         }
     }
 
@@ -190,6 +214,7 @@ impl Engine {
         if !self.send(side, tx.request.clone(), tx.dest) {
             return false;
         }
+        self.unstamped.push((side, slot, tx.id));
         if !self.stream() {
             self.timers.arm(self.now + tx.interval_us, Timer { kind: retransmit, slot, generation: tx.id });
         }
@@ -212,24 +237,73 @@ impl Engine {
     }
 
     /// Runs due timers, flushes, waits for input until `until_us` at the latest, and handles what
-    /// arrived.
+    /// arrived. Within one quantum of the last input, it only sleeps (until the quantum ends or a
+    /// timer or `until_us` falls due) and returns; the caller loops.
     pub fn step(&mut self, until_us: u64) {
         self.clock();
+        let mut fired = false;
         while let Some(t) = self.timers.pop_due(self.now) {
             self.on_timer(t);
+            fired = true;
         }
-        self.caller_ep.flush();
-        self.callee_ep.flush();
+        self.flush();
         let due = self.timers.next_due().unwrap_or(u64::MAX).min(until_us);
-        let timeout = due.saturating_sub(self.clock()).min(100_000);
-        if timeout > 0 {
-            wait(&[&self.caller_ep, &self.callee_ep], timeout);
+        let now = self.clock();
+        let (sleep_us, poll) = plan_wait(now, due, self.last_input_us, self.quantum_us);
+        if !poll && fired {
+            // Awake for a timer anyway: a look at the sockets that does not block costs no
+            // context switch (what dominates), and starts a new quantum.
+            self.last_input_us = now;
+            self.handle(wait([&self.caller_ep, &self.callee_ep], 0));
+            return;
         }
-        self.clock();
-        self.receive(Side::Caller);
-        self.receive(Side::Callee);
+        if !poll {
+            if sleep_us > 0 {
+                wait([], sleep_us);
+            }
+            return;
+        }
+        let readable = wait([&self.caller_ep, &self.callee_ep], sleep_us);
+        if readable.contains(&true) {
+            self.last_input_us = self.clock();
+            self.handle(readable);
+        }
+    }
+
+    /// Reads and handles the sockets flagged readable, then sends what that queued.
+    fn handle(&mut self, [caller, callee]: [bool; 2]) {
+        if caller {
+            self.receive(Side::Caller);
+        }
+        if callee {
+            self.receive(Side::Callee);
+        }
+        if caller || callee {
+            self.flush();
+        }
+    }
+
+    /// Writes both sockets' queues and stamps the requests among them with the time they were
+    /// handed to the kernel (taken just before: on loopback the peer may answer while a long
+    /// batch is still being written).
+    fn flush(&mut self) {
+        let at = self.clock();
         self.caller_ep.flush();
         self.callee_ep.flush();
+        for (side, slot, id) in std::mem::take(&mut self.unstamped) {
+            let tx = match side {
+                Side::Caller => self.calls.get_slot_mut(slot).and_then(|(call, _)| {
+                    if call.invite.as_ref().is_some_and(|tx| tx.id == id) && !call.challenged {
+                        call.invite_started_us = at; // SRD starts with the first INVITE out
+                    }
+                    [call.invite.as_mut(), call.other.as_mut()].into_iter().flatten().find(|tx| tx.id == id)
+                }),
+                Side::Callee => self.registrations.get_mut(slot as usize).and_then(|r| r.tx.as_mut()),
+            };
+            if let Some(tx) = tx.filter(|tx| tx.id == id) {
+                tx.sent_us = at;
+            }
+        }
     }
 
     fn receive(&mut self, side: Side) {
@@ -237,7 +311,12 @@ impl Engine {
         let limits = self.limits.clone();
         self.endpoint(side).receive(&mut inbox, &limits);
         let transport = if self.stream() { Transport::Stream } else { Transport::Datagram };
+        let (read_us, realtime_ns) = (self.clock(), realtime_ns());
         for incoming in inbox.drain(..) {
+            self.rx_us = match incoming.kernel_ns {
+                Some(ns) => kernel_stamp_us(ns, realtime_ns, read_us),
+                None => read_us,
+            };
             // Hostile input is simply not ours: anything that does not parse is counted and
             // dropped (a UA may discard a malformed response, RFC 3261 §8.1.3.1).
             match Message::parse_as(incoming.bytes, &self.limits, transport) {
@@ -284,5 +363,65 @@ impl Engine {
         let u = self.next_user % self.users.len();
         self.next_user = self.next_user.wrapping_add(1);
         u
+    }
+}
+
+/// How the loop waits at `now` with the next timer (or deadline) at `due`, input last handled at
+/// `last_input_us` and a quantum of `quantum_us`: (µs to wait, whether to watch the sockets).
+/// Within the quantum it sleeps blind until the quantum ends or `due`, whichever is first;
+/// after it, it polls the sockets until `due`. Waits are capped at 100 ms.
+pub fn plan_wait(now: u64, due: u64, last_input_us: u64, quantum_us: u64) -> (u64, bool) {
+    let quantum_end = last_input_us.saturating_add(quantum_us);
+    if now < quantum_end {
+        (quantum_end.min(due).saturating_sub(now).min(100_000), false)
+    } else {
+        (due.saturating_sub(now).min(100_000), true)
+    }
+}
+
+/// CLOCK_REALTIME in ns since the epoch, the clock of SO_TIMESTAMPNS.
+fn realtime_ns() -> u64 {
+    // SAFETY: clock_gettime writes one timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A kernel receive stamp (`kernel_ns`, CLOCK_REALTIME) on the engine clock, given that the
+/// engine read `now_us` when CLOCK_REALTIME said `realtime_ns`: the message is as much older than
+/// `now_us` as its stamp is older than `realtime_ns`. A stamp from the future (the wall clock
+/// was stepped back) counts as `now_us`; one older than the engine itself as its start.
+pub fn kernel_stamp_us(kernel_ns: u64, realtime_ns: u64, now_us: u64) -> u64 {
+    now_us.saturating_sub(realtime_ns.saturating_sub(kernel_ns) / 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_stamps_map_onto_the_engine_clock() {
+        let real = 1_700_000_000_000_000_000;
+        // Received 250.5 µs before the engine read 10 000 µs.
+        assert_eq!(kernel_stamp_us(real - 250_500, real, 10_000), 9_750);
+        assert_eq!(kernel_stamp_us(real, real, 10_000), 10_000);
+        // Wall clock stepped: never in the future, never before the engine's start.
+        assert_eq!(kernel_stamp_us(real + 5_000_000, real, 10_000), 10_000);
+        assert_eq!(kernel_stamp_us(real - 20_000_000, real, 10_000), 0);
+    }
+
+    #[test]
+    fn quantum_defers_polling_but_not_timers() {
+        // No quantum: poll right away until the timer.
+        assert_eq!(plan_wait(1_000, 1_300, 1_000, 0), (300, true));
+        // 400 µs into a 1 ms quantum: sleep blind to its end...
+        assert_eq!(plan_wait(1_400, 5_000, 1_000, 1_000), (600, false));
+        // ...unless a timer falls due first: wake for it exactly.
+        assert_eq!(plan_wait(1_400, 1_550, 1_000, 1_000), (150, false));
+        assert_eq!(plan_wait(1_400, 1_000, 1_000, 1_000), (0, false));
+        // Quantum over: poll until the timer, capped at 100 ms.
+        assert_eq!(plan_wait(2_000, 2_700, 1_000, 1_000), (700, true));
+        assert_eq!(plan_wait(2_000, u64::MAX, 1_000, 1_000), (100_000, true));
+        assert_eq!(plan_wait(0, u64::MAX, 0, u64::MAX), (100_000, false));
     }
 }

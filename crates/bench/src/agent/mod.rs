@@ -36,7 +36,9 @@ pub mod users;
 pub mod wire;
 
 pub use crate::results::RunResult;
-pub use options::{domain_of, CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions};
+pub use options::{
+    domain_of, CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions, DEFAULT_QUANTUM_US,
+};
 pub use run::{run_calls, run_register, run_users};
 pub use stop::StopFlag;
 pub use users::{load as load_users, User};

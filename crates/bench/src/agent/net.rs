@@ -24,11 +24,18 @@ const SLOT: usize = 65_535;
 const MAX_UDP_QUEUE: usize = 65_536;
 const MAX_TCP_BUFFER: usize = 32 << 20;
 
+/// Control bytes per received datagram: room for one SCM_TIMESTAMPNS (CMSG_SPACE of a
+/// timespec, 32 bytes on 64-bit Linux) with margin; too small would only set MSG_CTRUNC.
+const CTRL_WORDS: usize = 8;
+
 /// One received message and where it came from.
 #[derive(Debug)]
 pub struct Incoming {
     pub bytes: Bytes,
     pub from: SocketAddr,
+    /// When the kernel received it (SO_TIMESTAMPNS: CLOCK_REALTIME, ns since the epoch); None
+    /// on TCP or when the kernel attached no stamp.
+    pub kernel_ns: Option<u64>,
 }
 
 pub enum Endpoint {
@@ -45,6 +52,19 @@ impl Endpoint {
         let s2 = socket2::SockRef::from(&socket);
         let _ = s2.set_recv_buffer_size(8 << 20);
         let _ = s2.set_send_buffer_size(8 << 20);
+        // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
+        // scheduling quantum after a datagram arrived (see the engine's `step`).
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and a c_int option value of the size passed.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
         let local = socket.local_addr()?;
         Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), slots: vec![0; BATCH * SLOT] }))
     }
@@ -181,20 +201,27 @@ impl UdpEndpoint {
         self.queue.drain(..sent_total);
     }
 
+    /// Drains the socket: recvmmsg until a batch comes back less than full (then the queue is
+    /// empty, so no extra call just to see EAGAIN).
     fn receive(&mut self, out: &mut Vec<Incoming>) {
         let fd = self.socket.as_raw_fd();
         loop {
-            // SAFETY: as in flush; every iovec points into `self.slots` (BATCH × SLOT bytes) and
-            // every name into `names`, both alive across the call.
+            // SAFETY: as in flush; every iovec points into `self.slots` (BATCH × SLOT bytes),
+            // every name into `names` and every control buffer into `ctrl`, all alive across
+            // the call.
             let mut names: [libc::sockaddr_storage; BATCH] = unsafe { zeroed() };
+            let mut ctrl = [[0u64; CTRL_WORDS]; BATCH];
             let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
             let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
             for (i, chunk) in self.slots.chunks_mut(SLOT).enumerate() {
                 iov[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: SLOT };
-                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-                hdrs[i].msg_hdr.msg_iovlen = 1;
-                hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-                hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                let h = &mut hdrs[i].msg_hdr;
+                h.msg_iov = &mut iov[i];
+                h.msg_iovlen = 1;
+                h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+                h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                h.msg_control = ctrl[i].as_mut_ptr().cast();
+                h.msg_controllen = std::mem::size_of_val(&ctrl[i]) as _;
             }
             // SAFETY: BATCH initialised headers.
             let n = unsafe {
@@ -206,7 +233,10 @@ impl UdpEndpoint {
             for i in 0..n as usize {
                 let len = (hdrs[i].msg_len as usize).min(SLOT);
                 if let Some(from) = socket_addr(&names[i]) {
-                    out.push(Incoming { bytes: Bytes::copy_from_slice(&self.slots[i * SLOT..i * SLOT + len]), from });
+                    // SAFETY: the kernel filled this header's control buffer, still alive.
+                    let kernel_ns = unsafe { receive_stamp(&hdrs[i].msg_hdr) };
+                    let bytes = Bytes::copy_from_slice(&self.slots[i * SLOT..i * SLOT + len]);
+                    out.push(Incoming { bytes, from, kernel_ns });
                 }
             }
             if (n as usize) < BATCH {
@@ -214,6 +244,22 @@ impl UdpEndpoint {
             }
         }
     }
+}
+
+/// The SCM_TIMESTAMPNS stamp among the control messages of one received datagram, in ns.
+///
+/// # Safety
+/// `h` must be a msghdr filled by recvmmsg whose control buffer is still alive.
+unsafe fn receive_stamp(h: &libc::msghdr) -> Option<u64> {
+    let mut c = libc::CMSG_FIRSTHDR(h);
+    while !c.is_null() {
+        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+            let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+            return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+        }
+        c = libc::CMSG_NXTHDR(h, c);
+    }
+    None
 }
 
 /// The IPv4 or IPv6 address recvmmsg wrote into `storage`.
@@ -273,7 +319,7 @@ impl TcpEndpoint {
             // message's limit of unframed bytes.
             loop {
                 match next_frame(&mut self.input, limits) {
-                    Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: self.peer }),
+                    Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: self.peer, kernel_ns: None }),
                     Ok(Some(Frame::Ping)) => {
                         // RFC 5626 §3.5.1: answer a double-CRLF ping with a CRLF pong.
                         self.output.extend_from_slice(b"\r\n");
@@ -293,25 +339,23 @@ impl TcpEndpoint {
 }
 
 /// Waits until one of `endpoints` is readable (or writable, when it has queued output) or
-/// `timeout_us` passed; sub-millisecond timeouts are honoured (ppoll takes nanoseconds).
-pub fn wait(endpoints: &[&Endpoint], timeout_us: u64) {
-    let mut fds: Vec<libc::pollfd> = endpoints
-        .iter()
-        .filter(|e| !e.is_closed())
-        .map(|e| libc::pollfd {
-            fd: e.fd(),
-            events: libc::POLLIN | if e.wants_write() { libc::POLLOUT } else { 0 },
-            revents: 0,
-        })
-        .collect();
+/// `timeout_us` passed; sub-millisecond timeouts are honoured (ppoll takes nanoseconds). Returns,
+/// per endpoint, whether it has input (or a hang-up or error) to read, so that the loop reads
+/// only sockets that have something. With no endpoints it simply sleeps.
+pub fn wait<const N: usize>(endpoints: [&Endpoint; N], timeout_us: u64) -> [bool; N] {
+    let mut fds = endpoints.map(|e| libc::pollfd {
+        // A negative fd is ignored by ppoll (a closed stream is not polled).
+        fd: if e.is_closed() { -1 } else { e.fd() },
+        events: libc::POLLIN | if e.wants_write() { libc::POLLOUT } else { 0 },
+        revents: 0,
+    });
     let ts = libc::timespec {
         tv_sec: (timeout_us / 1_000_000) as libc::time_t,
         tv_nsec: ((timeout_us % 1_000_000) * 1000) as _,
     };
-    // SAFETY: fds is a valid array of fds.len() pollfd; ts outlives the call; no signal mask.
-    unsafe {
-        libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null());
-    }
+    // SAFETY: fds is a valid array of N pollfd; ts outlives the call; no signal mask.
+    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), N as libc::nfds_t, &ts, std::ptr::null()) };
+    fds.map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
 }
 
 #[cfg(test)]
@@ -332,7 +376,7 @@ mod tests {
         assert!(!a.wants_write());
         let mut got = Vec::new();
         for _ in 0..100 {
-            wait(&[&b], 10_000);
+            wait([&b], 10_000);
             b.receive(&mut got, &Limits::default());
             if got.len() == 40 {
                 break;
@@ -341,6 +385,12 @@ mod tests {
         assert_eq!(got.len(), 40);
         assert_eq!(got[39].bytes[..], [39u8; 100][..]);
         assert_eq!(got[0].from, a.local_addr());
+        // SO_TIMESTAMPNS: every datagram carries the kernel's CLOCK_REALTIME receive time.
+        let realtime = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        for g in &got {
+            let stamp = g.kernel_ns.expect("SCM_TIMESTAMPNS");
+            assert!(stamp <= realtime && realtime - stamp < 10_000_000_000, "{stamp} vs {realtime}");
+        }
     }
 
     #[test]
@@ -352,7 +402,7 @@ mod tests {
         server.write_all(&[&msg[..], b"\r\n", &msg[..10]].concat()).unwrap();
         let mut got = Vec::new();
         for _ in 0..100 {
-            wait(&[&client], 10_000);
+            wait([&client], 10_000);
             client.receive(&mut got, &Limits::default());
             if !got.is_empty() {
                 break;
@@ -362,7 +412,7 @@ mod tests {
         assert_eq!(&got[0].bytes[..], &msg[..]);
         drop(server);
         for _ in 0..100 {
-            wait(&[&client], 10_000);
+            wait([&client], 10_000);
             client.receive(&mut got, &Limits::default());
             if client.is_closed() {
                 break;

@@ -108,7 +108,7 @@ impl Engine {
         }
         let sent = tx.sent_us;
         reg.tx = None;
-        self.stats.response_time("REGISTER", self.now - sent);
+        self.stats.response_time("REGISTER", self.rx_us.saturating_sub(sent));
         if status < 300 {
             self.stats.transaction(true);
             self.registration_done(user, Ok(()));

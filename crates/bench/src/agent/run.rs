@@ -36,7 +36,9 @@ fn engine(opts: &CommonOptions, mode: Mode) -> Result<Engine, String> {
             ^ std::process::id() as u64
     }));
     let run_id = seed_rng.random::<u32>();
-    Ok(Engine::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id))
+    let mut engine = Engine::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id);
+    engine.quantum_us = opts.quantum_us;
+    Ok(engine)
 }
 
 /// Measures `window` with the engine's registrations already in place.
@@ -82,6 +84,7 @@ fn measured(
         server_metrics: after.server_metrics,
         users: None,
         interrupted: window.interrupted,
+        quantum_us: opts.quantum_us,
     })
 }
 
