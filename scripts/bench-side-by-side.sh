@@ -80,7 +80,7 @@ capacity() { # NAME PORT [extra args]
     shift 2
     # shellcheck disable=SC2046
     "$HERALD" bench capacity --proxy "127.0.0.1:$port" --label "$name" --duration "$STEP_S" \
-        --start-rate "$START_RATE" --max-rate "$MAX_RATE" --users 1000 --quiet \
+        --start-rate "$START_RATE" --max-rate "$MAX_RATE" --users 1000 --quiet --domain "127.0.0.1:$port" \
         $(pid_args) "$@" --json "$OUT/$name-capacity.json" | tee "$OUT/$name-capacity.txt"
 }
 
