@@ -1,9 +1,8 @@
 //! `herald bench capacity`: the highest call rate whose failed-call ratio stays under
 //! `--max-failure` over a full `--duration` window (see `herald_bench::capacity::search`).
 
-use super::common::{summary, usage_error, Shared};
-use herald_bench::agent::{run_calls, CallsOptions, StopFlag};
-use herald_bench::arrivals::Arrivals;
+use super::common::{summary, usage_error, CallShape, Shared};
+use herald_bench::agent::{run_calls, StopFlag};
 use herald_bench::capacity::{judge_step, search, was_interrupted, SearchOptions};
 use herald_bench::results::ResultsFile;
 use std::process::ExitCode;
@@ -14,15 +13,8 @@ pub struct Args {
     /// The proxy, HOST:PORT.
     #[arg(long)]
     proxy: String,
-    /// poisson, uniform or file:PATH (a trace is replayed as recorded at every step).
-    #[arg(long, default_value = "poisson")]
-    arrivals: String,
-    /// Ring time before the callee answers, ms.
-    #[arg(long, default_value_t = 0)]
-    ring: u64,
-    /// Hold time before the caller hangs up, ms.
-    #[arg(long, default_value_t = 0)]
-    hold: u64,
+    #[command(flatten)]
+    shape: CallShape,
     /// First offered rate, calls per second.
     #[arg(long, default_value_t = 100.0)]
     start_rate: f64,
@@ -63,7 +55,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => return usage_error("capacity", &e),
     };
     // Check the arrival process once, before the first step.
-    if let Err(e) = Arrivals::parse(&args.arrivals, args.start_rate) {
+    if let Err(e) = args.shape.options(common.clone(), args.start_rate) {
         return usage_error("capacity", &e);
     }
     let stop = StopFlag::stop_on_sigint();
@@ -74,12 +66,7 @@ pub fn run(args: Args) -> ExitCode {
             std::thread::sleep(pause);
         }
         step += 1;
-        let calls = CallsOptions {
-            common: common.clone(),
-            arrivals: Arrivals::parse(&args.arrivals, rate)?,
-            ring: Duration::from_millis(args.ring),
-            hold: Duration::from_millis(args.hold),
-        };
+        let calls = args.shape.options(common.clone(), rate)?;
         eprintln!("herald bench capacity: step {step}: offering {rate:.1} calls/s for {:.0} s", args.shared.duration);
         let r = run_calls(&calls, &stop)?;
         let verdict = match judge_step(&opts, &r) {

@@ -2,7 +2,8 @@
 //! them into [`CommonOptions`], and the end of every run: summary on stdout, `--json`, exit
 //! status (0 within `--max-failure`, 1 over it, 2 usage or I/O error).
 
-use herald_bench::agent::{domain_of, load_users, CommonOptions, RunResult, StopFlag, TransportKind};
+use herald_bench::agent::{domain_of, load_users, CallsOptions, CommonOptions, RunResult, StopFlag, TransportKind};
+use herald_bench::arrivals::Arrivals;
 use herald_bench::results::{Latency, ResultsFile};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -57,6 +58,33 @@ pub struct Shared {
     /// Receive times stay exact (kernel stamps). 0 (default): wake per datagram.
     #[arg(long, default_value_t = herald_bench::agent::DEFAULT_QUANTUM_US)]
     pub quantum_us: u64,
+}
+
+/// What each call looks like: the options `calls` and `capacity` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CallShape {
+    /// poisson, uniform or file:PATH (one inter-arrival time per line; `capacity` replays a
+    /// trace as recorded at every step).
+    #[arg(long, default_value = "poisson")]
+    pub arrivals: String,
+    /// Ring time before the callee answers, ms.
+    #[arg(long, default_value_t = 0)]
+    pub ring: u64,
+    /// Hold time before the caller hangs up, ms.
+    #[arg(long, default_value_t = 0)]
+    pub hold: u64,
+}
+
+impl CallShape {
+    /// The options of one run of calls offered at `rate` per second.
+    pub fn options(&self, common: CommonOptions, rate: f64) -> Result<CallsOptions, String> {
+        Ok(CallsOptions {
+            common,
+            arrivals: Arrivals::parse(&self.arrivals, rate)?,
+            ring: Duration::from_millis(self.ring),
+            hold: Duration::from_millis(self.hold),
+        })
+    }
 }
 
 /// Resolves HOST:PORT (one address, the first).
