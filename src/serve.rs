@@ -24,6 +24,10 @@ pub struct Args {
     /// Listen on ADDR:PORT over UDP and TCP; repeatable; replaces the config's listeners.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Vec<SocketAddr>,
+    /// Listen on ADDR:PORT over TLS (certificate from `[tls]`); repeatable; with --listen, adds
+    /// to those, else replaces the config's listeners too.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_tls: Vec<SocketAddr>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -34,12 +38,10 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !args.listen.is_empty() {
-        config.listen = args
-            .listen
-            .iter()
-            .map(|a| Listen { address: *a, transports: vec![ListenTransport::Udp, ListenTransport::Tcp] })
-            .collect();
+    if !args.listen.is_empty() || !args.listen_tls.is_empty() {
+        let plain = args.listen.iter().map(|a| (*a, vec![ListenTransport::Udp, ListenTransport::Tcp]));
+        let tls = args.listen_tls.iter().map(|a| (*a, vec![ListenTransport::Tls]));
+        config.listen = plain.chain(tls).map(|(address, transports)| Listen { address, transports }).collect();
     }
     herald_server::init_logging(&config.log.level);
     let auth = match authenticator(&config) {

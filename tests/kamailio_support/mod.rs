@@ -139,13 +139,20 @@ pub fn wait_udp_bound(p: &mut Proc, dir: &Path, port: u16) {
 /// Kamailio with tests/kamailio/proxy.cfg on UDP 127.0.0.1:`port`, relaying domain herald.test
 /// to herald at 127.0.0.1:`herald_port`.
 pub fn start_kamailio(s: &Scratch, port: u16, herald_port: u16) -> Proc {
+    start_kamailio_with(s, port, &format!("sip:127.0.0.1:{herald_port}"), &[])
+}
+
+/// [`start_kamailio`] relaying herald.test to `herald_uri`, with more command-line arguments
+/// (`-A WITH_TLS`, `-l tls:...`: tests/tls.rs).
+pub fn start_kamailio_with(s: &Scratch, port: u16, herald_uri: &str, extra: &[String]) -> Proc {
     let cfg = repo().join("tests/kamailio/proxy.cfg");
     let run = s.path("kamailio-run");
     fs::create_dir_all(&run).unwrap();
     let mut cmd = Command::new(KAMAILIO);
     cmd.arg("-f").arg(&cfg).args(["-DD", "-E", "-m", "64", "-M", "8", "-w"]).arg(&run).arg("-Y").arg(&run);
     cmd.args(["-l", &format!("udp:127.0.0.1:{port}")]);
-    cmd.args(["-A", &format!("HERALD_URI=\"sip:127.0.0.1:{herald_port}\"")]);
+    cmd.args(["-A", &format!("HERALD_URI=\"{herald_uri}\"")]);
+    cmd.args(extra);
     if let Ok(level) = std::env::var("KAMAILIO_DEBUG") {
         cmd.arg(format!("--debug={level}"));
     }
@@ -158,6 +165,11 @@ pub fn start_kamailio(s: &Scratch, port: u16, herald_port: u16) -> Proc {
 /// address), two workers, Record-Route always, authentication off (SIPp's plain scenarios do
 /// not answer challenges). RUST_LOG overrides the log level.
 pub fn start_herald(s: &Scratch, port: u16) -> Proc {
+    start_herald_with(s, port, "")
+}
+
+/// [`start_herald`] with more TOML appended (more `[[listen]]` entries, `[tls]`).
+pub fn start_herald_with(s: &Scratch, port: u16, extra_toml: &str) -> Proc {
     let cfg = s.path("herald.toml");
     fs::write(
         &cfg,
@@ -168,7 +180,7 @@ pub fn start_herald(s: &Scratch, port: u16) -> Proc {
              [proxy]\nrecord_route = \"always\"\n\
              [log]\nlevel = \"info\"\n\
              [flood]\ntrusted = [\"127.0.0.0/8\"]\n\
-             [auth]\nenabled = false\n"
+             [auth]\nenabled = false\n{extra_toml}"
         ),
     )
     .unwrap();

@@ -1,5 +1,5 @@
-//! Socket creation: per worker, one UDP socket and one TCP listener per listen address, all bound
-//! to the same port with SO_REUSEPORT so the kernel spreads peers over workers by 4-tuple hash.
+//! Socket creation: per worker, one UDP socket and one TCP listener (serving TCP or TLS) per listen
+//! address, all bound to the same port with SO_REUSEPORT so the kernel spreads peers over workers by 4-tuple hash.
 
 use crate::config::{Config, ListenTransport};
 use crate::ServerError;
@@ -12,7 +12,8 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 #[derive(Debug, Default)]
 pub(crate) struct WorkerSockets {
     pub udp: Vec<UdpSocket>,
-    pub tcp: Vec<TcpListener>,
+    /// Stream listeners: TCP or TLS (the handshake is the connection task's business).
+    pub tcp: Vec<(TcpListener, Transport)>,
 }
 
 /// An address herald listens on, with the real port when the config asked for port 0.
@@ -30,11 +31,12 @@ pub(crate) fn bind_all(config: &Config, workers: usize) -> Result<(Vec<WorkerSoc
     let buf = config.server.udp_buffer_bytes;
     for l in &config.listen {
         let want_udp = l.transports.contains(&ListenTransport::Udp);
-        let want_tcp = l.transports.contains(&ListenTransport::Tcp);
+        // TCP and TLS never share an entry (config validation): one TCP listener serves either.
+        let stream = l.transports.iter().copied().find(|t| t.is_stream()).map(ListenTransport::to_transport);
         let mut attempt = 0;
         let (udp, tcp, addr) = loop {
             attempt += 1;
-            match bind_entry(l.address, want_udp, want_tcp, workers, buf) {
+            match bind_entry(l.address, want_udp, stream, workers, buf) {
                 Ok(r) => break r,
                 Err((e, _)) if l.address.port() == 0 && e.kind() == io::ErrorKind::AddrInUse && attempt < 16 => {
                     continue
@@ -45,14 +47,14 @@ pub(crate) fn bind_all(config: &Config, workers: usize) -> Result<(Vec<WorkerSoc
         for (w, s) in udp.into_iter().enumerate() {
             per_worker[w].udp.push(s);
         }
-        for (w, s) in tcp.into_iter().enumerate() {
-            per_worker[w].tcp.push(s);
+        if let Some(transport) = stream {
+            for (w, s) in tcp.into_iter().enumerate() {
+                per_worker[w].tcp.push((s, transport));
+            }
+            bound.push(BoundAddr { transport, addr });
         }
         if want_udp {
-            bound.push(BoundAddr { transport: Transport::Udp, addr });
-        }
-        if want_tcp {
-            bound.push(BoundAddr { transport: Transport::Tcp, addr });
+            bound.insert(bound.len() - usize::from(stream.is_some()), BoundAddr { transport: Transport::Udp, addr });
         }
     }
     Ok((per_worker, bound))
@@ -63,7 +65,7 @@ type Entry = (Vec<UdpSocket>, Vec<TcpListener>, SocketAddr);
 fn bind_entry(
     mut addr: SocketAddr,
     want_udp: bool,
-    want_tcp: bool,
+    stream: Option<Transport>,
     workers: usize,
     buf: usize,
 ) -> Result<Entry, (io::Error, Transport)> {
@@ -75,9 +77,9 @@ fn bind_entry(
             addr = s.local_addr().map_err(|e| (e, Transport::Udp))?;
             udp.push(s);
         }
-        if want_tcp {
-            let s = tcp_listener(addr).map_err(|e| (e, Transport::Tcp))?;
-            addr = s.local_addr().map_err(|e| (e, Transport::Tcp))?;
+        if let Some(t) = stream {
+            let s = tcp_listener(addr).map_err(|e| (e, t))?;
+            addr = s.local_addr().map_err(|e| (e, t))?;
             tcp.push(s);
         }
     }

@@ -27,6 +27,7 @@ mod bind;
 pub mod config;
 mod conn_limit;
 pub mod dns;
+mod framer;
 mod inbound;
 mod metrics;
 pub mod protect;
@@ -35,6 +36,7 @@ mod server;
 mod shards;
 mod stats;
 mod tcp;
+mod tls;
 mod udp;
 mod worker;
 
@@ -66,6 +68,8 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// `[tls]` material could not be used (the message names the file).
+    Tls(String),
     /// A worker stopped with an error or panicked.
     WorkerFailed {
         worker: usize,
@@ -80,6 +84,7 @@ impl fmt::Display for ServerError {
             ServerError::Bind { addr, transport, source } => write!(f, "cannot listen on {transport} {addr}: {source}"),
             ServerError::Runtime(e) => write!(f, "cannot start worker threads: {e}"),
             ServerError::MetricsBind { addr, source } => write!(f, "cannot listen for metrics on {addr}: {source}"),
+            ServerError::Tls(e) => write!(f, "TLS: {e}"),
             ServerError::WorkerFailed { worker, reason } => write!(f, "worker {worker} failed: {reason}"),
         }
     }
@@ -92,7 +97,7 @@ impl std::error::Error for ServerError {
             ServerError::Bind { source, .. }
             | ServerError::Runtime(source)
             | ServerError::MetricsBind { source, .. } => Some(source),
-            ServerError::WorkerFailed { .. } => None,
+            ServerError::Tls(_) | ServerError::WorkerFailed { .. } => None,
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::protect::FloodGuard;
 use crate::shards::{shard_count, Shards};
 use crate::stats::Stats;
 use crate::tcp::Registry;
+use crate::tls::TlsContext;
 use crate::worker::{Ctl, Shared, Worker};
 use crate::ServerError;
 use herald_core::{SipHandler, Transport};
@@ -27,6 +28,8 @@ pub struct Server {
     stats: Stats,
     /// The metrics endpoint's listener, when `[metrics] listen` is set.
     metrics: Option<std::net::TcpListener>,
+    /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
+    tls: Option<Arc<TlsContext>>,
 }
 
 impl Server {
@@ -47,7 +50,16 @@ impl Server {
         };
         let flood =
             config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics })
+        let tls_listener = bound.iter().any(|b| b.transport == Transport::Tls);
+        if tls_listener && config.tls.certificate.is_none() {
+            return Err(ServerError::Tls("a TLS listener needs [tls] certificate and private_key".into()));
+        }
+        let tls = if tls_listener || config.tls.certificate.is_some() {
+            Some(Arc::new(TlsContext::new(&config.tls).map_err(ServerError::Tls)?))
+        } else {
+            None
+        };
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -119,7 +131,7 @@ impl Server {
             ctl_rx.push(rx);
         }
         let mut supported = Vec::new();
-        for t in [ListenTransport::Udp, ListenTransport::Tcp] {
+        for t in [ListenTransport::Udp, ListenTransport::Tcp, ListenTransport::Tls] {
             if self.config.listen.iter().any(|l| l.transports.contains(&t)) {
                 supported.push(t.to_transport());
             }
@@ -138,6 +150,7 @@ impl Server {
             draining: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
             supported,
+            tls: self.tls,
         });
         let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
         let mut threads = Vec::with_capacity(n);

@@ -81,6 +81,10 @@ counters! {
     transactions_rejected,
     /// ACKs for herald's own stateless 503s, absorbed (RFC 3261 §17.2.1: no transaction to match).
     stateless_acks_absorbed,
+    /// TLS connections (accepted or opened) whose handshake failed or timed out.
+    tls_handshake_failures,
+    /// TLS handshakes completed (accepted or opened).
+    tls_handshakes,
 }
 
 /// The counters of a running server; cheap to clone, readable from any thread.

@@ -1,18 +1,19 @@
-//! TCP connections (RFC 3261 §18.3): no central dispatcher. The worker that accepts (or opens) a
-//! connection owns it: one task reads, frames, answers keep-alive pings and writes; the messages
-//! it reads go, in order, through the owning worker's inbox to that worker's loop. Any worker
-//! sends on it by pushing bytes into its bounded write queue, found through the global registry
-//! (ConnId → connection, peer address → ConnId for reuse).
+//! Stream connections, TCP and TLS (RFC 3261 §18.3): no central dispatcher. The worker that
+//! accepts (or opens) a connection owns it: one task reads, frames, answers keep-alive pings and
+//! writes; the messages it reads go, in order, through the owning worker's inbox to that worker's
+//! loop. Any worker sends on it by pushing bytes into its bounded write queue, found through the
+//! global registry (ConnId → connection, transport and peer address → ConnId for reuse). This
+//! module has the registry, the accept loop and the plain-TCP connection task; module `tls` has
+//! the TLS one, module `framer` the read side both share.
 //!
 //! Memory: an idle connection holds its task, a registry entry and an empty queue; the read
 //! buffer is allocated when bytes arrive and released as soon as it is empty again.
 
-use crate::inbound::{self, Dropped, Inbound};
+use crate::framer::{End, Framer};
 use crate::stats::Bump;
-use crate::worker::{Ctl, Incoming, Shared};
+use crate::worker::{Ctl, Shared};
 use bytes::{Bytes, BytesMut};
 use herald_core::{ConnId, Peer, Transport};
-use herald_sip::framing::{next_frame, Frame};
 use std::collections::{HashMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::io::{self, IoSlice};
@@ -27,9 +28,9 @@ use tokio::time::Instant;
 
 const SHARDS: usize = 64;
 /// Bytes read per system call.
-const READ_CHUNK: usize = 4096;
+pub(crate) const READ_CHUNK: usize = 4096;
 /// How long a connection that must close (framing lost) may take to flush its answer.
-const CLOSE_FLUSH: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_FLUSH: Duration = Duration::from_secs(5);
 /// How long an outgoing connection may take to establish.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Messages gathered into one vectored write.
@@ -38,6 +39,8 @@ const WRITE_BATCH: usize = 16;
 /// One connection as seen by senders.
 pub(crate) struct Conn {
     pub id: ConnId,
+    /// TCP or TLS.
+    pub transport: Transport,
     pub peer: SocketAddr,
     queue: Mutex<WriteQueue>,
 }
@@ -66,8 +69,8 @@ pub(crate) enum PushError {
 }
 
 impl Conn {
-    fn new(id: ConnId, peer: SocketAddr) -> Conn {
-        Conn { id, peer, queue: Mutex::new(WriteQueue::default()) }
+    fn new(id: ConnId, transport: Transport, peer: SocketAddr) -> Conn {
+        Conn { id, transport, peer, queue: Mutex::new(WriteQueue::default()) }
     }
 
     /// Queues bytes for writing. A full queue means the peer is not reading: the connection is
@@ -97,7 +100,7 @@ impl Conn {
         }
     }
 
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut q = self.queue.lock().expect("queue lock");
         q.closed = true;
         let waker = q.wake();
@@ -108,7 +111,7 @@ impl Conn {
     }
 
     /// The queue's state, registering the task to be woken by the next push or close.
-    fn poll_state(&self, cx: &mut Context<'_>) -> QueueState {
+    pub(crate) fn poll_state(&self, cx: &mut Context<'_>) -> QueueState {
         let mut q = self.queue.lock().expect("queue lock");
         if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             q.waker = Some(cx.waker().clone());
@@ -117,10 +120,38 @@ impl Conn {
     }
 }
 
-struct QueueState {
-    pending: bool,
-    closed: bool,
-    overflow: bool,
+pub(crate) struct QueueState {
+    pub pending: bool,
+    pub closed: bool,
+    pub overflow: bool,
+}
+
+impl Conn {
+    /// Up to `max` queued items from the front, the first of which `written` bytes are sent.
+    pub(crate) fn front(&self, max: usize) -> Vec<Bytes> {
+        let q = self.queue.lock().expect("queue lock");
+        q.items.iter().take(max).cloned().collect()
+    }
+
+    /// `n` more bytes of the queue have been written; `written` is the offset into the front.
+    pub(crate) fn advance(&self, mut n: usize, written: &mut usize) {
+        let mut q = self.queue.lock().expect("queue lock");
+        while n > 0 {
+            let front = q.items.front().expect("written items are queued").len() - *written;
+            if n >= front {
+                n -= front;
+                *written = 0;
+                let done = q.items.pop_front().expect("front");
+                q.bytes -= done.len();
+            } else {
+                *written += n;
+                n = 0;
+            }
+        }
+        if q.items.is_empty() {
+            q.items = VecDeque::new(); // an idle connection keeps no queue allocation
+        }
+    }
 }
 
 /// What woke a connection task.
@@ -134,7 +165,7 @@ enum Event {
 }
 
 type IdShard = Mutex<HashMap<u64, Arc<Conn>>>;
-type AddrShard = Mutex<HashMap<SocketAddr, u64>>;
+type AddrShard = Mutex<HashMap<(Transport, SocketAddr), u64>>;
 
 /// All connections of the process, sharded so that senders on different workers rarely meet.
 pub(crate) struct Registry {
@@ -159,7 +190,7 @@ impl Registry {
     }
 
     fn insert(&self, c: Arc<Conn>) {
-        self.addr_shard(&c.peer).lock().expect("registry lock").insert(c.peer, c.id.0);
+        self.addr_shard(&c.peer).lock().expect("registry lock").insert((c.transport, c.peer), c.id.0);
         self.by_id[(c.id.0 % SHARDS as u64) as usize].lock().expect("registry lock").insert(c.id.0, c);
     }
 
@@ -167,25 +198,26 @@ impl Registry {
         self.by_id[(id.0 % SHARDS as u64) as usize].lock().expect("registry lock").get(&id.0).cloned()
     }
 
-    fn by_addr(&self, a: SocketAddr) -> Option<Arc<Conn>> {
-        let id = *self.addr_shard(&a).lock().expect("registry lock").get(&a)?;
+    fn by_addr(&self, t: Transport, a: SocketAddr) -> Option<Arc<Conn>> {
+        let id = *self.addr_shard(&a).lock().expect("registry lock").get(&(t, a))?;
         self.get(ConnId(id))
     }
 
     fn remove(&self, c: &Conn) {
         self.by_id[(c.id.0 % SHARDS as u64) as usize].lock().expect("registry lock").remove(&c.id.0);
         let mut m = self.addr_shard(&c.peer).lock().expect("registry lock");
-        if m.get(&c.peer) == Some(&c.id.0) {
-            m.remove(&c.peer);
+        let key = (c.transport, c.peer);
+        if m.get(&key) == Some(&c.id.0) {
+            m.remove(&key);
         }
     }
 }
 
 /// Keeps the registry and the open-connection gauge right however the task ends (including the
 /// runtime being dropped at shutdown).
-struct Guard {
-    shared: Arc<Shared>,
-    conn: Arc<Conn>,
+pub(crate) struct Guard {
+    pub shared: Arc<Shared>,
+    pub conn: Arc<Conn>,
     /// Accepted connections count against their address (`max_tcp_connections_per_ip`).
     accepted: bool,
 }
@@ -201,15 +233,17 @@ impl Drop for Guard {
     }
 }
 
-fn register(shared: &Arc<Shared>, peer: SocketAddr, accepted: bool) -> Guard {
+fn register(shared: &Arc<Shared>, transport: Transport, peer: SocketAddr, accepted: bool) -> Guard {
     let id = ConnId(shared.next_conn.fetch_add(1, Ordering::Relaxed));
-    let conn = Arc::new(Conn::new(id, peer));
+    let conn = Arc::new(Conn::new(id, transport, peer));
     shared.registry.insert(conn.clone());
     Guard { shared: shared.clone(), conn, accepted }
 }
 
-/// Accepts on one listener until the task is aborted (drain) or the runtime stops.
-pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener) {
+/// Accepts on one listener (`transport` TCP or TLS) until the task is aborted (drain) or the
+/// runtime stops. A TLS connection's handshake runs in its own task: a slow client holds no
+/// other.
+pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener, transport: Transport) {
     let stats = &shared.stats.workers[worker];
     let max = shared.config.limits.max_tcp_connections;
     let per_ip = shared.config.limits.max_tcp_connections_per_ip;
@@ -234,8 +268,12 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
                 stats.tcp_accepted.bump();
                 let _ = stream.set_nodelay(true);
                 let local = stream.local_addr().unwrap_or_else(|_| listener.local_addr().expect("bound"));
-                let guard = register(&shared, peer, true);
-                tokio::spawn(run(guard, worker, stream, local));
+                let guard = register(&shared, transport, peer, true);
+                if transport == Transport::Tls {
+                    tokio::spawn(crate::tls::run_accepted(guard, worker, stream, local));
+                } else {
+                    tokio::spawn(run(guard, worker, stream, local));
+                }
             }
             Err(e) => {
                 if last_warn.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
@@ -249,8 +287,9 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
     }
 }
 
-/// Sends on a stream connection: `conn` when given, else a connection to `to.addr` (reused, or
-/// opened and owned by this worker; from an ephemeral port, as RFC 3261 §18.1.1 allows).
+/// Sends on a stream connection: `conn` when given, else a `to.transport` (TCP or TLS)
+/// connection to `to.addr` (reused, or opened and owned by this worker; from an ephemeral port,
+/// as RFC 3261 §18.1.1 allows).
 /// `false` when it cannot be sent: the caller reports a transport error.
 pub(crate) fn send(
     shared: &Arc<Shared>,
@@ -276,7 +315,7 @@ pub(crate) fn send(
     if let Some(id) = to.conn {
         return shared.registry.get(id).is_some_and(|c| pushed(&c, bytes).is_ok());
     }
-    if let Some(c) = shared.registry.by_addr(to.addr) {
+    if let Some(c) = shared.registry.by_addr(to.transport, to.addr) {
         match pushed(&c, bytes.clone()) {
             Ok(()) => return true,
             Err(PushError::Full) => return false,
@@ -284,7 +323,7 @@ pub(crate) fn send(
         }
     }
     shared.stats.tcp_open.fetch_add(1, Ordering::Relaxed);
-    let guard = register(shared, to.addr, false);
+    let guard = register(shared, to.transport, to.addr, false);
     if pushed(&guard.conn, bytes).is_err() {
         return false;
     }
@@ -307,37 +346,41 @@ pub(crate) fn send(
         };
         let _ = stream.set_nodelay(true);
         let Ok(local) = stream.local_addr() else { return };
-        run(guard, worker, stream, local).await;
+        if to.transport == Transport::Tls {
+            crate::tls::run_connected(guard, worker, stream, local, ctl, to).await;
+        } else {
+            run(guard, worker, stream, local).await;
+        }
     });
     true
 }
 
-#[derive(Debug)]
-enum End {
-    PeerClosed,
-    Idle,
-    /// A message began but did not arrive whole in time (slow sender).
-    Incomplete,
-    Overflow,
-    FramingLost,
-    Error(io::Error),
-}
-
-/// The life of one connection: read and frame, answer pings, write queued bytes, time out.
+/// The life of one TCP connection: read and frame, answer pings, write queued bytes, time out.
 async fn run(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) {
     let shared = guard.shared.clone();
     let conn = guard.conn.clone();
     let end = serve(&shared, worker, &stream, &conn, local).await;
+    ended(&shared, worker, &conn, &end);
+    drop(guard);
+}
+
+/// Counts how a stream connection ended.
+pub(crate) fn ended(shared: &Shared, worker: usize, conn: &Conn, end: &End) {
     let stats = &shared.stats.workers[worker];
-    match &end {
+    match end {
         End::Idle => stats.tcp_idle_closed.bump(),
         End::Incomplete => stats.tcp_incomplete_timeouts.bump(),
         End::FramingLost => stats.tcp_framing_errors.bump(),
-        End::Error(e) => tracing::debug!(peer = %conn.peer, error = %e, "TCP connection error"),
+        End::Handshake(e) => {
+            stats.tls_handshake_failures.bump();
+            tracing::debug!(peer = %conn.peer, error = %e, "TLS handshake failed");
+        }
+        End::Error(e) => {
+            tracing::debug!(peer = %conn.peer, transport = %conn.transport, error = %e, "connection error")
+        }
         End::PeerClosed | End::Overflow => {}
     }
-    tracing::trace!(peer = %conn.peer, id = conn.id.0, ?end, "TCP connection closed");
-    drop(guard);
+    tracing::trace!(peer = %conn.peer, id = conn.id.0, transport = %conn.transport, ?end, "connection closed");
 }
 
 /// The connection loop. It awaits one `poll_fn` over the write queue, socket readiness and one
@@ -345,21 +388,16 @@ async fn run(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) 
 /// and stays small: an idle connection's whole task is a few hundred bytes.
 ///
 /// The timer serves two deadlines: idleness (no byte either way for `tcp_idle_timeout_s`) and an
-/// incomplete message (bytes of a message that has not arrived whole `tcp_incomplete_message_timeout_s`
-/// after its first byte): a slow sender (slowloris) trickling a byte now and then resets the
-/// first but never the second, so it cannot hold the connection and its read buffer.
+/// incomplete message (see [`Framer::timed_out`]).
 async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &Arc<Conn>, local: SocketAddr) -> End {
     let idle = Duration::from_secs(shared.config.limits.tcp_idle_timeout_s);
-    let incomplete = Duration::from_secs(shared.config.limits.tcp_incomplete_message_timeout_s);
     let mut idle_at = Instant::now() + idle;
-    // When the partial message at the front of `rbuf` must be complete.
-    let mut partial_at: Option<Instant> = None;
     let sleep = tokio::time::sleep_until(idle_at);
     tokio::pin!(sleep);
-    let mut rbuf = BytesMut::new();
+    let mut framer = Framer::new(shared);
     let mut written = 0usize; // bytes of the front queued item already written
-    let mut closing = false;
     loop {
+        let closing = framer.closing;
         let event = poll_fn(|cx| {
             let q = conn.poll_state(cx);
             if q.overflow {
@@ -394,13 +432,13 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
             Event::Idle if closing => return End::Idle,
             Event::Idle => {
                 let now = Instant::now();
-                if partial_at.is_some_and(|t| t <= now) {
+                if framer.timed_out(now) {
                     return End::Incomplete;
                 }
                 if idle_at <= now {
                     return End::Idle;
                 }
-                sleep.as_mut().reset(first(idle_at, partial_at));
+                sleep.as_mut().reset(framer.deadline(idle_at));
             }
             Event::Writable(r) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, &mut written)) {
@@ -408,139 +446,29 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
                 }
                 if !closing {
                     idle_at = Instant::now() + idle;
-                    sleep.as_mut().reset(first(idle_at, partial_at));
+                    sleep.as_mut().reset(framer.deadline(idle_at));
                 }
             }
             Event::Readable(r) => {
                 if let Err(e) = r {
                     return End::Error(e);
                 }
-                match read_some(stream, &mut rbuf) {
+                match read_some(stream, &mut framer.rbuf) {
                     Ok(0) => return End::PeerClosed,
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     Err(e) => return End::Error(e),
                 }
                 idle_at = Instant::now() + idle;
-                let before = rbuf.len();
-                loop {
-                    match next_message(shared, worker, conn, &mut rbuf, local) {
-                        Step::More => continue,
-                        Step::NeedBytes => break,
-                        Step::Close => {
-                            closing = true;
-                            break;
-                        }
-                        Step::Deliver(item) => {
-                            // To this worker's loop, in order (the connection's messages are
-                            // handled by this worker only). Streams wait for room (back-pressure)
-                            // instead of dropping; the wait is boxed so that the task of every
-                            // connection does not carry it.
-                            let inbox = &shared.inboxes[worker];
-                            match inbox.try_send(item) {
-                                Ok(()) => {}
-                                Err(mpsc::error::TrySendError::Full(item)) => {
-                                    if Box::pin(inbox.send(item)).await.is_err() {
-                                        return End::PeerClosed;
-                                    }
-                                }
-                                Err(mpsc::error::TrySendError::Closed(_)) => return End::PeerClosed,
-                            }
-                        }
-                    }
+                if let Err(end) = framer.consume(shared, worker, conn, local).await {
+                    return end;
                 }
-                if rbuf.is_empty() || closing {
-                    // Idle connections keep no buffer.
-                    rbuf = BytesMut::new();
-                    partial_at = None;
-                } else if partial_at.is_none() || rbuf.len() < before {
-                    // A partial message is waiting: it began with this read, or right after the
-                    // message(s) this read completed (read the clock again: handing those to a
-                    // full inbox may have waited).
-                    partial_at = Some(Instant::now() + incomplete);
-                }
-                if closing {
+                if framer.closing {
                     sleep.as_mut().reset(Instant::now() + CLOSE_FLUSH.min(idle));
                 } else {
-                    sleep.as_mut().reset(first(idle_at, partial_at));
+                    sleep.as_mut().reset(framer.deadline(idle_at));
                 }
             }
-        }
-    }
-}
-
-/// The earlier of the idle deadline and the incomplete-message deadline.
-fn first(idle_at: Instant, partial_at: Option<Instant>) -> Instant {
-    partial_at.map_or(idle_at, |p| p.min(idle_at))
-}
-
-/// What one framing step produced.
-enum Step {
-    /// A ping, keep-alive or answered/dropped message: look for the next frame.
-    More,
-    NeedBytes,
-    /// The framing is lost or a fatal error was answered: flush and close.
-    Close,
-    /// A message for the worker's loop.
-    Deliver(Incoming),
-}
-
-/// Cuts one frame off `rbuf` and deals with it (RFC 3261 §18.3, RFC 5626 §3.5.1).
-fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut, local: SocketAddr) -> Step {
-    let limits = &shared.limits;
-    let stats = &shared.stats.workers[worker];
-    let cap = shared.config.limits.tcp_write_queue_bytes;
-    let frame = match next_frame(rbuf, limits) {
-        Ok(Some(f)) => f,
-        Ok(None) => return Step::NeedBytes,
-        Err(e) => {
-            // RFC 4475 §3.1.2.3, §3.3.9: framing lost - answer if possible, then close.
-            match inbound::answer_unparsed(rbuf, &e, limits) {
-                Inbound::Answer { bytes, .. } => {
-                    stats.malformed_answered.bump();
-                    let _ = conn.push(bytes.freeze(), cap);
-                }
-                _ => stats.malformed_dropped.bump(),
-            }
-            return Step::Close;
-        }
-    };
-    let bytes = match frame {
-        Frame::Ping => {
-            // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
-            stats.tcp_pings.bump();
-            let _ = conn.push(Bytes::from_static(b"\r\n"), cap);
-            return Step::More;
-        }
-        Frame::KeepAlive => return Step::More,
-        Frame::Message(bytes) => bytes,
-    };
-    stats.tcp_received.bump();
-    match inbound::classify(bytes, limits, herald_sip::Transport::Stream, false) {
-        Inbound::Message(msg) => {
-            if shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
-                stats.drain_dropped.bump();
-                return Step::More;
-            }
-            let from = Peer { transport: Transport::Tcp, addr: conn.peer, conn: Some(conn.id) };
-            Step::Deliver(Incoming { from, local, msg })
-        }
-        Inbound::Answer { bytes, close } => {
-            stats.malformed_answered.bump();
-            let _ = conn.push(bytes.freeze(), cap);
-            if close {
-                Step::Close
-            } else {
-                Step::More
-            }
-        }
-        Inbound::Drop(Dropped::Response) => {
-            stats.malformed_responses_dropped.bump();
-            Step::More
-        }
-        Inbound::Drop(_) => {
-            stats.malformed_dropped.bump();
-            Step::More
         }
     }
 }
@@ -571,35 +499,16 @@ fn read_some(stream: &TcpStream, rbuf: &mut BytesMut) -> io::Result<usize> {
 /// Writes as much of the queue as the socket takes now, several messages per system call.
 fn write_some(stream: &TcpStream, conn: &Conn, written: &mut usize) -> io::Result<()> {
     loop {
-        let batch: Vec<Bytes> = {
-            let q = conn.queue.lock().expect("queue lock");
-            q.items.iter().take(WRITE_BATCH).cloned().collect()
-        };
+        let batch = conn.front(WRITE_BATCH);
         if batch.is_empty() {
             return Ok(());
         }
         let slices: Vec<IoSlice> =
             batch.iter().enumerate().map(|(i, b)| IoSlice::new(if i == 0 { &b[*written..] } else { b })).collect();
-        let mut n = match stream.try_write_vectored(&slices) {
-            Ok(n) => n,
+        match stream.try_write_vectored(&slices) {
+            Ok(n) => conn.advance(n, written),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) => return Err(e),
-        };
-        let mut q = conn.queue.lock().expect("queue lock");
-        while n > 0 {
-            let front = q.items.front().expect("written items are queued").len() - *written;
-            if n >= front {
-                n -= front;
-                *written = 0;
-                let done = q.items.pop_front().expect("front");
-                q.bytes -= done.len();
-            } else {
-                *written += n;
-                n = 0;
-            }
-        }
-        if q.items.is_empty() {
-            q.items = VecDeque::new(); // an idle connection keeps no queue allocation
         }
     }
 }

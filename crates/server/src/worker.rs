@@ -26,6 +26,7 @@ use crate::protect::{FloodGuard, OverloadDetector, Verdict};
 use crate::shards::Shards;
 use crate::stats::{Bump, Stats, WorkerStats};
 use crate::tcp::{self, Registry};
+use crate::tls::TlsContext;
 use crate::udp::{self, Outgoing, Received, RecvBuffers, BATCH};
 use bytes::Bytes;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Target, Transport};
@@ -92,6 +93,8 @@ pub(crate) struct Shared {
     pub next_conn: AtomicU64,
     /// Transports herald can send on, in preference order (for RFC 3263 choices).
     pub supported: Vec<Transport>,
+    /// TLS acceptor, connector and learned names, when TLS is configured.
+    pub tls: Option<Arc<TlsContext>>,
 }
 
 struct UdpSock {
@@ -152,7 +155,7 @@ impl<H: SipHandler> Worker<H> {
         shared: Arc<Shared>,
         shards: Arc<Shards<H>>,
         udp: Vec<std::net::UdpSocket>,
-        tcp: Vec<std::net::TcpListener>,
+        tcp: Vec<(std::net::TcpListener, Transport)>,
         inbox: mpsc::Receiver<Incoming>,
         ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     ) -> io::Result<Worker<H>> {
@@ -171,9 +174,9 @@ impl<H: SipHandler> Worker<H> {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let mut accept_tasks = Vec::new();
-        for l in tcp {
+        for (l, transport) in tcp {
             let l = tokio::net::TcpListener::from_std(l)?;
-            accept_tasks.push(tokio::spawn(tcp::accept_loop(shared.clone(), id, l)));
+            accept_tasks.push(tokio::spawn(tcp::accept_loop(shared.clone(), id, l, transport)));
         }
         let slot = shared.limits.max_message_size.min(65_535) + 1;
         let ctl_tx = shared.ctl[id].clone();
@@ -491,7 +494,7 @@ impl<H: SipHandler> Worker<H> {
                         }
                         None => self.transport_error(Some(shard), to),
                     },
-                    Transport::Tcp => {
+                    Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
                         let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
                         if !tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes) {
                             self.transport_error(Some(shard), to);
@@ -499,8 +502,10 @@ impl<H: SipHandler> Worker<H> {
                             self.metrics().sent(kind, Wire::Tcp);
                         }
                     }
-                    // TLS and WebSocket are not implemented yet.
-                    Transport::Tls | Transport::Ws | Transport::Wss => self.transport_error(Some(shard), to),
+                    // WebSocket is not implemented yet; TLS without [tls] has no connector.
+                    Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => {
+                        self.transport_error(Some(shard), to)
+                    }
                 },
                 Output::Resolve { token, request } => self.resolve(shard, token, request),
             }
@@ -521,14 +526,21 @@ impl<H: SipHandler> Worker<H> {
                 }
                 None => None,
             },
-            Transport::Tcp => tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes).then_some(Wire::Tcp),
-            Transport::Tls | Transport::Ws | Transport::Wss => None,
+            Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
+                tcp::send(&self.shared, self.id, &self.ctl_tx, to, bytes).then_some(Wire::Tcp)
+            }
+            Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => None,
         };
         match (sent, kind) {
             (Some(wire), Some(kind)) => self.metrics().sent(kind, wire),
             (Some(_), None) => {}
             (None, _) => self.transport_error(None, to),
         }
+    }
+
+    /// Whether stream output on `transport` can be carried out (TLS needs `[tls]`).
+    fn can_stream(&self, transport: Transport) -> bool {
+        transport == Transport::Tcp || (transport == Transport::Tls && self.shared.tls.is_some())
     }
 
     /// Reported to the shard (`None`: the runtime's own datagram, nobody to tell) on the next
@@ -545,8 +557,13 @@ impl<H: SipHandler> Worker<H> {
         let supported = self.shared.supported.clone();
         let resolver = self.resolver.get_or_insert_with(|| dns::Resolver::system(supported)).clone();
         let tx = self.ctl_tx.clone();
+        let tls = self.shared.tls.clone();
         tokio::spawn(async move {
             let result = resolver.resolve(&request).await;
+            // RFC 5922 §7.1: a TLS next hop must prove the name it was looked up by.
+            if let (Some(tls), Ok(targets)) = (&tls, &result) {
+                tls.learn(&request.host, targets);
+            }
             let _ = tx.send(Ctl::Resolved { shard, token, result });
         });
     }

@@ -81,6 +81,12 @@ impl Config {
         if let Err((path, message)) = config.validate(text) {
             return Err(err(locate(text, &path), render(&path), message));
         }
+        // The files `[tls]` names must load now: a bad key is a config error, not a failed
+        // handshake hours later.
+        if let Err((leaf, message)) = crate::tls::material::check(&config.tls) {
+            let path = vec![Seg::Key("tls".into()), Seg::Key(leaf.into())];
+            return Err(err(locate(text, &path), render(&path), message));
+        }
         Ok(config)
     }
 
@@ -104,25 +110,36 @@ impl Config {
         for (i, l) in self.listen.iter().enumerate() {
             let at = |leaf: &str| vec![Seg::Key("listen".into()), Seg::Index(i), Seg::Key(leaf.into())];
             if l.transports.is_empty() {
-                return Err((at("transports"), "list at least one of \"udp\", \"tcp\"".into()));
+                return Err((at("transports"), "list at least one of \"udp\", \"tcp\", \"tls\"".into()));
             }
             for (j, t) in l.transports.iter().enumerate() {
                 if l.transports[..j].contains(t) {
                     return Err((at("transports"), format!("{t:?} is listed twice").to_lowercase()));
                 }
             }
+            if l.transports.contains(&ListenTransport::Tcp) && l.transports.contains(&ListenTransport::Tls) {
+                return Err((
+                    at("transports"),
+                    "tcp and tls are both TCP listeners: give tls its own address (port 5061)".into(),
+                ));
+            }
             for (j, other) in self.listen[..i].iter().enumerate() {
-                let clash = l.transports.iter().find(|t| other.transports.contains(t));
+                // TCP and TLS on one port would split connections between two protocols.
+                let clash = l
+                    .transports
+                    .iter()
+                    .find(|t| other.transports.iter().any(|o| o == *t || (o.is_stream() && t.is_stream())));
                 if other.address == l.address && l.address.port() != 0 {
                     if let Some(t) = clash {
-                        let t = match t {
-                            ListenTransport::Udp => "udp",
-                            ListenTransport::Tcp => "tcp",
-                        };
-                        return Err((at("address"), format!("{} {t} is already in listen[{j}]", l.address)));
+                        let t = format!("{t:?}").to_lowercase();
+                        return Err((at("address"), format!("{} {t} clashes with listen[{j}]", l.address)));
                     }
                 }
             }
+        }
+        let has_tls = self.listen.iter().any(|l| l.transports.contains(&ListenTransport::Tls));
+        if let Err((leaf, message)) = self.tls.validate(has_tls) {
+            return fail(&["tls", leaf], message);
         }
         for (i, d) in self.domains.iter().enumerate() {
             if d.is_empty() || d.chars().any(|c| c.is_whitespace() || c == ',' || c == ';') {

@@ -7,10 +7,12 @@
 mod auth;
 mod load;
 mod protect;
+mod tls;
 
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use load::ConfigError;
 pub use protect::{Flood, Overload};
+pub use tls::{ClientVerify, Tls, SYSTEM_CA_BUNDLE};
 
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -65,6 +67,8 @@ pub struct Config {
     pub flood: Flood,
     /// Shedding new requests when a worker cannot keep up.
     pub overload: Overload,
+    /// Certificates for the TLS transport and verification of peers.
+    pub tls: Tls,
 }
 
 impl Default for Config {
@@ -82,6 +86,7 @@ impl Default for Config {
             metrics: Metrics::default(),
             flood: Flood::default(),
             overload: Overload::default(),
+            tls: Tls::default(),
         }
     }
 }
@@ -123,7 +128,9 @@ impl Server {
 pub struct Listen {
     /// `IP:PORT` to bind (IPv6 in brackets: `[::]:5060`). Port 0 picks a free port.
     pub address: SocketAddr,
-    /// Transports on this address: any of `"udp"`, `"tcp"`. Default both.
+    /// Transports on this address: any of `"udp"`, `"tcp"`, `"tls"`. Default `["udp", "tcp"]`.
+    /// TLS and TCP are both TCP listeners: they need different ports (conventionally 5061 for
+    /// TLS, RFC 3261 §19.1.2).
     #[serde(default = "both_transports")]
     pub transports: Vec<ListenTransport>,
 }
@@ -134,6 +141,7 @@ pub struct Listen {
 pub enum ListenTransport {
     Udp,
     Tcp,
+    Tls,
 }
 
 impl ListenTransport {
@@ -141,7 +149,13 @@ impl ListenTransport {
         match self {
             ListenTransport::Udp => herald_core::Transport::Udp,
             ListenTransport::Tcp => herald_core::Transport::Tcp,
+            ListenTransport::Tls => herald_core::Transport::Tls,
         }
+    }
+
+    /// Whether the transport runs over a TCP listener (TCP and TLS cannot share a port).
+    pub fn is_stream(self) -> bool {
+        !matches!(self, ListenTransport::Udp)
     }
 }
 

@@ -179,7 +179,7 @@ fn validation_errors_name_line_and_key() {
     assert_error("listen = []\n", 1, "listen", "at least one");
     let dup =
         "[[listen]]\naddress = \"127.0.0.1:5060\"\n[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"tcp\"]\n";
-    assert_error(dup, 4, "listen[1].address", "already in listen[0]");
+    assert_error(dup, 4, "listen[1].address", "clashes with listen[0]");
     assert_error(
         "[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = []\n",
         3,

@@ -1,0 +1,184 @@
+//! The read side of a stream connection, the same over TCP and TLS (RFC 3261 §18.3): cut the
+//! bytes read into messages, answer pings (RFC 5626 §3.5.1) and malformed messages, hand the
+//! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
+
+use crate::inbound::{self, Dropped, Inbound};
+use crate::stats::Bump;
+use crate::tcp::Conn;
+use crate::worker::{Incoming, Shared};
+use bytes::{Bytes, BytesMut};
+use herald_core::Peer;
+use herald_sip::framing::{next_frame, Frame};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub(crate) enum End {
+    PeerClosed,
+    Idle,
+    /// A message began but did not arrive whole in time (slow sender).
+    Incomplete,
+    Overflow,
+    FramingLost,
+    /// The TLS handshake failed or did not finish in time.
+    Handshake(String),
+    Error(io::Error),
+}
+
+/// What one framing step produced.
+enum Step {
+    /// A ping, keep-alive or answered/dropped message: look for the next frame.
+    More,
+    NeedBytes,
+    /// The framing is lost or a fatal error was answered: flush and close.
+    Close,
+    /// A message for the worker's loop.
+    Deliver(Incoming),
+}
+
+/// The read state of one connection.
+pub(crate) struct Framer {
+    /// Bytes read and not yet framed. Empty (unallocated) on an idle connection.
+    pub rbuf: BytesMut,
+    /// When the partial message at the front of `rbuf` must be complete.
+    partial_at: Option<Instant>,
+    /// The framing is lost: the connection flushes its answer and closes.
+    pub closing: bool,
+    incomplete: Duration,
+}
+
+impl Framer {
+    pub(crate) fn new(shared: &Shared) -> Framer {
+        Framer {
+            rbuf: BytesMut::new(),
+            partial_at: None,
+            closing: false,
+            incomplete: Duration::from_secs(shared.config.limits.tcp_incomplete_message_timeout_s),
+        }
+    }
+
+    /// The earlier of the idle deadline and the incomplete-message deadline.
+    pub(crate) fn deadline(&self, idle_at: Instant) -> Instant {
+        self.partial_at.map_or(idle_at, |p| p.min(idle_at))
+    }
+
+    /// A message has been arriving for longer than `tcp_incomplete_message_timeout_s`: a slow
+    /// sender (slowloris) trickling a byte now and then resets the idle deadline but never this.
+    pub(crate) fn timed_out(&self, now: Instant) -> bool {
+        self.partial_at.is_some_and(|t| t <= now)
+    }
+
+    /// Frames and delivers what the last read appended to `rbuf`. `Err` ends the connection.
+    pub(crate) async fn consume(
+        &mut self,
+        shared: &Arc<Shared>,
+        worker: usize,
+        conn: &Conn,
+        local: SocketAddr,
+    ) -> Result<(), End> {
+        let before = self.rbuf.len();
+        loop {
+            match next_message(shared, worker, conn, &mut self.rbuf, local) {
+                Step::More => continue,
+                Step::NeedBytes => break,
+                Step::Close => {
+                    self.closing = true;
+                    break;
+                }
+                Step::Deliver(item) => {
+                    // To this worker's loop, in order (the connection's messages are handled by
+                    // this worker only). Streams wait for room (back-pressure) instead of
+                    // dropping; the wait is boxed so that the task of every connection does not
+                    // carry it.
+                    let inbox = &shared.inboxes[worker];
+                    match inbox.try_send(item) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full(item)) => {
+                            if Box::pin(inbox.send(item)).await.is_err() {
+                                return Err(End::PeerClosed);
+                            }
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::PeerClosed),
+                    }
+                }
+            }
+        }
+        if self.rbuf.is_empty() || self.closing {
+            // Idle connections keep no buffer.
+            self.rbuf = BytesMut::new();
+            self.partial_at = None;
+        } else if self.partial_at.is_none() || self.rbuf.len() < before {
+            // A partial message is waiting: it began with this read, or right after the
+            // message(s) this read completed (read the clock again: handing those to a full
+            // inbox may have waited).
+            self.partial_at = Some(Instant::now() + self.incomplete);
+        }
+        Ok(())
+    }
+}
+
+/// Cuts one frame off `rbuf` and deals with it (RFC 3261 §18.3, RFC 5626 §3.5.1).
+fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut, local: SocketAddr) -> Step {
+    let limits = &shared.limits;
+    let stats = &shared.stats.workers[worker];
+    let cap = shared.config.limits.tcp_write_queue_bytes;
+    let frame = match next_frame(rbuf, limits) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Step::NeedBytes,
+        Err(e) => {
+            // RFC 4475 §3.1.2.3, §3.3.9: framing lost - answer if possible, then close.
+            match inbound::answer_unparsed(rbuf, &e, limits) {
+                Inbound::Answer { bytes, .. } => {
+                    stats.malformed_answered.bump();
+                    let _ = conn.push(bytes.freeze(), cap);
+                }
+                _ => stats.malformed_dropped.bump(),
+            }
+            return Step::Close;
+        }
+    };
+    let bytes = match frame {
+        Frame::Ping => {
+            // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
+            stats.tcp_pings.bump();
+            let _ = conn.push(Bytes::from_static(b"\r\n"), cap);
+            return Step::More;
+        }
+        Frame::KeepAlive => return Step::More,
+        Frame::Message(bytes) => bytes,
+    };
+    stats.tcp_received.bump();
+    match inbound::classify(bytes, limits, herald_sip::Transport::Stream, false) {
+        Inbound::Message(msg) => {
+            if shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
+                stats.drain_dropped.bump();
+                return Step::More;
+            }
+            let from = Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) };
+            Step::Deliver(Incoming { from, local, msg })
+        }
+        Inbound::Answer { bytes, close } => {
+            stats.malformed_answered.bump();
+            let _ = conn.push(bytes.freeze(), cap);
+            if close {
+                Step::Close
+            } else {
+                Step::More
+            }
+        }
+        Inbound::Drop(Dropped::Response) => {
+            stats.malformed_responses_dropped.bump();
+            Step::More
+        }
+        Inbound::Drop(_) => {
+            stats.malformed_dropped.bump();
+            Step::More
+        }
+    }
+}

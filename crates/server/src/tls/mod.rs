@@ -1,0 +1,190 @@
+//! The TLS transport (RFC 3261 §26.2, RFC 5630) with rustls: the handshake of accepted and
+//! opened connections, and the certificate checks. After the handshake a TLS connection is a
+//! stream connection like TCP (module `tcp`: registry, write queue, reuse; module `framer`:
+//! the read side); only its I/O loop (module `conn`) differs.
+//!
+//! Name checks (RFC 5922 §7): herald verifies a next hop's certificate against the host it was
+//! asked to reach. The engine hands the runtime addresses, not names, so the runtime remembers
+//! which name each TLS address was resolved from ([`TlsContext::learn`]); an address reached
+//! from an IP literal is checked against the certificate's IP subjectAltNames.
+
+mod conn;
+pub(crate) mod material;
+mod verify;
+
+use crate::config::{ClientVerify, Tls};
+use crate::framer::End;
+use crate::stats::Bump;
+use crate::tcp::{self, Guard};
+use crate::worker::Ctl;
+use herald_core::{Peer, Target, Transport};
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls_pki_types::ServerName;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Names remembered for TLS addresses at most; past it the table starts over (a lost name
+/// makes one connection check the IP instead, it never lets a wrong certificate through).
+const MAX_NAMES: usize = 65_536;
+
+/// What every worker needs for TLS: built once at start from `[tls]`.
+pub(crate) struct TlsContext {
+    /// `None` when no certificate is configured (then herald has no TLS listener, but can
+    /// still open TLS connections to next hops).
+    acceptor: Option<TlsAcceptor>,
+    connector: TlsConnector,
+    handshake_timeout: Duration,
+    names: Mutex<HashMap<SocketAddr, String>>,
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl TlsContext {
+    /// Loads certificates and roots. `Err` names the file and the problem.
+    pub(crate) fn new(cfg: &Tls) -> Result<TlsContext, String> {
+        let identity = match (&cfg.certificate, &cfg.private_key) {
+            (Some(c), Some(k)) => Some(material::Identity::load(c, k)?),
+            _ => None,
+        };
+        let acceptor = match &identity {
+            Some(id) => Some(TlsAcceptor::from(Arc::new(server_config(cfg, id)?))),
+            None => None,
+        };
+        let connector = TlsConnector::from(Arc::new(client_config(cfg, identity)?));
+        Ok(TlsContext { acceptor, connector, handshake_timeout: cfg.handshake_timeout(), names: Mutex::default() })
+    }
+
+    /// Remembers that `targets` were resolved from `host`, for the name check of TLS
+    /// connections to them.
+    pub(crate) fn learn(&self, host: &str, targets: &[Target]) {
+        let mut names = self.names.lock().expect("names lock");
+        for t in targets.iter().filter(|t| t.transport == Transport::Tls) {
+            if names.len() >= MAX_NAMES {
+                names.clear();
+            }
+            names.insert(t.addr, host.to_ascii_lowercase());
+        }
+    }
+
+    /// The name a connection to `addr` must present a certificate for.
+    fn server_name(&self, addr: SocketAddr) -> ServerName<'static> {
+        let learned = self.names.lock().expect("names lock").get(&addr).cloned();
+        learned.and_then(|n| ServerName::try_from(n).ok()).unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()))
+    }
+}
+
+/// A server name as a person writes it.
+fn shown(name: &ServerName<'_>) -> String {
+    match name {
+        ServerName::DnsName(n) => n.as_ref().to_string(),
+        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn server_config(cfg: &Tls, id: &material::Identity) -> Result<ServerConfig, String> {
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match (cfg.verify_client, &cfg.client_ca_file) {
+        (ClientVerify::None, _) | (_, None) => builder.with_no_client_auth(),
+        (mode, Some(ca)) => {
+            let roots = Arc::new(material::roots(ca)?);
+            let v = WebPkiClientVerifier::builder_with_provider(roots, provider());
+            let v = if mode == ClientVerify::Optional { v.allow_unauthenticated() } else { v };
+            builder.with_client_cert_verifier(v.build().map_err(|e| format!("client_ca_file: {e}"))?)
+        }
+    };
+    let cert = cfg.certificate.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+    builder
+        .with_single_cert(id.chain.clone(), id.key.clone_key())
+        .map_err(|e| format!("{cert}: cannot use certificate and key: {e}"))
+}
+
+fn client_config(cfg: &Tls, identity: Option<material::Identity>) -> Result<ClientConfig, String> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if cfg.verify_server {
+        let roots = match material::roots(&cfg.server_roots()) {
+            Ok(r) => r,
+            // No system bundle and no ca_file: every next hop fails verification, which the
+            // log says when it happens; herald itself still starts.
+            Err(e) if cfg.ca_file.is_none() => {
+                tracing::warn!(error = %e, "no trusted roots: TLS connections to next hops will fail verification; set [tls] ca_file");
+                RootCertStore::empty()
+            }
+            Err(e) => return Err(e),
+        };
+        builder.with_root_certificates(roots)
+    } else {
+        tracing::warn!("[tls] verify_server = false: certificates of next hops are not checked");
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(verify::AnyServer::new(provider())))
+    };
+    // herald's own certificate doubles as client certificate (mutual TLS between proxies,
+    // RFC 5922 §7.4): a next hop that asks for one gets it.
+    match identity {
+        Some(id) => builder.with_client_auth_cert(id.chain, id.key).map_err(|e| format!("client certificate: {e}")),
+        None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+/// An accepted connection: handshake (bounded by `handshake_timeout_s`), then the TLS loop.
+pub(crate) async fn run_accepted(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) {
+    let shared = guard.shared.clone();
+    let conn = guard.conn.clone();
+    let Some(tls) = shared.tls.as_ref() else { return };
+    let Some(acceptor) = tls.acceptor.clone() else { return };
+    let end = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => {
+            shared.stats.workers[worker].tls_handshakes.bump();
+            conn::serve(&shared, worker, s, &conn, local).await
+        }
+        Ok(Err(e)) => End::Handshake(e.to_string()),
+        Err(_) => End::Handshake("timed out".into()),
+    };
+    tcp::ended(&shared, worker, &conn, &end);
+    drop(guard);
+}
+
+/// A connection herald opened to `to`: handshake with the name check, then the TLS loop. A
+/// failed handshake is a transport error for every shard that queued on it (RFC 3261 §18.4).
+pub(crate) async fn run_connected(
+    guard: Guard,
+    worker: usize,
+    stream: TcpStream,
+    local: SocketAddr,
+    ctl: mpsc::UnboundedSender<Ctl>,
+    to: Peer,
+) {
+    let shared = guard.shared.clone();
+    let conn = guard.conn.clone();
+    let Some(tls) = shared.tls.as_ref() else { return };
+    let name = tls.server_name(to.addr);
+    let end = match tokio::time::timeout(tls.handshake_timeout, tls.connector.connect(name.clone(), stream)).await {
+        Ok(Ok(s)) => {
+            shared.stats.workers[worker].tls_handshakes.bump();
+            conn::serve(&shared, worker, s, &conn, local).await
+        }
+        Ok(Err(e)) => End::Handshake(format!("to {} as {}: {e}", to.addr, shown(&name))),
+        Err(_) => End::Handshake(format!("to {}: timed out", to.addr)),
+    };
+    let failed = matches!(end, End::Handshake(_));
+    if let End::Handshake(why) = &end {
+        tracing::warn!(peer = %to.addr, "TLS connection to next hop failed: {why}");
+    }
+    tcp::ended(&shared, worker, &conn, &end);
+    drop(guard);
+    if failed {
+        let _ = ctl.send(Ctl::TransportError { shard: None, to });
+    }
+}
