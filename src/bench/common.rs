@@ -1,8 +1,11 @@
-//! Options shared by the load-generating subcommands (`calls`, `register`, `users`), turning
-//! them into [`CommonOptions`], and the end of every run: summary on stdout, `--json`, exit
-//! status (0 within `--max-failure`, 1 over it, 2 usage or I/O error).
+//! Options shared by the load-generating subcommands (`calls`, `register`, `users`, `capacity`),
+//! transport and TLS included, turning them into [`CommonOptions`], and the end of every run:
+//! summary on stdout, `--json`, exit status (0 within `--max-failure`, 1 over it, 2 usage or I/O
+//! error).
 
-use herald_bench::agent::{domain_of, load_users, CallsOptions, CommonOptions, RunResult, StopFlag, TransportKind};
+use herald_bench::agent::{
+    domain_of, load_users, CallsOptions, CommonOptions, RunResult, StopFlag, TlsOptions, TransportKind,
+};
 use herald_bench::arrivals::Arrivals;
 use herald_bench::results::{Latency, ResultsFile};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -12,9 +15,11 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Shared {
-    /// udp or tcp.
+    /// udp, tcp or tls (TLS over TCP, RFC 3261 §26.2; see the --tls-* options).
     #[arg(long, default_value = "udp")]
     pub transport: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Length of the measurement window, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
@@ -58,6 +63,58 @@ pub struct Shared {
     /// Receive times stay exact (kernel stamps). 0 (default): wake per datagram.
     #[arg(long, default_value_t = herald_bench::agent::DEFAULT_QUANTUM_US)]
     pub quantum_us: u64,
+}
+
+/// How `--transport tls` connects.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TlsArgs {
+    /// PEM file of the CA certificates that must have signed the server's certificate (required
+    /// with --transport tls unless --tls-insecure-skip-verify).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Name the server's certificate must carry (default: the host of --proxy/--registrar; an IP
+    /// address must be in the certificate as an IP subjectAltName).
+    #[arg(long, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// PEM client certificate chain, for servers that ask for one (with --tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Accept any server certificate: encrypted but unauthenticated (test labs only).
+    #[arg(long)]
+    pub tls_insecure_skip_verify: bool,
+}
+
+impl TlsArgs {
+    fn any(&self) -> bool {
+        self.tls_ca.is_some()
+            || self.tls_server_name.is_some()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || self.tls_insecure_skip_verify
+    }
+
+    /// The TLS options for a target typed as `host` (checked and loaded once here, so that a
+    /// bad file is a usage error before any load starts).
+    fn options(&self, host: &str, addr: SocketAddr) -> Result<TlsOptions, String> {
+        let tls = TlsOptions {
+            ca: self.tls_ca.clone(),
+            server_name: Some(self.tls_server_name.clone().unwrap_or_else(|| host.to_string())),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            insecure_skip_verify: self.tls_insecure_skip_verify,
+        };
+        tls.client(addr.ip())?;
+        if tls.insecure_skip_verify {
+            eprintln!(
+                "herald bench: warning: --tls-insecure-skip-verify: the server's certificate is NOT verified; \
+                 anyone on the path can impersonate it"
+            );
+        }
+        Ok(tls)
+    }
 }
 
 /// What each call looks like: the options `calls` and `capacity` share.
@@ -110,10 +167,13 @@ impl Shared {
         o.transport = TransportKind::parse(&self.transport)?;
         o.local_ip = self.local_ip;
         // The host as typed (a name stays a name), else the address.
-        o.domain = match &self.domain {
-            Some(d) => d.clone(),
-            None => target.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_else(|| domain_of(addr)),
-        };
+        let host = target.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_else(|| domain_of(addr));
+        match o.transport {
+            TransportKind::Tls => o.tls = self.tls.options(&host, addr)?,
+            _ if self.tls.any() => return Err("the --tls-* options need --transport tls".into()),
+            _ => {}
+        }
+        o.domain = self.domain.clone().unwrap_or(host);
         o.server_pids = self.server_pids.clone();
         o.metrics_url = self.metrics.clone();
         o.label = self.label.clone();

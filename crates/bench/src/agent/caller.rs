@@ -137,7 +137,8 @@ impl Engine {
             call.invite = Some(tx);
         }
         if !ok {
-            self.end_call(slot, generation, Err("transport"));
+            let why = self.transport_failure();
+            self.end_call(slot, generation, Err(&why));
         }
     }
 
@@ -211,7 +212,8 @@ impl Engine {
             call.other = Some(tx);
         }
         if !ok {
-            self.end_call(slot, generation, Err("transport"));
+            let why = self.transport_failure();
+            self.end_call(slot, generation, Err(&why));
         }
     }
 
@@ -360,7 +362,8 @@ impl Engine {
         let hold = if call.cancel_wanted { 0 } else { call.plan.hold_us };
         call.state = CallState::Confirmed;
         if !self.send(Side::Caller, ack, dest) {
-            self.end_call(slot, generation, Err("transport"));
+            let why = self.transport_failure();
+            self.end_call(slot, generation, Err(&why));
             return;
         }
         self.timers.arm(self.now + hold, Timer { kind: TimerKind::CallerHangUp, slot, generation });

@@ -1,6 +1,13 @@
 //! Running the event loop over a measurement window: open-loop arrivals on their own schedule
 //! (each scheduled from the previous *scheduled* time, never from "now", so a late loop does not
 //! lower the offered rate), then a bounded drain, then leftovers counted as unfinished.
+//!
+//! A stream connection (TCP, TLS) that breaks does not end the window early: the load is open
+//! loop, so every arrival the schedule still holds is offered and fails at once with the
+//! transport's reason (a send on a closed connection fails without waiting). Ending early would
+//! count only the calls that happened to be in flight, and a connection lost between two calls
+//! (or a TLS 1.3 server that rejects our client certificate just after the handshake) would
+//! leave a clean-looking run with exit status 0.
 
 use super::engine::{Engine, TIMEOUT_US};
 use super::progress::Progress;
@@ -35,9 +42,16 @@ impl Engine {
         };
         let mut drain_until: Option<u64> = None;
         let mut window = Window { length_us, interrupted: false };
+        let mut lost = false;
         loop {
             let now = self.clock();
-            if drain_until.is_none() && (now >= end || stop.is_stopped() || self.transport_lost()) {
+            if !lost && self.transport_lost() {
+                // Nothing in flight can complete now: fail it with the reason at once rather
+                // than after its 64·T1 timeout.
+                lost = true;
+                self.fail_in_flight();
+            }
+            if drain_until.is_none() && (now >= end || stop.is_stopped()) {
                 window.interrupted = now < end;
                 window.length_us = now.min(end) - start;
                 self.accepting = false;
@@ -72,13 +86,40 @@ impl Engine {
             let wake = wake.min(progress.next_due());
             self.step(wake);
         }
-        let reason = if self.transport_lost() { "transport" } else { "unfinished" };
-        for (slot, generation) in self.calls.handles() {
-            self.end_call(slot, generation, Err(reason));
-        }
-        self.abandon_registrations();
+        self.fail_in_flight();
         progress.finish();
         window
+    }
+
+    /// Ends every call and registration still in flight: failed with the transport's reason
+    /// when the connection is gone, else as unfinished.
+    fn fail_in_flight(&mut self) {
+        let reason = if self.transport_lost() { self.transport_failure() } else { "unfinished".into() };
+        for (slot, generation) in self.calls.handles() {
+            self.end_call(slot, generation, Err(&reason));
+        }
+        self.abandon_registrations();
+    }
+
+    /// Waits until both connections are ready to carry SIP (the TLS handshakes are done; at once
+    /// for UDP and TCP), so that a handshake is set-up, not part of the first measured response
+    /// time, and a handshake or certificate failure ends the run before it starts, with the
+    /// rustls error, instead of leaving a window with nothing attempted.
+    pub fn connect(&mut self, stop: &StopFlag) -> Result<(), String> {
+        let deadline = self.clock() + TIMEOUT_US;
+        while self.caller_ep.is_connecting() || self.callee_ep.is_connecting() {
+            if self.transport_lost() {
+                break;
+            }
+            if stop.is_stopped() || self.now > deadline {
+                return Err(format!("connecting to {} did not finish", self.proxy));
+            }
+            self.step(self.now + 100_000);
+        }
+        if self.transport_lost() {
+            return Err(format!("connecting to {} failed: {}", self.proxy, self.transport_failure()));
+        }
+        Ok(())
     }
 
     /// Registers every user before a calls run, at most `window` at a time; Err names the first
@@ -102,7 +143,10 @@ impl Engine {
             if next == self.users.len() && self.registrations.iter().all(|r| r.registered) {
                 return Ok(());
             }
-            if stop.is_stopped() || self.now > deadline || self.transport_lost() {
+            if self.transport_lost() {
+                return Err(format!("registering users at {} failed: {}", self.proxy, self.transport_failure()));
+            }
+            if stop.is_stopped() || self.now > deadline {
                 return Err(format!("registering {} users at {} did not finish", self.users.len(), self.proxy));
             }
             self.step(self.now + 100_000);

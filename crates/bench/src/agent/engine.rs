@@ -125,9 +125,9 @@ impl Engine {
         run_id: u32,
     ) -> Engine {
         let local = |ep: &Endpoint| Local {
-            transport: if ep.is_stream() { "TCP" } else { "UDP" },
+            transport: ep.via_transport(),
             hostport: ep.local_addr().to_string(),
-            uri_param: if ep.is_stream() { ";transport=tcp" } else { "" },
+            uri_param: ep.uri_param(),
             domain: domain.to_string(),
         };
         let user_index = users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
@@ -353,9 +353,20 @@ impl Engine {
         self.calls.is_empty() && self.registrations.iter().all(|r| r.tx.is_none())
     }
 
-    /// A transport that broke cannot recover (TCP): the run should end.
+    /// A stream transport (TCP, TLS) broke; it cannot recover, so every later send fails.
     pub fn transport_lost(&self) -> bool {
         self.caller_ep.is_closed() || self.callee_ep.is_closed()
+    }
+
+    /// The failure reason of work lost to the transport: "transport", followed by the
+    /// connection's own error when it has one (a TLS handshake or certificate error as rustls
+    /// words it), so that a results file says *why* and not just *that* calls failed. Either
+    /// side's error explains a lost call: a call needs both connections.
+    pub fn transport_failure(&self) -> String {
+        match self.caller_ep.error().or(self.callee_ep.error()) {
+            Some(error) => format!("transport: {error}"),
+            None => "transport".into(),
+        }
     }
 
     /// Picks the next user round-robin.

@@ -12,7 +12,8 @@
 //! Layout: [`engine`] (state, sockets, timers, dispatch) and [`driver`] (arrivals, window, drain);
 //! [`caller`], [`callee`], [`registration`], [`user_workload`] (protocol roles); [`wire`] and
 //! [`route`] (messages and dialog routing); [`digest`] and `challenge` (authentication); [`net`]
-//! (UDP mmsg / TCP framing); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`].
+//! (UDP mmsg / TCP framing), [`tls`] and [`tls_config`] (TLS over that stream); [`timers`],
+//! [`slab`]; [`stats`], [`measure`], [`progress`].
 
 pub mod callee;
 pub mod caller;
@@ -31,6 +32,8 @@ pub mod slab;
 pub mod stats;
 pub mod stop;
 pub mod timers;
+pub mod tls;
+pub mod tls_config;
 pub mod user_workload;
 pub mod users;
 pub mod wire;
@@ -41,4 +44,5 @@ pub use options::{
 };
 pub use run::{run_calls, run_register, run_users};
 pub use stop::StopFlag;
+pub use tls_config::TlsOptions;
 pub use users::{load as load_users, User};

@@ -1,11 +1,14 @@
 //! The generator's sockets: non-blocking UDP with recvmmsg(2)/sendmmsg(2) batching, or one TCP
-//! connection to the proxy framed with `herald_sip::framing` (RFC 3261 §18.3). Both ends of the
-//! generator (callers, callees) own one endpoint each; the event loop polls them with ppoll(2).
+//! connection to the proxy framed with `herald_sip::framing` (RFC 3261 §18.3), optionally inside
+//! TLS ([`super::tls`], RFC 3261 §26.2). Both ends of the generator (callers, callees) own one
+//! endpoint each; the event loop polls them with ppoll(2).
 //!
 //! Memory is bounded: a UDP send queue or TCP write buffer that grows past its limit makes
 //! further sends fail (the call is counted as a transport failure), and the stream framer rejects
 //! a message larger than the parser limits.
 
+use super::tls::TlsEndpoint;
+use super::tls_config::TlsClient;
 use bytes::{Bytes, BytesMut};
 use herald_sip::framing::{next_frame, Frame};
 use herald_sip::Limits;
@@ -22,7 +25,9 @@ const BATCH: usize = 32;
 const SLOT: usize = 65_535;
 /// Queued datagrams or stream bytes beyond which sends fail instead of buffering more.
 const MAX_UDP_QUEUE: usize = 65_536;
-const MAX_TCP_BUFFER: usize = 32 << 20;
+pub(super) const MAX_TCP_BUFFER: usize = 32 << 20;
+/// Read size of stream sockets (TCP, and the plaintext drained from TLS).
+pub(super) const STREAM_CHUNK: usize = 16 * 1024;
 
 /// Control bytes per received datagram: room for one SCM_TIMESTAMPNS (CMSG_SPACE of a
 /// timespec, 32 bytes on 64-bit Linux) with margin; too small would only set MSG_CTRUNC.
@@ -41,6 +46,8 @@ pub struct Incoming {
 pub enum Endpoint {
     Udp(UdpEndpoint),
     Tcp(TcpEndpoint),
+    /// Boxed: a rustls connection is far larger than the other variants.
+    Tls(Box<TlsEndpoint>),
 }
 
 impl Endpoint {
@@ -71,12 +78,7 @@ impl Endpoint {
 
     /// A TCP connection from `ip` to `peer`.
     pub fn tcp(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<Endpoint> {
-        let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
-        socket.bind(&SocketAddr::new(ip, 0).into())?;
-        socket.connect_timeout(&peer.into(), Duration::from_secs(5))?;
-        let stream: TcpStream = socket.into();
-        stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
+        let stream = connect_stream(ip, peer)?;
         let local = stream.local_addr()?;
         Ok(Endpoint::Tcp(TcpEndpoint {
             stream,
@@ -88,21 +90,52 @@ impl Endpoint {
         }))
     }
 
+    /// A TLS connection from `ip` to `peer`; the handshake runs in the event loop like any other
+    /// I/O (its failure closes the endpoint with the reason in [`Endpoint::error`]).
+    pub fn tls(ip: std::net::IpAddr, peer: SocketAddr, client: &TlsClient) -> io::Result<Endpoint> {
+        Ok(Endpoint::Tls(Box::new(TlsEndpoint::connect(connect_stream(ip, peer)?, peer, client)?)))
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         match self {
             Endpoint::Udp(u) => u.local,
             Endpoint::Tcp(t) => t.local,
+            Endpoint::Tls(t) => t.local,
         }
     }
 
     pub fn is_stream(&self) -> bool {
-        matches!(self, Endpoint::Tcp(_))
+        !matches!(self, Endpoint::Udp(_))
+    }
+
+    /// The transport token of Via (RFC 3261 §18.2.1, §20.42).
+    pub fn via_transport(&self) -> &'static str {
+        match self {
+            Endpoint::Udp(_) => "UDP",
+            Endpoint::Tcp(_) => "TCP",
+            Endpoint::Tls(_) => "TLS",
+        }
+    }
+
+    /// The transport parameter of this side's Contact URIs (RFC 3261 §19.1.1). TLS contacts
+    /// stay `sip:` with `;transport=tls` rather than `sips:`: the proxy reaches our callee back
+    /// over the very connection the REGISTER came in on (connection reuse, as RFC 5626 does and
+    /// herald does for TCP), so the URI only has to name that flow, and a `sips:` Contact would
+    /// also demand TLS on every hop behind the proxy (RFC 5630 §3.1.3), which the generator
+    /// neither needs nor can check.
+    pub fn uri_param(&self) -> &'static str {
+        match self {
+            Endpoint::Udp(_) => "",
+            Endpoint::Tcp(_) => ";transport=tcp",
+            Endpoint::Tls(_) => ";transport=tls",
+        }
     }
 
     pub fn fd(&self) -> RawFd {
         match self {
             Endpoint::Udp(u) => u.socket.as_raw_fd(),
             Endpoint::Tcp(t) => t.stream.as_raw_fd(),
+            Endpoint::Tls(t) => t.fd(),
         }
     }
 
@@ -111,6 +144,7 @@ impl Endpoint {
         match self {
             Endpoint::Udp(u) => !u.queue.is_empty(),
             Endpoint::Tcp(t) => !t.output.is_empty(),
+            Endpoint::Tls(t) => t.wants_write(),
         }
     }
 
@@ -133,6 +167,7 @@ impl Endpoint {
                 t.output.extend_from_slice(&bytes);
                 true
             }
+            Endpoint::Tls(t) => t.send(&bytes),
         }
     }
 
@@ -141,6 +176,7 @@ impl Endpoint {
         match self {
             Endpoint::Udp(u) => u.flush(),
             Endpoint::Tcp(t) => t.flush(),
+            Endpoint::Tls(t) => t.flush(),
         }
     }
 
@@ -149,12 +185,69 @@ impl Endpoint {
         match self {
             Endpoint::Udp(u) => u.receive(out),
             Endpoint::Tcp(t) => t.receive(out, limits),
+            Endpoint::Tls(t) => t.receive(out, limits),
         }
     }
 
-    /// The TCP connection was closed or broke (never true for UDP).
+    /// The stream connection was closed or broke (never true for UDP).
     pub fn is_closed(&self) -> bool {
-        matches!(self, Endpoint::Tcp(t) if t.closed)
+        match self {
+            Endpoint::Udp(_) => false,
+            Endpoint::Tcp(t) => t.closed,
+            Endpoint::Tls(t) => t.is_closed(),
+        }
+    }
+
+    /// The connection is still being set up (a TLS handshake in progress).
+    pub fn is_connecting(&self) -> bool {
+        matches!(self, Endpoint::Tls(t) if t.is_handshaking())
+    }
+
+    /// Why the connection closed, when the transport knows more than "closed": the TLS
+    /// handshake, certificate or alert error as rustls words it. None on UDP and TCP, whose
+    /// failures keep the plain reason "transport".
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Endpoint::Tls(t) => t.error(),
+            _ => None,
+        }
+    }
+}
+
+/// A connected, non-blocking TCP stream from `ip` to `peer` (Nagle off: SIP messages are small
+/// and latency is what the generator measures).
+fn connect_stream(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(ip, 0).into())?;
+    socket.connect_timeout(&peer.into(), Duration::from_secs(5))?;
+    let stream: TcpStream = socket.into();
+    stream.set_nodelay(true)?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
+/// Cuts the complete messages at the front of `input` (RFC 3261 §18.3: Content-Length frames a
+/// stream) into `out`, answering RFC 5626 §3.5.1 double-CRLF pings with a CRLF pong queued on
+/// `output`. False when framing is lost: nothing after that point of the stream can be trusted,
+/// and the caller closes the connection.
+pub(super) fn cut_frames(
+    input: &mut BytesMut,
+    limits: &Limits,
+    peer: SocketAddr,
+    out: &mut Vec<Incoming>,
+    output: &mut Vec<u8>,
+) -> bool {
+    loop {
+        match next_frame(input, limits) {
+            Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: peer, kernel_ns: None }),
+            Ok(Some(Frame::Ping)) => output.extend_from_slice(b"\r\n"),
+            Ok(Some(Frame::KeepAlive)) => {}
+            Ok(None) => return true,
+            Err(_) => {
+                input.clear();
+                return false;
+            }
+        }
     }
 }
 
@@ -306,7 +399,7 @@ impl TcpEndpoint {
     }
 
     fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
-        let mut chunk = [0u8; 16 * 1024];
+        let mut chunk = [0u8; STREAM_CHUNK];
         while !self.closed {
             match self.stream.read(&mut chunk) {
                 Ok(0) => self.closed = true,
@@ -317,22 +410,8 @@ impl TcpEndpoint {
             }
             // Cut messages as they complete so that the buffer never holds more than one
             // message's limit of unframed bytes.
-            loop {
-                match next_frame(&mut self.input, limits) {
-                    Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: self.peer, kernel_ns: None }),
-                    Ok(Some(Frame::Ping)) => {
-                        // RFC 5626 §3.5.1: answer a double-CRLF ping with a CRLF pong.
-                        self.output.extend_from_slice(b"\r\n");
-                    }
-                    Ok(Some(Frame::KeepAlive)) => {}
-                    Ok(None) => break,
-                    Err(_) => {
-                        // Framing lost (RFC 3261 §18.3): nothing after this can be trusted.
-                        self.closed = true;
-                        self.input.clear();
-                        break;
-                    }
-                }
+            if !cut_frames(&mut self.input, limits, self.peer, out, &mut self.output) {
+                self.closed = true;
             }
         }
     }

@@ -1,6 +1,7 @@
 //! What a run is asked to do: the options behind `herald bench calls|register|users`, built by
 //! the CLI or by the capacity search.
 
+use super::tls_config::TlsOptions;
 use super::users::User;
 use crate::arrivals::Arrivals;
 use crate::workload::UserModel;
@@ -11,6 +12,8 @@ use std::time::Duration;
 pub enum TransportKind {
     Udp,
     Tcp,
+    /// TCP inside TLS (RFC 3261 §26.2), configured by [`CommonOptions::tls`].
+    Tls,
 }
 
 impl TransportKind {
@@ -18,7 +21,8 @@ impl TransportKind {
         match s.to_ascii_lowercase().as_str() {
             "udp" => Ok(TransportKind::Udp),
             "tcp" => Ok(TransportKind::Tcp),
-            _ => Err(format!("unknown transport '{s}': use udp or tcp")),
+            "tls" => Ok(TransportKind::Tls),
+            _ => Err(format!("unknown transport '{s}': use udp, tcp or tls")),
         }
     }
 
@@ -26,6 +30,7 @@ impl TransportKind {
         match self {
             TransportKind::Udp => "udp",
             TransportKind::Tcp => "tcp",
+            TransportKind::Tls => "tls",
         }
     }
 }
@@ -42,6 +47,8 @@ pub struct CommonOptions {
     /// The proxy or registrar.
     pub target: SocketAddr,
     pub transport: TransportKind,
+    /// CA, server name and client certificate when `transport` is TLS (ignored otherwise).
+    pub tls: TlsOptions,
     /// Address the generator's sockets bind to (and put in Via and Contact).
     pub local_ip: IpAddr,
     /// Domain of the users' addresses-of-record (the host part of To/From/Request-URI).
@@ -72,6 +79,7 @@ impl CommonOptions {
         CommonOptions {
             target,
             transport: TransportKind::Udp,
+            tls: TlsOptions::default(),
             local_ip: IpAddr::from([127, 0, 0, 1]),
             domain: domain_of(target),
             duration,

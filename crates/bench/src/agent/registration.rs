@@ -87,7 +87,7 @@ impl Engine {
             self.start_tx(Side::Callee, &tx, user as u32, TimerKind::RegisterRetransmit, TimerKind::RegisterTimeout);
         self.registrations[user].tx = Some(tx);
         if !ok {
-            self.registration_done(user, Err("transport".into()));
+            self.registration_done(user, Err(self.transport_failure()));
         }
     }
 
@@ -175,9 +175,10 @@ impl Engine {
 
     /// Marks every registration still in flight as unfinished (end of run).
     pub fn abandon_registrations(&mut self) {
+        let reason = if self.transport_lost() { self.transport_failure() } else { "unfinished".into() };
         for user in 0..self.registrations.len() {
             if self.registrations[user].tx.is_some() {
-                self.registration_done(user, Err("unfinished".into()));
+                self.registration_done(user, Err(reason.clone()));
             }
         }
     }

@@ -20,13 +20,18 @@ fn us(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128 / 4) as u64
 }
 
-fn engine(opts: &CommonOptions, mode: Mode) -> Result<Engine, String> {
+fn engine(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Engine, String> {
     if opts.users.is_empty() {
         return Err("no users".into());
     }
-    let open = || match opts.transport {
-        TransportKind::Udp => Endpoint::udp(opts.local_ip),
-        TransportKind::Tcp => Endpoint::tcp(opts.local_ip, opts.target),
+    let tls = match opts.transport {
+        TransportKind::Tls => Some(opts.tls.client(opts.target.ip())?),
+        _ => None,
+    };
+    let open = || match (opts.transport, &tls) {
+        (_, Some(client)) => Endpoint::tls(opts.local_ip, opts.target, client),
+        (TransportKind::Tcp, None) => Endpoint::tcp(opts.local_ip, opts.target),
+        _ => Endpoint::udp(opts.local_ip),
     };
     let what = |e: std::io::Error| format!("{} socket to {}: {e}", opts.transport.name(), opts.target);
     let caller = open().map_err(what)?;
@@ -38,6 +43,7 @@ fn engine(opts: &CommonOptions, mode: Mode) -> Result<Engine, String> {
     let run_id = seed_rng.random::<u32>();
     let mut engine = Engine::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id);
     engine.quantum_us = opts.quantum_us;
+    engine.connect(stop)?;
     Ok(engine)
 }
 
@@ -93,7 +99,7 @@ fn measured(
 pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
     let (ring_us, hold_us) = (us(opts.ring), us(opts.hold));
-    let mut engine = engine(c, Mode::Calls { ring_us, hold_us })?;
+    let mut engine = engine(c, Mode::Calls { ring_us, hold_us }, stop)?;
     let grace = ring_us + hold_us + TIMEOUT_US + 2_000_000;
     // Registrations must outlive the window and its drain without refreshing.
     engine.register_expires_s = ((us(c.duration) + grace) / 1_000_000 + 120).min(u32::MAX as u64) as u32;
@@ -112,7 +118,7 @@ pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, Stri
 /// `herald bench register`: each arrival refreshes the next idle user's registration.
 pub fn run_register(opts: &RegisterOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
-    let mut engine = engine(c, Mode::Register { expires_s: opts.expires.as_secs().min(u32::MAX as u64) as u32 })?;
+    let mut engine = engine(c, Mode::Register { expires_s: opts.expires.as_secs().min(u32::MAX as u64) as u32 }, stop)?;
     engine.register_expires_s = opts.expires.as_secs().min(u32::MAX as u64) as u32;
     engine.count_registrations = true;
     let mut arrivals = opts.arrivals.clone();
@@ -136,7 +142,7 @@ pub fn run_register(opts: &RegisterOptions, stop: &StopFlag) -> Result<RunResult
 pub fn run_users(opts: &UsersOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
     let model = opts.model;
-    let mut engine = engine(c, Mode::Users { model })?;
+    let mut engine = engine(c, Mode::Users { model }, stop)?;
     engine.register_expires_s = model.register_expires().as_secs().max(1).min(u32::MAX as u64) as u32;
     engine.register_all(stop)?;
     engine.clock();

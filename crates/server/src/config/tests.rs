@@ -266,3 +266,45 @@ fn auth_keys_parse_and_errors_name_line_and_key() {
     assert_eq!(bad("[auth]\nrealm = \"a b\"\n"), Some("auth.realm"));
     assert_eq!(bad("[auth]\nmethods = [\"IN VITE\"]\n"), Some("auth.methods"));
 }
+
+#[test]
+fn tls_keys_and_errors_name_line_and_key() {
+    let listen_tls = "[[listen]]\naddress = \"127.0.0.1:5061\"\ntransports = [\"tls\"]\n";
+    assert_error(listen_tls, 1, "tls.certificate", "needs [tls] certificate");
+    assert_error(
+        "[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"tcp\", \"tls\"]\n",
+        3,
+        "listen[0].transports",
+        "own address",
+    );
+    let clash = "[[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"udp\", \"tcp\"]\n\
+                 [[listen]]\naddress = \"127.0.0.1:5060\"\ntransports = [\"tls\"]\n";
+    assert_error(clash, 5, "listen[1].address", "tls clashes with listen[0]");
+    assert_error("[tls]\nprivate_key = \"k.pem\"\n", 1, "tls.certificate", "private_key is set");
+    // A missing key is reported at its section.
+    assert_error("[tls]\n\ncertificate = \"c.pem\"\n", 1, "tls.private_key", "private_key is not");
+    assert_error("[tls]\nverify_client = \"required\"\n", 1, "tls.client_ca_file", "client_ca_file");
+    assert_error("[tls]\nverify_client = \"maybe\"\n", 2, "tls.verify_client", "unknown variant");
+    assert_error("[tls]\nhandshake_timeout_s = 0\n", 2, "tls.handshake_timeout_s", "between");
+    // Files are read at load: a missing or wrong file is named with the key that names it.
+    let dir = std::env::temp_dir().join(format!("herald-config-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.pem");
+    let text = format!("[tls]\ncertificate = \"{0}\"\nprivate_key = \"{0}\"\n", missing.display());
+    let e = error(&text);
+    assert_eq!((e.line, e.key.as_str()), (2, "tls.certificate"), "{e}");
+    assert!(e.message.contains("missing.pem") && e.message.contains("cannot read"), "{e}");
+    let not_pem = dir.join("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let text = format!("[tls]\ncertificate = \"{0}\"\nprivate_key = \"{0}\"\n", not_pem.display());
+    let e = error(&text);
+    assert_eq!(e.key, "tls.certificate", "{e}");
+    assert!(e.message.contains("no CERTIFICATE"), "{e}");
+    let text = format!("[tls]\nca_file = \"{}\"\n", not_pem.display());
+    assert_eq!(error(&text).key, "tls.ca_file");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Defaults: no TLS, verify next hops, no client certificates.
+    let c = load("").unwrap();
+    assert!(c.tls.verify_server && c.tls.certificate.is_none());
+    assert_eq!(c.tls.verify_client, ClientVerify::None);
+}
