@@ -10,6 +10,8 @@
 //! c. herald does not trust the next hop's CA: the handshake fails, the caller gets 500.
 //! d. herald requires client certificates: a client without one gets no SIP service, a client
 //!    with one does.
+//! e. `herald bench calls --transport tls` against herald alone: callees register over TLS and
+//!    herald reaches them over the connections they registered on (RFC 5626-style reuse).
 //!
 //! Ports: 18200-18299.
 
@@ -289,5 +291,34 @@ fn client_certificate_required() {
     assert!(!without.contains("SIP/2.0 200"), "served a client without certificate:\n{without}");
     let with = options_over_openssl(p.herald_tls, &pki.ca, Some(&pki));
     assert!(with.starts_with("SIP/2.0 200 OK"), "client with certificate not served:\n{with}");
+    h.assert_running(&s.0);
+}
+
+#[test]
+fn bench_calls_over_tls_through_herald() {
+    let s = Scratch::new("tls-e");
+    let p = ports(18296);
+    let pki = Pki::generate(&s.0, "e");
+    let mut h = start_herald_with(&s, p.herald, &herald_tls_toml(&p, &pki, &pki.ca, ""));
+    wait_tcp_listening(&mut h, &s, p.herald_tls);
+    let json = s.path("calls.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{}", p.herald_tls), "--transport", "tls"])
+        .arg("--tls-ca")
+        .arg(&pki.ca)
+        .args(["--rate", "40", "--duration", "3", "--users", "10", "--hold", "50", "--domain", "127.0.0.1"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let r = match herald_bench::results::ResultsFile::read(&json).unwrap() {
+        herald_bench::results::ResultsFile::Calls(r) => r,
+        _ => panic!("not a calls result"),
+    };
+    assert_eq!(r.transport, "tls");
+    assert!(r.attempted >= 80, "only {} calls", r.attempted);
+    assert_eq!((r.succeeded, r.failed), (r.attempted, 0), "failures: {:?}", r.failures);
+    assert_eq!(r.retransmissions, 0, "nothing is retransmitted over TLS");
     h.assert_running(&s.0);
 }
