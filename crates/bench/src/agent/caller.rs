@@ -222,6 +222,9 @@ impl Engine {
         let Some(call) = self.calls.remove(slot, generation) else { return };
         match result {
             Ok(()) => self.stats.succeed(call.plan.outcome),
+            // A call that failed after it was answered is told apart: under overload a server
+            // must shed new calls, never those already set up (seed 001).
+            Err(reason) if call.dialog.is_some() => self.stats.fail(&format!("after answer: {reason}")),
             Err(reason) => self.stats.fail(reason),
         }
         self.after_call(call.caller);
