@@ -79,11 +79,20 @@ pub fn run(args: Args) -> ExitCode {
         max_bindings_per_aor: config.registrar.max_bindings_per_aor as usize,
         domains: Vec::new(), // the engine already decided the request is for a served domain
     };
-    let store = Arc::new(Registrar::new(registrar_cfg.clone()).new_store());
+    // One registrar, cloned into every shard: the clones share its counters. They and the
+    // authenticator's are exported with the server's (metrics endpoint: herald_registrar_*,
+    // herald_auth_*; Stats::snapshot).
+    let registrar = Registrar::new(registrar_cfg);
+    let store = Arc::new(registrar.new_store());
+    let stats = server.stats();
+    stats.export_registrar(registrar.shared_stats());
+    if let Some(a) = &auth {
+        stats.export_auth(a.shared_stats());
+    }
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
         move |shard| {
-            let engine = Engine::new(engine_cfg.clone(), store.clone(), Registrar::new(registrar_cfg.clone()), shard);
+            let engine = Engine::new(engine_cfg.clone(), store.clone(), registrar.clone(), shard);
             match &auth {
                 Some(a) => engine.with_auth(a.clone()),
                 None => engine,

@@ -1,11 +1,16 @@
 //! Counters. Each worker increments its own block (no cache line shared on the hot path); a
 //! snapshot sums them. The per-type timings of the metrics endpoint live beside them
-//! ([`crate::metrics::WorkerMetrics`], one block per worker too).
+//! ([`crate::metrics::WorkerMetrics`], one block per worker too). The engines' own counters
+//! (digest authentication, registrar) live in herald-core and are registered here by whoever
+//! builds the engines ([`Stats::export_auth`], [`Stats::export_registrar`]), so that the metrics
+//! endpoint and [`Stats::snapshot`] show them too.
 
 use crate::metrics::WorkerMetrics;
 use crate::protect::FloodGuard;
+use herald_core::auth::{AuthStats, AuthStatsSnapshot};
+use herald_core::registrar::{RegistrarStats, RegistrarStatsSnapshot};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 macro_rules! counters {
     ($(#[doc = $help:literal] $name:ident),* $(,)?) => {
@@ -23,6 +28,11 @@ macro_rules! counters {
             $(#[doc = $help] pub $name: u64,)*
             /// TCP connections open now (accepted and opened by herald).
             pub tcp_open: u64,
+            /// Digest authentication outcomes, when an authenticator was registered
+            /// ([`Stats::export_auth`]; none when `[auth] enabled = false`).
+            pub auth: Option<AuthStatsSnapshot>,
+            /// The registrar's answers, when registered ([`Stats::export_registrar`]).
+            pub registrar: Option<RegistrarStatsSnapshot>,
         }
 
         impl WorkerStats {
@@ -98,6 +108,15 @@ pub struct Stats {
     pub(crate) shedding: Arc<AtomicUsize>,
     /// The per-source guard, when `[flood] enabled`; its counters are exported with these.
     pub(crate) flood: Option<Arc<FloodGuard>>,
+    /// The engines' counters, registered after [`crate::Server::bind`]; shared by every clone.
+    pub(crate) engine: Arc<EngineCounters>,
+}
+
+/// Counters kept by herald-core, which the engines update and the scrape reads.
+#[derive(Debug, Default)]
+pub(crate) struct EngineCounters {
+    pub(crate) auth: OnceLock<Arc<AuthStats>>,
+    pub(crate) registrar: OnceLock<Arc<RegistrarStats>>,
 }
 
 impl Stats {
@@ -108,7 +127,23 @@ impl Stats {
             metrics: (0..workers).map(|_| WorkerMetrics::default()).collect(),
             shedding: Arc::new(AtomicUsize::new(0)),
             flood,
+            engine: Arc::default(),
         }
+    }
+
+    /// Exports the authenticator's counters (`Authenticator::shared_stats`) with these: on the
+    /// metrics endpoint as `herald_auth_*` and in [`StatsSnapshot::auth`]. Every clone of this
+    /// `Stats` (the one [`crate::Server::run`] uses included) sees them. Only the first call
+    /// counts (one authenticator per server); it returns whether this one did.
+    pub fn export_auth(&self, auth: Arc<AuthStats>) -> bool {
+        self.engine.auth.set(auth).is_ok()
+    }
+
+    /// Exports the registrar's counters (`Registrar::shared_stats`, shared by the clones the
+    /// engine shards hold) as `herald_registrar_*` and in [`StatsSnapshot::registrar`]. Only
+    /// the first call counts; it returns whether this one did.
+    pub fn export_registrar(&self, registrar: Arc<RegistrarStats>) -> bool {
+        self.engine.registrar.set(registrar).is_ok()
     }
 
     pub fn snapshot(&self) -> StatsSnapshot {
@@ -117,6 +152,8 @@ impl Stats {
             w.add_to(&mut s);
         }
         s.tcp_open = self.tcp_open.load(Ordering::Relaxed) as u64;
+        s.auth = self.engine.auth.get().map(|a| a.snapshot());
+        s.registrar = self.engine.registrar.get().map(|r| r.snapshot());
         s
     }
 }

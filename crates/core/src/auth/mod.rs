@@ -105,7 +105,8 @@ pub struct Authenticator {
     credentials: Arc<SharedCredentials>,
     /// `now` of construction and the Unix time then: the wall clock without reading one.
     epoch: (Instant, u64),
-    stats: AuthStats,
+    /// Shared so that the runtime can export them ([`Authenticator::shared_stats`]).
+    stats: Arc<AuthStats>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -132,7 +133,7 @@ impl Authenticator {
             sink: None,
             credentials,
             epoch: (now, unix_now),
-            stats: AuthStats::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -152,6 +153,12 @@ impl Authenticator {
 
     pub fn stats(&self) -> AuthStatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The live counters, for a metrics endpoint that reads them while the engines run
+    /// (`herald_server::Stats::export_auth`).
+    pub fn shared_stats(&self) -> Arc<AuthStats> {
+        self.stats.clone()
     }
 
     fn unix(&self, now: Instant) -> u64 {

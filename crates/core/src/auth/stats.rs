@@ -33,6 +33,23 @@ pub struct AuthStatsSnapshot {
     pub identity_mismatch: u64,
 }
 
+impl AuthStatsSnapshot {
+    /// The answers that did not authenticate, by reason, as `(reason, count)`: the `reason`
+    /// label of `herald_auth_rejected_total` on the metrics endpoint. Each of these requests got
+    /// a new challenge (401/407; `stale_or_invalid_nonce` and `replayed` include the right
+    /// password with a used-up nonce, answered with `stale=true`), a 400 (`malformed`) or a 403
+    /// (`identity_mismatch`).
+    pub fn rejections(&self) -> [(&'static str, u64); 5] {
+        [
+            ("wrong_response", self.failed),
+            ("stale_or_invalid_nonce", self.stale_or_invalid_nonce),
+            ("replayed", self.replayed),
+            ("malformed", self.malformed),
+            ("identity_mismatch", self.identity_mismatch),
+        ]
+    }
+}
+
 impl AuthStats {
     pub fn snapshot(&self) -> AuthStatsSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);

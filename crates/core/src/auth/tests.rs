@@ -133,6 +133,22 @@ fn each_algorithm_authenticates() {
 }
 
 #[test]
+fn shared_stats_are_the_live_counters() {
+    let now = Instant::now();
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
+    let live = a.shared_stats();
+    assert_eq!(live.snapshot(), AuthStatsSnapshot::default());
+    round(&a, now, Algorithm::Md5, "alice", "secret-a", "alice");
+    round(&a, now, Algorithm::Md5, "alice", "guess", "alice");
+    round(&a, now, Algorithm::Md5, "alice", "secret-a", "bob");
+    let s = live.snapshot();
+    assert_eq!(s, a.stats(), "one set of counters");
+    assert_eq!((s.challenges, s.accepted), (3, 1), "{s:?}");
+    let rejected: Vec<(&str, u64)> = s.rejections().into_iter().filter(|(_, n)| *n > 0).collect();
+    assert_eq!(rejected, [("wrong_response", 1), ("identity_mismatch", 1)]);
+}
+
+#[test]
 fn missing_algorithm_means_md5() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);

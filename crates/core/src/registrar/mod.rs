@@ -27,6 +27,7 @@
 //! observed address.
 
 mod request;
+mod stats;
 
 #[cfg(test)]
 mod tests;
@@ -40,10 +41,12 @@ use herald_store::{Binding, StoreConfig, StoreError, Update};
 use request::{Action, Register};
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use herald_store::{Aor, LocationStore};
 pub use request::SUPPORTED;
+pub use stats::{RegistrarStats, RegistrarStatsSnapshot};
 
 /// The location store as the registrar fills it: bindings remember the [`Peer`] they came from.
 pub type Location = LocationStore<Peer>;
@@ -106,13 +109,17 @@ impl Reject {
 }
 
 /// Processes REGISTER requests. Holds no per-request state, so one instance can serve every
-/// worker (`&self` everywhere); the bindings live in the shared [`LocationStore`].
-#[derive(Debug)]
+/// worker (`&self` everywhere); the bindings live in the shared [`LocationStore`]. Clones
+/// share their counters ([`Registrar::shared_stats`]): give each engine shard a clone of one
+/// registrar and the counters cover them all.
+#[derive(Debug, Clone)]
 pub struct Registrar {
     config: RegistrarConfig,
     /// Keys the To tags of responses (RFC 3261 §19.3: unguessable, here 64 bits of a keyed
     /// hash of the request's identifiers).
     tags: RandomState,
+    /// Every answer counted by outcome; refusals by reason.
+    stats: Arc<RegistrarStats>,
 }
 
 impl Registrar {
@@ -121,11 +128,22 @@ impl Registrar {
     pub fn new(mut config: RegistrarConfig) -> Registrar {
         config.max_expires = config.max_expires.max(config.min_expires).max(1);
         config.default_expires = config.default_expires.clamp(config.min_expires, config.max_expires);
-        Registrar { config, tags: RandomState::new() }
+        Registrar { config, tags: RandomState::new(), stats: Arc::default() }
     }
 
     pub fn config(&self) -> &RegistrarConfig {
         &self.config
+    }
+
+    /// The counters at this moment (shared by every clone of this registrar).
+    pub fn stats(&self) -> RegistrarStatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The live counters, for a metrics endpoint that reads them while the engines run
+    /// (`herald_server::Stats::export_registrar`).
+    pub fn shared_stats(&self) -> Arc<RegistrarStats> {
+        self.stats.clone()
     }
 
     /// A store that enforces this registrar's binding limit.
@@ -142,7 +160,10 @@ impl Registrar {
         }
         let reg = match Register::read(req, &self.config) {
             Ok(reg) => reg,
-            Err(reject) => return self.reject(req, &reject),
+            Err(reject) => {
+                self.stats.refused_request(reject.status);
+                return self.reject(req, &reject);
+            }
         };
         let contacts = match &reg.action {
             Action::Query => Ok(store.lookup(&reg.aor, now)),
@@ -154,8 +175,16 @@ impl Registrar {
             }
         };
         match contacts {
-            Ok(bindings) => self.ok(req, &reg, &bindings, store, now),
-            Err(e) => self.reject(req, &store_error(&e)),
+            Ok(bindings) => {
+                self.stats.accepted();
+                self.ok(req, &reg, &bindings, store, now)
+            }
+            Err(e) => {
+                // `[registrar] max_bindings_per_aor` is enforced by the store; the refusal is
+                // counted here, where the REGISTER is answered.
+                self.stats.refused_update(&e);
+                self.reject(req, &store_error(&e))
+            }
         }
     }
 

@@ -287,6 +287,53 @@ fn too_many_bindings_gets_503_with_retry_after() {
     assert_eq!(f.lookup("sip:alice@example.com", 40).len(), 2);
     // After the retry interval the same request succeeds.
     assert_eq!(status(&f.send(100, &register("c", 3, "Contact: <sip:c@h>\r\n"))), 200);
+    let stats = f.reg.stats();
+    assert_eq!((stats.too_many_bindings, stats.accepted), (1, 2), "{stats:?}");
+    assert_eq!(stats.rejections().iter().map(|(_, n)| n).sum::<u64>(), 1, "{stats:?}");
+}
+
+#[test]
+fn every_answer_is_counted_by_outcome_and_clones_share_the_counters() {
+    let f = Fixture::with(RegistrarConfig { max_bindings_per_aor: 1, ..RegistrarConfig::default() });
+    // Each engine shard holds a clone; one set of counters covers them all.
+    let other_shard = f.reg.clone();
+    assert_eq!(status(&f.send(0, &register("c", 1, "Contact: <sip:a@h>\r\n"))), 200);
+    for _ in 0..3 {
+        assert_eq!(status(&f.send(0, &register("c", 2, "Contact: <sip:b@h>\r\n"))), 503);
+    }
+    assert_eq!(status(&f.send(0, &register("c", 1, "Contact: <sip:a@h>\r\n"))), 500, "CSeq not newer");
+    assert_eq!(status(&f.send(0, &register("c", 5, "Contact: <sip:a@h>;expires=5\r\n"))), 423);
+    assert_eq!(status(&f.send(0, &register("c", 6, "Require: foo\r\nContact: <sip:a@h>\r\n"))), 420);
+    assert_eq!(status(&f.send(0, &register("c", 7, "Contact: <sip:a@h\r\n"))), 400);
+    assert_eq!(status(&f.send(0, &register("c", 8, ""))), 200, "a query");
+    let domains = Registrar::new(RegistrarConfig { domains: vec!["example.org".into()], ..RegistrarConfig::default() });
+    let req = Message::parse(Bytes::from(register("c", 9, "Contact: <sip:a@h>\r\n")), &Limits::default()).unwrap();
+    let resp = Message::parse(domains.handle_register(f.t0, &req, udp_peer(), &f.store).freeze(), &Limits::default());
+    assert_eq!(resp.unwrap().status(), Some(404));
+    assert_eq!(domains.stats().not_found, 1, "another registrar, its own counters");
+    let want = RegistrarStatsSnapshot {
+        accepted: 2,
+        too_many_bindings: 3,
+        out_of_order: 1,
+        interval_too_brief: 1,
+        not_found: 0,
+        bad_extension: 1,
+        malformed: 1,
+        other: 0,
+    };
+    assert_eq!(other_shard.stats(), want);
+    assert_eq!(f.reg.shared_stats().snapshot(), want);
+    let by_reason: Vec<(&str, u64)> = want.rejections().into_iter().filter(|(_, n)| *n > 0).collect();
+    assert_eq!(
+        by_reason,
+        [
+            ("too_many_bindings", 3),
+            ("out_of_order", 1),
+            ("interval_too_brief", 1),
+            ("bad_extension", 1),
+            ("malformed", 1)
+        ]
+    );
 }
 
 #[test]

@@ -258,7 +258,7 @@ pub struct Registrar {
     pub min_expires: u32,
     /// Longer requested expiries are lowered to this (§10.3 step 7).
     pub max_expires: u32,
-    /// Bindings one address-of-record may hold; more are refused with 403.
+    /// Bindings one address-of-record may hold; more are refused with 503 + Retry-After.
     pub max_bindings_per_aor: u32,
 }
 

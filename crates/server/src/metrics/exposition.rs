@@ -71,6 +71,7 @@ pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> 
         family(o, &name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
+    render_engine(o, snap);
     for (name, counts, help) in [
         ("herald_messages_received_total", &t.received, "SIP messages handled, by type and transport."),
         ("herald_messages_sent_total", &t.sent, "SIP messages queued for sending, by type and transport."),
@@ -95,6 +96,53 @@ pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> 
         &t.service,
     );
     out
+}
+
+/// The engines' counters (herald-core): digest authentication and the registrar. Absent when
+/// not registered with the `Stats` (`[auth] enabled = false` has no authenticator).
+fn render_engine(o: &mut String, snap: &StatsSnapshot) {
+    if let Some(a) = &snap.auth {
+        for (name, help, v) in [
+            (
+                "herald_auth_challenges_total",
+                "Digest challenges sent: 401 with WWW-Authenticate, 407 with Proxy-Authenticate (stale=true ones included).",
+                a.challenges,
+            ),
+            ("herald_auth_accepted_total", "Requests whose credentials for herald's realm checked out.", a.accepted),
+        ] {
+            family(o, name, "counter", help);
+            let _ = writeln!(o, "{name} {v}");
+        }
+        let name = "herald_auth_rejected_total";
+        family(
+            o,
+            name,
+            "counter",
+            "Answers to herald's challenges that did not authenticate, by reason: wrong_response (wrong password \
+             or unknown user), stale_or_invalid_nonce (expired, answered stale=true; or not issued by herald), \
+             replayed (nonce-count not above the last one), malformed (400), identity_mismatch (403).",
+        );
+        for (reason, n) in a.rejections() {
+            let _ = writeln!(o, "{name}{{reason=\"{reason}\"}} {n}");
+        }
+    }
+    if let Some(r) = &snap.registrar {
+        let name = "herald_registrar_accepted_total";
+        family(o, name, "counter", "REGISTERs answered 200 (bindings added, refreshed, removed or listed).");
+        let _ = writeln!(o, "{name} {}", r.accepted);
+        let name = "herald_registrar_rejected_total";
+        family(
+            o,
+            name,
+            "counter",
+            "REGISTERs the registrar refused, by reason: too_many_bindings (503 + Retry-After, \
+             [registrar] max_bindings_per_aor reached), out_of_order (500, CSeq not newer), interval_too_brief \
+             (423), not_found (404, domain not served), bad_extension (420), malformed (400), other.",
+        );
+        for (reason, n) in r.rejections() {
+            let _ = writeln!(o, "{name}{{reason=\"{reason}\"}} {n}");
+        }
+    }
 }
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {

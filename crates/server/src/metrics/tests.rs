@@ -133,3 +133,69 @@ fn exposition_text() {
         }
     }
 }
+
+/// The engines' counters (herald-core's authenticator and registrar) reach the scrape and the
+/// snapshot once registered, move with the live counters, and keep the format's rules.
+#[test]
+fn engine_counters_are_exported_once_registered() {
+    use herald_core::auth::AuthStats;
+    use herald_core::registrar::{Registrar, RegistrarConfig};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+
+    let stats = crate::stats::Stats::new(1, None);
+    let text = render(&stats);
+    assert!(!text.contains("herald_auth_") && !text.contains("herald_registrar_"), "nothing registered yet");
+    assert_eq!((stats.snapshot().auth, stats.snapshot().registrar), (None, None));
+
+    let auth = Arc::new(AuthStats::default());
+    let registrar = Registrar::new(RegistrarConfig { max_bindings_per_aor: 1, ..RegistrarConfig::default() });
+    // `herald serve` registers through the clone `Server::stats` returns; the endpoint reads
+    // another clone.
+    let handle = stats.clone();
+    assert!(handle.export_auth(auth.clone()));
+    assert!(handle.export_registrar(registrar.shared_stats()));
+    assert!(!handle.export_auth(Arc::new(AuthStats::default())), "the first registration stays");
+
+    auth.challenges.fetch_add(3, Relaxed);
+    auth.accepted.fetch_add(2, Relaxed);
+    auth.failed.fetch_add(1, Relaxed);
+    auth.replayed.fetch_add(4, Relaxed);
+    // One REGISTER accepted, then two refused for the binding limit, through a shard's clone.
+    let shard = registrar.clone();
+    let store = shard.new_store();
+    let peer = herald_core::Peer::udp("192.0.2.1:5060".parse().unwrap());
+    for (cseq, contact) in [(1, "a"), (2, "b"), (3, "c")] {
+        let req = parse(&format!(
+            "REGISTER sip:b SIP/2.0\n{HEADERS}CSeq: {cseq} REGISTER\nContact: <sip:{contact}@h>\nContent-Length: 0\n\n"
+        ));
+        shard.handle_register(std::time::Instant::now(), &req, peer, &store);
+    }
+
+    let snap = stats.snapshot();
+    assert_eq!(snap.auth.map(|a| (a.challenges, a.accepted, a.failed, a.replayed)), Some((3, 2, 1, 4)));
+    assert_eq!(snap.registrar.map(|r| (r.accepted, r.too_many_bindings)), Some((1, 2)));
+    let text = render(&stats);
+    for line in [
+        "herald_auth_challenges_total 3",
+        "herald_auth_accepted_total 2",
+        "herald_auth_rejected_total{reason=\"wrong_response\"} 1",
+        "herald_auth_rejected_total{reason=\"replayed\"} 4",
+        "herald_auth_rejected_total{reason=\"identity_mismatch\"} 0",
+        "herald_registrar_accepted_total 1",
+        "herald_registrar_rejected_total{reason=\"too_many_bindings\"} 2",
+        "herald_registrar_rejected_total{reason=\"out_of_order\"} 0",
+        "# TYPE herald_auth_rejected_total counter",
+        "# TYPE herald_registrar_rejected_total counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    let mut families = std::collections::HashSet::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            assert!(families.insert(rest.split(' ').next().unwrap().to_string()), "family twice: {l}");
+        } else if let Some(rest) = l.strip_prefix("# HELP ") {
+            assert!(rest.split_once(' ').is_some_and(|(_, h)| !h.trim().is_empty()), "no help text: {l}");
+        }
+    }
+}
