@@ -84,12 +84,11 @@ impl Default for AuthPolicy {
 }
 
 impl AuthPolicy {
-    /// Whether `msg` needs authentication, and which kind. `to_location_service`: herald will
-    /// route the request through its location service (its Request-URI is a served domain and
-    /// no Route sends it elsewhere).
-    ///
-    /// `routed_by_us`: the request carried a Route with herald's own URI (it follows a
-    /// Record-Route herald inserted, or a route set preloaded with herald as outbound proxy).
+    /// Whether `msg` needs authentication, and which kind. The route facts (see the end) are
+    /// `to_location_service`: herald will route the request through its location service (its
+    /// Request-URI is a served domain and no Route sends it elsewhere); and `routed_by_us`: the
+    /// request carried a Route with herald's own URI (it follows a Record-Route herald
+    /// inserted, or a route set preloaded with herald as outbound proxy).
     ///
     /// Never challenged: ACK (it cannot be answered, RFC 3261 §22.1), CANCEL (it must reach
     /// the same proxies as its INVITE and cannot be resubmitted, §22.1), and requests inside
@@ -98,18 +97,23 @@ impl AuthPolicy {
     /// do not answer challenges to it. A To tag alone proves nothing (anyone can write one), so
     /// a "dialog" request that did not come along herald's route and would be relayed to a
     /// foreign target is treated as a relay attempt whatever its method.
+    ///
+    /// `route_facts` gives (to_location_service, routed_by_us): whether herald will route the
+    /// request through its location service, and whether it carried herald's own Route. They
+    /// cost a Route preprocessing pass, so they are asked for only when the answer depends on
+    /// them (never for ACK, CANCEL, REGISTER, uncovered methods or local callers).
     pub fn requirement(
         &self,
         msg: &Message,
         identity: &Identity,
-        to_location_service: bool,
-        routed_by_us: bool,
+        route_facts: impl FnOnce() -> (bool, bool),
     ) -> Option<Challenge> {
         let method = msg.method()?;
         if matches!(method, Method::Ack | Method::Cancel) {
             return None;
         }
         if msg.to_tag().ok().flatten().is_some() {
+            let (to_location_service, routed_by_us) = route_facts();
             if routed_by_us || (to_location_service && self.allow_inbound_to_local) {
                 return None;
             }
@@ -125,7 +129,7 @@ impl AuthPolicy {
         let from_local = msg.from_header().is_ok_and(|f| identity.serves_domain(&f.uri));
         let pass = if from_local {
             !self.local_callers
-        } else if to_location_service {
+        } else if route_facts().0 {
             self.allow_inbound_to_local
         } else {
             self.allow_relay

@@ -356,53 +356,57 @@ fn policy_decides_who_is_challenged() {
     let local = "sip:alice@example.com";
     let foreign = "sip:carol@other.org";
     assert_eq!(
-        p.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, false, false),
+        p.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, || (false, false)),
         Some(Challenge::Registrar)
     );
     assert_eq!(
-        p.requirement(&msg("REGISTER sip:other.org", local, ""), &identity, false, false),
+        p.requirement(&msg("REGISTER sip:other.org", local, ""), &identity, || (false, false)),
         None,
         "not ours to register"
     );
     assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false),
+        p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, || (true, false)),
         Some(Challenge::Proxy)
     );
     assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, false, false),
+        p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, || (false, false)),
         Some(Challenge::Proxy)
     );
-    assert_eq!(p.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, true, false), None, "inbound");
     assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false),
+        p.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, || (true, false)),
+        None,
+        "inbound"
+    );
+    assert_eq!(
+        p.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, || (false, false)),
         Some(Challenge::Proxy),
         "relay"
     );
     assert_eq!(
-        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, true),
+        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, || (false, true)),
         None,
         "in dialog"
     );
     // A To tag without herald's Route is no dialog of herald's: a forged one must not relay.
     assert_eq!(
-        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, false, false),
+        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, || (false, false)),
         Some(Challenge::Proxy),
         "forged dialog"
     );
     assert_eq!(
-        p.requirement(&msg("INVITE sip:x@elsewhere.net", foreign, ";tag=t"), &identity, false, false),
+        p.requirement(&msg("INVITE sip:x@elsewhere.net", foreign, ";tag=t"), &identity, || (false, false)),
         Some(Challenge::Proxy),
         "forged re-INVITE relay"
     );
     assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, true, true),
+        p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, || (true, true)),
         None,
         "re-INVITE"
     );
-    assert_eq!(p.requirement(&msg("ACK sip:bob@example.com", local, ""), &identity, true, false), None);
-    assert_eq!(p.requirement(&msg("CANCEL sip:bob@example.com", local, ""), &identity, true, false), None);
+    assert_eq!(p.requirement(&msg("ACK sip:bob@example.com", local, ""), &identity, || (true, false)), None);
+    assert_eq!(p.requirement(&msg("CANCEL sip:bob@example.com", local, ""), &identity, || (true, false)), None);
     assert_eq!(
-        p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, true, false),
+        p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, || (true, false)),
         None,
         "not in methods"
     );
@@ -413,13 +417,13 @@ fn policy_decides_who_is_challenged() {
         allow_relay: true,
         ..p.clone()
     };
-    assert_eq!(open.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, false, false), None);
-    assert_eq!(open.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, true, false), None);
+    assert_eq!(open.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, || (false, false)), None);
+    assert_eq!(open.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, || (true, false)), None);
     assert_eq!(
-        open.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, true, false),
+        open.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, || (true, false)),
         Some(Challenge::Proxy)
     );
-    assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, false, false), None);
+    assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, || (false, false)), None);
 }
 
 /// Collects what the authenticator reports to its [`FailureSink`].

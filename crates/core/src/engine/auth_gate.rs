@@ -24,8 +24,7 @@ impl Engine {
     /// Checks `msg` against the authentication policy.
     pub(super) fn auth_gate(&self, now: Instant, from: Peer, msg: &Message) -> Gate {
         let Some(auth) = &self.auth else { return Gate::Pass };
-        let (to_location_service, routed_by_us) = self.route_facts(msg);
-        let Some(kind) = auth.policy().requirement(msg, &self.cfg.identity, to_location_service, routed_by_us) else {
+        let Some(kind) = auth.policy().requirement(msg, &self.cfg.identity, || self.route_facts(msg)) else {
             return Gate::Pass;
         };
         match auth.verify(now, from, msg, kind) {
