@@ -167,6 +167,18 @@ impl<'m> Editor<'m> {
         self.push(b, body.to_vec())
     }
 
+    /// Adds `Content-Length` when the message has none. Content-Length is optional over UDP
+    /// but mandatory over streams (RFC 3261 §18.3, §20.14): a message relayed from UDP to TCP
+    /// or TLS without it could not be framed by the next hop, so a forwarded copy always
+    /// carries it.
+    pub fn ensure_content_length(&mut self) -> &mut Self {
+        if self.msg.headers().iter().any(|h| h.name == HeaderName::ContentLength) {
+            return self;
+        }
+        let len = itoa_u32(self.msg.body().len() as u32);
+        self.append_header("Content-Length", &len)
+    }
+
     /// Length of the serialized result.
     pub fn len(&self) -> usize {
         let removed: usize = self.edits.iter().map(|e| e.span.len()).sum();

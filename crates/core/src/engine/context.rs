@@ -57,6 +57,9 @@ pub struct Branch {
     pub timer_c: Option<Instant>,
     /// A CANCEL is owed once a provisional arrives (RFC 3261 §9.1).
     pub cancel_when_provisional: bool,
+    /// A CANCEL was sent: if no final response comes within 64*T1, the branch is given up
+    /// (§9.1) on its next Timer C.
+    pub cancelled: bool,
 }
 
 impl Branch {
@@ -68,6 +71,7 @@ impl Branch {
             state: BranchState::Trying,
             timer_c: None,
             cancel_when_provisional: false,
+            cancelled: false,
         }
     }
 

@@ -419,8 +419,17 @@ impl Engine {
         let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) else { return };
         match b.state {
             BranchState::Proceeding => {
+                if b.cancelled {
+                    return; // one CANCEL per branch (§9.1: it is retransmitted by its transaction)
+                }
                 let (Some(req), Some(cid)) = (b.request.clone(), b.client) else { return };
                 let Some(peer) = self.txs.peer(cid) else { return };
+                // §9.1: without a final response 64*T1 after the CANCEL, the INVITE's client
+                // transaction is destroyed: Timer C's heap brings the branch back then.
+                let give_up_at = now + self.cfg.timers.t1 * 64;
+                b.cancelled = true;
+                b.timer_c = Some(give_up_at);
+                self.timer_c.push(std::cmp::Reverse((give_up_at, sid, idx)));
                 if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
                     if let Ok((id, actions)) = self.txs.insert_client(now, cancel, peer) {
                         self.apply(now, id, Some(peer), actions, out);

@@ -13,11 +13,15 @@ use herald_sip::{Editor, HeaderName, Limits, Message};
 use std::cmp::Reverse;
 use std::time::Instant;
 
-/// The response without its top Via (ours), as forwarded upstream (§16.7 step 9).
+/// The response without its top Via (ours), as forwarded upstream (§16.7 step 9). `None` when
+/// no well-formed Via remains: §16.7 step 3, the response was meant for this element (or was
+/// mangled on the way) and must not be forwarded.
 fn strip_top_via(resp: &Message) -> Option<bytes::Bytes> {
     let top = resp.list_values(HeaderName::Via).next()?.ok()?;
+    resp.vias().nth(1)?.ok()?;
     let mut e = Editor::new(resp);
     e.remove_list_value(top);
+    e.ensure_content_length();
     Some(e.finish())
 }
 
@@ -188,7 +192,16 @@ impl Engine {
 
     /// Forwards a response received on a branch through the server transaction.
     fn send_upstream(&mut self, now: Instant, sid: TxId, resp: &Message, status: u16, out: &mut Vec<Output>) {
-        let Some(bytes) = strip_top_via(resp) else { return };
+        let Some(bytes) = strip_top_via(resp) else {
+            // The next hop's response lost the Vias below ours (§16.7 step 3): it cannot be
+            // forwarded. A final one must still end the caller's transaction: with our own.
+            if status >= 200 {
+                if let Some(req) = self.contexts.get(&sid).map(|c| c.request.clone()) {
+                    self.respond(now, sid, &req, (502, "Bad Gateway"), &[], out);
+                }
+            }
+            return;
+        };
         let peer = self.txs.peer(sid);
         let actions = self.txs.on_tu_response(now, sid, bytes, status);
         self.apply(now, sid, peer, actions, out);
@@ -202,6 +215,16 @@ impl Engine {
             return; // stale: reset by a later provisional, or the branch finished
         }
         match b.state {
+            BranchState::Proceeding if b.cancelled => {
+                // §9.1: CANCELled 64*T1 ago and still no final response: the next hop is gone.
+                // The INVITE client transaction (stuck in Proceeding: it has no timer there) is
+                // destroyed and the branch fails, so the caller gets a final response.
+                if let Some(cid) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)?.client.take()) {
+                    self.clients.remove(&cid);
+                    self.txs.remove(cid);
+                }
+                self.branch_failed(now, sid, idx, 408, out);
+            }
             BranchState::Proceeding => self.cancel_branch(now, sid, idx, out),
             _ => self.branch_failed(now, sid, idx, 408, out),
         }

@@ -451,3 +451,7 @@ fn retransmitted_invite_is_absorbed() {
 
 #[path = "tests_auth.rs"]
 mod auth;
+
+#[cfg(test)]
+#[path = "tests_fuzz_findings.rs"]
+mod fuzz_findings;

@@ -62,6 +62,7 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
     for r in f.append_routes {
         e.append_header("Route", r.as_bytes());
     }
+    e.ensure_content_length();
     e.finish()
 }
 
