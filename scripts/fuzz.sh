@@ -19,7 +19,7 @@ SECONDS_PER_TARGET="${1:-20}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(parse_message stream_framer uri)
+    TARGETS=(parse_message stream_framer uri engine_pipeline)
 fi
 TORTURE="${HERALD_TORTURE_DIR:-$ROOT/../shared/testdata/sip-torture/rfc4475}"
 FIXTURES="$ROOT/crates/sip/benches/messages"

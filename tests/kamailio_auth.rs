@@ -31,7 +31,6 @@
 //! tests/common's `port_block()`. Logs: a temp directory, kept when a test fails.
 
 mod common;
-#[allow(dead_code)] // tests/kamailio.rs uses the rest
 mod kamailio_support;
 
 use common::{Herald, HeraldConfig, HeraldExtras};

@@ -194,8 +194,11 @@ pub struct HeraldExtras {
     pub udp_buffer_bytes: Option<usize>,
     /// TOML appended to the configuration in place of the sections these tests otherwise get
     /// (`[flood] trusted` loopback, so that load tests from one address are not banned, and
-    /// `[auth] enabled = false`). Must not repeat `[server]` or `[metrics]`.
+    /// `[auth] enabled = false`). Must not repeat `[server]`, `[metrics]` or `[tls]`.
     pub toml: Option<String>,
+    /// (certificate, private key) PEM files: also listen on TLS at 127.0.0.1:<base + 3>
+    /// (`--listen-tls`, see [`Herald::tls_addr`]).
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// A running `herald serve --listen 127.0.0.1:PORT`. Dropping it sends SIGTERM and waits (then
@@ -207,6 +210,8 @@ pub struct Herald {
     pub log: PathBuf,
     /// `http://127.0.0.1:<port>/metrics` when started with [`HeraldExtras::metrics`].
     pub metrics_url: Option<String>,
+    /// The TLS listener, when started with [`HeraldExtras::tls`].
+    pub tls_addr: Option<SocketAddr>,
     drain: Duration,
 }
 
@@ -238,6 +243,13 @@ impl Herald {
             toml += &format!("[metrics]\nlisten = \"127.0.0.1:{}\"\n", base + 5);
             format!("http://127.0.0.1:{}/metrics", base + 5)
         });
+        let tls_addr = extras.tls.as_ref().map(|(cert, key)| {
+            let tls: SocketAddr = format!("127.0.0.1:{}", base + 3).parse().unwrap();
+            args.push("--listen-tls".into());
+            args.push(tls.to_string());
+            toml += &format!("[tls]\ncertificate = \"{}\"\nprivate_key = \"{}\"\n", cert.display(), key.display());
+            tls
+        });
         match &extras.toml {
             Some(t) => toml += t,
             // A load generator is one address sending hundreds of requests per second: what a
@@ -263,7 +275,7 @@ impl Herald {
             .stderr(File::create(&log).unwrap());
         let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start herald: {e}"));
         let drain = Duration::from_secs(u64::from(cfg.drain_timeout_s.unwrap_or(32)));
-        let mut h = Herald { child: Some(child), addr, dir: dir.to_owned(), log, metrics_url, drain };
+        let mut h = Herald { child: Some(child), addr, dir: dir.to_owned(), log, metrics_url, tls_addr, drain };
         if cfg.private_netns {
             h.enter_netns();
         }

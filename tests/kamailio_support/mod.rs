@@ -1,3 +1,4 @@
+#![allow(dead_code)] // shared by several test binaries, each using part of it
 //! Support for tests/kamailio.rs: a real Kamailio (tests/kamailio/proxy.cfg), a real herald and
 //! SIPp peers, each a child process in its own process group that is killed when its guard is
 //! dropped; a scratch directory for configs and logs (kept, and its path printed, when the test

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // shared by several test binaries, each using part of it
 //! Test certificates made with the `openssl` command (no key material in the repository): a CA
 //! and a leaf certificate for 127.0.0.1 and localhost, signed by it, usable as TLS server and
 //! client certificate (extendedKeyUsage serverAuth, clientAuth).
