@@ -3,7 +3,7 @@
 # run against one herald (release build, WORKERS workers, record-routing, no authentication):
 # the same call shape (INVITE, 180, 200, ACK, hold, BYE, 200) at RATE calls/s for DURATION_S
 # seconds per transport, REPEAT rounds in turn (udp, tcp, tls, udp, ...) so that drift of the
-# machine hits every transport alike. Server CPU comes from --server-pid (utime + stime of
+# machine hits every transport alike, herald restarted before each run. Server CPU comes from --server-pid (utime + stime of
 # herald over the measurement window), per 1,000 calls; the generator's own CPU per call is
 # shown too (it pays for TLS on its side as well). Medians over the rounds in $OUT/summary.md.
 #
@@ -50,12 +50,18 @@ transports = [\"tls\"]
 certificate = \"$tmp/cert.pem\"
 private_key = \"$tmp/key.pem\"
 ca_file = \"$tmp/ca.pem\"" | sed 's/transports = \["udp"\]/transports = ["udp", "tcp"]/' >"$tmp/herald.toml"
-"$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
-server_pid=$!
-wait_bound "$PORT" "$server_pid"
+start_herald() {
+    stop "$server_pid"
+    "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
+    server_pid=$!
+    wait_bound "$PORT" "$server_pid"
+}
 
 for round in $(seq "$REPEAT"); do
     for t in udp tcp tls; do
+        # A fresh herald per run: the generator's callees leave their bindings behind (contacts
+        # on its closed sockets), which later runs would otherwise fork to.
+        start_herald
         port=$PORT
         extra=()
         if [ "$t" = tls ]; then port=$TLS_PORT extra=(--tls-ca "$tmp/ca.pem"); fi
