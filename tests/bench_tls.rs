@@ -186,6 +186,11 @@ fn a_tls_connection_lost_mid_run_fails_the_rest_of_the_window() {
     assert!(r.attempted >= 110, "arrivals go on after the loss: {}", r.attempted);
     assert!(r.succeeded >= 40, "calls before the loss succeeded: {r:?}");
     // The calls in flight and every arrival after the loss, all with the TLS reason.
-    let lost: u64 = r.failures.iter().filter(|(why, _)| why.starts_with("transport: TLS: ")).map(|(_, n)| n).sum();
+    let lost: u64 = r
+        .failures
+        .iter()
+        .filter(|(why, _)| why.trim_start_matches("after answer: ").starts_with("transport: TLS: "))
+        .map(|(_, n)| n)
+        .sum();
     assert!(lost >= 50 && lost == r.failed, "failures: {:?}", r.failures);
 }
