@@ -7,23 +7,25 @@
 //!
 //! herald's own TLS listener is tested with herald's server, not here.
 
+mod bench_support;
+mod common;
 #[path = "bench_tls/support.rs"]
 mod support;
+mod tls_support;
 
+use bench_support::{read_run, spawn_bench, wait_output};
+use common::test_dir;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::{
-    assert_exit, bench, make_ca, make_client_cert, make_server_cert, read_run, spawn_bench, test_dir, wait_output,
-    TlsKamailio,
-};
+use support::{assert_exit, bench, TlsKamailio};
+use tls_support::Pki;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// Kamailio serving a certificate from a fresh CA "good"; returns it and the CA file.
 fn kamailio(dir: &Path) -> (TlsKamailio, PathBuf) {
-    let ca = make_ca(dir, "good");
-    let (cert, key) = make_server_cert(dir, "good");
-    (TlsKamailio::start(dir, &cert, &key, None), ca)
+    let good = Pki::generate(dir, "good");
+    (TlsKamailio::start(dir, &good.cert, &good.key, None), good.ca)
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -76,7 +78,7 @@ fn calls_and_registrations_over_tls_through_kamailio() {
 fn untrusted_certificate_or_wrong_name_fails_with_the_rustls_reason() {
     let dir = test_dir("bench_tls_untrusted");
     let (k, good_ca) = kamailio(&dir);
-    let other_ca = make_ca(&dir, "other");
+    let other_ca = Pki::generate(&dir, "other").ca;
     let addr = k.addr();
     // A CA that did not sign the server's certificate.
     let (out, took) = bench(
@@ -126,10 +128,12 @@ fn untrusted_certificate_or_wrong_name_fails_with_the_rustls_reason() {
 #[test]
 fn client_certificate_when_the_server_demands_one() {
     let dir = test_dir("bench_tls_client_cert");
-    let ca = make_ca(&dir, "good");
-    let (cert, key) = make_server_cert(&dir, "good");
-    let (client_cert, client_key) = make_client_cert(&dir, "good");
-    let k = TlsKamailio::start(&dir, &cert, &key, Some(&ca));
+    // The generator's certificate comes from its own CA, which Kamailio requires of clients.
+    let server = Pki::generate(&dir, "good");
+    let client = Pki::generate(&dir, "client");
+    let (client_cert, client_key) = (client.cert, client.key);
+    let ca = server.ca;
+    let k = TlsKamailio::start(&dir, &server.cert, &server.key, Some(&client.ca));
     let (addr, ca) = (k.addr(), ca.to_str().unwrap().to_string());
     let register = |extra: &[&str]| {
         let mut args = vec!["register", "--registrar", &addr, "--transport", "tls", "--tls-ca", &ca];

@@ -15,9 +15,9 @@ pub const KAMAILIO: &str = "/usr/sbin/kamailio";
 /// The password of every user in tests/bench_kamailio/proxy.cfg.
 pub const KAMAILIO_PASSWORD: &str = "bench-secret";
 
-/// Runs `herald bench ARGS`, killing it after `limit`.
-pub fn bench(args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_herald"))
+/// Starts `herald bench ARGS --quiet`.
+pub fn spawn_bench(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
         .arg("bench")
         .args(args)
         .arg("--quiet")
@@ -25,8 +25,12 @@ pub fn bench(args: &[&str], limit: Duration) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run herald bench");
-    wait_output(child, limit)
+        .expect("run herald bench")
+}
+
+/// Runs `herald bench ARGS`, killing it after `limit`.
+pub fn bench(args: &[&str], limit: Duration) -> Output {
+    wait_output(spawn_bench(args), limit)
 }
 
 /// Waits for `child` to exit (killing it after `limit`) and collects its output.

@@ -1,10 +1,9 @@
-//! Helpers for tests/bench_tls.rs: a certificate authority and server certificates made with the
-//! `openssl` command at test time, Kamailio with its tls module listening on TLS only
-//! (tests/bench_tls/proxy.cfg), ports from the block 18000-18099, and running `herald bench`
-//! with a time limit. Patterned on tests/bench_support (copied, not shared: these tests own their
-//! port block and need Kamailio's TLS listener).
+//! Helpers for tests/bench_tls.rs: Kamailio with its tls module listening on TLS only
+//! (tests/bench_tls/proxy.cfg), ports from the block 18000-18099, and timed `herald bench` runs.
+//! Running and reading `herald bench` comes from tests/bench_support, certificates from
+//! tests/tls_support, the test directory from tests/common.
 
-use herald_bench::results::{ResultsFile, RunResult};
+use crate::bench_support::{spawn_bench, wait_output};
 use std::collections::HashSet;
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -19,14 +18,6 @@ const TLS_MODULE: &str = "/usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so";
 /// The ports these tests may bind (other test files use 16000-17659).
 const PORT_MIN: u16 = 18000;
 const PORT_MAX: u16 = 18099;
-
-/// Where a test keeps its files: `target/tmp/<name>/`, emptied first.
-pub fn test_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Installs Kamailio and its tls module with apt-get when missing (once per test binary: two
 /// apt-get runs at once would fight over the dpkg lock).
@@ -92,75 +83,6 @@ fn local_ports(tcp_state: Option<&str>) -> HashSet<u16> {
         }
     }
     ports
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A self-signed CA: `NAME-ca.pem` (certificate) and `NAME-ca.key` in `dir`.
-pub fn make_ca(dir: &Path, name: &str) -> PathBuf {
-    let (cert, key) = (format!("{name}-ca.pem"), format!("{name}-ca.key"));
-    let subject = format!("/CN=herald bench_tls {name} CA");
-    openssl(
-        dir,
-        &[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &cert, "-days", "2", "-subj",
-            &subject,
-        ],
-    );
-    dir.join(cert)
-}
-
-/// A server certificate for IP 127.0.0.1 (subjectAltName, what the generator checks by default)
-/// signed by CA `ca`: (`server.pem`, `server.key`).
-pub fn make_server_cert(dir: &Path, ca: &str) -> (PathBuf, PathBuf) {
-    fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    let (ca_cert, ca_key) = (format!("{ca}-ca.pem"), format!("{ca}-ca.key"));
-    openssl(
-        dir,
-        &["x509", "-req", "-in", "server.csr", "-CA", &ca_cert, "-CAkey", &ca_key, "-CAcreateserial"]
-            .into_iter()
-            .chain(["-out", "server.pem", "-days", "2", "-extfile", "server.ext"])
-            .collect::<Vec<_>>(),
-    );
-    (dir.join("server.pem"), dir.join("server.key"))
-}
-
-/// A client certificate (no name checks apply to it) signed by CA `ca`: (`client.pem`,
-/// `client.key`). An X.509 v3 one (rustls refuses v1, which `openssl x509 -req` makes when no
-/// extension is given).
-pub fn make_client_cert(dir: &Path, ca: &str) -> (PathBuf, PathBuf) {
-    fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    openssl(
-        dir,
-        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=bench"],
-    );
-    let (ca_cert, ca_key) = (format!("{ca}-ca.pem"), format!("{ca}-ca.key"));
-    openssl(
-        dir,
-        &["x509", "-req", "-in", "client.csr", "-CA", &ca_cert, "-CAkey", &ca_key, "-CAcreateserial"]
-            .into_iter()
-            .chain(["-out", "client.pem", "-days", "2", "-extfile", "client.ext"])
-            .collect::<Vec<_>>(),
-    );
-    (dir.join("client.pem"), dir.join("client.key"))
 }
 
 /// Kamailio on tls:127.0.0.1:`port` only, in its own process group, killed on drop.
@@ -254,37 +176,11 @@ impl Drop for TlsKamailio {
     }
 }
 
-/// Starts `herald bench ARGS --quiet`.
-pub fn spawn_bench(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_herald"))
-        .arg("bench")
-        .args(args)
-        .arg("--quiet")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run herald bench")
-}
-
 /// Runs `herald bench ARGS`, killing it after `limit`; also returns how long it ran.
 pub fn bench(args: &[&str], limit: Duration) -> (Output, Duration) {
     let started = Instant::now();
     let out = wait_output(spawn_bench(args), limit);
     (out, started.elapsed())
-}
-
-/// Waits for `child` to exit (killing it after `limit`) and collects its output.
-pub fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// Panics with the output unless the run exited with `code`.
@@ -298,12 +194,4 @@ pub fn assert_exit(out: &Output, code: i32, kamailio: &TlsKamailio) {
         String::from_utf8_lossy(&out.stderr),
         kamailio.log()
     );
-}
-
-/// Reads a results file written by `herald bench KIND --json`.
-pub fn read_run(path: &Path, kind: &str) -> RunResult {
-    match (kind, ResultsFile::read(path).unwrap()) {
-        ("calls", ResultsFile::Calls(r)) | ("register", ResultsFile::Register(r)) => r,
-        (kind, other) => panic!("expected a {kind} result, got {} runs of another kind", other.runs().len()),
-    }
 }
