@@ -37,45 +37,6 @@ fn ports(base: u16) -> Ports {
     Ports { kamailio: base, herald: base + 1, uas: base + 10, register: base + 20, uac: base + 30 }
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-/// Registers `bob` with contact 127.0.0.1:`p.uas`, sending to 127.0.0.1:`to`. With a `domain`
-/// the Request-URI and To name that domain (register_domain.xml, Supported: path); without,
-/// they name the remote address (tests/sipp/register.xml). Returns the message log.
-fn register(s: &Scratch, p: &Ports, to: u16, domain: Option<&str>) -> Vec<Logged> {
-    let mut args = strings(&[&format!("127.0.0.1:{to}"), "-sf"]);
-    match domain {
-        Some(d) => {
-            args.push(repo().join("tests/kamailio_support/register_domain.xml").display().to_string());
-            args.extend(strings(&["-key", "target_domain", d]));
-        }
-        None => args.push(repo().join("tests/sipp/register.xml").display().to_string()),
-    }
-    args.extend(strings(&["-s", "bob", "-key", "contact_host", "127.0.0.1", "-key", "contact_port"]));
-    args.push(p.uas.to_string());
-    args.extend(sipp_ports(p.register));
-    args.extend(strings(&["-m", "1"]));
-    let status = run_sipp(s, "register", &args, 10);
-    assert!(status.success(), "REGISTER failed: sipp {status}; see register.msg");
-    assert_eq!(call_counts(&s.path("register.csv")), (1, 0), "REGISTER: (successful, failed)");
-    read_messages(&s.path("register.msg"))
-}
-
-/// `CALLS` calls to bob@`domain`, the caller sending every request to 127.0.0.1:`first_hop`.
-fn calls(s: &Scratch, p: &Ports, first_hop: u16, domain: &str) {
-    let mut args = strings(&[&format!("127.0.0.1:{first_hop}"), "-sf"]);
-    args.push(repo().join("tests/kamailio_support/uac_domain.xml").display().to_string());
-    args.extend(strings(&["-key", "target_domain", domain, "-s", "bob"]));
-    args.extend(sipp_ports(p.uac));
-    args.extend(strings(&["-r", "100", "-m", &CALLS.to_string(), "-d", "100"]));
-    let status = run_sipp(s, "uac", &args, 30);
-    let (ok, failed) = call_counts(&s.path("uac.csv"));
-    assert_eq!((ok, failed), (CALLS, 0), "calls (successful, failed); sipp {status}");
-    assert!(status.success(), "uac sipp {status}");
-}
-
 fn rr_of(port: u16) -> String {
     format!("<sip:127.0.0.1:{port};lr")
 }
@@ -140,10 +101,10 @@ fn caller_herald_kamailio_callee() {
     let _herald = start_herald(&s, p.herald);
     let _uas = start_uas(&s, p.uas);
     // The callee registers at Kamailio (AoR bob@127.0.0.1:KPORT); herald knows nothing of bob.
-    register(&s, &p, p.kamailio, None);
+    register_bob(&s, p.kamailio, p.uas, p.register, None);
     // sip:bob@127.0.0.1:KPORT is not herald's domain (herald.test, 127.0.0.1:HPORT): herald
     // forwards by Request-URI.
-    calls(&s, &p, p.herald, &format!("127.0.0.1:{}", p.kamailio));
+    call_bob(&s, p.herald, &format!("127.0.0.1:{}", p.kamailio), p.uac, CALLS, 100);
     assert_path(&s, &p, &[p.herald, p.kamailio]);
 }
 
@@ -156,11 +117,11 @@ fn caller_kamailio_herald_callee() {
     let _herald = start_herald(&s, p.herald);
     let _uas = start_uas(&s, p.uas);
     // The callee registers directly at herald as bob@herald.test.
-    let reg = register(&s, &p, p.herald, Some("herald.test"));
+    let reg = register_bob(&s, p.herald, p.uas, p.register, Some("herald.test"));
     let ok = reg.iter().find(|m| m.received && m.is_response(200, "REGISTER")).expect("200 to REGISTER");
     assert!(ok.header("Path").is_empty(), "no Path was sent, none echoed:\n{}", ok.text);
     // Kamailio relays everything for herald.test to herald.
-    calls(&s, &p, p.kamailio, "herald.test");
+    call_bob(&s, p.kamailio, "herald.test", p.uac, CALLS, 100);
     assert_path(&s, &p, &[p.kamailio, p.herald]);
 }
 
@@ -173,7 +134,7 @@ fn register_through_kamailio_with_path_then_call() {
     let _herald = start_herald(&s, p.herald);
     let _uas = start_uas(&s, p.uas);
     // REGISTER sip:herald.test sent to Kamailio, which adds Path and relays to herald.
-    let reg = register(&s, &p, p.kamailio, Some("herald.test"));
+    let reg = register_bob(&s, p.kamailio, p.uas, p.register, Some("herald.test"));
     let ok = reg.iter().find(|m| m.received && m.is_response(200, "REGISTER")).expect("200 to REGISTER");
     let contact = ok.header("Contact");
     assert_eq!(contact.len(), 1, "one binding in the 200:\n{}", ok.text);
@@ -190,6 +151,6 @@ fn register_through_kamailio_with_path_then_call() {
     assert_eq!(ok.header("Via").len(), 1, "proxies' Vias removed from the 200:\n{}", ok.text);
     // A call to bob@herald.test sent to herald: herald routes it along the stored Path, through
     // Kamailio, to the contact.
-    calls(&s, &p, p.herald, "herald.test");
+    call_bob(&s, p.herald, "herald.test", p.uac, CALLS, 100);
     assert_path(&s, &p, &[p.herald, p.kamailio]);
 }

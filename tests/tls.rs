@@ -50,10 +50,6 @@ fn ports(base: u16) -> Ports {
     }
 }
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
 fn require_tls_module() {
     require_tools();
     let so = Path::new(KAMAILIO_MODULES).join("tls.so");
@@ -106,37 +102,6 @@ fn herald_tls_toml(p: &Ports, pki: &Pki, roots: &Path, extra: &str) -> String {
     )
 }
 
-/// Registers bob with contact 127.0.0.1:`p.uas` at 127.0.0.1:`to` (domain `domain` or the
-/// registrar's address).
-fn register(s: &Scratch, p: &Ports, to: u16, domain: Option<&str>) {
-    let mut args = strings(&[&format!("127.0.0.1:{to}"), "-sf"]);
-    match domain {
-        Some(d) => {
-            args.push(repo().join("tests/kamailio_support/register_domain.xml").display().to_string());
-            args.extend(strings(&["-key", "target_domain", d]));
-        }
-        None => args.push(repo().join("tests/sipp/register.xml").display().to_string()),
-    }
-    args.extend(strings(&["-s", "bob", "-key", "contact_host", "127.0.0.1", "-key", "contact_port"]));
-    args.push(p.uas.to_string());
-    args.extend(sipp_ports(p.register));
-    args.extend(strings(&["-m", "1"]));
-    let status = run_sipp(s, "register", &args, 10);
-    assert!(status.success(), "REGISTER failed: sipp {status}; see register.msg");
-}
-
-/// `CALLS` calls to bob@`domain` sent to 127.0.0.1:`first_hop`, all of which must succeed.
-fn calls(s: &Scratch, p: &Ports, first_hop: u16, domain: &str) {
-    let mut args = strings(&[&format!("127.0.0.1:{first_hop}"), "-sf"]);
-    args.push(repo().join("tests/kamailio_support/uac_domain.xml").display().to_string());
-    args.extend(strings(&["-key", "target_domain", domain, "-s", "bob"]));
-    args.extend(sipp_ports(p.uac));
-    args.extend(strings(&["-r", "20", "-m", &CALLS.to_string(), "-d", "100"]));
-    let status = run_sipp(s, "uac", &args, 30);
-    let (ok, failed) = call_counts(&s.path("uac.csv"));
-    assert_eq!((ok, failed), (CALLS, 0), "calls (successful, failed); sipp {status}");
-}
-
 /// The INVITEs the callee received.
 fn invites_at_callee(s: &Scratch) -> Vec<Logged> {
     read_messages(&s.path("uas.msg")).into_iter().filter(|m| m.received && m.is_request("INVITE")).collect()
@@ -151,10 +116,10 @@ fn herald_relays_to_kamailio_over_verified_tls() {
     let _kamailio = start_kamailio_tls(&s, &p, &pki, &pki.ca, &format!("sip:127.0.0.1:{}", p.herald));
     let _herald = start_herald_with(&s, p.herald, &herald_tls_toml(&p, &pki, &pki.ca, ""));
     let _uas = start_uas(&s, p.uas);
-    register(&s, &p, p.kamailio, None);
+    register_bob(&s, p.kamailio, p.uas, p.register, None);
     // bob@Kamailio's TLS address: herald connects over TLS and checks Kamailio's certificate
     // against ca.pem and the IP 127.0.0.1.
-    calls(&s, &p, p.herald, &format!("127.0.0.1:{};transport=tls", p.kamailio_tls));
+    call_bob(&s, p.herald, &format!("127.0.0.1:{};transport=tls", p.kamailio_tls), p.uac, CALLS, 20);
     let invites = invites_at_callee(&s);
     assert_eq!(invites.len() as u64, CALLS);
     for m in &invites {
@@ -182,8 +147,8 @@ fn kamailio_connects_to_herald_with_client_certificate() {
     let required = format!("verify_client = \"required\"\nclient_ca_file = \"{}\"\n", pki.ca.display());
     let _herald = start_herald_with(&s, p.herald, &herald_tls_toml(&p, &pki, &pki.ca, &required));
     let _uas = start_uas(&s, p.uas);
-    register(&s, &p, p.herald, Some("herald.test"));
-    calls(&s, &p, p.kamailio, "herald.test");
+    register_bob(&s, p.herald, p.uas, p.register, Some("herald.test"));
+    call_bob(&s, p.kamailio, "herald.test", p.uac, CALLS, 20);
     for m in invites_at_callee(&s) {
         let vias = m.header("Via");
         assert_eq!(vias.len(), 3, "{}", m.text);

@@ -229,6 +229,47 @@ pub fn run_sipp(s: &Scratch, name: &'static str, args: &[String], timeout_s: u32
     }
 }
 
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Registers `bob` with contact 127.0.0.1:`uas`, sending from SIPp on `from_port` to
+/// 127.0.0.1:`to`. With a `domain` the Request-URI and To name that domain
+/// (register_domain.xml, Supported: path); without, they name the remote address
+/// (tests/sipp/register.xml). Returns the message log.
+pub fn register_bob(s: &Scratch, to: u16, uas: u16, from_port: u16, domain: Option<&str>) -> Vec<Logged> {
+    let mut args = strings(&[&format!("127.0.0.1:{to}"), "-sf"]);
+    match domain {
+        Some(d) => {
+            args.push(repo().join("tests/kamailio_support/register_domain.xml").display().to_string());
+            args.extend(strings(&["-key", "target_domain", d]));
+        }
+        None => args.push(repo().join("tests/sipp/register.xml").display().to_string()),
+    }
+    args.extend(strings(&["-s", "bob", "-key", "contact_host", "127.0.0.1", "-key", "contact_port"]));
+    args.push(uas.to_string());
+    args.extend(sipp_ports(from_port));
+    args.extend(strings(&["-m", "1"]));
+    let status = run_sipp(s, "register", &args, 10);
+    assert!(status.success(), "REGISTER failed: sipp {status}; see register.msg");
+    assert_eq!(call_counts(&s.path("register.csv")), (1, 0), "REGISTER: (successful, failed)");
+    read_messages(&s.path("register.msg"))
+}
+
+/// `calls` calls to bob@`domain` at `rate` per second, from SIPp on `uac_port`, the caller
+/// sending every request to 127.0.0.1:`first_hop`; all must succeed.
+pub fn call_bob(s: &Scratch, first_hop: u16, domain: &str, uac_port: u16, calls: u64, rate: u32) {
+    let mut args = strings(&[&format!("127.0.0.1:{first_hop}"), "-sf"]);
+    args.push(repo().join("tests/kamailio_support/uac_domain.xml").display().to_string());
+    args.extend(strings(&["-key", "target_domain", domain, "-s", "bob"]));
+    args.extend(sipp_ports(uac_port));
+    args.extend(strings(&["-r", &rate.to_string(), "-m", &calls.to_string(), "-d", "100"]));
+    let status = run_sipp(s, "uac", &args, 30);
+    let (ok, failed) = call_counts(&s.path("uac.csv"));
+    assert_eq!((ok, failed), (calls, 0), "calls (successful, failed); sipp {status}");
+    assert!(status.success(), "uac sipp {status}");
+}
+
 /// One message of a SIPp `-trace_msg` log.
 #[derive(Debug)]
 pub struct Logged {
