@@ -51,9 +51,10 @@ impl Server {
         let flood =
             config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
         let tls_listener = bound.iter().any(|b| b.transport == Transport::Tls);
-        if tls_listener && config.tls.certificate.is_none() {
-            return Err(ServerError::Tls("a TLS listener needs [tls] certificate and private_key".into()));
-        }
+        config
+            .tls
+            .validate(tls_listener)
+            .map_err(|(key, message)| ServerError::Tls(format!("[tls] {key}: {message}")))?;
         let tls = if tls_listener || config.tls.certificate.is_some() {
             Some(Arc::new(TlsContext::new(&config.tls).map_err(ServerError::Tls)?))
         } else {

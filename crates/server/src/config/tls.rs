@@ -68,8 +68,9 @@ impl Tls {
         self.ca_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE))
     }
 
-    /// Checks what needs no file: key pairs and relations. `Err((key, message))`.
-    pub(super) fn validate(&self, has_listener: bool) -> Result<(), (&'static str, String)> {
+    /// Checks what needs no file: key pairs and relations. `Err((key, message))`. Run at load,
+    /// and again at bind (`--listen-tls` adds listeners after the file was loaded).
+    pub(crate) fn validate(&self, has_listener: bool) -> Result<(), (&'static str, String)> {
         if has_listener && self.certificate.is_none() {
             return Err(("certificate", "a \"tls\" listener needs [tls] certificate and private_key".into()));
         }

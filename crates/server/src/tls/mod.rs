@@ -66,6 +66,9 @@ impl TlsContext {
     /// Remembers that `targets` were resolved from `host`, for the name check of TLS
     /// connections to them.
     pub(crate) fn learn(&self, host: &str, targets: &[Target]) {
+        if !targets.iter().any(|t| t.transport == Transport::Tls) {
+            return; // most lookups are for UDP/TCP: no lock for them
+        }
         let mut names = self.names.lock().expect("names lock");
         for t in targets.iter().filter(|t| t.transport == Transport::Tls) {
             if names.len() >= MAX_NAMES {
