@@ -3,7 +3,7 @@
 //! store.
 
 use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, Authenticator, FileWatcher, IdentityRule, Reload};
-use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute};
+use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute, ResponseStats};
 use herald_core::proxy::Identity;
 use herald_core::registrar::{Registrar, RegistrarConfig};
 use herald_core::transaction::Timers;
@@ -80,19 +80,22 @@ pub fn run(args: Args) -> ExitCode {
         domains: Vec::new(), // the engine already decided the request is for a served domain
     };
     // One registrar, cloned into every shard: the clones share its counters. They and the
-    // authenticator's are exported with the server's (metrics endpoint: herald_registrar_*,
-    // herald_auth_*; Stats::snapshot).
+    // authenticator's and the engines' own responses are exported with the server's (metrics
+    // endpoint: herald_registrar_*, herald_auth_*, herald_local_responses_total; Stats::snapshot).
     let registrar = Registrar::new(registrar_cfg);
     let store = Arc::new(registrar.new_store());
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());
+    let responses = Arc::new(ResponseStats::default());
+    stats.export_responses(responses.clone());
     if let Some(a) = &auth {
         stats.export_auth(a.shared_stats());
     }
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
         move |shard| {
-            let engine = Engine::new(engine_cfg.clone(), store.clone(), registrar.clone(), shard);
+            let engine = Engine::new(engine_cfg.clone(), store.clone(), registrar.clone(), shard)
+                .with_response_stats(responses.clone());
             match &auth {
                 Some(a) => engine.with_auth(a.clone()),
                 None => engine,

@@ -133,6 +133,11 @@ fn counts_and_timings_per_type_and_transport() {
     assert_eq!(delta(&before, &after, "herald_udp_received_total", &[]), 25.0);
     assert_eq!(delta(&before, &after, "herald_tcp_received_total", &[]), 7.0);
     assert_eq!(delta(&before, &after, "herald_tcp_accepted_total", &[]), 1.0);
+    // The proxy core answered every OPTIONS itself (and the challenges, if any); the
+    // registrar's 200s are its own family.
+    let local = |status: &str| delta(&before, &after, "herald_local_responses_total", &[("status", status)]);
+    assert_eq!(local("200"), 27.0);
+    assert_eq!(local("401"), register_classes.get("4xx").copied().unwrap_or(0.0));
     // Queue wait exists for datagrams only; service time for every message.
     let options = [("type", "OPTIONS")];
     assert_eq!(delta(&before, &after, "herald_queue_wait_seconds_count", &options), 20.0);

@@ -1,13 +1,15 @@
 //! Counters. Each worker increments its own block (no cache line shared on the hot path); a
 //! snapshot sums them. The per-type timings of the metrics endpoint live beside them
 //! ([`crate::metrics::WorkerMetrics`], one block per worker too). The engines' own counters
-//! (digest authentication, registrar) live in herald-core and are registered here by whoever
-//! builds the engines ([`Stats::export_auth`], [`Stats::export_registrar`]), so that the metrics
+//! (digest authentication, registrar, the engines' own responses) live in herald-core and are
+//! registered here by whoever builds the engines ([`Stats::export_auth`],
+//! [`Stats::export_registrar`], [`Stats::export_responses`]), so that the metrics
 //! endpoint and [`Stats::snapshot`] show them too.
 
 use crate::metrics::WorkerMetrics;
 use crate::protect::FloodGuard;
 use herald_core::auth::{AuthStats, AuthStatsSnapshot};
+use herald_core::engine::ResponseStats;
 use herald_core::registrar::{RegistrarStats, RegistrarStatsSnapshot};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -33,6 +35,10 @@ macro_rules! counters {
             pub auth: Option<AuthStatsSnapshot>,
             /// The registrar's answers, when registered ([`Stats::export_registrar`]).
             pub registrar: Option<RegistrarStatsSnapshot>,
+            /// The responses the engines built themselves, `(status, count)` for each status
+            /// sent at least once, ascending ([`Stats::export_responses`]; empty when none was
+            /// registered).
+            pub local_responses: Vec<(u16, u64)>,
         }
 
         impl WorkerStats {
@@ -117,6 +123,7 @@ pub struct Stats {
 pub(crate) struct EngineCounters {
     pub(crate) auth: OnceLock<Arc<AuthStats>>,
     pub(crate) registrar: OnceLock<Arc<RegistrarStats>>,
+    pub(crate) responses: OnceLock<Arc<ResponseStats>>,
 }
 
 impl Stats {
@@ -146,6 +153,14 @@ impl Stats {
         self.engine.registrar.set(registrar).is_ok()
     }
 
+    /// Exports the engines' own responses by status (`Engine::with_response_stats`, one table
+    /// shared by the shards) as `herald_local_responses_total{status}` and in
+    /// [`StatsSnapshot::local_responses`]. Only the first call counts; it returns whether this
+    /// one did.
+    pub fn export_responses(&self, responses: Arc<ResponseStats>) -> bool {
+        self.engine.responses.set(responses).is_ok()
+    }
+
     pub fn snapshot(&self) -> StatsSnapshot {
         let mut s = StatsSnapshot::default();
         for w in self.workers.iter() {
@@ -154,6 +169,7 @@ impl Stats {
         s.tcp_open = self.tcp_open.load(Ordering::Relaxed) as u64;
         s.auth = self.engine.auth.get().map(|a| a.snapshot());
         s.registrar = self.engine.registrar.get().map(|r| r.snapshot());
+        s.local_responses = self.engine.responses.get().map(|r| r.snapshot()).unwrap_or_default();
         s
     }
 }

@@ -8,11 +8,13 @@ mod context;
 mod hop;
 mod requests;
 mod responses;
+mod stats;
 #[cfg(test)]
 mod tests;
 
 pub use config::{EngineConfig, Forking, Listener, RecordRoute};
 pub use hop::{hop_for, Hop};
+pub use stats::ResponseStats;
 
 use crate::auth::Authenticator;
 use crate::hash::fnv1a_parts;
@@ -51,6 +53,8 @@ pub struct Engine {
     tag_seed: u64,
     /// Digest authentication (RFC 3261 §22), shared by all engines; `None`: nobody is challenged.
     auth: Option<Arc<Authenticator>>,
+    /// The responses this engine builds itself, by status (shared by the shards when given).
+    responses: Arc<ResponseStats>,
 }
 
 impl Engine {
@@ -72,12 +76,20 @@ impl Engine {
             next_token: (index as u64) << 48,
             tag_seed: seed,
             auth: None,
+            responses: Arc::default(),
         }
     }
 
     /// Challenges requests as `auth`'s policy says (RFC 3261 §22).
     pub fn with_auth(mut self, auth: Arc<Authenticator>) -> Engine {
         self.auth = Some(auth);
+        self
+    }
+
+    /// Counts the responses this engine builds itself in `stats` (one table for all shards,
+    /// exported as `herald_local_responses_total`).
+    pub fn with_response_stats(mut self, stats: Arc<ResponseStats>) -> Engine {
+        self.responses = stats;
         self
     }
 
@@ -120,6 +132,7 @@ impl Engine {
             b = b.header(name, value.as_bytes());
         }
         let bytes = b.build().freeze();
+        self.responses.count(status);
         let peer = self.txs.peer(id);
         let actions = self.txs.on_tu_response(now, id, bytes, status);
         self.apply(now, id, peer, actions, out);
@@ -148,6 +161,7 @@ impl Engine {
             b = b.header(name, value.as_bytes());
         }
         let bytes = b.build().freeze();
+        self.responses.count(status);
         let to = crate::proxy::respond::response_destination(req, from);
         out.push(Output::Send { to, bytes });
     }

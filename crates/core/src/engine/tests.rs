@@ -162,6 +162,8 @@ fn a_call_through_the_proxy() {
 #[test]
 fn unknown_users_and_invalid_requests_are_answered_locally() {
     let mut h = Harness::new();
+    let counted = Arc::new(ResponseStats::default());
+    h.engine = h.engine.with_response_stats(counted.clone());
     let nobody = sent(&h.send(ALICE, &invite("nobody", "c404")));
     assert_eq!(nobody.last().unwrap().1.status(), Some(404));
     let zero = invite("bob", "c483").replace("Max-Forwards: 70", "Max-Forwards: 0");
@@ -181,6 +183,8 @@ fn unknown_users_and_invalid_requests_are_answered_locally() {
     let r = sent(&h.send(ALICE, &bad));
     assert_eq!(r[0].1.status(), Some(400));
     assert_eq!(r[0].1.reason(), Some(&b"Missing Call-ID"[..]));
+    // Every one of those answers is counted by its status (herald_local_responses_total).
+    assert_eq!(counted.snapshot(), vec![(200, 1), (400, 1), (404, 1), (416, 1), (420, 1), (483, 1)]);
 }
 
 #[test]

@@ -98,8 +98,9 @@ pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> 
     out
 }
 
-/// The engines' counters (herald-core): digest authentication and the registrar. Absent when
-/// not registered with the `Stats` (`[auth] enabled = false` has no authenticator).
+/// The engines' counters (herald-core): digest authentication, the registrar and the engines'
+/// own responses. Absent when not registered with the `Stats` (`[auth] enabled = false` has no
+/// authenticator) or, for the responses, before the first one.
 fn render_engine(o: &mut String, snap: &StatsSnapshot) {
     if let Some(a) = &snap.auth {
         for (name, help, v) in [
@@ -141,6 +142,20 @@ fn render_engine(o: &mut String, snap: &StatsSnapshot) {
         );
         for (reason, n) in r.rejections() {
             let _ = writeln!(o, "{name}{{reason=\"{reason}\"}} {n}");
+        }
+    }
+    if !snap.local_responses.is_empty() {
+        let name = "herald_local_responses_total";
+        family(
+            o,
+            name,
+            "counter",
+            "Responses the proxy core built itself (not relayed), by status: its refusals (400, 404, 416, 420, \
+             480, 482, 483), final answers synthesized for failed branches (408, 500, 502, 503), 200 to OPTIONS \
+             and CANCEL, digest challenges (401, 407). Registrar answers are herald_registrar_*.",
+        );
+        for (status, n) in &snap.local_responses {
+            let _ = writeln!(o, "{name}{{status=\"{status}\"}} {n}");
         }
     }
 }

@@ -156,6 +156,12 @@ fn engine_counters_are_exported_once_registered() {
     assert!(handle.export_auth(auth.clone()));
     assert!(handle.export_registrar(registrar.shared_stats()));
     assert!(!handle.export_auth(Arc::new(AuthStats::default())), "the first registration stays");
+    let responses = Arc::new(herald_core::engine::ResponseStats::default());
+    assert!(handle.export_responses(responses.clone()));
+    assert!(!render(&stats).contains("herald_local_responses_total"), "no family before the first response");
+    for status in [404, 483, 404] {
+        responses.count(status);
+    }
 
     auth.challenges.fetch_add(3, Relaxed);
     auth.accepted.fetch_add(2, Relaxed);
@@ -175,6 +181,7 @@ fn engine_counters_are_exported_once_registered() {
     let snap = stats.snapshot();
     assert_eq!(snap.auth.map(|a| (a.challenges, a.accepted, a.failed, a.replayed)), Some((3, 2, 1, 4)));
     assert_eq!(snap.registrar.map(|r| (r.accepted, r.too_many_bindings)), Some((1, 2)));
+    assert_eq!(snap.local_responses, vec![(404, 2), (483, 1)]);
     let text = render(&stats);
     for line in [
         "herald_auth_challenges_total 3",
@@ -185,6 +192,9 @@ fn engine_counters_are_exported_once_registered() {
         "herald_registrar_accepted_total 1",
         "herald_registrar_rejected_total{reason=\"too_many_bindings\"} 2",
         "herald_registrar_rejected_total{reason=\"out_of_order\"} 0",
+        "herald_local_responses_total{status=\"404\"} 2",
+        "herald_local_responses_total{status=\"483\"} 1",
+        "# TYPE herald_local_responses_total counter",
         "# TYPE herald_auth_rejected_total counter",
         "# TYPE herald_registrar_rejected_total counter",
     ] {
