@@ -58,6 +58,38 @@ fn calls_against_herald(transport: &str) {
     assert!(r.servers[0].cpu_s > 0.0 && r.servers[0].peak_rss_kib > 0);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("SRD") && text.contains("succeeded"), "{text}");
+    // The callees were unregistered at the end: no binding of theirs is left behind to route
+    // the next run's calls to this run's closed sockets. (The query itself is shown to list a
+    // binding that is there.)
+    assert_eq!((r.unregister_failed, r.unregister_error.as_deref()), (0, None));
+    let domain = h.addr.ip().to_string(); // the bench's default domain
+    assert_eq!(register(h.addr, &domain, "probe", Some("sip:probe@127.0.0.1:9")), vec!["<sip:probe@127.0.0.1:9>"]);
+    for user in ["user0", "user6"] {
+        assert_eq!(register(h.addr, &domain, user, None), Vec::<String>::new(), "{user} still bound");
+    }
+}
+
+/// Sends REGISTER for `user` to herald over UDP, adding `contact` or, without one, asking for
+/// the current bindings (RFC 3261 §10.2.3); returns the Contact values of the 200.
+fn register(herald: std::net::SocketAddr, domain: &str, user: &str, contact: Option<&str>) -> Vec<String> {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = socket.local_addr().unwrap();
+    let contact = contact.map(|c| format!("Contact: <{c}>\r\nExpires: 60\r\n")).unwrap_or_default();
+    let req = format!(
+        "REGISTER sip:{domain} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-q{user}\r\nMax-Forwards: 70\r\n\
+         From: <sip:{user}@{domain}>;tag=q\r\nTo: <sip:{user}@{domain}>\r\nCall-ID: query-{user}\r\n\
+         CSeq: 1 REGISTER\r\n{contact}Content-Length: 0\r\n\r\n"
+    );
+    socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    socket.send_to(req.as_bytes(), herald).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = socket.recv(&mut buf).expect("no answer to REGISTER");
+    let resp = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(resp.starts_with("SIP/2.0 200"), "{resp}");
+    resp.lines()
+        .filter_map(|l| l.strip_prefix("Contact:").or_else(|| l.strip_prefix("m:")))
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_string())
+        .collect()
 }
 
 #[test]

@@ -278,6 +278,13 @@ pub fn summary(command: &str, r: &RunResult) -> String {
         "  UDP RcvbufErrors {} -> {}  InErrors {} -> {}\n",
         r.udp_before.rcvbuf_errors, r.udp_after.rcvbuf_errors, r.udp_before.in_errors, r.udp_after.in_errors
     );
+    if r.unregister_failed > 0 {
+        s += &format!(
+            "  unregistering at the end failed for {} users ({}): the registrar keeps their bindings until they expire\n",
+            r.unregister_failed,
+            r.unregister_error.as_deref().unwrap_or("unknown")
+        );
+    }
     if let Some(u) = &r.users {
         s += &format!(
             "  users {}  transactions {}  failed {}  99.99% criterion {}\n",

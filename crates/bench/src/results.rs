@@ -120,6 +120,12 @@ pub struct RunResult {
     /// The generator's scheduling quantum, µs (`--quantum-us`; 0 in files from before it).
     #[serde(default)]
     pub quantum_us: u64,
+    /// After the window every registered user was unregistered (Expires: 0); how many of those
+    /// removals failed, and why the first did (0 and none in files from before it).
+    #[serde(default)]
+    pub unregister_failed: u64,
+    #[serde(default)]
+    pub unregister_error: Option<String>,
 }
 
 /// Latency distribution summary from an HDR histogram; all values in microseconds.

@@ -152,4 +152,45 @@ impl Engine {
             self.step(self.now + 100_000);
         }
     }
+
+    /// Removes the bindings this run registered, at the end of a run: REGISTER with Expires: 0
+    /// for the same Contact, Call-ID and the next CSeq (RFC 3261 §10.2.2), at most 64 at a time.
+    /// Without it the registrar would go on routing calls for these users to sockets that close
+    /// with this process, and the next run against it would fork its calls to dead contacts.
+    /// Best effort and bounded (a few seconds): the measurement is already taken. Returns the
+    /// users whose removal failed, with the first reason.
+    pub fn unregister_all(&mut self) -> (usize, Option<String>) {
+        const WINDOW: usize = 64;
+        self.register_expires_s = 0;
+        self.count_registrations = false;
+        let users: Vec<usize> = (0..self.registrations.len()).filter(|&u| self.registrations[u].registered).collect();
+        for &u in &users {
+            let reg = &mut self.registrations[u];
+            reg.registered = false;
+            reg.error = None;
+        }
+        // Time for two UDP retransmissions (T1, 2·T1) plus the window's pace.
+        let deadline = self.clock() + 3_000_000 + users.len() as u64 * 200;
+        let mut next = 0;
+        while !self.transport_lost() && self.now <= deadline {
+            let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
+            let mut started = 0;
+            while next < users.len() && in_flight + started < WINDOW {
+                self.register(users[next]);
+                next += 1;
+                started += 1;
+            }
+            if next == users.len() && self.registrations.iter().all(|r| r.tx.is_none()) {
+                break;
+            }
+            self.step(self.now + 100_000);
+        }
+        let failed: Vec<usize> = users.into_iter().filter(|&u| !self.registrations[u].registered).collect();
+        let reason = failed.first().map(|&u| match &self.registrations[u].error {
+            Some(e) => e.clone(),
+            None if self.transport_lost() => self.transport_failure(),
+            None => "no answer in time".into(),
+        });
+        (failed.len(), reason)
+    }
 }

@@ -91,7 +91,17 @@ fn measured(
         users: None,
         interrupted: window.interrupted,
         quantum_us: opts.quantum_us,
+        unregister_failed: 0,
+        unregister_error: None,
     })
+}
+
+/// Unregisters the run's users (see [`Engine::unregister_all`]) and records the outcome.
+fn unregistered(engine: &mut Engine, mut result: RunResult) -> RunResult {
+    let (failed, error) = engine.unregister_all();
+    result.unregister_failed = failed as u64;
+    result.unregister_error = error;
+    result
 }
 
 /// `herald bench calls`: registers every user on the callee socket, then places calls from the
@@ -112,7 +122,8 @@ pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, Stri
         let Mode::Calls { ring_us, hold_us } = e.mode else { return };
         e.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
     };
-    measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, grace, "calls")
+    let result = measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, grace, "calls")?;
+    Ok(unregistered(&mut engine, result))
 }
 
 /// `herald bench register`: each arrival refreshes the next idle user's registration.
@@ -135,7 +146,9 @@ pub fn run_register(opts: &RegisterOptions, stop: &StopFlag) -> Result<RunResult
         e.stats.attempted += 1;
         e.stats.fail("all users busy");
     };
-    measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, TIMEOUT_US + 1_000_000, "registrations")
+    let result =
+        measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, TIMEOUT_US + 1_000_000, "registrations")?;
+    Ok(unregistered(&mut engine, result))
 }
 
 /// `herald bench users`: registers every user, then runs the SPEC SIP user model for the window.
@@ -159,5 +172,5 @@ pub fn run_users(opts: &UsersOptions, stop: &StopFlag) -> Result<RunResult, Stri
         meets_criterion: s.transactions > 0 && (s.transactions_failed as f64) < 0.0001 * s.transactions as f64,
         calls_by_outcome: s.outcomes.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
     });
-    Ok(result)
+    Ok(unregistered(&mut engine, result))
 }
