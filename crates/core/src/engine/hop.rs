@@ -18,7 +18,14 @@ pub enum Hop {
 pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
     let Uri::Sip(u) = uri else { return None };
     let secure = u.scheme == Scheme::Sips;
-    let explicit = u.transport().and_then(Transport::parse);
+    let explicit = match (secure, u.transport().and_then(Transport::parse)) {
+        // RFC 3261 §26.2.2: a SIPS URI is reached over TLS (over TCP: `transport=tcp` means
+        // TLS over TCP) or secure WebSocket, never in the clear.
+        (true, Some(Transport::Udp)) => return None,
+        (true, Some(Transport::Tcp)) => Some(Transport::Tls),
+        (true, Some(Transport::Ws)) => Some(Transport::Wss),
+        (_, t) => t,
+    };
     let transport = explicit.unwrap_or(if secure { Transport::Tls } else { Transport::Udp });
     let default_port = if matches!(transport, Transport::Tls | Transport::Wss) { 5061 } else { 5060 };
     let ip = match u.maddr().and_then(|m| m.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok()) {
@@ -55,6 +62,10 @@ mod tests {
         assert_eq!((p.transport, p.addr), (Transport::Tcp, "[2001:db8::4]:5070".parse().unwrap()));
         let Some(Hop::Peer(p)) = hop("sips:bob@192.0.2.4") else { panic!() };
         assert_eq!((p.transport, p.addr.port()), (Transport::Tls, 5061));
+        // SIPS stays on TLS whatever the transport parameter says, or is not routed at all.
+        let Some(Hop::Peer(p)) = hop("sips:bob@192.0.2.4:5070;transport=tcp") else { panic!() };
+        assert_eq!((p.transport, p.addr.port()), (Transport::Tls, 5070));
+        assert_eq!(hop("sips:bob@192.0.2.4;transport=udp"), None);
         let Some(Hop::Peer(p)) = hop("sip:bob@example.com;maddr=192.0.2.9") else { panic!() };
         assert_eq!(p.addr, "192.0.2.9:5060".parse().unwrap());
     }

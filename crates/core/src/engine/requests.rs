@@ -6,13 +6,13 @@ use super::hop::{hop_for, Hop};
 use super::{Engine, Forking, RecordRoute};
 use crate::io::Output;
 use crate::peer::{Peer, Transport};
-use crate::proxy::forward::{forward, record_route_value, via_fixup, via_value, Forward};
+use crate::proxy::forward::{forward, record_route_value, record_route_value_sips, via_fixup, via_value, Forward};
 use crate::proxy::respond::{build_cancel, response_destination};
 use crate::proxy::route::{next_hop, preprocess, Preprocessed};
 use crate::proxy::validate::{loop_hash, validate_request, LOOP_SEP, SUPPORTED};
 use crate::transaction::{new_branch, stateless_branch, ServerKey, TxId};
 use herald_sip::headers::NameAddr;
-use herald_sip::uri::Uri;
+use herald_sip::uri::{Scheme, Uri};
 use herald_sip::{Limits, Message, Method};
 use herald_store::Aor;
 use std::collections::VecDeque;
@@ -187,7 +187,8 @@ impl Engine {
             if bindings.is_empty() {
                 return Err(Local::Reject(404, "Not Found"));
             }
-            return Ok(bindings
+            let secure = matches!(ruri.as_sip(), Some(u) if u.scheme == Scheme::Sips);
+            let planned: Vec<Planned> = bindings
                 .into_iter()
                 .map(|b| {
                     // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the
@@ -207,7 +208,15 @@ impl Engine {
                         fallback,
                     }
                 })
-                .collect());
+                // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
+                // the last one included (the last-hop exception is deprecated). A phone
+                // registered over UDP or TCP with a sip: contact cannot take it.
+                .filter(|p| !secure || reaches_securely(&p.dest))
+                .collect();
+            if planned.is_empty() {
+                return Err(Local::Reject(480, "No Secure Contact"));
+            }
+            return Ok(planned);
         }
         if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
             return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS
@@ -314,7 +323,16 @@ impl Engine {
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
         let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let record_route = self.record_route_for(&req, inbound, listener);
+        // §16.6 step 4: SIPS in the Request-URI (as received, or as this branch rewrites it) or
+        // in the top Route asks for a SIPS Record-Route.
+        let secure = is_sips(req.request_uri_bytes())
+            || planned.request_uri.as_deref().is_some_and(|u| is_sips(Some(u.as_bytes())))
+            || req
+                .routes()
+                .map_while(Result::ok)
+                .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
+                .is_some_and(|r| r.uri.scheme().eq_ignore_ascii_case("sips"));
+        let record_route = self.record_route_for(&req, inbound, listener, secure);
         let mut pre = match preprocess(&req, &self.cfg.identity) {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
@@ -364,6 +382,7 @@ impl Engine {
         req: &Message,
         inbound: Option<super::Listener>,
         outbound: super::Listener,
+        secure: bool,
     ) -> Vec<String> {
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
@@ -377,8 +396,9 @@ impl Engine {
         if !creates_dialog || !wanted {
             return Vec::new();
         }
-        let rr = |l: super::Listener| {
-            record_route_value((l.transport != Transport::Udp).then(|| l.transport.as_param()), l.addr)
+        let rr = |l: super::Listener| match l.transport {
+            Transport::Tls | Transport::Wss if secure => record_route_value_sips(l.addr),
+            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr),
         };
         match inbound {
             Some(i) if crosses => vec![rr(outbound), rr(i)],
@@ -553,6 +573,24 @@ fn delivery(contact: &str, source: Peer) -> PlannedDest {
         PlannedDest::Peer(source)
     } else {
         PlannedDest::Uri(contact.to_owned())
+    }
+}
+
+/// Whether `uri` (as written) is a SIPS URI, bracketed or not.
+fn is_sips(uri: Option<&[u8]>) -> bool {
+    uri.map(|u| u.strip_prefix(b"<").unwrap_or(u)).is_some_and(|u| u.len() > 5 && u[..5].eq_ignore_ascii_case(b"sips:"))
+}
+
+/// Whether a branch to `dest` travels over TLS: a connection that is one (the binding's own
+/// flow), or a URI that can only be reached over one (`sips:`, `transport=tls`).
+fn reaches_securely(dest: &PlannedDest) -> bool {
+    match dest {
+        PlannedDest::Peer(p) => matches!(p.transport, Transport::Tls | Transport::Wss),
+        PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+            Some(Hop::Peer(p)) => matches!(p.transport, Transport::Tls | Transport::Wss),
+            Some(Hop::Resolve(r)) => r.secure || matches!(r.transport, Some(Transport::Tls | Transport::Wss)),
+            None => false,
+        },
     }
 }
 

@@ -51,6 +51,12 @@ impl Harness {
         Harness::with(Forking::Parallel, false)
     }
 
+    fn from_config(cfg: EngineConfig) -> Harness {
+        let registrar = Registrar::new(RegistrarConfig::default());
+        let store = Arc::new(registrar.new_store());
+        Harness { engine: Engine::new(Arc::new(cfg), store, registrar, 0), now: Instant::now() }
+    }
+
     /// Feeds a message (LF line ends are turned into CRLF) from `from` over UDP.
     fn send(&mut self, from: &str, text: &str) -> Vec<Output> {
         self.send_bytes(Peer::udp(addr(from)), Bytes::from(text.replace("\r\n", "\n").replace('\n', "\r\n")))
@@ -459,3 +465,33 @@ mod auth;
 #[cfg(test)]
 #[path = "tests_fuzz_findings.rs"]
 mod fuzz_findings;
+
+/// RFC 5630 §3.1.3 and RFC 3261 §16.6 step 4: a SIPS request goes only to bindings reached over
+/// TLS (480 when there is none, never a UDP or TCP contact), and its Record-Route is SIPS.
+#[test]
+fn sips_requests_reach_only_tls_bindings_with_a_sips_record_route() {
+    let mut cfg = config(Forking::Parallel, false);
+    let tls_listener = addr("192.0.2.10:5061");
+    cfg.listeners.push(Listener { transport: Transport::Tls, addr: tls_listener });
+    let mut h = Harness::from_config(cfg);
+    h.register("bob", BOB, None);
+    let sips = |call: &str| invite("bob", call).replace("INVITE sip:bob@example.com", "INVITE sips:bob@example.com");
+    let r = sent(&h.send(ALICE, &sips("s1")));
+    assert_eq!(r.last().unwrap().1.status(), Some(480), "bob is reachable over UDP only");
+
+    // A second phone of bob's registers over its TLS connection.
+    let flow = Peer { transport: Transport::Tls, addr: addr(BOB2), conn: Some(crate::peer::ConnId(7)) };
+    let reg = format!("REGISTER sips:example.com SIP/2.0\r\nVia: SIP/2.0/TLS {BOB2};branch=z9hG4bKtls1\r\nMax-Forwards: 70\r\nFrom: <sips:bob@example.com>;tag=r2\r\nTo: <sips:bob@example.com>\r\nCall-ID: reg-bob-tls\r\nCSeq: 1 REGISTER\r\nContact: <sips:bob@{BOB2}>\r\nExpires: 3600\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(sent(&h.send_bytes(flow, Bytes::from(reg)))[0].1.status(), Some(200));
+    let r = sent(&h.send(ALICE, &sips("s2")));
+    let forwarded: Vec<_> = r.iter().filter(|(_, m)| m.is_request()).collect();
+    assert_eq!(forwarded.len(), 1, "only the TLS binding gets the request: {:?}", forwarded.iter().map(|f| f.0).collect::<Vec<_>>());
+    let (to, fwd) = forwarded[0];
+    assert_eq!(*to, flow);
+    let rr: Vec<_> = fwd.record_routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(rr.first().map(String::as_str), Some("sips:192.0.2.10:5061;lr"), "{rr:?}");
+
+    // A plain sip: request to the same AoR still forks to both phones.
+    let r = sent(&h.send(ALICE, &invite("bob", "s3")));
+    assert_eq!(r.iter().filter(|(_, m)| m.is_request()).count(), 2);
+}

@@ -120,13 +120,24 @@ pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
 
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
 pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr) -> String {
-    let host = match local {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
+    let host = host_of(local);
     match transport_param {
         Some(t) => format!("<sip:{host}:{};transport={t};lr>", local.port()),
         None => format!("<sip:{host}:{};lr>", local.port()),
+    }
+}
+
+/// The Record-Route value of a TLS listener for a SIPS request: §16.6 step 4 requires a SIPS
+/// URI when the Request-URI or the top Route is one, so that the dialog's later requests also
+/// reach this proxy over TLS (RFC 5630 §4.3).
+pub fn record_route_value_sips(local: SocketAddr) -> String {
+    format!("<sips:{}:{};lr>", host_of(local), local.port())
+}
+
+fn host_of(local: SocketAddr) -> String {
+    match local {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
     }
 }
 
@@ -190,5 +201,6 @@ mod tests {
         let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
         assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
         assert_eq!(record_route_value(Some("tcp"), l), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
+        assert_eq!(record_route_value_sips(l), "<sips:[2001:db8::1]:5060;lr>");
     }
 }
