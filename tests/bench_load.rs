@@ -246,3 +246,83 @@ fn ctrl_c_stops_early_and_still_writes_results() {
     assert_eq!(r.failed, 0, "{:?}", r.failures);
     assert!(r.succeeded >= 20);
 }
+
+/// A registrar that refuses each registration's first REGISTER with 503 and Retry-After: 1,
+/// accepts the rest, and refuses INVITEs with 480: the generator must pace its set-up by
+/// Retry-After (RFC 3261 §21.5.4) instead of failing the run, and still unregister at the end.
+#[test]
+fn registration_refused_with_503_is_retried_after_retry_after() {
+    use std::collections::HashMap;
+    use std::net::UdpSocket;
+    use std::time::Instant;
+
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    server.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    // (when, Call-ID, Expires) of every REGISTER received.
+    let registrar = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut seen: Vec<(Duration, String, String)> = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((n, from)) = server.recv_from(&mut buf) else { continue };
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let header = |name: &str| {
+                text.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string())).unwrap_or_default()
+            };
+            let (via, from_h, to, call_id, cseq) =
+                (header("Via:"), header("From:"), header("To:"), header("Call-ID:"), header("CSeq:"));
+            let answer = |status: &str, extra: &str| {
+                format!(
+                    "SIP/2.0 {status}\r\nVia: {via}\r\nFrom: {from_h}\r\nTo: {to};tag=srv\r\nCall-ID: {call_id}\r\n\
+                     CSeq: {cseq}\r\n{extra}Content-Length: 0\r\n\r\n"
+                )
+            };
+            let reply = if text.starts_with("REGISTER ") {
+                let first = !seen.iter().any(|(_, id, _)| *id == call_id);
+                seen.push((start.elapsed(), call_id.clone(), header("Expires:")));
+                if first {
+                    answer("503 Service Unavailable", "Retry-After: 1\r\n")
+                } else {
+                    answer("200 OK", &format!("Contact: {}\r\n", header("Contact:")))
+                }
+            } else if text.starts_with("INVITE ") {
+                answer("480 Temporarily Unavailable", "")
+            } else {
+                continue; // the ACK for the 480
+            };
+            server.send_to(reply.as_bytes(), from).unwrap();
+        }
+        seen
+    });
+
+    let dir = test_dir("bench_register_503");
+    let json = dir.join("calls.json");
+    let out = bench(
+        &["calls", "--proxy", &addr.to_string(), "--users", "3", "--rate", "5", "--duration", "1"]
+            .into_iter()
+            .chain(["--json", json.to_str().unwrap(), "--seed", "3"])
+            .collect::<Vec<_>>(),
+        LIMIT,
+    );
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = registrar.join().unwrap();
+    let r = read_run(&json, "calls");
+    assert!(r.attempted > 0, "the window ran: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(r.failures.get("status 480"), Some(&r.attempted), "{:?}", r.failures);
+    let mut by_call: HashMap<&str, Vec<(Duration, &str)>> = HashMap::new();
+    for (at, id, expires) in &seen {
+        by_call.entry(id.as_str()).or_default().push((*at, expires.as_str()));
+    }
+    assert_eq!(by_call.len(), 3, "{seen:?}");
+    for (id, regs) in by_call {
+        // Refused, retried no sooner than Retry-After, accepted; at the end removed (Expires: 0).
+        assert!(regs.len() >= 3, "{id}: {regs:?}");
+        assert!(regs[1].0 - regs[0].0 >= Duration::from_millis(990), "{id}: retried too early: {regs:?}");
+        assert_ne!(regs[1].1, "0");
+        assert_eq!(regs.last().unwrap().1, "0", "{id}: not unregistered: {regs:?}");
+    }
+    assert_eq!(r.unregister_failed, 0);
+}

@@ -125,6 +125,13 @@ impl Engine {
     /// Registers every user before a calls run, at most `window` at a time; Err names the first
     /// user whose registration failed.
     pub fn register_all(&mut self, stop: &StopFlag) -> Result<(), String> {
+        self.setting_up = true;
+        let result = self.register_all_now(stop);
+        self.setting_up = false;
+        result
+    }
+
+    fn register_all_now(&mut self, stop: &StopFlag) -> Result<(), String> {
         const WINDOW: usize = 64;
         let deadline = self.clock() + 4 * TIMEOUT_US + self.users.len() as u64 * 1000;
         let mut next = 0;
@@ -163,14 +170,16 @@ impl Engine {
         const WINDOW: usize = 64;
         self.register_expires_s = 0;
         self.count_registrations = false;
+        self.setting_up = true;
         let users: Vec<usize> = (0..self.registrations.len()).filter(|&u| self.registrations[u].registered).collect();
         for &u in &users {
             let reg = &mut self.registrations[u];
             reg.registered = false;
             reg.error = None;
         }
-        // Time for two UDP retransmissions (T1, 2·T1) plus the window's pace.
-        let deadline = self.clock() + 3_000_000 + users.len() as u64 * 200;
+        // Time for a 503's longest honoured Retry-After (10 s) or for UDP retransmissions, plus
+        // the window's pace; an answered removal ends the wait at once.
+        let deadline = self.clock() + 12_000_000 + users.len() as u64 * 200;
         let mut next = 0;
         while !self.transport_lost() && self.now <= deadline {
             let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
@@ -185,6 +194,7 @@ impl Engine {
             }
             self.step(self.now + 100_000);
         }
+        self.setting_up = false;
         let failed: Vec<usize> = users.into_iter().filter(|&u| !self.registrations[u].registered).collect();
         let reason = failed.first().map(|&u| match &self.registrations[u].error {
             Some(e) => e.clone(),

@@ -96,6 +96,9 @@ pub struct Engine {
     pub accepting: bool,
     /// Registrations count as the run's attempts (`bench register`), not as set-up.
     pub count_registrations: bool,
+    /// Registering or unregistering the users around a window (not measured): a 503 is retried
+    /// after its Retry-After instead of failing the run.
+    pub setting_up: bool,
     /// Round-robin position for calls and registrations.
     pub next_user: usize,
     /// Expires of every REGISTER sent.
@@ -155,6 +158,7 @@ impl Engine {
             mode,
             accepting: true,
             count_registrations: false,
+            setting_up: false,
             next_user: 0,
             register_expires_s: 3600,
             inbox: Vec::with_capacity(64),
@@ -342,7 +346,7 @@ impl Engine {
         match t.kind {
             CallerRetransmit | CallerTimeout | CallerCancel | CallerHangUp => self.on_caller_timer(t),
             CalleeAnswer | CalleeRetransmit | CalleeAckTimeout | CalleeForget => self.on_callee_timer(t),
-            RegisterRetransmit | RegisterTimeout | RegisterRefresh => self.on_register_timer(t),
+            RegisterRetransmit | RegisterTimeout | RegisterRefresh | RegisterRetry => self.on_register_timer(t),
             UserCall => self.on_user_call_timer(t),
         }
     }

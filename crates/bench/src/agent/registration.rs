@@ -120,6 +120,14 @@ impl Engine {
                 Some(auth) => self.send_register(user, Some(auth)),
                 None => self.registration_done(user, Err(status_reason(status))),
             }
+        } else if status == 503 && self.setting_up {
+            // RFC 3261 §21.5.4: the registrar is overloaded (or the AoR is full for now) and
+            // says when to come back. Outside the measurement that is set-up pacing, not a
+            // failure: retry after Retry-After (1 s without one, at most 10 s); the caller's
+            // deadline still bounds the whole.
+            let wait_s = msg.retry_after().ok().flatten().map_or(1, |r| r.seconds.clamp(1, 10));
+            let at = self.now + u64::from(wait_s) * 1_000_000;
+            self.timers.arm(at, Timer { kind: TimerKind::RegisterRetry, slot: user as u32, generation: 0 });
         } else if let Some(min) = Self::interval_too_brief(status, msg).filter(|_| !reg.retried_brief) {
             // RFC 3261 §10.2.8: 423 Interval Too Brief names the shortest expiry the registrar
             // accepts; retry with it (for every user: the registrar's minimum is the same).
@@ -157,6 +165,12 @@ impl Engine {
         let user = t.slot as usize;
         if t.kind == TimerKind::RegisterRefresh {
             self.on_refresh_timer(user);
+            return;
+        }
+        if t.kind == TimerKind::RegisterRetry {
+            if self.setting_up && user < self.registrations.len() {
+                self.register(user);
+            }
             return;
         }
         let Some(mut tx) = self.registrations.get_mut(user).and_then(|r| r.tx.take()) else { return };

@@ -31,6 +31,8 @@ pub enum TimerKind {
     RegisterTimeout,
     /// Registration: time to refresh.
     RegisterRefresh,
+    /// Registration: retry a REGISTER refused with 503 while setting up or tearing down.
+    RegisterRetry,
     /// User workload: the user's think time is over, place a call.
     UserCall,
 }
