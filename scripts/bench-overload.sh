@@ -4,7 +4,12 @@
 # On a 2-core machine the generator and the server share the CPU, and `herald bench` cannot
 # offer three times what herald handles on both cores. So herald runs with one worker, pinned to
 # CPU 0 and limited to QUOTA_PCT percent of it (a cgroup-v1 CPU quota: a smaller server, not a
-# slower one), and the generator is pinned to CPU 1. Then:
+# slower one), and the generator is pinned to CPU 1. The quota is enforced over a short period
+# (PERIOD_US, 4 ms; the quota it leaves must be at least 1 ms): the kernel lets the group run QUOTA_PCT% of each period and then stops it
+# until the next, so with the default 100-ms period herald sat still for 50 ms at a time and its
+# datagrams waited that long in the socket queue however idle it was - the overload detector
+# fired on the throttling, not on saturation. With 4-ms periods the stops are at most 3 ms,
+# like a slower CPU rather than a CPU that comes and goes. Then:
 #   1. `herald bench capacity` finds herald's capacity C (< 0.01% failed calls);
 #   2. `herald bench calls` offers 1x, 2x and 3x C for DURATION_S seconds each (calls held
 #      HOLD_MS, so thousands of calls are set up when the overload hits), herald restarted
@@ -14,13 +19,14 @@
 # after they were answered (the BYE of a call already set up), herald's peak RSS, kernel UDP
 # drops. Results: $OUT/summary.md and one JSON per run.
 #
-# Usage: scripts/bench-overload.sh   QUOTA_PCT=50 DURATION_S=30 HOLD_MS=2000 STEP_S=10
+# Usage: scripts/bench-overload.sh   QUOTA_PCT=25 PERIOD_US=4000 DURATION_S=30 HOLD_MS=2000 STEP_S=10
 #        CAPACITY=(skip the search) OUT=target/overload
 # Ports: 127.0.0.1:17650-17652. Needs root (cgroup, taskset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-QUOTA_PCT=${QUOTA_PCT:-50}
+QUOTA_PCT=${QUOTA_PCT:-25}
+PERIOD_US=${PERIOD_US:-4000}
 DURATION_S=${DURATION_S:-30}
 HOLD_MS=${HOLD_MS:-2000}
 STEP_S=${STEP_S:-10}
@@ -35,8 +41,10 @@ cargo build --release -j2 --bin herald >&2
 HERALD=target/release/herald
 HZ=$(getconf CLK_TCK)
 mkdir -p "$OUT" "$CG"
-echo 100000 >"$CG/cpu.cfs_period_us"
-echo $((QUOTA_PCT * 1000)) >"$CG/cpu.cfs_quota_us"
+# The quota first: the kernel refuses a period that would leave the current quota above it.
+echo -1 >"$CG/cpu.cfs_quota_us"
+echo "$PERIOD_US" >"$CG/cpu.cfs_period_us"
+echo $((QUOTA_PCT * PERIOD_US / 100)) >"$CG/cpu.cfs_quota_us"
 tmp=$(mktemp -d)
 server_pid=''
 # shellcheck source=scripts/lib/procs.sh
@@ -90,10 +98,10 @@ for overload in true false; do
     done
 done
 
-python3 - "$OUT" "$CAPACITY" "$QUOTA_PCT" "$DURATION_S" "$HOLD_MS" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT" "$CAPACITY" "$QUOTA_PCT" "$DURATION_S" "$HOLD_MS" "$PERIOD_US" <<'PY' | tee "$OUT/summary.md"
 import json, sys
-out, cap, quota, dur, hold = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-print(f"herald overload: capacity {cap} calls/s (1 worker, {quota}% of one core), {dur} s per run, calls held {hold} ms\n")
+out, cap, quota, dur, hold, period = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+print(f"herald overload: capacity {cap} calls/s (1 worker, {quota}% of one core in {period}-us periods), {dur} s per run, calls held {hold} ms\n")
 print("| overload control | offered | offered calls/s | completed calls/s | vs capacity | refused 503 | timed out | failed after answer | other failures | herald peak RSS | UDP drops |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for oc in ("true", "false"):
