@@ -12,6 +12,9 @@
 //!    with one does.
 //! e. `herald bench calls --transport tls` against herald alone: callees register over TLS and
 //!    herald reaches them over the connections they registered on (RFC 5626-style reuse).
+//! f. The same with digest authentication on: REGISTER and INVITE are challenged and answered
+//!    over TLS (the SIPp `-au`/`-ap` test of the issue cannot run over TLS: Debian's SIPp has
+//!    no TLS), and a wrong password is refused.
 //!
 //! Ports: 18200-18299.
 
@@ -285,5 +288,82 @@ fn bench_calls_over_tls_through_herald() {
     assert!(r.attempted >= 80, "only {} calls", r.attempted);
     assert_eq!((r.succeeded, r.failed), (r.attempted, 0), "failures: {:?}", r.failures);
     assert_eq!(r.retransmissions, 0, "nothing is retransmitted over TLS");
+    h.assert_running(&s.0);
+}
+
+#[test]
+fn bench_calls_over_tls_with_digest_authentication() {
+    let s = Scratch::new("tls-f");
+    let p = ports(18276);
+    let pki = Pki::generate(&s.0, "f");
+    let users = s.path("users.txt");
+    let cfg = s.path("herald.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nworkers = 2\ndrain_timeout_s = 1\n\
+             [[listen]]\naddress = \"127.0.0.1:{}\"\ntransports = [\"udp\", \"tcp\"]\n\
+             [[listen]]\naddress = \"127.0.0.1:{}\"\ntransports = [\"tls\"]\n\
+             [flood]\ntrusted = [\"127.0.0.0/8\"]\n\
+             [auth]\nrealm = \"herald.test\"\nusers_file = \"{}\"\nalgorithms = [\"SHA-256\", \"MD5\"]\n{}",
+            p.herald,
+            p.herald_tls,
+            users.display(),
+            pki.herald_toml(&pki.ca, "")
+        ),
+    )
+    .unwrap();
+    let mut credentials = String::new();
+    for i in 0..4 {
+        let (name, password) = (format!("user{i}"), format!("secret-{i}"));
+        let mut add = Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(["users", "add", &name, "--password-stdin", "--config"])
+            .arg(&cfg)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(add.stdin.take().unwrap(), "{password}").unwrap();
+        assert!(add.wait().unwrap().success());
+        credentials += &format!("{name} {password}\n");
+    }
+    let good = s.path("credentials.txt");
+    std::fs::write(&good, &credentials).unwrap();
+    let bad = s.path("wrong.txt");
+    std::fs::write(&bad, credentials.replace("secret-0", "not-the-password")).unwrap();
+    let mut h =
+        Proc::spawn("herald", Command::new(env!("CARGO_BIN_EXE_herald")).arg("serve").arg("--config").arg(&cfg), &s.0);
+    wait_tcp_listening(&mut h, &s, p.herald_tls);
+
+    let bench = |credentials: &Path, json: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{}", p.herald_tls), "--transport", "tls"])
+            .arg("--tls-ca")
+            .arg(&pki.ca)
+            .arg("--credentials")
+            .arg(credentials)
+            .args(["--rate", "20", "--duration", "3", "--hold", "50", "--domain", "127.0.0.1", "--quiet"])
+            .arg("--json")
+            .arg(json)
+            .output()
+            .unwrap()
+    };
+    let json = s.path("calls.json");
+    let out = bench(&good, &json);
+    assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let r = match herald_bench::results::ResultsFile::read(&json).unwrap() {
+        herald_bench::results::ResultsFile::Calls(r) => r,
+        _ => panic!("not a calls result"),
+    };
+    assert_eq!(r.transport, "tls");
+    assert!(r.attempted >= 40, "only {} calls", r.attempted);
+    assert_eq!((r.succeeded, r.failed), (r.attempted, 0), "failures: {:?}", r.failures);
+    // Every INVITE was challenged (407) and sent again with credentials: two INVITE
+    // transactions per call.
+    assert!(r.response_time["INVITE"].count >= 2 * r.attempted, "{:?}", r.response_time["INVITE"]);
+
+    let out = bench(&bad, &s.path("wrong.json"));
+    assert!(!out.status.success(), "a wrong password was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("user0") && err.contains("401"), "{err}");
     h.assert_running(&s.0);
 }

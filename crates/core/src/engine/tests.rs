@@ -485,7 +485,12 @@ fn sips_requests_reach_only_tls_bindings_with_a_sips_record_route() {
     assert_eq!(sent(&h.send_bytes(flow, Bytes::from(reg)))[0].1.status(), Some(200));
     let r = sent(&h.send(ALICE, &sips("s2")));
     let forwarded: Vec<_> = r.iter().filter(|(_, m)| m.is_request()).collect();
-    assert_eq!(forwarded.len(), 1, "only the TLS binding gets the request: {:?}", forwarded.iter().map(|f| f.0).collect::<Vec<_>>());
+    assert_eq!(
+        forwarded.len(),
+        1,
+        "only the TLS binding gets the request: {:?}",
+        forwarded.iter().map(|f| f.0).collect::<Vec<_>>()
+    );
     let (to, fwd) = forwarded[0];
     assert_eq!(*to, flow);
     let rr: Vec<_> = fwd.record_routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
