@@ -12,8 +12,12 @@
 #    `herald bench calls` (caller and callee in one process) and of SIPp's caller + callee
 #    (tests/sipp/uac.xml + uas.xml), same scenario shape (INVITE, 180, 200, ACK, BYE, 200).
 #
+# PAUSE_S: seconds between capacity steps (herald keeps finished transactions 32 s, RFC 3261
+# Timer J / RFC 6026 Timer L, Kamailio about 5 s: without a pause a step inherits the previous
+# step's state, which weighs on herald more).
+#
 # Usage: scripts/bench-side-by-side.sh   WORKERS=2 STEP_S=20 START_RATE=250 MAX_RATE=20000
-#        GEN_RATE=300 GEN_S=20 OUT=target/side-by-side SKIP_CAPACITY=0
+#        GEN_RATE=300 GEN_S=20 PAUSE_S=2 OUT=target/side-by-side SKIP_CAPACITY=0
 # Ports: 127.0.0.1:17600-17659. Needs sipp and kamailio (scripts/test.sh installs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,7 @@ GEN_RATE=${GEN_RATE:-300}
 GEN_S=${GEN_S:-20}
 OUT=${OUT:-target/side-by-side}
 SKIP_CAPACITY=${SKIP_CAPACITY:-0}
+PAUSE_S=${PAUSE_S:-2}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 KPORT=17600 HPORT=17601 MPORT=17602 UAS_PORT=17610 REG_PORT=17620 UAC_PORT=17630
 
@@ -80,7 +85,7 @@ capacity() { # NAME PORT [extra args]
     shift 2
     # shellcheck disable=SC2046
     "$HERALD" bench capacity --proxy "127.0.0.1:$port" --label "$name" --duration "$STEP_S" \
-        --start-rate "$START_RATE" --max-rate "$MAX_RATE" --users 1000 --quiet --domain "127.0.0.1:$port" \
+        --start-rate "$START_RATE" --max-rate "$MAX_RATE" --pause "$PAUSE_S" --users 1000 --quiet --domain "127.0.0.1:$port" \
         $(pid_args) "$@" --json "$OUT/$name-capacity.json" | tee "$OUT/$name-capacity.txt"
 }
 

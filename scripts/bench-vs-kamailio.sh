@@ -166,7 +166,7 @@ git diff --quiet HEAD -- crates src 2>/dev/null || herald_rev="$herald_rev+dirty
     echo
     echo "\`RATE=$RATE DURATION=$DURATION WORKERS=$WORKERS HOLD_MS=$HOLD_MS RUNS=$RUNS scripts/bench-vs-kamailio.sh\`"
     echo
-    echo "herald $herald_rev (release), $kamailio_version (-x tlsf -X tlsf -m 256 -M 16), $(sipp -v 2>&1 | awk '/SIPp v/ {sub(/\.$/, "", $2); print $2}')."
+    echo "herald $herald_rev (release), $kamailio_version (-x tlsf -X tlsf -m 1024 -M 16), $(sipp -v 2>&1 | awk '/SIPp v/ {sub(/\.$/, "", $2); print $2}')."
     echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r);" \
         "load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
 } >"$tmp/report"

@@ -72,7 +72,7 @@ TOML
 start_kamailio_bench() { # PORT: bench/kamailio-bench.cfg with the TLSF allocator, $WORKERS
     # children, in the background; its pid in $server_pid
     mkdir -p "$tmp/kamailio-run"
-    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m 256 -M 16 -n "$WORKERS" \
+    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m 1024 -M 16 -n "$WORKERS" \
         -l "udp:127.0.0.1:$1" -w "$tmp/kamailio-run" -Y "$tmp/kamailio-run" >"$tmp/kamailio.log" 2>&1 &
     server_pid=$!
 }
