@@ -53,14 +53,17 @@ impl<'r> ResponseBuilder<'r> {
             if copy {
                 out.put_slice(&req.as_bytes()[h.line.range()]);
             } else if h.name == HeaderName::To {
-                out.put_slice(&req.as_bytes()[h.line.range()]);
                 let has_tag = req.to_header().ok().and_then(|t| t.tag().map(|_| ())).is_some();
                 if let (Some(tag), false, true) = (self.to_tag, has_tag, self.status > 100) {
-                    // Insert ";tag=..." before the line's CRLF.
-                    out.truncate(out.len() - 2);
+                    // The tag goes right after the value, not before the line's CRLF: whatever
+                    // the value was trimmed of (white space, a stray CR the parser tolerated)
+                    // would otherwise end up between the address and ";tag=".
+                    out.put_slice(&req.as_bytes()[h.line.start as usize..h.value.end as usize]);
                     out.put_slice(b";tag=");
                     out.put_slice(tag.as_bytes());
                     out.put_slice(b"\r\n");
+                } else {
+                    out.put_slice(&req.as_bytes()[h.line.range()]);
                 }
             }
         }
@@ -109,5 +112,24 @@ mod tests {
         let m = Message::parse(resp.freeze(), &Limits::default()).unwrap();
         assert_eq!(m.to_header().unwrap().tag(), None);
         assert_eq!(m.reason(), Some(&b"TryingX: y"[..]));
+    }
+
+    /// Found by the engine_pipeline fuzz target: the parser trims a To value of trailing white
+    /// space and stray CRs; the tag must follow the trimmed value, or the 407 herald sent had
+    /// `<sip:dave@example.com>\r\r;tag=...`, a To header its own parser rejects.
+    #[test]
+    fn the_tag_follows_the_trimmed_to_value() {
+        for to in [
+            "To: <sip:bob@example.com>\r\r\r\n",
+            "To: <sip:bob@example.com> \t \r\n",
+            "To:\r\n <sip:bob@example.com>\r\n",
+        ] {
+            let req = String::from_utf8_lossy(REQ).replace("To: Bob <sip:bob@example.com>\r\n", to);
+            let req = Message::parse(Bytes::from(req), &Limits::default()).unwrap();
+            let resp = ResponseBuilder::new(&req, 407, "Proxy Authentication Required").to_tag("xyz").build();
+            let m = Message::parse(resp.freeze(), &Limits::default()).unwrap();
+            m.validate_all().unwrap_or_else(|e| panic!("{to:?}: {e}"));
+            assert_eq!(m.to_header().unwrap().tag(), Some("xyz"), "{to:?}");
+        }
     }
 }
