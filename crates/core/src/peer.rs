@@ -19,6 +19,11 @@ impl Transport {
         !matches!(self, Transport::Udp)
     }
 
+    /// Transports that carry SIP over TLS (RFC 3261 §26.2, RFC 7118 §5): what a SIPS URI needs.
+    pub fn is_secure(self) -> bool {
+        matches!(self, Transport::Tls | Transport::Wss)
+    }
+
     /// The token used in a Via sent-protocol (RFC 3261 §18.2.1, RFC 7118 §5).
     pub fn as_via_str(self) -> &'static str {
         match self {

@@ -123,7 +123,7 @@ pub fn next(req: &ResolveRequest, rec: &Records, supported: &[Transport], random
     });
     // §4.1: without a transport, a numeric host or an explicit port means UDP (TLS for sips).
     let fallback = if req.secure { Transport::Tls } else { Transport::Udp };
-    let usable = |t: Transport| supported.contains(&t) && (!req.secure || matches!(t, Transport::Tls | Transport::Wss));
+    let usable = |t: Transport| supported.contains(&t) && (!req.secure || t.is_secure());
 
     if let Ok(ip) = host.parse::<IpAddr>() {
         let t = explicit.unwrap_or(fallback);

@@ -27,7 +27,7 @@ pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
         (_, t) => t,
     };
     let transport = explicit.unwrap_or(if secure { Transport::Tls } else { Transport::Udp });
-    let default_port = if matches!(transport, Transport::Tls | Transport::Wss) { 5061 } else { 5060 };
+    let default_port = if transport.is_secure() { 5061 } else { 5060 };
     let ip = match u.maddr().and_then(|m| m.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok()) {
         Some(ip) => Some(ip),
         None => match u.host {

@@ -12,7 +12,7 @@ use crate::proxy::route::{next_hop, preprocess, Preprocessed};
 use crate::proxy::validate::{loop_hash, validate_request, LOOP_SEP, SUPPORTED};
 use crate::transaction::{new_branch, stateless_branch, ServerKey, TxId};
 use herald_sip::headers::NameAddr;
-use herald_sip::uri::{Scheme, Uri};
+use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message, Method};
 use herald_store::Aor;
 use std::collections::VecDeque;
@@ -187,7 +187,7 @@ impl Engine {
             if bindings.is_empty() {
                 return Err(Local::Reject(404, "Not Found"));
             }
-            let secure = matches!(ruri.as_sip(), Some(u) if u.scheme == Scheme::Sips);
+            let secure = ruri.is_sips();
             let planned: Vec<Planned> = bindings
                 .into_iter()
                 .map(|b| {
@@ -323,16 +323,7 @@ impl Engine {
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
         let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        // §16.6 step 4: SIPS in the Request-URI (as received, or as this branch rewrites it) or
-        // in the top Route asks for a SIPS Record-Route.
-        let secure = is_sips(req.request_uri_bytes())
-            || planned.request_uri.as_deref().is_some_and(|u| is_sips(Some(u.as_bytes())))
-            || req
-                .routes()
-                .map_while(Result::ok)
-                .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
-                .is_some_and(|r| r.uri.scheme().eq_ignore_ascii_case("sips"));
-        let record_route = self.record_route_for(&req, inbound, listener, secure);
+        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener);
         let mut pre = match preprocess(&req, &self.cfg.identity) {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
@@ -377,12 +368,13 @@ impl Engine {
 
     /// §16.6 step 4, with double record-routing when the request changes transport or address
     /// family (RFC 5658 §3): the top value faces the next hop, the second the previous hop.
+    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any.
     fn record_route_for(
         &self,
         req: &Message,
+        branch_uri: Option<&str>,
         inbound: Option<super::Listener>,
         outbound: super::Listener,
-        secure: bool,
     ) -> Vec<String> {
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
@@ -396,8 +388,17 @@ impl Engine {
         if !creates_dialog || !wanted {
             return Vec::new();
         }
+        // SIPS in the Request-URI (as received, or as this branch rewrites it) or in the top
+        // Route left after ours asks for a SIPS Record-Route.
+        let secure = req.request_uri().is_ok_and(|u| u.is_sips())
+            || branch_uri.is_some_and(|u| Uri::parse(u.as_bytes()).is_ok_and(|u| u.is_sips()))
+            || req
+                .routes()
+                .map_while(Result::ok)
+                .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
+                .is_some_and(|r| r.uri.is_sips());
         let rr = |l: super::Listener| match l.transport {
-            Transport::Tls | Transport::Wss if secure => record_route_value_sips(l.addr),
+            t if secure && t.is_secure() => record_route_value_sips(l.addr),
             t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr),
         };
         match inbound {
@@ -576,19 +577,14 @@ fn delivery(contact: &str, source: Peer) -> PlannedDest {
     }
 }
 
-/// Whether `uri` (as written) is a SIPS URI, bracketed or not.
-fn is_sips(uri: Option<&[u8]>) -> bool {
-    uri.map(|u| u.strip_prefix(b"<").unwrap_or(u)).is_some_and(|u| u.len() > 5 && u[..5].eq_ignore_ascii_case(b"sips:"))
-}
-
 /// Whether a branch to `dest` travels over TLS: a connection that is one (the binding's own
 /// flow), or a URI that can only be reached over one (`sips:`, `transport=tls`).
 fn reaches_securely(dest: &PlannedDest) -> bool {
     match dest {
-        PlannedDest::Peer(p) => matches!(p.transport, Transport::Tls | Transport::Wss),
+        PlannedDest::Peer(p) => p.transport.is_secure(),
         PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
-            Some(Hop::Peer(p)) => matches!(p.transport, Transport::Tls | Transport::Wss),
-            Some(Hop::Resolve(r)) => r.secure || matches!(r.transport, Some(Transport::Tls | Transport::Wss)),
+            Some(Hop::Peer(p)) => p.transport.is_secure(),
+            Some(Hop::Resolve(r)) => r.secure || r.transport.is_some_and(Transport::is_secure),
             None => false,
         },
     }

@@ -41,10 +41,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
 
 impl Harness {
     fn with(forking: Forking, stateless: bool) -> Harness {
-        let registrar = Registrar::new(RegistrarConfig::default());
-        let store = Arc::new(registrar.new_store());
-        let engine = Engine::new(Arc::new(config(forking, stateless)), store, registrar, 0);
-        Harness { engine, now: Instant::now() }
+        Harness::from_config(config(forking, stateless))
     }
 
     fn new() -> Harness {

@@ -111,11 +111,7 @@ pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<
 /// A Via value for this proxy (§16.6 step 8, §18.2.1): our address as sent-by, the transport,
 /// the branch, and `rport` so the next hop answers to our source port (RFC 3581).
 pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
-    let host = match local {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
-    format!("SIP/2.0/{transport} {host}:{};branch={branch};rport", local.port())
+    format!("SIP/2.0/{transport} {}:{};branch={branch};rport", host_of(local), local.port())
 }
 
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
@@ -134,6 +130,7 @@ pub fn record_route_value_sips(local: SocketAddr) -> String {
     format!("<sips:{}:{};lr>", host_of(local), local.port())
 }
 
+/// The host part for our own address: an IPv6 reference in brackets (RFC 3261 §25.1).
 fn host_of(local: SocketAddr) -> String {
     match local {
         SocketAddr::V4(a) => a.ip().to_string(),

@@ -144,6 +144,11 @@ impl<'a> Uri<'a> {
         }
     }
 
+    /// Whether this is a SIPS URI (RFC 3261 §19.1: TLS on every hop).
+    pub fn is_sips(&self) -> bool {
+        matches!(self, Uri::Sip(u) if u.scheme == Scheme::Sips)
+    }
+
     /// The tel URI, if this is one.
     pub fn as_tel(&self) -> Option<&TelUri<'a>> {
         match self {
