@@ -21,6 +21,9 @@ pub struct Window {
     pub interrupted: bool,
 }
 
+/// REGISTERs in flight at most while registering or unregistering every user.
+const REGISTER_WINDOW: usize = 64;
+
 /// What an arrival starts.
 pub type OnArrival = fn(&mut Engine);
 
@@ -122,7 +125,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Registers every user before a calls run, at most `window` at a time; Err names the first
+    /// Registers every user before a calls run, at most [`REGISTER_WINDOW`] at a time; Err names the first
     /// user whose registration failed.
     pub fn register_all(&mut self, stop: &StopFlag) -> Result<(), String> {
         self.setting_up = true;
@@ -132,22 +135,16 @@ impl Engine {
     }
 
     fn register_all_now(&mut self, stop: &StopFlag) -> Result<(), String> {
-        const WINDOW: usize = 64;
         let deadline = self.clock() + 4 * TIMEOUT_US + self.users.len() as u64 * 1000;
+        let users: Vec<usize> = (0..self.users.len()).collect();
         let mut next = 0;
         loop {
-            let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
-            let mut started = 0;
-            while next < self.users.len() && in_flight + started < WINDOW {
-                self.register(next);
-                next += 1;
-                started += 1;
-            }
+            let all_started = self.fill_register_window(&users, &mut next);
             if let Some((user, reg)) = self.registrations.iter().enumerate().find(|(_, r)| r.error.is_some()) {
                 let error = reg.error.clone().unwrap_or_default();
                 return Err(format!("registering {} at {} failed: {error}", self.users[user].name, self.proxy));
             }
-            if next == self.users.len() && self.registrations.iter().all(|r| r.registered) {
+            if all_started && self.registrations.iter().all(|r| r.registered) {
                 return Ok(());
             }
             if self.transport_lost() {
@@ -161,13 +158,12 @@ impl Engine {
     }
 
     /// Removes the bindings this run registered, at the end of a run: REGISTER with Expires: 0
-    /// for the same Contact, Call-ID and the next CSeq (RFC 3261 §10.2.2), at most 64 at a time.
+    /// for the same Contact, Call-ID and the next CSeq (RFC 3261 §10.2.2), at most [`REGISTER_WINDOW`] at a time.
     /// Without it the registrar would go on routing calls for these users to sockets that close
     /// with this process, and the next run against it would fork its calls to dead contacts.
     /// Best effort and bounded (a few seconds): the measurement is already taken. Returns the
     /// users whose removal failed, with the first reason.
     pub fn unregister_all(&mut self) -> (usize, Option<String>) {
-        const WINDOW: usize = 64;
         self.register_expires_s = 0;
         self.count_registrations = false;
         self.setting_up = true;
@@ -182,14 +178,8 @@ impl Engine {
         let deadline = self.clock() + 12_000_000 + users.len() as u64 * 200;
         let mut next = 0;
         while !self.transport_lost() && self.now <= deadline {
-            let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
-            let mut started = 0;
-            while next < users.len() && in_flight + started < WINDOW {
-                self.register(users[next]);
-                next += 1;
-                started += 1;
-            }
-            if next == users.len() && self.registrations.iter().all(|r| r.tx.is_none()) {
+            let all_started = self.fill_register_window(&users, &mut next);
+            if all_started && self.registrations.iter().all(|r| r.tx.is_none()) {
                 break;
             }
             self.step(self.now + 100_000);
@@ -202,5 +192,18 @@ impl Engine {
             None => "no answer in time".into(),
         });
         (failed.len(), reason)
+    }
+
+    /// Starts the registrations of `users[*next..]` until [`REGISTER_WINDOW`] REGISTERs are in
+    /// flight (set-up and tear-down pace themselves instead of bursting every user at once);
+    /// returns whether every one of `users` has been started.
+    fn fill_register_window(&mut self, users: &[usize], next: &mut usize) -> bool {
+        let in_flight = self.registrations.iter().filter(|r| r.tx.is_some()).count();
+        for _ in in_flight..REGISTER_WINDOW {
+            let Some(&user) = users.get(*next) else { break };
+            self.register(user);
+            *next += 1;
+        }
+        *next == users.len()
     }
 }
