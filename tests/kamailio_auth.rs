@@ -33,17 +33,16 @@
 mod common;
 mod kamailio_support;
 
-use common::{Herald, HeraldConfig, HeraldExtras};
+use common::{herald_users_add, Herald, HeraldConfig, HeraldExtras};
 use herald_bench::scrape;
 use herald_core::auth::Algorithm;
 use herald_sip::headers::AuthValue;
 use kamailio_support::{
     read_messages, run_sipp, sipp_ports, start_uas, wait_udp_bound, Logged, Proc, Scratch, KAMAILIO, KAMAILIO_MODULES,
 };
-use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const KAMAILIO_REALM: &str = "kamailio.test";
@@ -101,16 +100,7 @@ fn start_kamailio(s: &Scratch, name: &'static str, port: u16, realm: &str, uas: 
 
 /// `herald users add alice` for `herald.test` into `file`.
 fn add_user(file: &Path) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["users", "add", "alice", "--password-stdin", "--realm", HERALD_REALM, "--file"])
-        .arg(file)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{HERALD_PASSWORD}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
+    herald_users_add("alice", HERALD_PASSWORD, &["--realm", HERALD_REALM, "--file", file.to_str().unwrap()]);
 }
 
 /// herald (tests/common) with `auth` as its `[auth]` body (`None`: `enabled = false`), loopback

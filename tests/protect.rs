@@ -131,17 +131,7 @@ fn authorization(user: &str, password: &str, uri: &str, nonce: &str, nc: u32) ->
 
 /// `herald users add NAME --password-stdin --realm herald.test --file FILE`.
 fn add_user(file: &Path, name: &str, password: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["users", "add", name, "--password-stdin", "--realm", REALM, "--file"])
-        .arg(file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
+    herald_users_add(name, password, &["--realm", REALM, "--file", file.to_str().unwrap()]);
 }
 
 /// Sends datagrams that nobody answers any more and counts the answers that still come.

@@ -14,7 +14,6 @@
 mod common;
 
 use common::*;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,16 +49,7 @@ fn herald_bin() -> Command {
 
 /// `herald users add NAME --password-stdin --config CONFIG`.
 fn add_user(config: &Path, name: &str, password: &str) {
-    let mut child = herald_bin()
-        .args(["users", "add", name, "--password-stdin", "--config"])
-        .arg(config)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
+    herald_users_add(name, password, &["--config", config.to_str().unwrap()]);
 }
 
 fn start(dir: &Path) -> AuthHerald {

@@ -18,9 +18,11 @@
 //!
 //! Ports: 18200-18299.
 
+mod common;
 mod kamailio_support;
 mod tls_support;
 
+use common::herald_users_add;
 use kamailio_support::*;
 use std::io::Write;
 use std::net::UdpSocket;
@@ -270,20 +272,9 @@ fn bench_calls_over_tls_through_herald() {
     let mut h = start_herald_with(&s, p.herald, &herald_tls_toml(&p, &pki, &pki.ca, ""));
     wait_tcp_listening(&mut h, &s, p.herald_tls);
     let json = s.path("calls.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{}", p.herald_tls), "--transport", "tls"])
-        .arg("--tls-ca")
-        .arg(&pki.ca)
-        .args(["--rate", "40", "--duration", "3", "--users", "10", "--hold", "50", "--domain", "127.0.0.1"])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = bench_calls_tls(p.herald_tls, &pki.ca, &["--rate", "40", "--users", "10"], &json);
     assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
-    let r = match herald_bench::results::ResultsFile::read(&json).unwrap() {
-        herald_bench::results::ResultsFile::Calls(r) => r,
-        _ => panic!("not a calls result"),
-    };
+    let r = read_calls(&json);
     assert_eq!(r.transport, "tls");
     assert!(r.attempted >= 80, "only {} calls", r.attempted);
     assert_eq!((r.succeeded, r.failed), (r.attempted, 0), "failures: {:?}", r.failures);
@@ -316,14 +307,7 @@ fn bench_calls_over_tls_with_digest_authentication() {
     let mut credentials = String::new();
     for i in 0..4 {
         let (name, password) = (format!("user{i}"), format!("secret-{i}"));
-        let mut add = Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(["users", "add", &name, "--password-stdin", "--config"])
-            .arg(&cfg)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        writeln!(add.stdin.take().unwrap(), "{password}").unwrap();
-        assert!(add.wait().unwrap().success());
+        herald_users_add(&name, &password, &["--config", cfg.to_str().unwrap()]);
         credentials += &format!("{name} {password}\n");
     }
     let good = s.path("credentials.txt");
@@ -335,25 +319,13 @@ fn bench_calls_over_tls_with_digest_authentication() {
     wait_tcp_listening(&mut h, &s, p.herald_tls);
 
     let bench = |credentials: &Path, json: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{}", p.herald_tls), "--transport", "tls"])
-            .arg("--tls-ca")
-            .arg(&pki.ca)
-            .arg("--credentials")
-            .arg(credentials)
-            .args(["--rate", "20", "--duration", "3", "--hold", "50", "--domain", "127.0.0.1", "--quiet"])
-            .arg("--json")
-            .arg(json)
-            .output()
-            .unwrap()
+        let args = ["--rate", "20", "--quiet", "--credentials", credentials.to_str().unwrap()];
+        bench_calls_tls(p.herald_tls, &pki.ca, &args, json)
     };
     let json = s.path("calls.json");
     let out = bench(&good, &json);
     assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
-    let r = match herald_bench::results::ResultsFile::read(&json).unwrap() {
-        herald_bench::results::ResultsFile::Calls(r) => r,
-        _ => panic!("not a calls result"),
-    };
+    let r = read_calls(&json);
     assert_eq!(r.transport, "tls");
     assert!(r.attempted >= 40, "only {} calls", r.attempted);
     assert_eq!((r.succeeded, r.failed), (r.attempted, 0), "failures: {:?}", r.failures);
@@ -366,4 +338,27 @@ fn bench_calls_over_tls_with_digest_authentication() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("user0") && err.contains("401"), "{err}");
     h.assert_running(&s.0);
+}
+
+/// `herald bench calls` over TLS to herald's TLS port for 3 s (calls held 50 ms, domain
+/// 127.0.0.1), trusting `ca`, with `args` added; the results go to `json`.
+fn bench_calls_tls(port: u16, ca: &Path, args: &[&str], json: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{port}"), "--transport", "tls"])
+        .arg("--tls-ca")
+        .arg(ca)
+        .args(["--duration", "3", "--hold", "50", "--domain", "127.0.0.1"])
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap()
+}
+
+/// The results file of a `herald bench calls` run.
+fn read_calls(json: &Path) -> herald_bench::results::RunResult {
+    match herald_bench::results::ResultsFile::read(json).unwrap() {
+        herald_bench::results::ResultsFile::Calls(r) => r,
+        _ => panic!("not a calls result"),
+    }
 }

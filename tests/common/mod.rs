@@ -526,3 +526,20 @@ pub fn tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = s.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// `herald users add NAME --password-stdin PLACE...`, where PLACE says which users file: `--config
+/// FILE` (the file and realm of that config) or `--realm REALM --file FILE`. Panics with the
+/// command's stderr when it fails.
+pub fn herald_users_add(name: &str, password: &str, place: &[&str]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["users", "add", name, "--password-stdin"])
+        .args(place)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), format!("{password}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
+}
