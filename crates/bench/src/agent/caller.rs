@@ -132,14 +132,7 @@ impl Engine {
             interval_us: T1_US,
             proceeding: false,
         };
-        let ok = self.start_tx(Side::Caller, &tx, slot, TimerKind::CallerRetransmit, TimerKind::CallerTimeout);
-        if let Some(call) = self.calls.get_mut(slot, generation) {
-            call.invite = Some(tx);
-        }
-        if !ok {
-            let why = self.transport_failure();
-            self.end_call(slot, generation, Err(&why));
-        }
+        self.start_caller_tx(slot, generation, tx, |call| &mut call.invite);
     }
 
     /// Sends BYE (§15.1.1) or CANCEL (§9.1) as the call's second transaction.
@@ -207,9 +200,21 @@ impl Engine {
                 proceeding: false,
             }
         };
+        self.start_caller_tx(slot, generation, tx, |call| &mut call.other);
+    }
+
+    /// Sends the first copy of `tx`, arms its timers, and keeps it in the call's slot that
+    /// `place` picks; a send that fails at once ends the call with the transport's reason.
+    fn start_caller_tx(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        tx: ClientTx,
+        place: fn(&mut Call) -> &mut Option<ClientTx>,
+    ) {
         let ok = self.start_tx(Side::Caller, &tx, slot, TimerKind::CallerRetransmit, TimerKind::CallerTimeout);
         if let Some(call) = self.calls.get_mut(slot, generation) {
-            call.other = Some(tx);
+            *place(call) = Some(tx);
         }
         if !ok {
             let why = self.transport_failure();
