@@ -8,14 +8,7 @@ use common::*;
 use herald_bench::scrape::{self, Scrape};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::raw::c_int;
 use std::time::{Duration, Instant};
-
-extern "C" {
-    fn kill(pid: c_int, sig: c_int) -> c_int;
-}
-const SIGCONT: c_int = 18;
-const SIGSTOP: c_int = 19;
 
 fn start(name: &str, udp_buffer_bytes: Option<usize>) -> (Herald, String) {
     let dir = test_dir(name);
@@ -227,18 +220,6 @@ fn hostile_http_clients_do_not_break_the_endpoint_or_the_server() {
     assert!(herald.stop().is_some_and(|s| s.success()));
 }
 
-/// Resumes a SIGSTOPped process however the test ends.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child with a valid signal.
-        unsafe {
-            kill(self.0 as c_int, SIGCONT);
-        }
-    }
-}
-
 #[test]
 fn socket_queue_overflow_is_counted() {
     // The smallest receive buffer the config allows; the kernel doubles it (socket(7) SO_RCVBUF)
@@ -248,9 +229,7 @@ fn socket_queue_overflow_is_counted() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let flood = 2000;
     {
-        // SAFETY: as above.
-        assert_eq!(unsafe { kill(herald.pid() as c_int, SIGSTOP) }, 0);
-        let _resume = Resume(herald.pid());
+        let _stopped = sigstop(herald.pid());
         // A stopped process reads nothing: the socket queue fills and the rest is dropped.
         std::thread::sleep(Duration::from_millis(100));
         for _ in 0..flood {

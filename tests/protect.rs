@@ -23,14 +23,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 extern "C" {
-    fn kill(pid: c_int, sig: c_int) -> c_int;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const std::ffi::c_void, len: u32) -> c_int;
 }
 const SOL_SOCKET: c_int = 1;
 const SO_RCVBUF: c_int = 8;
 const SO_RCVBUFFORCE: c_int = 33;
-const SIGCONT: c_int = 18;
-const SIGSTOP: c_int = 19;
 
 const REALM: &str = "herald.test";
 
@@ -335,18 +332,6 @@ fn tcp_connections_per_address_are_limited() {
     assert!(herald.stop().is_some_and(|s| s.success()));
 }
 
-/// Resumes a SIGSTOPped process however the test ends.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child with a valid signal.
-        unsafe {
-            kill(self.0 as c_int, SIGCONT);
-        }
-    }
-}
-
 /// Waits until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously: a worker
 /// could otherwise still read the first datagrams with no wait at all).
 fn wait_stopped(pid: u32) {
@@ -391,9 +376,7 @@ fn overload_sheds_new_requests_and_lets_in_dialog_requests_through() {
     // Herald stops reading for 300 ms: every datagram below waits at least that long in the
     // socket queue (the kernel stamps it on arrival), far over the 20 ms threshold.
     {
-        // SAFETY: kill(2) on our own child with a valid signal.
-        assert_eq!(unsafe { kill(herald.pid() as c_int, SIGSTOP) }, 0);
-        let _resume = Resume(herald.pid());
+        let _stopped = sigstop(herald.pid());
         wait_stopped(herald.pid());
         for i in 0..200 {
             let req = if i % 10 == 9 {

@@ -33,7 +33,29 @@ extern "C" {
     fn setns(fd: c_int, nstype: c_int) -> c_int;
 }
 const SIGTERM: c_int = 15;
+const SIGCONT: c_int = 18;
+const SIGSTOP: c_int = 19;
 const CLONE_NEWNET: c_int = 0x4000_0000;
+
+/// A process stopped with SIGSTOP ([`sigstop`]); it is resumed (SIGCONT) when this is dropped,
+/// however the test ends.
+pub struct Stopped(u32);
+
+/// Stops process `pid` (SIGSTOP: it reads nothing until resumed).
+pub fn sigstop(pid: u32) -> Stopped {
+    // SAFETY: kill(2) with a pid we own and a valid signal number has no memory effects.
+    assert_eq!(unsafe { kill(pid as c_int, SIGSTOP) }, 0);
+    Stopped(pid)
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `sigstop`.
+        unsafe {
+            kill(self.0 as c_int, SIGCONT);
+        }
+    }
+}
 
 /// Sends SIGTERM to a child process.
 pub fn sigterm(child: &Child) {
