@@ -97,31 +97,109 @@ header_names! {
     Warning = "Warning",
 }
 
-/// The headers of nearly every message, dispatched on length first: one or two comparisons
-/// instead of a walk over every known name.
+/// The headers of nearly every message, dispatched on length first, then compared as two
+/// machine words (see [`Folded`]) instead of byte by byte.
 #[inline]
 fn common(name: &[u8]) -> Option<HeaderName> {
-    let is = |canonical: &str| name.eq_ignore_ascii_case(canonical.as_bytes());
+    let key = Folded::of(name)?;
+    macro_rules! is {
+        ($canonical:literal) => {{
+            const C: Canonical = Canonical::new($canonical);
+            C.matches(key)
+        }};
+    }
     let h = match name.len() {
-        2 if is("To") => HeaderName::To,
-        3 if is("Via") => HeaderName::Via,
-        4 if is("From") => HeaderName::From,
-        4 if is("CSeq") => HeaderName::CSeq,
-        5 if is("Route") => HeaderName::Route,
-        5 if is("Allow") => HeaderName::Allow,
-        7 if is("Call-ID") => HeaderName::CallId,
-        7 if is("Contact") => HeaderName::Contact,
-        7 if is("Expires") => HeaderName::Expires,
-        9 if is("Supported") => HeaderName::Supported,
-        10 if is("User-Agent") => HeaderName::UserAgent,
-        12 if is("Max-Forwards") => HeaderName::MaxForwards,
-        12 if is("Content-Type") => HeaderName::ContentType,
-        12 if is("Record-Route") => HeaderName::RecordRoute,
-        13 if is("Authorization") => HeaderName::Authorization,
-        14 if is("Content-Length") => HeaderName::ContentLength,
+        2 if is!("To") => HeaderName::To,
+        3 if is!("Via") => HeaderName::Via,
+        4 if is!("From") => HeaderName::From,
+        4 if is!("CSeq") => HeaderName::CSeq,
+        5 if is!("Route") => HeaderName::Route,
+        5 if is!("Allow") => HeaderName::Allow,
+        7 if is!("Call-ID") => HeaderName::CallId,
+        7 if is!("Contact") => HeaderName::Contact,
+        7 if is!("Expires") => HeaderName::Expires,
+        9 if is!("Supported") => HeaderName::Supported,
+        10 if is!("User-Agent") => HeaderName::UserAgent,
+        12 if is!("Max-Forwards") => HeaderName::MaxForwards,
+        12 if is!("Content-Type") => HeaderName::ContentType,
+        12 if is!("Record-Route") => HeaderName::RecordRoute,
+        13 if is!("Authorization") => HeaderName::Authorization,
+        14 if is!("Content-Length") => HeaderName::ContentLength,
         _ => return None,
     };
     Some(h)
+}
+
+/// A name of 1 to 16 bytes as two little-endian words: its first and its last 8 bytes (4 for
+/// names under 8 bytes, which then overlap; names under 4 bytes fill `head` alone). Together
+/// with the length, the two words hold every byte of the name.
+#[derive(Clone, Copy)]
+struct Folded {
+    head: u64,
+    tail: u64,
+}
+
+impl Folded {
+    #[inline]
+    fn of(name: &[u8]) -> Option<Folded> {
+        let n = name.len();
+        let le4 = |b: &[u8]| b.try_into().map_or(0, |w: [u8; 4]| u64::from(u32::from_le_bytes(w)));
+        let le8 = |b: &[u8]| b.try_into().map_or(0, u64::from_le_bytes);
+        Some(match n {
+            0 => return None,
+            1..=3 => Folded { head: name.iter().rev().fold(0, |w, &b| (w << 8) | u64::from(b)), tail: 0 },
+            4..=7 => Folded { head: le4(&name[..4]), tail: le4(&name[n - 4..]) },
+            8..=16 => Folded { head: le8(&name[..8]), tail: le8(&name[n - 8..]) },
+            _ => return None,
+        })
+    }
+}
+
+/// A canonical name prepared for [`Folded`] comparison: its lower-case words and a mask with
+/// bit 0x20 set at each letter. `input | mask == lower` then holds exactly when every letter
+/// matches in either case and every other byte (`-`) matches as is: OR-ing 0x20 maps only
+/// 'A'..'Z' onto 'a'..'z' among the bytes that can equal a letter.
+struct Canonical {
+    lower: Folded,
+    letters: Folded,
+}
+
+impl Canonical {
+    const fn new(name: &str) -> Canonical {
+        let b = name.as_bytes();
+        let n = b.len();
+        assert!(n >= 1 && n <= 16);
+        let (w, tail_at) = match n {
+            1..=3 => (n, usize::MAX),
+            4..=7 => (4, n - 4),
+            _ => (8, n - 8),
+        };
+        let (head_lower, head_letters) = Self::word(b, 0, w);
+        let (tail_lower, tail_letters) = if tail_at == usize::MAX { (0, 0) } else { Self::word(b, tail_at, w) };
+        Canonical {
+            lower: Folded { head: head_lower, tail: tail_lower },
+            letters: Folded { head: head_letters, tail: tail_letters },
+        }
+    }
+
+    /// The `w` bytes at `at`, lower-cased, and their letter mask, as little-endian words.
+    const fn word(b: &[u8], at: usize, w: usize) -> (u64, u64) {
+        let (mut lower, mut letters, mut i) = (0u64, 0u64, 0);
+        while i < w {
+            let c = b[at + i];
+            lower |= (c.to_ascii_lowercase() as u64) << (8 * i);
+            if c.is_ascii_alphabetic() {
+                letters |= 0x20 << (8 * i);
+            }
+            i += 1;
+        }
+        (lower, letters)
+    }
+
+    #[inline]
+    fn matches(&self, key: Folded) -> bool {
+        (key.head | self.letters.head) == self.lower.head && (key.tail | self.letters.tail) == self.lower.tail
+    }
 }
 
 impl HeaderName {
@@ -195,5 +273,32 @@ mod tests {
         assert_eq!(HeaderName::from_bytes(b"q"), HeaderName::Other);
         assert_eq!(HeaderName::CallId.compact(), Some("i"));
         assert_eq!(HeaderName::CSeq.compact(), None);
+    }
+
+    /// The word comparison must be exactly case-insensitive for letters and exact for the rest:
+    /// '-' (0x2D) differs from CR (0x0D) only in bit 0x20, and '@' from '`' likewise.
+    #[test]
+    fn folded_compare_is_exact_beyond_letter_case() {
+        for name in ["To", "Via", "From", "CSeq", "Call-ID", "Max-Forwards", "Record-Route", "Content-Length"] {
+            let upper = name.to_ascii_uppercase();
+            let lower = name.to_ascii_lowercase();
+            for spelled in [name, upper.as_str(), lower.as_str()] {
+                assert_ne!(HeaderName::from_bytes(spelled.as_bytes()), HeaderName::Other, "{spelled}");
+            }
+            // Flipping bit 0x20 of a non-letter, or replacing any byte, never gives the same header.
+            let want = HeaderName::from_bytes(name.as_bytes());
+            for i in 0..name.len() {
+                let mut b = name.as_bytes().to_vec();
+                if !b[i].is_ascii_alphabetic() {
+                    b[i] ^= 0x20;
+                    assert_ne!(HeaderName::from_bytes(&b), want, "{:?}", String::from_utf8_lossy(&b));
+                }
+                b[i] = b'#';
+                assert_ne!(HeaderName::from_bytes(&b), want, "{:?}", String::from_utf8_lossy(&b));
+            }
+        }
+        assert_eq!(HeaderName::from_bytes(b"Call\rID"), HeaderName::Other);
+        assert_eq!(HeaderName::from_bytes(b"Content-Lengthx"), HeaderName::Other);
+        assert_eq!(HeaderName::from_bytes(b""), HeaderName::Other);
     }
 }

@@ -284,7 +284,7 @@ fn limit_in(limit: Limit, field: &HeaderField, s: &[u8]) -> ParseError {
 /// Counts comma-separated values at top level (commas in quotes or `<>` do not count). An
 /// unbalanced quote counts as one value; the typed parser reports it later.
 fn count_values(v: &[u8]) -> usize {
-    if memchr::memchr(b',', v).is_none() {
+    if scan::find_any(v, 0, [b',']).is_none() {
         return 1;
     }
     let mut n = 1;
@@ -313,7 +313,7 @@ pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result
     // Find the CRLF that ends the line, following folded continuation lines.
     let mut search = colon + 1;
     let line_end = loop {
-        let Some(lf) = memchr::memchr(b'\n', &s[search..]).map(|i| i + search) else {
+        let Some(lf) = scan::find_lf(s, search) else {
             return Err(ParseError::new(ErrorKind::UnterminatedHeaders, s.len()));
         };
         if lf == 0 || s[lf - 1] != b'\r' {

@@ -15,7 +15,7 @@ pub enum StartLine {
 /// Parses the start line at the beginning of `s`; returns it and the offset of the first header.
 pub(crate) fn parse_start_line(s: &[u8], limits: &Limits) -> Result<(StartLine, usize), ParseError> {
     let window = &s[..s.len().min(limits.max_start_line + 2)];
-    let Some(lf) = memchr::memchr(b'\n', window) else {
+    let Some(lf) = scan::find_lf(window, 0) else {
         let kind = if s.len() > limits.max_start_line {
             ErrorKind::Limit(Limit::StartLine)
         } else {

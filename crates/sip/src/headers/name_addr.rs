@@ -22,9 +22,7 @@ impl<'a> NameAddr<'a> {
         let i = scan::skip_lws(s, 0);
         let (display_name, uri_start, bracketed) = display_and_uri_start(s, i)?;
         let (uri_end, after) = if bracketed {
-            let close = memchr::memchr(b'>', &s[uri_start..])
-                .map(|k| uri_start + k)
-                .ok_or(ValueError::at(uri_start, "missing '>'"))?;
+            let close = scan::find_any(s, uri_start, [b'>']).ok_or(ValueError::at(uri_start, "missing '>'"))?;
             (close, close + 1)
         } else {
             // addr-spec form: RFC 3261 §20.10 says a URI containing ',', '?' or ';' must be in
@@ -67,7 +65,7 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
         angle_end(s, lt)?
     } else {
         // name-addr if '<' comes before any ';' (an addr-spec cannot contain ';', §20.10).
-        match memchr::memchr2(b'<', b';', &s[i..]).map(|k| i + k) {
+        match scan::find_any(s, i, [b'<', b';']) {
             Some(k) if s[k] == b'<' => angle_end(s, k)?,
             Some(k) => k,
             None => s.len(),
@@ -81,7 +79,7 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {
-    memchr::memchr(b'>', &s[lt..]).map(|k| lt + k + 1).ok_or(ValueError::at(lt, "missing '>'"))
+    scan::find_any(s, lt, [b'>']).map(|k| k + 1).ok_or(ValueError::at(lt, "missing '>'"))
 }
 
 /// Reads an optional display name and finds where the URI starts.

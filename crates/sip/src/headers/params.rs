@@ -94,7 +94,7 @@ impl<'a> Iterator for ParamIter<'a> {
         if s.get(j) == Some(&b'=') {
             let v0 = scan::skip_lws(s, j + 1);
             let v1 = value_end(s, v0).unwrap_or(s.len());
-            value = Some(std::str::from_utf8(&s[v0..v1]).unwrap_or(""));
+            value = Some(scan::ascii_str(&s[v0..v1]));
             j = scan::skip_lws(s, v1);
         }
         self.pos = j;

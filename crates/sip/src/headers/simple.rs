@@ -31,7 +31,7 @@ impl<'a> CSeq<'a> {
 /// `Call-ID = word [ "@" word ]` (RFC 3261 §20.8). Compared byte for byte.
 pub fn parse_call_id(s: &[u8]) -> Result<&str, ValueError> {
     let word = |w: &[u8]| !w.is_empty() && w.iter().all(|&b| scan::is_word(b));
-    let ok = match memchr::memchr(b'@', s) {
+    let ok = match scan::find_any(s, 0, [b'@']) {
         Some(at) => word(&s[..at]) && word(&s[at + 1..]),
         None => word(s),
     };

@@ -12,6 +12,7 @@ use std::fmt;
 use super::escape::{self, check_class};
 use super::host::{host_port, host_port_prefix, Host};
 use super::{Uri, UriError};
+use crate::scan;
 
 /// `sip` or `sips` (RFC 3261 §19.1). The scheme is case-insensitive (§19.1.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -243,7 +244,7 @@ pub(super) fn parse_sip<'a>(raw: &'a str, scheme: Scheme, rest: &'a str, base: u
     // ("sip:user;par=u%40example.net@example.com") and §3.1.1.2 intmeth (user
     // containing "crazy?,/;;*"). With no '@', there is no userinfo and a ';' starts
     // the uri-parameters.
-    let (user, password, hostpart, hbase) = match memchr::memchr(b'@', rest.as_bytes()) {
+    let (user, password, hostpart, hbase) = match scan::find_any(rest.as_bytes(), 0, [b'@']) {
         Some(at) => {
             let (userinfo, after) = split_around(rest, at).ok_or(UriError::new(base, "bad user part"))?;
             let (user, password) = parse_userinfo(userinfo, base)?;
