@@ -83,7 +83,15 @@ impl Message {
 
     /// The topmost Via: the one a server answers to (RFC 3261 §18.2.2).
     pub fn top_via(&self) -> Result<Via<'_>, ParseError> {
-        self.vias().next().unwrap_or_else(|| Err(self.missing(HeaderName::Via)))
+        // `vias().next()` without the iterator adapters: this runs for every message.
+        for h in self.fields(HeaderName::Via) {
+            match ListIter::new(self.value_of(h)).next() {
+                Some(Ok((at, bytes))) => return Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at))),
+                Some(Err(e)) => return Err(self.value_error(h, e)),
+                None => {}
+            }
+        }
+        Err(self.missing(HeaderName::Via))
     }
 
     pub fn from_header(&self) -> Result<NameAddr<'_>, ParseError> {

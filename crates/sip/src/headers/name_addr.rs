@@ -71,11 +71,17 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
             None => s.len(),
         }
     };
-    let (params, end) = Params::parse(s, params_at)?;
+    // The first `tag` parameter decides, as `params.get("tag")` would.
+    let mut tag: Option<Option<&str>> = None;
+    let (_, end) = Params::parse_visiting(s, params_at, |name, value| {
+        if tag.is_none() && name.eq_ignore_ascii_case(b"tag") {
+            tag = Some(value.map(scan::ascii_str));
+        }
+    })?;
     if end != s.len() {
         return Err(ValueError::at(end, "unexpected text after address"));
     }
-    Ok(params.get("tag").flatten())
+    Ok(tag.flatten())
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {

@@ -15,6 +15,17 @@ impl<'a> Params<'a> {
     /// Reads parameters starting at `s[i]` (LWS allowed around `;` and `=`). Stops at the end of
     /// `s` or at a top-level `,`. Returns the list and the index where it stopped.
     pub fn parse(s: &'a [u8], i: usize) -> Result<(Params<'a>, usize), ValueError> {
+        Self::parse_visiting(s, i, |_, _| {})
+    }
+
+    /// [`Params::parse`] that also shows each checked parameter to `visit` as `(name, value)`,
+    /// so a caller can pick out what it needs in the same pass.
+    #[inline]
+    pub fn parse_visiting(
+        s: &'a [u8],
+        i: usize,
+        mut visit: impl FnMut(&'a [u8], Option<&'a [u8]>),
+    ) -> Result<(Params<'a>, usize), ValueError> {
         let begin = scan::skip_lws(s, i);
         let mut j = begin;
         let mut last = begin;
@@ -24,14 +35,18 @@ impl<'a> Params<'a> {
             if name_end == j {
                 return Err(ValueError::at(j, "empty or invalid parameter name"));
             }
+            let name = &s[j..name_end];
             j = scan::skip_lws(s, name_end);
             last = name_end;
+            let mut value = None;
             if s.get(j) == Some(&b'=') {
                 j = scan::skip_lws(s, j + 1);
                 let value_end = value_end(s, j).ok_or(ValueError::at(j, "bad parameter value"))?;
+                value = Some(&s[j..value_end]);
                 last = value_end;
                 j = scan::skip_lws(s, value_end);
             }
+            visit(name, value);
         }
         let raw = if last > begin { &s[begin..last] } else { &s[begin..begin] };
         Ok((Params { raw }, j))

@@ -14,6 +14,9 @@ pub struct Via<'a> {
     pub host: Host<'a>,
     pub port: Option<u16>,
     pub params: Params<'a>,
+    /// The branch, found while the parameters are checked: every message's transaction match
+    /// reads it, so it is not looked up a second time.
+    branch: Option<&'a str>,
 }
 
 /// RFC 3261 §8.1.1.7: branches that start with this cookie were built by RFC 3261 elements.
@@ -34,15 +37,23 @@ impl<'a> Via<'a> {
         }
         let sent_by_end = sent_by_end(s, i);
         let (host, port) = parse_host_port(&s[i..sent_by_end]).map_err(|e| ValueError::at(i + e.offset, e.reason))?;
-        let (params, end) = Params::parse(s, sent_by_end)?;
+        // The first `branch` parameter decides, as `params.get("branch")` would.
+        let mut branch: Option<Option<&str>> = None;
+        let (params, end) = Params::parse_visiting(s, sent_by_end, |name, value| {
+            if branch.is_none() && name.eq_ignore_ascii_case(b"branch") {
+                branch = Some(value.map(scan::ascii_str));
+            }
+        })?;
+        let branch = branch.flatten();
         if end != s.len() {
             return Err(ValueError::at(end, "unexpected text after Via parameters"));
         }
-        Ok(Via { protocol_name, protocol_version, transport, host, port, params })
+        Ok(Via { protocol_name, protocol_version, transport, host, port, params, branch })
     }
 
+    /// The value of the first `branch` parameter (`None` if absent or a bare flag).
     pub fn branch(&self) -> Option<&'a str> {
-        self.params.get("branch").flatten()
+        self.branch
     }
 
     /// Whether the branch carries the RFC 3261 magic cookie with something after it. A bare
@@ -109,6 +120,18 @@ mod tests {
         assert!(v.has_rfc3261_branch());
         assert_eq!(v.rport(), Some(None));
         assert_eq!(v.received(), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn branch_is_the_first_branch_parameter() {
+        let v = Via::parse(b"SIP/2.0/UDP h;BRANCH=z9hG4bKa;branch=z9hG4bKb").unwrap();
+        assert_eq!(v.branch(), Some("z9hG4bKa"));
+        let flag = Via::parse(b"SIP/2.0/UDP h;branch;branch=z9hG4bKb").unwrap();
+        assert_eq!(flag.branch(), None);
+        assert_eq!(flag.branch(), flag.params.get("branch").flatten());
+        let quoted = Via::parse(b"SIP/2.0/UDP h;rport;branch = \"z9\"").unwrap();
+        assert_eq!(quoted.branch(), Some("\"z9\""));
+        assert_eq!(Via::parse(b"SIP/2.0/UDP h;rport").unwrap().branch(), None);
     }
 
     #[test]

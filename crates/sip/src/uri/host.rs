@@ -79,9 +79,9 @@ pub fn parse_host_port(s: &[u8]) -> Result<(Host<'_>, Option<u16>), UriError> {
 /// `parse` runs on the text first and the octets are only screened if it fails:
 /// nothing `parse` accepts contains a non-ASCII character.
 fn with_ascii<'a, T>(s: &'a [u8], parse: impl FnOnce(&'a str) -> Result<T, UriError>) -> Result<T, UriError> {
-    let parsed = match std::str::from_utf8(s) {
+    let parsed = match crate::scan::utf8(s) {
         Ok(st) => parse(st),
-        Err(e) => Err(UriError::new(e.valid_up_to(), "bad host")),
+        Err(valid_up_to) => Err(UriError::new(valid_up_to, "bad host")),
     };
     parsed.map_err(|e| match s.iter().position(|b| !b.is_ascii()) {
         Some(i) => UriError::new(i, "bad host"),

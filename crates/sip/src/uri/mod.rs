@@ -108,9 +108,9 @@ impl<'a> Uri<'a> {
         if input.len() > MAX_URI_LEN {
             return Err(UriError::new(MAX_URI_LEN, "URI too long"));
         }
-        let parsed = match std::str::from_utf8(input) {
+        let parsed = match crate::scan::utf8(input) {
             Ok(s) => parse_text(s),
-            Err(e) => Err(UriError::new(e.valid_up_to(), "invalid character in URI")),
+            Err(valid_up_to) => Err(UriError::new(valid_up_to, "invalid character in URI")),
         };
         // The sip/sips and tel grammars only accept printable ASCII other than '<' and
         // '>' (every class in `escape` is a subset of it), so the octet screening only
