@@ -3,6 +3,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::host_run::host_run;
 use super::{escape, UriError};
 
 /// A parsed host: `host = hostname / IPv4address / IPv6reference` (RFC 3261 §25.1).
@@ -133,48 +134,13 @@ fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
             }
         }
     }
-    let (len, all, empty_label) = host_run(bytes);
+    let run = host_run(bytes);
     // Digits and dots only (and not an IPv4address, see above): an error, because a
     // hostname's toplabel must start with ALPHA (RFC 3261 §25.1). E.g. "192.0.2.256".
-    if len == 0 || all & escape::NUMERIC != 0 || empty_label {
+    if run.len == 0 || run.numeric || run.empty_label {
         return None;
     }
-    Some((Host::Name(st.get(..len)?), len))
-}
-
-/// One pass over the hostname characters at the start of `s` (see [`check_hostname`]).
-/// Returns how many there are, the AND of their classes, and whether a label is
-/// empty: a '.' first or right after another '.'.
-fn host_run(s: &[u8]) -> (usize, u8, bool) {
-    let mut all = u8::MAX;
-    // OR of the ANDs of the classes of adjacent octets: has DOT iff some '.' follows a
-    // '.'. `prev` starts as a '.' so that a leading '.' counts too.
-    let mut pairs = 0;
-    let mut prev = escape::DOT;
-    let mut rest = s;
-    // Four octets per step, as in `escape::run`.
-    while let [a, b, c, d, tail @ ..] = rest {
-        let (a, b, c, d) = (escape::class(*a), escape::class(*b), escape::class(*c), escape::class(*d));
-        if a & b & c & d & escape::HOST == 0 {
-            break;
-        }
-        all &= a & b & c & d;
-        pairs |= (prev & a) | (a & b) | (b & c) | (c & d);
-        prev = d;
-        rest = tail;
-    }
-    let mut len = s.len() - rest.len();
-    for &b in rest {
-        let c = escape::class(b);
-        if c & escape::HOST == 0 {
-            break;
-        }
-        all &= c;
-        pairs |= prev & c;
-        prev = c;
-        len += 1;
-    }
-    (len, all, pairs & escape::DOT != 0)
+    Some((Host::Name(st.get(..run.len)?), run.len))
 }
 
 /// The `IPv4address` at the start of `s` and its length.

@@ -13,6 +13,7 @@
 mod compare;
 mod escape;
 mod host;
+mod host_run;
 mod sip;
 mod tel;
 
