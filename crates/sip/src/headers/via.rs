@@ -101,7 +101,7 @@ fn slash(s: &[u8], i: usize) -> Result<usize, ValueError> {
 /// (`COLON = SWS ":" SWS` would allow LWS around the port colon; no implementation sends it and
 /// accepting it would make `host ;param` ambiguous, so sent-by is kept contiguous.)
 fn sent_by_end(s: &[u8], i: usize) -> usize {
-    i + s[i..].iter().take_while(|&&b| b != b';' && b != b'\r' && !scan::is_wsp(b)).count()
+    scan::find_any(s, i, [b';', b'\r', b' ', b'\t']).unwrap_or(s.len())
 }
 
 #[cfg(test)]
