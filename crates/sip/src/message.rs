@@ -88,7 +88,10 @@ impl Message {
             if headers.len() == limits.max_headers {
                 return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
             }
-            let field = parse_header_line(s, pos, limits)?;
+            let field = match plain_header_line(s, pos, limits) {
+                Some(field) => field,
+                None => parse_header_line(s, pos, limits)?,
+            };
             pos = field.line.end as usize;
             match field.name {
                 HeaderName::Via => {
@@ -301,6 +304,39 @@ fn count_values(v: &[u8]) -> usize {
 
 /// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
 /// where the value may continue on lines that start with SP or HT.
+/// The shape of nearly every header line, `Name: value CRLF` with one space after the colon,
+/// no folding and no trailing white space, recognised without building an error on the way:
+/// `None` for anything else, which [`parse_header_line`] then parses in full (with the same
+/// result for the lines this accepts).
+#[inline(always)]
+fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
+    let colon = scan::token_end(s, pos);
+    if colon == pos || s.get(colon) != Some(&b':') {
+        return None;
+    }
+    let value_start = colon + 2;
+    match s.get(colon + 1..value_start + 1)? {
+        [b' ', b] if !matches!(b, b' ' | b'\t' | b'\r' | b'\n') => {}
+        _ => return None,
+    }
+    let lf = scan::find_lf(s, value_start)?;
+    let line_end = lf + 1;
+    // CRLF, a last value byte that is not white space, no continuation line.
+    match s.get(lf - 2..line_end + 1)? {
+        [last, b'\r', b'\n', next] if !matches!(last, b' ' | b'\t' | b'\r' | b'\n') && !scan::is_wsp(*next) => {}
+        _ => return None,
+    }
+    if line_end - pos > limits.max_header_line {
+        return None;
+    }
+    Some(HeaderField {
+        name: HeaderName::from_bytes(&s[pos..colon]),
+        name_span: Span::new(pos, colon),
+        value: Span::new(value_start, lf - 1),
+        line: Span::new(pos, line_end),
+    })
+}
+
 pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result<HeaderField, ParseError> {
     let name_end = scan::token_end(s, pos);
     if name_end == pos {
@@ -345,4 +381,46 @@ pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result
         value: Span::new(value_start, value_end),
         line: Span::new(pos, line_end),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever the fast path accepts a line, the full parse gives the same field; it declines
+    /// folding, odd spacing, stray CR/LF and over-long lines.
+    #[test]
+    fn plain_lines_parse_as_the_full_parser_does() {
+        let limits = Limits::default();
+        let lines: &[&[u8]] = &[
+            b"Via: SIP/2.0/UDP h;branch=z9hG4bK1\r\n\r\n",
+            b"v: SIP/2.0/UDP h\r\n\r\n",
+            b"To: <sip:b@h>\r\r\n\r\n",
+            b"To: <sip:b@h>\n\r\n\r\n",
+            b"To: <sip:b@h> \r\n\r\n",
+            b"To:  <sip:b@h>\r\n\r\n",
+            b"To:<sip:b@h>\r\n\r\n",
+            b"To : <sip:b@h>\r\n\r\n",
+            b"To: \r\n\r\n",
+            b"To: x\r\n\r\n",
+            b"Subject: a\r\n folded\r\n\r\n",
+            b"Subject: a\r\n\tfolded\r\n\r\n",
+            b"Subject: a\r\n",
+            b"X-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+        ];
+        let mut accepted = 0;
+        for line in lines {
+            if let Some(fast) = plain_header_line(line, 0, &limits) {
+                accepted += 1;
+                let full = parse_header_line(line, 0, &limits).expect("the full parse accepts it too");
+                assert_eq!(fast, full, "{:?}", String::from_utf8_lossy(line));
+            }
+        }
+        assert_eq!(accepted, 4);
+        for declined in [&b"To: <sip:b@h>\r\r\n\r\n"[..], b"Subject: a\r\n folded\r\n\r\n", b"To: <sip:b@h> \r\n\r\n"] {
+            assert_eq!(plain_header_line(declined, 0, &limits), None);
+        }
+        let short = Limits { max_header_line: 20, ..Limits::default() };
+        assert_eq!(plain_header_line(lines[13], 0, &short), None);
+    }
 }
