@@ -81,18 +81,6 @@ fn limits() -> Limits {
     Limits::default()
 }
 
-/// Room for what herald may add to a message it relays (its Via, Record-Route, a longer
-/// Max-Forwards) when the input sat at a limit.
-fn relaxed(l: &Limits) -> Limits {
-    Limits {
-        max_message_size: l.max_message_size + 1024,
-        max_headers: l.max_headers + 4,
-        max_header_line: l.max_header_line + 256,
-        max_via: l.max_via + 1,
-        max_route: l.max_route + 2,
-        ..l.clone()
-    }
-}
 
 struct Flags {
     auth: bool,
@@ -187,7 +175,7 @@ impl World {
         World {
             engine,
             now,
-            loose: relaxed(&l),
+            loose: l.with_relay_room(),
             limits: l,
             flags,
             peers: [addr("192.0.2.1:5061"), addr("192.0.2.2:5062"), addr("192.0.2.3:5063"), addr("198.51.100.7:40000")],

@@ -25,17 +25,9 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// The parser limits of a default herald plus room for what a proxy adds to a message it
-/// relays (its Via and Record-Route, a longer Max-Forwards).
+/// relays.
 fn peer_limits() -> Limits {
-    let l = Limits::default();
-    Limits {
-        max_message_size: l.max_message_size + 1024,
-        max_headers: l.max_headers + 4,
-        max_header_line: l.max_header_line + 256,
-        max_via: l.max_via + 1,
-        max_route: l.max_route + 2,
-        ..l
-    }
+    Limits::default().with_relay_room()
 }
 
 /// Problems with what herald sent: every message herald emits must parse (on a stream: frame

@@ -33,6 +33,22 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// These limits plus room for what a proxy adds to a message it relays (its Via and
+    /// Record-Route, a longer Max-Forwards): what the next hop must accept from herald when
+    /// the original sat exactly at a limit.
+    pub fn with_relay_room(&self) -> Limits {
+        Limits {
+            max_message_size: self.max_message_size + 1024,
+            max_headers: self.max_headers + 4,
+            max_header_line: self.max_header_line + 256,
+            max_via: self.max_via + 1,
+            max_route: self.max_route + 2,
+            ..self.clone()
+        }
+    }
+}
+
 /// Which limit was exceeded; carried by [`crate::ErrorKind::Limit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
