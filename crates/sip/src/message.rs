@@ -342,8 +342,7 @@ pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result
     if name_end == pos {
         return Err(ParseError::new(ErrorKind::HeaderLine, pos));
     }
-    // Nearly every line is `Name: value`: test for that shape before the general LWS walks.
-    let colon = if s.get(name_end) == Some(&b':') { name_end } else { scan::skip_lws(s, name_end) };
+    let colon = scan::skip_lws(s, name_end);
     if s.get(colon) != Some(&b':') {
         return Err(ParseError::in_header(ErrorKind::HeaderLine, colon, &s[pos..name_end]));
     }
@@ -369,11 +368,7 @@ pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result
     if line_end - pos > limits.max_header_line {
         return Err(ParseError::in_header(ErrorKind::Limit(Limit::HeaderLine), pos, &s[pos..name_end]));
     }
-    let value_start = match s.get(colon + 1..colon + 3) {
-        Some([b' ', b]) if !matches!(b, b' ' | b'\t' | b'\r') => colon + 2,
-        _ => scan::skip_lws(s, colon + 1),
-    }
-    .min(line_end - 2);
+    let value_start = scan::skip_lws(s, colon + 1).min(line_end - 2);
     let value_end = scan::trim_lws_end(s, line_end - 2).max(value_start);
     Ok(HeaderField {
         name: HeaderName::from_bytes(&s[pos..name_end]),

@@ -16,43 +16,6 @@ pub struct ListValue<'a> {
     pub bytes: &'a [u8],
 }
 
-/// The iterator of [`Message::list_values`]: the header lines named `name`, each split at its
-/// top-level commas. Written out rather than as `filter` + `flat_map`, whose adapters cost a
-/// proxy more than the splitting itself on every Route and Via it reads.
-pub struct ListValues<'m> {
-    msg: &'m Message,
-    name: HeaderName,
-    /// The index of the next header line to look at.
-    next_field: usize,
-    /// The line being split: its index and the splitter.
-    current: Option<(usize, ListIter<'m>)>,
-}
-
-impl<'m> Iterator for ListValues<'m> {
-    type Item = Result<ListValue<'m>, ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let msg = self.msg;
-        loop {
-            if let Some((idx, values)) = &mut self.current {
-                let h = &msg.headers()[*idx];
-                match values.next() {
-                    Some(Ok((at, bytes))) => {
-                        return Some(Ok(ListValue { field: *idx, span: h.value.sub(at, at + bytes.len()), bytes }));
-                    }
-                    Some(Err(e)) => return Some(Err(msg.value_error(h, e))),
-                    None => self.current = None,
-                }
-            }
-            let headers = msg.headers();
-            let offset = headers.get(self.next_field..)?.iter().position(|h| h.name == self.name)?;
-            let idx = self.next_field + offset;
-            self.next_field = idx + 1;
-            self.current = Some((idx, ListIter::new(msg.value_of(&headers[idx]))));
-        }
-    }
-}
-
 impl Message {
     /// Turns a value-relative error into a message-level one naming the header.
     pub fn value_error(&self, h: &HeaderField, e: ValueError) -> ParseError {
@@ -71,8 +34,13 @@ impl Message {
 
     /// Every element of every line named `name`, in order (RFC 3261 §7.3.1: several lines of a
     /// list header are equivalent to one comma-separated line, order preserved).
-    pub fn list_values(&self, name: HeaderName) -> ListValues<'_> {
-        ListValues { msg: self, name, next_field: 0, current: None }
+    pub fn list_values(&self, name: HeaderName) -> impl Iterator<Item = Result<ListValue<'_>, ParseError>> + '_ {
+        self.headers().iter().enumerate().filter(move |(_, h)| h.name == name).flat_map(move |(idx, h)| {
+            ListIter::new(self.value_of(h)).map(move |r| match r {
+                Ok((at, bytes)) => Ok(ListValue { field: idx, span: h.value.sub(at, at + bytes.len()), bytes }),
+                Err(e) => Err(self.value_error(h, e)),
+            })
+        })
     }
 
     fn typed_list<'m, T: 'm>(
