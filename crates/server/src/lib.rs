@@ -1,7 +1,8 @@
 //! herald-server: the runtime of `herald serve` (docs/design/serve.md).
 //!
-//! * One worker thread per core, each with a current-thread tokio runtime and its own SO_REUSEPORT
-//!   UDP socket and TCP listener per listen address.
+//! * One worker per core, each with its own SO_REUSEPORT UDP socket and TCP listener per listen
+//!   address: a thread with a current-thread tokio runtime (TCP, timers, DNS, control) and one
+//!   thread per UDP socket blocked in recvmmsg (module `udp_receiver`).
 //! * The [`SipHandler`]s are `S` engine shards shared by all workers (`S` = 16 × workers, at least
 //!   64, a power of two), each behind its own mutex: a message belongs to shard
 //!   `hash(Call-ID) % S`. The worker that reads a message handles it in that shard (the lock is
@@ -26,6 +27,7 @@
 mod bind;
 pub mod config;
 mod conn_limit;
+mod dispatch;
 pub mod dns;
 mod framer;
 mod inbound;
@@ -38,6 +40,7 @@ mod stats;
 mod tcp;
 mod tls;
 mod udp;
+mod udp_receiver;
 mod worker;
 
 pub use bind::BoundAddr;

@@ -149,6 +149,7 @@ impl Server {
             flood: self.stats.flood.clone(),
             stats: self.stats,
             draining: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
             supported,
             tls: self.tls,
@@ -166,8 +167,7 @@ impl Server {
                     let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
                     rt.block_on(async move {
                         let worker = Worker::new(id, shared, shards, sockets.udp, sockets.tcp, inbox, ctl_rx)?;
-                        worker.run().await;
-                        Ok::<(), std::io::Error>(())
+                        worker.run().await
                     })
                 })
                 .map_err(ServerError::Runtime)?;
@@ -208,6 +208,7 @@ impl Server {
             }
             Ok(())
         });
+        shared.stopped.store(true, Ordering::Relaxed);
         for tx in &shared.ctl {
             let _ = tx.send(Ctl::Stop);
         }

@@ -1,6 +1,7 @@
-//! Batched UDP I/O: recvmmsg(2) and sendmmsg(2) on a non-blocking socket, one system call for up
-//! to [`BATCH`] datagrams (seed 000: per-datagram syscalls and socket-lock contention dominate a
-//! UDP SIP server's cost). Called from inside tokio's readiness (`UdpSocket::try_io`).
+//! Batched UDP I/O: recvmmsg(2) and sendmmsg(2), one system call for up to [`BATCH`] datagrams
+//! (seed 000: per-datagram syscalls and socket-lock contention dominate a UDP SIP server's cost).
+//! A receiver thread blocks in recvmmsg itself (module `udp_receiver`): no readiness event loop,
+//! so a wake-up costs one receive call instead of epoll_wait, recvmmsg and a final EAGAIN.
 
 use bytes::Bytes;
 use socket2::SockAddr;
@@ -77,9 +78,10 @@ impl RecvBuffers {
     }
 }
 
-/// Reads up to [`BATCH`] datagrams without blocking and appends them to `out`. Returns how many;
-/// `WouldBlock` when there are none.
-pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>) -> io::Result<usize> {
+/// Reads up to [`BATCH`] datagrams and appends them to `out`. Returns how many. `wait`: block
+/// until at least one arrives (MSG_WAITFORONE: then take only what is already queued), up to the
+/// socket's SO_RCVTIMEO; otherwise return at once. `WouldBlock` when there were none.
+pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>, wait: bool) -> io::Result<usize> {
     // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid and every pointer is set
     // below to memory owned by `b`, which outlives the call.
     let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
@@ -95,10 +97,9 @@ pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>
         h.msg_control = b.ctrl[i].as_mut_ptr().cast();
         h.msg_controllen = CTRL as _;
     }
-    // SAFETY: hdrs describes BATCH valid buffers; MSG_DONTWAIT keeps the call non-blocking.
-    let n = unsafe {
-        libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut())
-    };
+    let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
+    // SAFETY: hdrs describes BATCH valid buffers.
+    let n = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, flags, std::ptr::null_mut()) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -161,6 +162,15 @@ pub(crate) fn send_batch(fd: RawFd, items: &[Outgoing]) -> (usize, Option<io::Er
         sent += n as usize;
     }
     (sent, None)
+}
+
+/// Waits up to `timeout` for room in `fd`'s send buffer (poll(2) POLLOUT). False on timeout.
+pub(crate) fn wait_writable(fd: RawFd, timeout: std::time::Duration) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    r > 0 && p.revents & libc::POLLOUT != 0
 }
 
 /// # Safety
@@ -300,7 +310,7 @@ mod tests {
         let mut out = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while out.is_empty() {
-            match recv_batch(rx.as_raw_fd(), &mut bufs, &mut out) {
+            match recv_batch(rx.as_raw_fd(), &mut bufs, &mut out, false) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(std::time::Duration::from_millis(1))

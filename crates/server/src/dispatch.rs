@@ -1,0 +1,286 @@
+//! What both threads of a worker do with a message once it is read: the runtime's protections,
+//! the engine shard's `handle`, and carrying out its outputs (UDP sends queued for sendmmsg, TCP
+//! sends through the connection registry, name lookups as tasks of the worker's runtime).
+//!
+//! A worker has a UDP receiver thread per UDP socket (module `udp_receiver`: blocking recvmmsg,
+//! no event loop) and a tokio thread for TCP, control messages and timers (module `worker`).
+//! Each owns a [`Dispatcher`]; the two share the worker's sockets, resolver and load state.
+//! Both run inside the worker's runtime context (the receivers enter it), so outputs that need a
+//! task - a TCP connect, a DNS lookup - start one on the worker's runtime.
+
+use crate::dns;
+use crate::inbound;
+use crate::metrics::{MsgType, Wire, WorkerMetrics};
+use crate::protect::Verdict;
+use crate::shards::Shards;
+use crate::stats::{Bump, WorkerStats};
+use crate::tcp;
+use crate::udp::{self, Outgoing};
+use crate::worker::{Ctl, Shared};
+use bytes::Bytes;
+use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
+use herald_sip::Message;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How long a full UDP send buffer may hold a thread before the queued datagrams are dropped.
+const SEND_STALL: Duration = Duration::from_millis(100);
+
+/// What a worker's threads share besides [`Shared`].
+pub(crate) struct WorkerCommon {
+    pub id: usize,
+    /// The worker's UDP sockets (blocking mode: the receivers block in recvmmsg; every send
+    /// passes MSG_DONTWAIT).
+    pub udp: Vec<Arc<UdpSocket>>,
+    pub udp_local: Vec<SocketAddr>,
+    pub ctl_tx: mpsc::UnboundedSender<Ctl>,
+    /// The worker's tokio runtime: connects and lookups run as its tasks.
+    pub rt: tokio::runtime::Handle,
+    /// One resolver (one DNS cache) per worker, made on first use.
+    pub resolver: OnceLock<dns::Resolver>,
+    /// UDP receivers of this worker shedding new requests now (`[overload]`).
+    pub shedding: AtomicUsize,
+    /// Transactions held over all shards, sampled every tick (`limits.max_transactions`).
+    pub transactions: AtomicUsize,
+}
+
+pub(crate) struct Dispatcher<H> {
+    pub shared: Arc<Shared>,
+    pub shards: Arc<Shards<H>>,
+    pub common: Arc<WorkerCommon>,
+    /// `[metrics] listen` is set: count every message sent by type.
+    pub measure: bool,
+    out: Vec<Output>,
+    /// Datagrams waiting for the next [`Dispatcher::flush_udp`], per UDP socket.
+    queues: Vec<Vec<Outgoing>>,
+}
+
+impl<H: SipHandler> Dispatcher<H> {
+    pub(crate) fn new(shared: Arc<Shared>, shards: Arc<Shards<H>>, common: Arc<WorkerCommon>) -> Dispatcher<H> {
+        let queues = common.udp.iter().map(|_| Vec::new()).collect();
+        let measure = shared.config.metrics.listen.is_some();
+        Dispatcher { shared, shards, common, measure, out: Vec::new(), queues }
+    }
+
+    pub(crate) fn id(&self) -> usize {
+        self.common.id
+    }
+
+    pub(crate) fn stats(&self) -> &WorkerStats {
+        &self.shared.stats.workers[self.common.id]
+    }
+
+    pub(crate) fn metrics(&self) -> &WorkerMetrics {
+        &self.shared.stats.metrics[self.common.id]
+    }
+
+    /// Whether new requests are refused now: a UDP receiver's socket-queue wait says so, or
+    /// (TCP's signal, which has no kernel timestamps) the inbox from this worker's connections is
+    /// over half full.
+    fn overloaded(&self) -> bool {
+        if self.common.shedding.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let inbox = &self.shared.inboxes[self.common.id];
+        self.shared.config.overload.enabled
+            && inbox.max_capacity() - inbox.capacity() > self.shared.config.limits.inbox_capacity / 2
+    }
+
+    /// Hands `input` to engine shard `shard` (under its lock) and carries out what it asks for.
+    pub(crate) fn handle(&mut self, shard: usize, input: Input) {
+        self.shards.handle(shard, input, &mut self.out);
+        self.dispatch(shard);
+    }
+
+    /// Runs shard `shard`'s due timers and carries out what they ask for.
+    pub(crate) fn handle_timeouts(&mut self, shard: usize, now: Instant) {
+        self.shards.handle_timeouts(shard, now, &mut self.out);
+        self.dispatch(shard);
+    }
+
+    /// Handles a message in its engine shard. One peer's messages reach one thread (the
+    /// reuseport hash for UDP, the owning worker for a TCP connection) and are handled there in
+    /// arrival order, so each dialog keeps its per-direction order.
+    ///
+    /// Before that, the runtime's protections (responses are never limited: they belong to
+    /// transactions herald started): a banned source's requests are dropped unanswered; new
+    /// requests (not ACK, CANCEL or in-dialog: those finish what is running, seed 001) are
+    /// dropped while draining, and answered 503 while this worker is overloaded or the
+    /// transaction limit is reached.
+    pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
+        if msg.is_request() {
+            if let Some(flood) = &self.shared.flood {
+                if flood.check_request(from.addr.ip(), Instant::now()) == Verdict::Drop {
+                    return; // counted by the guard
+                }
+            }
+            let draining = self.shared.draining.load(Ordering::Relaxed);
+            let full = self.common.transactions.load(Ordering::Relaxed) >= self.shared.config.limits.max_transactions;
+            let overloaded = self.overloaded();
+            if (draining || overloaded || full) && inbound::is_new_request(&msg) {
+                if draining {
+                    self.stats().drain_dropped.bump();
+                    return;
+                }
+                if overloaded {
+                    self.stats().overload_rejected.bump();
+                } else {
+                    self.stats().transactions_rejected.bump();
+                }
+                let bytes = inbound::busy(&msg, self.shared.config.overload.retry_after_s);
+                self.send_direct(from, bytes);
+                return;
+            }
+            if inbound::is_ack_of_busy(&msg) {
+                self.stats().stateless_acks_absorbed.bump();
+                return;
+            }
+        }
+        let shard = inbound::shard(&msg, &from.addr, self.shards.len());
+        self.handle(shard, Input::Message { from, local, msg });
+    }
+
+    /// The UDP socket to send to `to` from: the worker's first of the same address family.
+    fn udp_socket_for(&self, to: &SocketAddr) -> Option<usize> {
+        self.common.udp_local.iter().position(|l| l.is_ipv4() == to.is_ipv4())
+    }
+
+    /// Carries out what engine shard `shard` asked for.
+    fn dispatch(&mut self, shard: usize) {
+        let mut out = std::mem::take(&mut self.out);
+        for o in out.drain(..) {
+            match o {
+                Output::Send { to, bytes } => match to.transport {
+                    Transport::Udp => match self.udp_socket_for(&to.addr) {
+                        Some(i) => {
+                            if self.measure {
+                                self.metrics().sent(MsgType::of_bytes(&bytes), Wire::Udp);
+                            }
+                            self.queues[i].push(Outgoing { to: to.addr, bytes, origin: Some(shard) })
+                        }
+                        None => self.transport_error(Some(shard), to),
+                    },
+                    Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
+                        let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
+                        if !tcp::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes) {
+                            self.transport_error(Some(shard), to);
+                        } else if let Some(kind) = kind {
+                            self.metrics().sent(kind, Wire::Tcp);
+                        }
+                    }
+                    // WebSocket is not implemented yet; TLS without [tls] has no connector.
+                    Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => {
+                        self.transport_error(Some(shard), to)
+                    }
+                },
+                Output::Resolve { token, request } => self.resolve(shard, token, request),
+            }
+        }
+        self.out = out;
+    }
+
+    /// Queues a datagram on UDP socket `i` that the runtime made itself (a malformed request's
+    /// answer): nobody to tell if it cannot be sent.
+    pub(crate) fn queue_answer(&mut self, i: usize, to: SocketAddr, bytes: Bytes) {
+        self.queues[i].push(Outgoing { to, bytes, origin: None });
+    }
+
+    /// Sends a response the runtime made itself (no shard to tell if it fails). It goes back to
+    /// where the request came from, as rport (RFC 3581) would have it: the request's Via is not
+    /// worth a DNS lookup for a stateless refusal.
+    fn send_direct(&mut self, to: Peer, bytes: Bytes) {
+        let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
+        let sent = match to.transport {
+            Transport::Udp => self.udp_socket_for(&to.addr).map(|i| {
+                self.queues[i].push(Outgoing { to: to.addr, bytes, origin: None });
+                Wire::Udp
+            }),
+            Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
+                tcp::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes).then_some(Wire::Tcp)
+            }
+            Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => None,
+        };
+        match (sent, kind) {
+            (Some(wire), Some(kind)) => self.metrics().sent(kind, wire),
+            (Some(_), None) => {}
+            (None, _) => self.transport_error(None, to),
+        }
+    }
+
+    /// Whether stream output on `transport` can be carried out (TLS needs `[tls]`).
+    fn can_stream(&self, transport: Transport) -> bool {
+        transport == Transport::Tcp || (transport == Transport::Tls && self.shared.tls.is_some())
+    }
+
+    /// Reported to the shard (`None`: the runtime's own datagram, nobody to tell) by the worker's
+    /// tokio thread on its next loop turn (never re-entrantly).
+    fn transport_error(&mut self, shard: Option<usize>, to: Peer) {
+        self.stats().send_errors.bump();
+        if shard.is_some() {
+            let _ = self.common.ctl_tx.send(Ctl::TransportError { shard, to });
+        }
+    }
+
+    /// Looks `request` up in a task of the worker's runtime; the answer goes back to `shard`.
+    fn resolve(&mut self, shard: usize, token: u64, request: ResolveRequest) {
+        let supported = &self.shared.supported;
+        let resolver = self.common.resolver.get_or_init(|| dns::Resolver::system(supported.clone())).clone();
+        let tx = self.common.ctl_tx.clone();
+        let tls = self.shared.tls.clone();
+        tokio::spawn(async move {
+            let result = resolver.resolve(&request).await;
+            // RFC 5922 §7.1: a TLS next hop must prove the name it was looked up by.
+            if let (Some(tls), Ok(targets)) = (&tls, &result) {
+                tls.learn(&request.host, targets);
+            }
+            let _ = tx.send(Ctl::Resolved { shard, token, result });
+        });
+    }
+
+    /// Sends every queued datagram, batched with sendmmsg. A full send buffer holds this thread
+    /// for up to [`SEND_STALL`] (poll(2) for room); what is still unsent then is dropped and
+    /// reported to the shards that sent it.
+    pub(crate) fn flush_udp(&mut self) {
+        for i in 0..self.queues.len() {
+            if self.queues[i].is_empty() {
+                continue;
+            }
+            let queue = std::mem::take(&mut self.queues[i]);
+            let fd = self.common.udp[i].as_raw_fd();
+            let mut at = 0;
+            while at < queue.len() {
+                let (n, failed) = udp::send_batch(fd, &queue[at..]);
+                at += n;
+                self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
+                let Some(e) = failed else { continue };
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    if !udp::wait_writable(fd, SEND_STALL) {
+                        tracing::warn!(worker = self.id(), dropped = queue.len() - at, "UDP send buffer full");
+                        // One report per shard and destination, however many datagrams.
+                        let mut told = std::collections::HashSet::new();
+                        for o in &queue[at..] {
+                            if told.insert((o.origin, o.to)) {
+                                self.transport_error(o.origin, Peer::udp(o.to));
+                            } else {
+                                self.stats().send_errors.bump();
+                            }
+                        }
+                        break;
+                    }
+                } else {
+                    tracing::debug!(worker = self.id(), to = %queue[at].to, error = %e, "UDP send failed");
+                    self.transport_error(queue[at].origin, Peer::udp(queue[at].to));
+                    at += 1;
+                }
+            }
+            let mut queue = queue;
+            queue.clear();
+            self.queues[i] = queue; // keep the allocation
+        }
+    }
+}
