@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 /// Valid calls per second during the whole run.
 const RATE: u32 = 20;
 /// Calls placed: enough to outlast the corpus (checked: [`assert_load_outlasted`]).
-const CALLS: u32 = 600;
+const CALLS: u32 = 800;
 /// Mutants per batch (the slow batch is smaller: each of its messages takes ~0.1 s).
 const BATCH: usize = 500;
 const SLOW_BATCH: usize = 100;

@@ -45,6 +45,8 @@ pub(crate) struct UdpReceiver<H> {
     /// A datagram was observed since `tick_at`.
     observed: bool,
     tick_at: Instant,
+    /// When the current batch was read.
+    batch_at: Instant,
 }
 
 /// Tells the worker's tokio thread that a receiver ended (normally at shutdown, or by panic).
@@ -88,6 +90,7 @@ impl<H: SipHandler> UdpReceiver<H> {
             shedding: false,
             observed: false,
             tick_at: Instant::now(),
+            batch_at: Instant::now(),
         };
         std::thread::Builder::new().name(name).spawn(move || r.run())
     }
@@ -101,6 +104,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         while !self.d.shared.stopped.load(Ordering::Relaxed) {
             match udp::recv_batch(fd, &mut self.recv, &mut self.received, true) {
                 Ok(_) => {
+                    self.batch_at = Instant::now();
                     let mut clock = self.stamps.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
                     for d in batch.drain(..) {
@@ -129,7 +133,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
         self.tick_at = now;
         if !std::mem::take(&mut self.observed) {
-            self.overload.observe(Duration::ZERO);
+            self.overload.observe(Duration::ZERO, now);
             self.publish_shedding();
         }
     }
@@ -137,7 +141,7 @@ impl<H: SipHandler> UdpReceiver<H> {
     /// Feeds one datagram's socket-queue wait to the overload detector.
     fn observe(&mut self, wait_ns: u64) {
         self.observed = true;
-        self.overload.observe(Duration::from_nanos(wait_ns));
+        self.overload.observe(Duration::from_nanos(wait_ns), self.batch_at);
         self.publish_shedding();
     }
 
