@@ -78,10 +78,11 @@ impl RecvBuffers {
     }
 }
 
-/// Reads up to [`BATCH`] datagrams and appends them to `out`. Returns how many. `wait`: block
-/// until at least one arrives (MSG_WAITFORONE: then take only what is already queued), up to the
-/// socket's SO_RCVTIMEO; otherwise return at once. `WouldBlock` when there were none.
-pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>, wait: bool) -> io::Result<usize> {
+/// Reads up to [`BATCH`] datagrams and appends them to `out`. Returns how many. On a blocking
+/// socket it waits for the first one, up to the socket's SO_RCVTIMEO, and then takes only what
+/// is already queued (MSG_WAITFORONE); on a non-blocking one it returns at once. `WouldBlock`
+/// when there were none.
+pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>) -> io::Result<usize> {
     // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid and every pointer is set
     // below to memory owned by `b`, which outlives the call.
     let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
@@ -97,9 +98,10 @@ pub(crate) fn recv_batch(fd: RawFd, b: &mut RecvBuffers, out: &mut Vec<Received>
         h.msg_control = b.ctrl[i].as_mut_ptr().cast();
         h.msg_controllen = CTRL as _;
     }
-    let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
     // SAFETY: hdrs describes BATCH valid buffers.
-    let n = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, flags, std::ptr::null_mut()) };
+    let n = unsafe {
+        libc::recvmmsg(fd, hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -310,7 +312,7 @@ mod tests {
         let mut out = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while out.is_empty() {
-            match recv_batch(rx.as_raw_fd(), &mut bufs, &mut out, false) {
+            match recv_batch(rx.as_raw_fd(), &mut bufs, &mut out) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(std::time::Duration::from_millis(1))

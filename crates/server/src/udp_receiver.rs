@@ -45,8 +45,6 @@ pub(crate) struct UdpReceiver<H> {
     /// A datagram was observed since `tick_at`.
     observed: bool,
     tick_at: Instant,
-    /// When the current batch was read.
-    batch_at: Instant,
 }
 
 /// Tells the worker's tokio thread that a receiver ended (normally at shutdown, or by panic).
@@ -90,7 +88,6 @@ impl<H: SipHandler> UdpReceiver<H> {
             shedding: false,
             observed: false,
             tick_at: Instant::now(),
-            batch_at: Instant::now(),
         };
         std::thread::Builder::new().name(name).spawn(move || r.run())
     }
@@ -102,13 +99,14 @@ impl<H: SipHandler> UdpReceiver<H> {
         let _rt = rt.enter();
         let fd = self.sock.as_raw_fd();
         while !self.d.shared.stopped.load(Ordering::Relaxed) {
-            match udp::recv_batch(fd, &mut self.recv, &mut self.received, true) {
+            let read = udp::recv_batch(fd, &mut self.recv, &mut self.received);
+            let now = Instant::now();
+            match read {
                 Ok(_) => {
-                    self.batch_at = Instant::now();
                     let mut clock = self.stamps.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
                     for d in batch.drain(..) {
-                        self.on_datagram(d, clock.as_mut());
+                        self.on_datagram(d, now, clock.as_mut());
                     }
                     self.received = batch;
                     self.d.flush_udp();
@@ -117,7 +115,7 @@ impl<H: SipHandler> UdpReceiver<H> {
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
                 Err(e) => tracing::debug!(worker = self.d.id(), error = %e, "UDP receive error"),
             }
-            self.tick();
+            self.tick(now);
         }
         if self.shedding {
             self.set_shedding(false);
@@ -126,8 +124,8 @@ impl<H: SipHandler> UdpReceiver<H> {
 
     /// Once per [`TICK`]: a receiver that read no datagram for a whole tick has no socket queue.
     /// That is a wait of zero, so that shedding ends when UDP traffic stops.
-    fn tick(&mut self) {
-        let now = Instant::now();
+    /// `now`: when the last read returned.
+    fn tick(&mut self, now: Instant) {
         if now.duration_since(self.tick_at) < TICK {
             return;
         }
@@ -138,10 +136,10 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
     }
 
-    /// Feeds one datagram's socket-queue wait to the overload detector.
-    fn observe(&mut self, wait_ns: u64) {
+    /// Feeds the socket-queue wait of one datagram read at `read_at` to the overload detector.
+    fn observe(&mut self, wait_ns: u64, read_at: Instant) {
         self.observed = true;
-        self.overload.observe(Duration::from_nanos(wait_ns), self.batch_at);
+        self.overload.observe(Duration::from_nanos(wait_ns), read_at);
         self.publish_shedding();
     }
 
@@ -168,8 +166,9 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
     }
 
-    /// `clock`: the batch's clock when measuring; the datagram's service time ends here.
-    fn on_datagram(&mut self, d: Received, clock: Option<&mut BatchClock>) {
+    /// `read_at`: when its batch was read. `clock`: the batch's clock when measuring; the
+    /// datagram's service time ends here.
+    fn on_datagram(&mut self, d: Received, read_at: Instant, clock: Option<&mut BatchClock>) {
         self.d.stats().udp_received.bump();
         if let Some(n) = d.drops {
             let new = self.drops.advance(n);
@@ -182,7 +181,7 @@ impl<H: SipHandler> UdpReceiver<H> {
             Inbound::Message(msg) => {
                 // The wait decides this very message's fate, so it is fed before routing.
                 if let Some(wait) = clock.as_deref().and_then(|c| c.wait(d.kernel_ns)) {
-                    self.observe(wait);
+                    self.observe(wait, read_at);
                 }
                 let kind = self.d.measure.then(|| MsgType::of(&msg));
                 self.d.route(Peer::udp(d.src), local, msg);
