@@ -40,8 +40,9 @@ pub struct Engine {
     store: Arc<LocationStore<Peer>>,
     registrar: Registrar,
     txs: TransactionTable,
-    /// Response contexts, keyed by their server transaction.
-    contexts: HashMap<TxId, Context>,
+    /// Response contexts, keyed by their server transaction. Boxed for the same reason as the
+    /// transaction table's entries: a compacted INVITE context lingers 64*T1.
+    contexts: HashMap<TxId, Box<Context>>,
     /// Client transaction → (server transaction, branch index).
     clients: HashMap<TxId, (TxId, usize)>,
     /// DNS token → (server transaction, branch index).

@@ -126,8 +126,8 @@ impl Engine {
         let is_invite = method == Some(Method::Invite);
         self.contexts.insert(
             id,
-            Context {
-                request: msg,
+            Box::new(Context {
+                request: Some(msg),
                 source: from,
                 local,
                 is_invite,
@@ -137,7 +137,7 @@ impl Engine {
                 finals: Vec::new(),
                 answered: false,
                 stop_forking: false,
-            },
+            }),
         );
         self.start_branches(now, id, first, out);
     }
@@ -232,6 +232,10 @@ impl Engine {
     }
 
     pub(super) fn start_branches(&mut self, now: Instant, sid: TxId, group: Vec<Planned>, out: &mut Vec<Output>) {
+        if let Some(ctx) = self.contexts.get_mut(&sid) {
+            // Most requests have one target: no room for three more branches that never come.
+            ctx.branches.reserve_exact(group.len());
+        }
         for planned in group {
             let Some(ctx) = self.contexts.get_mut(&sid) else { return };
             ctx.branches.push(Branch::new(planned));
@@ -318,7 +322,9 @@ impl Engine {
         let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else {
             return self.branch_failed(now, sid, idx, 503, out);
         };
-        let req = ctx.request.clone();
+        let Some(req) = ctx.request.clone() else {
+            return self.branch_failed(now, sid, idx, 500, out);
+        };
         let planned = ctx.branches[idx].planned.clone();
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
         let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
@@ -346,14 +352,13 @@ impl Engine {
         let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
             return self.branch_failed(now, sid, idx, 500, out);
         };
-        match self.txs.insert_client(now, fwd.clone(), to) {
+        match self.txs.insert_client(now, fwd, to) {
             Ok((cid, actions)) => {
                 self.clients.insert(cid, (sid, idx));
                 let timer_c = self.cfg.timer_c;
                 if let Some(ctx) = self.contexts.get_mut(&sid) {
                     let b = &mut ctx.branches[idx];
                     b.client = Some(cid);
-                    b.request = Some(fwd);
                     b.state = BranchState::Trying;
                     if ctx.is_invite {
                         b.timer_c = Some(now + timer_c);
@@ -443,7 +448,8 @@ impl Engine {
                 if b.cancelled {
                     return; // one CANCEL per branch (§9.1: it is retransmitted by its transaction)
                 }
-                let (Some(req), Some(cid)) = (b.request.clone(), b.client) else { return };
+                let Some(cid) = b.client else { return };
+                let Some(req) = self.txs.get(cid).and_then(|t| t.request()).cloned() else { return };
                 let Some(peer) = self.txs.peer(cid) else { return };
                 // §9.1: without a final response 64*T1 after the CANCEL, the INVITE's client
                 // transaction is destroyed: Timer C's heap brings the branch back then.

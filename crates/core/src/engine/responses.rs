@@ -158,7 +158,11 @@ impl Engine {
     /// final response upstream.
     pub(super) fn advance(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
         let Some(ctx) = self.contexts.get_mut(&sid) else { return };
-        if ctx.pending() > 0 || ctx.answered {
+        if ctx.pending() > 0 {
+            return;
+        }
+        if ctx.answered {
+            ctx.compact();
             return;
         }
         if !ctx.stop_forking && !ctx.waiting.is_empty() {
@@ -169,8 +173,10 @@ impl Engine {
         ctx.answered = true;
         let statuses: Vec<u16> = ctx.finals.iter().map(|f| f.status).collect();
         let Some(best) = best_response(&statuses) else {
-            let req = ctx.request.clone();
-            self.respond(now, sid, &req, (480, "Temporarily Unavailable"), &[], out);
+            if let Some(req) = ctx.request.clone() {
+                self.respond(now, sid, &req, (480, "Temporarily Unavailable"), &[], out);
+            }
+            self.compact(sid);
             return;
         };
         let chosen = &ctx.finals[best];
@@ -183,10 +189,20 @@ impl Engine {
                 self.send_upstream(now, sid, &resp, status, out);
             }
             _ => {
-                let req = ctx.request.clone();
-                let forwarded = status_to_forward(status);
-                self.respond(now, sid, &req, (forwarded, reason_for(forwarded)), &[], out);
+                if let Some(req) = ctx.request.clone() {
+                    let forwarded = status_to_forward(status);
+                    self.respond(now, sid, &req, (forwarded, reason_for(forwarded)), &[], out);
+                }
             }
+        }
+        self.compact(sid);
+    }
+
+    /// See [`super::context::Context::compact`]; the context may be gone already (a response
+    /// that ended the server transaction at once: over a reliable transport Timer J is zero).
+    fn compact(&mut self, sid: TxId) {
+        if let Some(ctx) = self.contexts.get_mut(&sid) {
+            ctx.compact();
         }
     }
 
@@ -196,7 +212,7 @@ impl Engine {
             // The next hop's response lost the Vias below ours (§16.7 step 3): it cannot be
             // forwarded. A final one must still end the caller's transaction: with our own.
             if status >= 200 {
-                if let Some(req) = self.contexts.get(&sid).map(|c| c.request.clone()) {
+                if let Some(req) = self.contexts.get(&sid).and_then(|c| c.request.clone()) {
                     self.respond(now, sid, &req, (502, "Bad Gateway"), &[], out);
                 }
             }

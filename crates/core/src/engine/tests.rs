@@ -497,3 +497,30 @@ fn sips_requests_reach_only_tls_bindings_with_a_sips_record_route() {
     let r = sent(&h.send(ALICE, &invite("bob", "s3")));
     assert_eq!(r.iter().filter(|(_, m)| m.is_request()).count(), 2);
 }
+
+/// A context is compacted once its final response went upstream with no branch pending
+/// (`Context::compact`); what it still owes - RFC 6026 §7.1: every 2xx, retransmitted or forked,
+/// goes upstream for 64*T1 - must survive that.
+#[test]
+fn a_compacted_context_still_relays_2xx_retransmissions_and_late_forked_2xx() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, Some("0.5"));
+    h.register("bob", BOB2, Some("0.9"));
+    let out = sent(&h.send(ALICE, &invite("bob", "compact1")));
+    let to_bob2 = out.iter().find(|(p, m)| p.addr == addr(BOB2) && m.is_request()).unwrap().1.clone();
+    let to_bob = out.iter().find(|(p, m)| p.addr == addr(BOB) && m.is_request()).unwrap().1.clone();
+    h.send(BOB, &answer(&to_bob, 180, "Ringing", "x1"));
+    let ok = sent(&h.send(BOB2, &answer(&to_bob2, 200, "OK", "x2")));
+    assert!(ok.iter().any(|(_, m)| m.method() == Some(Method::Cancel)), "the ringing branch is cancelled");
+    // Bob answers anyway (the CANCEL crossed his 200): the last branch is done, so the context
+    // is compacted here - and this 2xx must still reach Alice.
+    let late = sent(&h.send(BOB, &answer(&to_bob, 200, "OK", "x1")));
+    assert!(late.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(200)), "{late:?}");
+    assert!(h.engine.contexts.values().all(|c| c.request.is_none() && c.finals.is_empty()), "compacted");
+    // Bob2 never got an ACK and retransmits its 200: relayed as well, seconds later.
+    h.advance(Duration::from_secs(2));
+    let again = sent(&h.send(BOB2, &answer(&to_bob2, 200, "OK", "x2")));
+    assert!(again.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(200)), "{again:?}");
+    // The client transactions let go of the forwarded INVITEs at their final responses.
+    assert!(h.engine.clients.keys().all(|id| h.engine.txs.get(*id).is_none_or(|t| t.request().is_none())));
+}

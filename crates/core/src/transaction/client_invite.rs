@@ -18,12 +18,18 @@ use std::time::{Duration, Instant};
 enum State {
     /// The INVITE is out; over UDP it is retransmitted with Timer A, doubling each time with no
     /// cap (§17.1.1.2), until Timer B.
+    /// `request` is the INVITE as sent: retransmitted, and its headers build the ACK of a
+    /// non-2xx (and a CANCEL). Only the states before a final response hold it: a finished
+    /// transaction lingers up to 64*T1 (Timer M) and must stay small.
     Calling {
         a_interval: Duration,
+        request: Message,
     },
     /// A provisional response arrived: no more retransmissions, and Timer B no longer applies
     /// (the proxy's Timer C, §16.6 step 11, bounds this state).
-    Proceeding,
+    Proceeding {
+        request: Message,
+    },
     /// A non-2xx final response was ACKed; the ACK is kept to answer its retransmissions.
     /// `None` only if the ACK could not be built from a malformed response.
     Completed {
@@ -38,8 +44,6 @@ enum State {
 /// An INVITE client transaction.
 #[derive(Debug)]
 pub struct ClientInvite {
-    /// The INVITE as sent: its bytes are retransmitted and its headers build the ACK.
-    request: Message,
     reliable: bool,
     cfg: Timers,
     timers: TimerTable,
@@ -58,11 +62,10 @@ impl ClientInvite {
         let mut out = Actions::new();
         out.send(request.buffer());
         let tx = ClientInvite {
-            request,
             reliable,
             cfg: *timers,
             timers: t,
-            state: State::Calling { a_interval: timers.t1 },
+            state: State::Calling { a_interval: timers.t1, request },
         };
         (tx, out)
     }
@@ -74,14 +77,14 @@ impl ClientInvite {
         };
         let mut out = Actions::new();
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
-            (State::Calling { .. } | State::Proceeding, Class::Provisional) => {
+            (State::Calling { request, .. } | State::Proceeding { request }, Class::Provisional) => {
                 // §17.1.1.2: stop retransmitting; the response goes up.
                 self.timers.clear(TimerKind::A);
                 self.timers.clear(TimerKind::B);
                 out.tu(TuEvent::Response(msg));
-                State::Proceeding
+                State::Proceeding { request }
             }
-            (State::Calling { .. } | State::Proceeding, Class::Success) => {
+            (State::Calling { .. } | State::Proceeding { .. }, Class::Success) => {
                 // RFC 6026 §8.4: Accepted, Timer M; the TU sends the ACK for a 2xx.
                 self.timers.clear(TimerKind::A);
                 self.timers.clear(TimerKind::B);
@@ -89,12 +92,12 @@ impl ClientInvite {
                 out.tu(TuEvent::Response(msg));
                 State::Accepted
             }
-            (State::Calling { .. } | State::Proceeding, Class::Failure) => {
+            (State::Calling { request, .. } | State::Proceeding { request }, Class::Failure) => {
                 // §17.1.1.2/§17.1.1.3: ACK it here (hop by hop), pass it up, wait Timer D for
                 // retransmissions of the response.
                 self.timers.clear(TimerKind::A);
                 self.timers.clear(TimerKind::B);
-                let ack = build_ack(&self.request, &msg);
+                let ack = build_ack(&request, &msg);
                 if let Some(a) = &ack {
                     out.send(a);
                 }
@@ -133,9 +136,9 @@ impl ClientInvite {
             return out;
         }
         match (&mut self.state, kind) {
-            (State::Calling { a_interval }, TimerKind::A) => {
+            (State::Calling { a_interval, request }, TimerKind::A) => {
                 // §17.1.1.2: retransmit and double the interval (no T2 cap for INVITE).
-                out.send(self.request.buffer());
+                out.send(request.buffer());
                 *a_interval = a_interval.saturating_mul(2);
                 self.timers.arm_retransmit(TimerKind::A, now, *a_interval);
             }
@@ -175,16 +178,20 @@ impl ClientInvite {
     pub fn state(&self) -> TxState {
         match self.state {
             State::Calling { .. } => TxState::Calling,
-            State::Proceeding => TxState::Proceeding,
+            State::Proceeding { .. } => TxState::Proceeding,
             State::Completed { .. } => TxState::Completed,
             State::Accepted => TxState::Accepted,
             State::Terminated => TxState::Terminated,
         }
     }
 
-    /// The INVITE this transaction sends (for CANCEL construction, §9.1).
-    pub fn request(&self) -> &Message {
-        &self.request
+    /// The INVITE this transaction sends (for CANCEL construction, §9.1), until a final
+    /// response arrives.
+    pub fn request(&self) -> Option<&Message> {
+        match &self.state {
+            State::Calling { request, .. } | State::Proceeding { request } => Some(request),
+            _ => None,
+        }
     }
 
     /// Whether the transport is reliable (no retransmissions).

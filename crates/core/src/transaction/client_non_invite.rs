@@ -15,11 +15,16 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 enum State {
     /// Over UDP, Timer E retransmits at T1, 2*T1, 4*T1, ... capped at T2 (§17.1.2.2).
+    /// `request` (as sent, retransmitted) is held only until a final response: a finished
+    /// transaction lingers for Timer K and must stay small.
     Trying {
         e_interval: Duration,
+        request: Message,
     },
     /// A provisional arrived: retransmissions continue, every T2 (§17.1.2.2).
-    Proceeding,
+    Proceeding {
+        request: Message,
+    },
     /// A final response arrived; Timer K absorbs its retransmissions.
     Completed,
     Terminated,
@@ -28,7 +33,6 @@ enum State {
 /// A non-INVITE client transaction.
 #[derive(Debug)]
 pub struct ClientNonInvite {
-    request: Message,
     reliable: bool,
     cfg: Timers,
     timers: TimerTable,
@@ -46,11 +50,10 @@ impl ClientNonInvite {
         let mut out = Actions::new();
         out.send(request.buffer());
         let tx = ClientNonInvite {
-            request,
             reliable,
             cfg: *timers,
             timers: t,
-            state: State::Trying { e_interval: timers.t1 },
+            state: State::Trying { e_interval: timers.t1, request },
         };
         (tx, out)
     }
@@ -62,12 +65,12 @@ impl ClientNonInvite {
         };
         let mut out = Actions::new();
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
-            (State::Trying { .. } | State::Proceeding, Class::Provisional) => {
+            (State::Trying { request, .. } | State::Proceeding { request }, Class::Provisional) => {
                 // Timer E keeps running; from its next firing on it uses T2.
                 out.tu(TuEvent::Response(msg));
-                State::Proceeding
+                State::Proceeding { request }
             }
-            (State::Trying { .. } | State::Proceeding, Class::Success | Class::Failure) => {
+            (State::Trying { .. } | State::Proceeding { .. }, Class::Success | Class::Failure) => {
                 self.timers.clear(TimerKind::E);
                 self.timers.clear(TimerKind::F);
                 out.tu(TuEvent::Response(msg));
@@ -92,16 +95,16 @@ impl ClientNonInvite {
             return out;
         }
         match (&mut self.state, kind) {
-            (State::Trying { e_interval }, TimerKind::E) => {
-                out.send(self.request.buffer());
+            (State::Trying { e_interval, request }, TimerKind::E) => {
+                out.send(request.buffer());
                 *e_interval = e_interval.saturating_mul(2).min(self.cfg.t2);
                 self.timers.arm_retransmit(TimerKind::E, now, *e_interval);
             }
-            (State::Proceeding, TimerKind::E) => {
-                out.send(self.request.buffer());
+            (State::Proceeding { request }, TimerKind::E) => {
+                out.send(request.buffer());
                 self.timers.arm_retransmit(TimerKind::E, now, self.cfg.t2);
             }
-            (State::Trying { .. } | State::Proceeding, TimerKind::F) => {
+            (State::Trying { .. } | State::Proceeding { .. }, TimerKind::F) => {
                 out.tu(TuEvent::Timeout);
                 self.terminate(&mut out);
             }
@@ -137,13 +140,17 @@ impl ClientNonInvite {
     pub fn state(&self) -> TxState {
         match self.state {
             State::Trying { .. } => TxState::Trying,
-            State::Proceeding => TxState::Proceeding,
+            State::Proceeding { .. } => TxState::Proceeding,
             State::Completed => TxState::Completed,
             State::Terminated => TxState::Terminated,
         }
     }
 
-    pub fn request(&self) -> &Message {
-        &self.request
+    /// The request as sent, until a final response arrives.
+    pub fn request(&self) -> Option<&Message> {
+        match &self.state {
+            State::Trying { request, .. } | State::Proceeding { request } => Some(request),
+            _ => None,
+        }
     }
 }

@@ -221,6 +221,15 @@ impl Transaction {
         each!(self, t => t.state())
     }
 
+    /// A client transaction's request as sent, until its final response.
+    pub fn request(&self) -> Option<&Message> {
+        match self {
+            Transaction::ClientInvite(t) => t.request(),
+            Transaction::ClientNonInvite(t) => t.request(),
+            Transaction::ServerInvite(_) | Transaction::ServerNonInvite(_) => None,
+        }
+    }
+
     pub fn is_client(&self) -> bool {
         matches!(self, Transaction::ClientInvite(_) | Transaction::ClientNonInvite(_))
     }

@@ -83,7 +83,9 @@ struct Entry {
 pub struct TransactionTable {
     timers: Timers,
     next_id: u64,
-    entries: HashMap<TxId, Entry>,
+    /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
+    /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
+    entries: HashMap<TxId, Box<Entry>>,
     clients: HashMap<ClientKey, TxId>,
     servers: HashMap<ServerKey, TxId>,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
@@ -206,7 +208,7 @@ impl TransactionTable {
 
     fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, peer: Peer, legacy: Option<LegacyTags>) {
         let entry = Entry { tx, key, peer, generation: 0, scheduled: None, legacy };
-        self.entries.insert(id, entry);
+        self.entries.insert(id, Box::new(entry));
         self.settle(id);
     }
 

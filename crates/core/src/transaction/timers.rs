@@ -113,16 +113,43 @@ pub(crate) fn after(now: Instant, d: Duration) -> Option<Instant> {
 
 const MIN_RETRANSMIT: Duration = Duration::from_millis(1);
 
-/// One transaction's timers: a deadline per kind.
+/// How many timers one transaction has armed at most: two (A and B in Calling, G and H in
+/// Completed), with one slot to spare.
+const SLOTS: usize = 3;
+
+/// One transaction's timers: up to [`SLOTS`] armed `(deadline, kind)` pairs. Not a deadline
+/// per kind: finished transactions linger 64*T1 by the hundred thousand, and twelve deadlines
+/// each were 192 bytes of a transaction's memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimerTable {
-    at: [Option<Instant>; TimerKind::COUNT],
+    armed: [Option<(Instant, TimerKind)>; SLOTS],
 }
 
 impl TimerTable {
     /// Arms (or re-arms) `kind` to fire `d` after `now`.
     pub fn arm(&mut self, kind: TimerKind, now: Instant, d: Duration) {
-        self.at[kind.index()] = after(now, d);
+        let Some(at) = after(now, d) else {
+            self.clear(kind);
+            return;
+        };
+        let slot = match self.armed.iter().position(|s| matches!(s, Some((_, k)) if *k == kind)) {
+            Some(i) => i,
+            None => match self.armed.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    // No transaction arms more than two timers at once (see SLOTS); should a
+                    // change break that, the latest deadline gives way, so the timers that
+                    // bound the transaction's life soonest still fire.
+                    debug_assert!(false, "more than {SLOTS} timers armed");
+                    self.latest_slot()
+                }
+            },
+        };
+        self.armed[slot] = Some((at, kind));
+    }
+
+    fn latest_slot(&self) -> usize {
+        (0..SLOTS).max_by_key(|&i| self.armed[i].map(|(at, _)| at)).unwrap_or(0)
     }
 
     /// Arms a retransmission timer (A, E, G). The interval is at least 1 ms, so a timer that
@@ -133,40 +160,77 @@ impl TimerTable {
     }
 
     pub fn clear(&mut self, kind: TimerKind) {
-        self.at[kind.index()] = None;
+        for s in &mut self.armed {
+            if matches!(s, Some((_, k)) if *k == kind) {
+                *s = None;
+            }
+        }
     }
 
     pub fn clear_all(&mut self) {
-        self.at = [None; TimerKind::COUNT];
+        self.armed = [None; SLOTS];
     }
 
     pub fn get(&self, kind: TimerKind) -> Option<Instant> {
-        self.at[kind.index()]
+        self.armed.iter().flatten().find(|(_, k)| *k == kind).map(|(at, _)| *at)
     }
 
     /// Whether `kind` is armed and due at `now`; if so it is disarmed (a timer fires once; the
     /// handler re-arms it if the RFC says so). A stale or early call returns false, which is what
     /// makes the worker heap's lazy deletion safe.
     pub fn take_due(&mut self, kind: TimerKind, now: Instant) -> bool {
-        match self.at[kind.index()] {
-            Some(at) if at <= now => {
-                self.at[kind.index()] = None;
-                true
+        for s in &mut self.armed {
+            if matches!(s, Some((at, k)) if *k == kind && *at <= now) {
+                *s = None;
+                return true;
             }
-            _ => false,
         }
+        false
     }
 
     /// The earliest armed deadline; ties go to the kind listed first.
     pub fn next(&self) -> Option<(Instant, TimerKind)> {
-        let mut best: Option<(Instant, TimerKind)> = None;
-        for kind in TimerKind::ALL {
-            match (self.at[kind.index()], best) {
-                (Some(at), Some((b, _))) if at >= b => {}
-                (Some(at), _) => best = Some((at, kind)),
-                (None, _) => {}
-            }
-        }
-        best
+        self.armed.iter().flatten().copied().min_by_key(|&(at, kind)| (at, kind.index()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn re_arming_a_kind_moves_its_one_deadline_and_ties_go_to_the_kind_listed_first() {
+        let t0 = Instant::now();
+        let mut t = TimerTable::default();
+        t.arm(TimerKind::B, t0, Duration::from_secs(32));
+        t.arm(TimerKind::A, t0, Duration::from_millis(500));
+        t.arm(TimerKind::A, t0, Duration::from_secs(1));
+        assert_eq!(t.get(TimerKind::A), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(t.next(), Some((t0 + Duration::from_secs(1), TimerKind::A)));
+        t.arm(TimerKind::D, t0, Duration::from_secs(1));
+        assert_eq!(t.next(), Some((t0 + Duration::from_secs(1), TimerKind::A)), "A is listed before D");
+        assert!(!t.take_due(TimerKind::B, t0 + Duration::from_secs(1)), "B is not due yet");
+        assert!(t.take_due(TimerKind::A, t0 + Duration::from_secs(1)));
+        assert!(!t.take_due(TimerKind::A, t0 + Duration::from_secs(1)), "a timer fires once");
+        assert_eq!(t.next(), Some((t0 + Duration::from_secs(1), TimerKind::D)));
+        t.clear(TimerKind::D);
+        assert_eq!(t.next(), Some((t0 + Duration::from_secs(32), TimerKind::B)));
+        t.clear_all();
+        assert_eq!(t.next(), None);
+    }
+
+    #[test]
+    fn an_unrepresentable_deadline_disarms_the_timer() {
+        let t0 = Instant::now();
+        let mut t = TimerTable::default();
+        t.arm(TimerKind::F, t0, Duration::from_secs(1));
+        t.arm(TimerKind::F, t0, Duration::MAX);
+        assert_eq!(t.get(TimerKind::F), None);
+    }
+
+    #[test]
+    fn a_table_is_small() {
+        // Three slots of (Instant, kind): what a lingering transaction pays for its timers.
+        assert!(std::mem::size_of::<TimerTable>() <= 80, "{}", std::mem::size_of::<TimerTable>());
     }
 }
