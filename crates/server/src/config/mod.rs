@@ -293,8 +293,10 @@ pub struct Limits {
     /// A TCP message that has begun to arrive must be complete within this many seconds, or the
     /// connection is closed: a slow sender (slowloris) cannot hold a connection and its buffer.
     pub tcp_incomplete_message_timeout_s: u64,
-    /// Server transactions in flight, all shards together. A new request past it gets a
-    /// stateless 503 with Retry-After (memory stays bounded whatever the offered load).
+    /// Transactions held, all shards together, finished ones absorbing retransmissions
+    /// included (a call leaves about three for 64*T1 = 32 s). A new request past it gets a
+    /// stateless 503 with Retry-After (memory stays bounded whatever the offered load). About
+    /// 1 KB each with their share of the call's state (`docs/benchmarks.md`).
     pub max_transactions: usize,
     /// A TCP connection with no bytes in either direction for this many seconds is closed. Clients
     /// keep connections open with CRLF keep-alives (RFC 5626 §4.4.1).
@@ -320,7 +322,7 @@ impl Default for Limits {
             max_tcp_connections: 65_536,
             max_tcp_connections_per_ip: 256,
             tcp_incomplete_message_timeout_s: 10,
-            max_transactions: 100_000,
+            max_transactions: 500_000,
             tcp_idle_timeout_s: 300,
             tcp_write_queue_bytes: 256 * 1024,
             inbox_capacity: 4096,
