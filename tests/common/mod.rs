@@ -214,6 +214,8 @@ pub struct HeraldExtras {
     pub metrics: bool,
     /// `[server] udp_buffer_bytes`.
     pub udp_buffer_bytes: Option<usize>,
+    /// `[server] workers` (default: one per core).
+    pub workers: Option<usize>,
     /// TOML appended to the configuration in place of the sections these tests otherwise get
     /// (`[flood] trusted` loopback, so that load tests from one address are not banned, and
     /// `[auth] enabled = false`). Must not repeat `[server]`, `[metrics]` or `[tls]`.
@@ -260,6 +262,9 @@ impl Herald {
         }
         if let Some(b) = extras.udp_buffer_bytes {
             toml += &format!("udp_buffer_bytes = {b}\n");
+        }
+        if let Some(w) = extras.workers {
+            toml += &format!("workers = {w}\n");
         }
         let metrics_url = extras.metrics.then(|| {
             toml += &format!("[metrics]\nlisten = \"127.0.0.1:{}\"\n", base + 5);

@@ -7,6 +7,24 @@
 //! Each owns a [`Dispatcher`]; the two share the worker's sockets, resolver and load state.
 //! Both run inside the worker's runtime context (the receivers enter it), so outputs that need a
 //! task - a TCP connect, a DNS lookup - start one on the worker's runtime.
+//!
+//! # Balancing
+//!
+//! SO_REUSEPORT spreads UDP over the workers' sockets by the hash of the source address, so
+//! traffic from few peers - an SBC trunk, a load generator - can land on one socket and one
+//! core while the others idle (seen here: two peers, both on worker 0, 725 against 2 ticks of
+//! CPU). A receiver that finds its socket backing up (a read of [`BUSY_BATCH`] or more
+//! datagrams) therefore hands the messages of engine shards it does not own (shard `s` is owned
+//! by worker `s % workers`, which also runs its timers) to the owner's loop, through the inbox,
+//! for the next [`BALANCE_HOLD`]. Every message of a dialog lives in one shard, so:
+//! * while handing over, a shard's messages from this socket all go one way (its owner), in
+//!   order;
+//! * to go back to handling them itself, the receiver waits until every message it handed over
+//!   has been handled and sent (`Balance::pending` is released after the owner's sendmmsg), so
+//!   it never overtakes one of its own.
+//!
+//! Protections (flood guard, overload, limits) are applied by the receiver before it hands a
+//! message over, exactly as if it handled it.
 
 use crate::dns;
 use crate::inbound;
@@ -16,7 +34,7 @@ use crate::shards::Shards;
 use crate::stats::{Bump, WorkerStats};
 use crate::tcp;
 use crate::udp::{self, Outgoing};
-use crate::worker::{Ctl, Shared};
+use crate::worker::{Ctl, Handed, Incoming, Shared};
 use bytes::Bytes;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
 use herald_sip::Message;
@@ -30,6 +48,36 @@ use tokio::sync::mpsc;
 
 /// How long a full UDP send buffer may hold a thread before the queued datagrams are dropped.
 const SEND_STALL: Duration = Duration::from_millis(100);
+/// A read of this many datagrams means the socket is backing up: balance (see the module docs).
+pub(crate) const BUSY_BATCH: usize = 8;
+/// How long a receiver keeps handing over after its last busy read.
+pub(crate) const BALANCE_HOLD: Duration = Duration::from_millis(100);
+
+/// A UDP receiver's hand-over state (module docs, "Balancing").
+pub(crate) struct Balance {
+    /// Handing the messages of other workers' shards to them, for this batch.
+    pub on: bool,
+    /// Messages this receiver handed over that are not yet handled and sent.
+    pub pending: Arc<AtomicUsize>,
+    /// The last read of [`BUSY_BATCH`] or more datagrams.
+    busy_at: Option<Instant>,
+}
+
+impl Balance {
+    pub(crate) fn new() -> Balance {
+        Balance { on: false, pending: Arc::new(AtomicUsize::new(0)), busy_at: None }
+    }
+
+    /// Decides, before a batch of `read` datagrams read at `now` is handled, whether it hands
+    /// over. It stops only once nothing it handed over is still pending.
+    pub(crate) fn before_batch(&mut self, read: usize, now: Instant) {
+        if read >= BUSY_BATCH {
+            self.busy_at = Some(now);
+        }
+        let busy = self.busy_at.is_some_and(|at| now.duration_since(at) < BALANCE_HOLD);
+        self.on = busy || self.pending.load(Ordering::Acquire) > 0;
+    }
+}
 
 /// What a worker's threads share besides [`Shared`].
 pub(crate) struct WorkerCommon {
@@ -55,6 +103,8 @@ pub(crate) struct Dispatcher<H> {
     pub common: Arc<WorkerCommon>,
     /// `[metrics] listen` is set: count every message sent by type.
     pub measure: bool,
+    /// A UDP receiver's, when there are other workers to balance with.
+    pub balance: Option<Balance>,
     out: Vec<Output>,
     /// Datagrams waiting for the next [`Dispatcher::flush_udp`], per UDP socket.
     queues: Vec<Vec<Outgoing>>,
@@ -64,7 +114,7 @@ impl<H: SipHandler> Dispatcher<H> {
     pub(crate) fn new(shared: Arc<Shared>, shards: Arc<Shards<H>>, common: Arc<WorkerCommon>) -> Dispatcher<H> {
         let queues = common.udp.iter().map(|_| Vec::new()).collect();
         let measure = shared.config.metrics.listen.is_some();
-        Dispatcher { shared, shards, common, measure, out: Vec::new(), queues }
+        Dispatcher { shared, shards, common, measure, balance: None, out: Vec::new(), queues }
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -142,7 +192,35 @@ impl<H: SipHandler> Dispatcher<H> {
             }
         }
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
+        let owner = shard % self.shared.workers;
+        if owner != self.common.id && self.balance.as_ref().is_some_and(|b| b.on) {
+            self.hand_over(owner, Incoming { from, local, msg, handed: None }, shard);
+            return;
+        }
         self.handle(shard, Input::Message { from, local, msg });
+    }
+
+    /// Queues `it` (of engine shard `shard`) for the loop of the worker that owns the shard. A
+    /// full inbox holds this thread until there is room: dropping or handling the message here
+    /// could lose it or reorder it. Only a stopping server's closed inbox drops it.
+    fn hand_over(&mut self, owner: usize, mut it: Incoming, shard: usize) {
+        let Some(b) = &self.balance else { return };
+        self.shared.stats.workers[self.common.id].udp_handed_over.bump();
+        b.pending.fetch_add(1, Ordering::Relaxed);
+        it.handed = Some(Handed { shard, origin: b.pending.clone() });
+        loop {
+            match self.shared.inboxes[owner].try_send(it) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(back)) if !self.shared.stopped.load(Ordering::Relaxed) => {
+                    it = back;
+                    std::thread::yield_now();
+                }
+                Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) => {
+                    b.pending.fetch_sub(1, Ordering::Release);
+                    return;
+                }
+            }
+        }
     }
 
     /// The UDP socket to send to `to` from: the worker's first of the same address family.
@@ -282,5 +360,28 @@ impl<H: SipHandler> Dispatcher<H> {
             queue.clear();
             self.queues[i] = queue; // keep the allocation
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balancing_starts_on_a_busy_read_and_ends_only_when_nothing_handed_over_is_pending() {
+        let t0 = Instant::now();
+        let mut b = Balance::new();
+        b.before_batch(BUSY_BATCH - 1, t0);
+        assert!(!b.on, "a short read: the socket is keeping up");
+        b.before_batch(BUSY_BATCH, t0);
+        assert!(b.on, "a long read: the socket is backing up");
+        b.before_batch(1, t0 + BALANCE_HOLD / 2);
+        assert!(b.on, "held after the last busy read");
+        b.pending.fetch_add(2, Ordering::Relaxed);
+        b.before_batch(1, t0 + BALANCE_HOLD * 2);
+        assert!(b.on, "two handed messages not yet sent: handling their shards here could overtake them");
+        b.pending.fetch_sub(2, Ordering::Release);
+        b.before_batch(1, t0 + BALANCE_HOLD * 2);
+        assert!(!b.on, "idle and nothing pending: back to handling everything where it is read");
     }
 }

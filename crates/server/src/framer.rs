@@ -31,7 +31,9 @@ pub(crate) enum End {
     Error(io::Error),
 }
 
-/// What one framing step produced.
+/// What one framing step produced. A return value that lives for one call: its size does not
+/// matter, and boxing the message would cost an allocation per message.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     /// A ping, keep-alive or answered/dropped message: look for the next frame.
     More,
@@ -161,7 +163,7 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
                 return Step::More;
             }
             let from = Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) };
-            Step::Deliver(Incoming { from, local, msg })
+            Step::Deliver(Incoming { from, local, msg, handed: None })
         }
         Inbound::Answer { bytes, close } => {
             stats.malformed_answered.bump();

@@ -101,6 +101,8 @@ counters! {
     tls_handshake_failures,
     /// TLS handshakes completed (accepted or opened).
     tls_handshakes,
+    /// UDP messages a busy receiver handed to the worker owning their engine shard (balancing).
+    udp_handed_over,
 }
 
 /// The counters of a running server; cheap to clone, readable from any thread.

@@ -12,7 +12,7 @@
 //! The socket's SO_RCVTIMEO ([`TICK`]) bounds the block, so the thread notices shutdown and feeds
 //! its overload detector a zero wait when no datagram came for a whole tick.
 
-use crate::dispatch::{Dispatcher, WorkerCommon};
+use crate::dispatch::{Balance, Dispatcher, WorkerCommon};
 use crate::inbound::{self, Dropped, Inbound};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
@@ -75,6 +75,10 @@ impl<H: SipHandler> UdpReceiver<H> {
         let slot = d.shared.limits.max_message_size.min(65_535) + 1;
         let overload = OverloadDetector::new(d.shared.config.overload.settings());
         let name = format!("herald-w{}-udp{index}", d.id());
+        let mut d = d;
+        if d.shared.workers > 1 {
+            d.balance = Some(Balance::new());
+        }
         let r = UdpReceiver {
             d,
             index,
@@ -102,7 +106,10 @@ impl<H: SipHandler> UdpReceiver<H> {
             let read = udp::recv_batch(fd, &mut self.recv, &mut self.received);
             let now = Instant::now();
             match read {
-                Ok(_) => {
+                Ok(n) => {
+                    if let Some(b) = self.d.balance.as_mut() {
+                        b.before_batch(n, now);
+                    }
                     let mut clock = self.stamps.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
                     for d in batch.drain(..) {

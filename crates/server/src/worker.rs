@@ -42,12 +42,24 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
-/// A message read by one of the worker's TCP connection tasks, queued for the worker's loop.
+/// A message for the worker's loop: read by one of its TCP connection tasks, or handed over by
+/// a busy UDP receiver of any worker (module `dispatch`, "Balancing").
 #[derive(Debug)]
 pub(crate) struct Incoming {
     pub from: Peer,
     pub local: SocketAddr,
     pub msg: Message,
+    pub handed: Option<Handed>,
+}
+
+/// A UDP message a busy receiver passed on, already admitted (protections checked) and assigned
+/// to engine shard `shard`, which this worker owns. `origin` counts the receiver's messages not
+/// yet handled and sent: decremented only after this worker's sendmmsg, so that the receiver
+/// can tell when it may handle that shard's messages itself again without overtaking one.
+#[derive(Debug)]
+pub(crate) struct Handed {
+    pub shard: usize,
+    pub origin: Arc<AtomicUsize>,
 }
 
 /// Control messages to a worker (unbounded: their number is bounded by outstanding lookups and
@@ -80,7 +92,8 @@ pub(crate) struct Shared {
     pub config: Config,
     pub limits: herald_sip::Limits,
     pub workers: usize,
-    /// Per worker: the queue from its TCP connection tasks to its loop (same thread).
+    /// Per worker: the queue to its loop from its TCP connection tasks (same thread) and from
+    /// busy UDP receivers of every worker (messages of shards it owns).
     pub inboxes: Vec<mpsc::Sender<Incoming>>,
     pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
     pub registry: Registry,
@@ -113,6 +126,8 @@ pub(crate) struct Worker<H> {
     inbox: mpsc::Receiver<Incoming>,
     ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     inbox_buf: Vec<Incoming>,
+    /// The origins of the handed messages handled this turn, released after the flush.
+    handed: Vec<Arc<AtomicUsize>>,
     ctl_buf: Vec<Ctl>,
     /// The [`TICK`].
     timer: Pin<Box<Sleep>>,
@@ -161,6 +176,7 @@ impl<H: SipHandler> Worker<H> {
             inbox,
             ctl_rx,
             inbox_buf: Vec::with_capacity(INBOX_TURN),
+            handed: Vec::with_capacity(INBOX_TURN),
             ctl_buf: Vec::new(),
             timer: Box::pin(tokio::time::sleep(TICK)),
             timer_fired: false,
@@ -179,6 +195,16 @@ impl<H: SipHandler> Worker<H> {
             let mut items = std::mem::take(&mut self.inbox_buf);
             let mut clock = (self.d.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
+                if let Some(Handed { shard, origin }) = it.handed {
+                    // Counted by the receiver that read it (its service time there is the
+                    // hand-over's).
+                    self.d.handle(shard, Input::Message { from: it.from, local: it.local, msg: it.msg });
+                    self.handed.push(origin);
+                    if let Some(c) = clock.as_mut() {
+                        c.lap(None);
+                    }
+                    continue;
+                }
                 let kind = clock.is_some().then(|| MsgType::of(&it.msg));
                 self.d.route(it.from, it.local, it.msg);
                 if let (Some(c), Some(kind)) = (clock.as_mut(), kind) {
@@ -214,6 +240,10 @@ impl<H: SipHandler> Worker<H> {
             }
             self.ctl_buf = ctl;
             self.d.flush_udp();
+            // Sent: the receivers that handed these messages over may overtake them now.
+            for origin in self.handed.drain(..) {
+                origin.fetch_sub(1, Ordering::Release);
+            }
             if stop {
                 break;
             }

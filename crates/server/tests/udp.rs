@@ -46,7 +46,8 @@ fn each_peers_messages_stay_in_order_and_one_call_id_lives_in_one_shard() {
         clients.push(c);
     }
     // Four dialogs of 100 messages each, interleaved, sent by every client: each Call-ID's
-    // messages reach both workers, which handle them in one shard. Plus 200 single-message
+    // messages reach both workers, which handle them in one shard, each peer's in order (also
+    // when a busy receiver hands some to the shard's owner: dispatch.rs, "Balancing"). Plus 200 single-message
     // dialogs to see the Call-IDs spread over the shards.
     let ordered = ["order-a", "order-b", "order-c", "order-d"];
     let mut sent = 0;
@@ -83,9 +84,14 @@ fn each_peers_messages_stay_in_order_and_one_call_id_lives_in_one_shard() {
             assert_eq!(*seqs, (1..=100).collect::<Vec<_>>(), "{id} from {:?} arrived out of order", c.local_addr());
         }
         assert_eq!(shards[id].len(), 1, "{id} handled by one shard");
-        assert_eq!(threads[id].len(), 2, "{id} handled by both workers (one shard, no handoff)");
+        // Both workers' receivers, or one of them and the owning worker's loop, to which a busy
+        // receiver hands the messages of shards it does not own.
+        assert!(threads[id].len() >= 2, "{id} handled on both workers: {:?}", threads[id]);
     }
-    assert!(peer_threads.values().all(|t| t.len() == 1), "each peer's messages handled by one worker");
+    for (peer, t) in &peer_threads {
+        let receivers: Vec<_> = t.iter().filter(|t| t.contains("-udp")).collect();
+        assert!(receivers.len() <= 1, "{peer}: read by one receiver (its reuseport hash): {t:?}");
+    }
     let spread: HashSet<usize> =
         shards.iter().filter(|(k, _)| k.starts_with("spread-")).flat_map(|(_, v)| v).copied().collect();
     assert!(spread.len() >= 32, "Call-IDs spread over the shards: {}", spread.len());

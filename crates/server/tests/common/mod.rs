@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 pub struct Seen {
     /// The engine shard (handler instance) that handled it.
     pub shard: usize,
-    /// The name of the worker thread that handled it (`herald-wN`).
+    /// The name of the thread that handled it (`herald-wN-udpK` for a UDP receiver, `herald-wN`
+    /// for a worker's loop: TCP, and UDP messages handed over by a busy receiver).
     pub thread: String,
     pub method: String,
     pub call_id: String,

@@ -1,0 +1,87 @@
+//! Balancing UDP load from one peer over two workers, without reordering a dialog
+//! (`crates/server/src/dispatch.rs`, "Balancing").
+//!
+//! One caller socket is one SO_REUSEPORT flow, so one worker's receiver reads all of it. With
+//! herald stopped (SIGSTOP), the caller queues 40 dialogs x 25 in-dialog requests, interleaved;
+//! resumed, the receiver reads them 32 at a time - a socket backing up - and hands the messages
+//! of the other worker's shards to that worker. The callee socket must then see every request
+//! of every dialog, each dialog's in CSeq order, and herald must say it handed some over.
+
+mod common;
+
+use common::*;
+use herald_bench::scrape::{self, Scrape};
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+const DIALOGS: usize = 40;
+const PER_DIALOG: u32 = 25;
+
+/// An in-dialog request (To tag: never refused as new work) routed by its Request-URI, the
+/// callee's address: no registration or lookup involved.
+fn request(herald: SocketAddr, caller: SocketAddr, callee: SocketAddr, dialog: usize, cseq: u32) -> String {
+    format!(
+        "INFO sip:bob@{callee} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {caller};branch=z9hG4bK-bal-{dialog}-{cseq};rport\r\n\
+         Route: <sip:{herald};lr>\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:alice@herald.test>;tag=a{dialog}\r\n\
+         To: <sip:bob@herald.test>;tag=b{dialog}\r\n\
+         Call-ID: balance-{dialog}\r\n\
+         CSeq: {cseq} INFO\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+#[test]
+fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
+    let dir = test_dir("balance");
+    let toml = "[flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n[overload]\nenabled = false\n";
+    let extras = HeraldExtras { metrics: true, workers: Some(2), toml: Some(toml.into()), ..Default::default() };
+    let herald = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    let url = herald.metrics_url.clone().unwrap();
+    let caller = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let callee = UdpSocket::bind("127.0.0.1:0").unwrap();
+    callee.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let (caller_addr, callee_addr) = (caller.local_addr().unwrap(), callee.local_addr().unwrap());
+
+    {
+        let _stopped = sigstop(herald.pid());
+        for cseq in 1..=PER_DIALOG {
+            for dialog in 0..DIALOGS {
+                let r = request(herald.addr, caller_addr, callee_addr, dialog, cseq);
+                caller.send_to(r.as_bytes(), herald.addr).unwrap();
+            }
+        }
+    }
+
+    // dialog -> CSeqs in the order the callee first saw them (retransmissions are skipped:
+    // the callee never answers, so herald's client transactions resend every T1).
+    let mut seen: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut distinct = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = vec![0u8; 65_535];
+    while distinct < DIALOGS * PER_DIALOG as usize && Instant::now() < deadline {
+        let Ok(n) = callee.recv(&mut buf) else { continue };
+        let msg = &buf[..n];
+        let call_id = header_of(msg, "Call-ID", "i").expect("Call-ID").to_string();
+        let cseq: u32 = header_of(msg, "CSeq", "").expect("CSeq").split(' ').next().unwrap().parse().unwrap();
+        let order = seen.entry(call_id).or_default();
+        if !order.contains(&cseq) {
+            order.push(cseq);
+            distinct += 1;
+        }
+    }
+    assert_eq!(seen.len(), DIALOGS, "every dialog reached the callee");
+    for (call_id, order) in &seen {
+        let expected: Vec<u32> = (1..=PER_DIALOG).collect();
+        assert_eq!(order, &expected, "{call_id}: its requests, each once, in order");
+    }
+    let s: Scrape = scrape::fetch(&url).unwrap();
+    let handed = s.sum("herald_udp_handed_over_total", &[]);
+    let received = s.sum("herald_udp_received_total", &[]);
+    assert!(received >= (DIALOGS * PER_DIALOG as usize) as f64, "{received} datagrams read");
+    // About half the shards belong to the worker that did not read the flow.
+    assert!(handed > 0.1 * received, "{handed} of {received} handed over: balancing did not engage");
+}
