@@ -304,8 +304,9 @@ pub struct Limits {
     /// Bytes queued for writing on one TCP connection. A peer that does not read past this has
     /// its connection closed (TCP has no retransmission by herald to fall back on).
     pub tcp_write_queue_bytes: usize,
-    /// Messages read from one worker's TCP connections and waiting for that worker's loop. When
-    /// full, the connection readers wait (back-pressure). UDP messages are handled where read.
+    /// Messages waiting for one worker's loop: read from its TCP connections, or UDP messages
+    /// handed over by a backed-up receiver. When full, the connection readers and receivers wait
+    /// (back-pressure). Otherwise UDP messages are handled where read.
     pub inbox_capacity: usize,
 }
 
