@@ -24,7 +24,10 @@
 //!   it never overtakes one of its own.
 //!
 //! Protections (flood guard, overload, limits) are applied by the receiver before it hands a
-//! message over, exactly as if it handled it.
+//! message over, exactly as if it handled it. Only messages from `[flood] trusted` sources (or
+//! any, without `[flood]`) are handed over: an untrusted source is rate-limited far below a
+//! worker's capacity, and its requests must pass the guard after its earlier ones were handled
+//! (an authentication failure bans before the next guess is admitted).
 
 use crate::dns;
 use crate::inbound;
@@ -193,11 +196,20 @@ impl<H: SipHandler> Dispatcher<H> {
         }
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
         let owner = shard % self.shared.workers;
-        if owner != self.common.id && self.balance.as_ref().is_some_and(|b| b.on) {
+        if owner != self.common.id && self.balance.as_ref().is_some_and(|b| b.on) && self.may_hand_over(&from) {
             self.hand_over(owner, Incoming { from, local, msg, handed: None }, shard);
             return;
         }
         self.handle(shard, Input::Message { from, local, msg });
+    }
+
+    /// Only a trusted source's messages are handed over (or anyone's without `[flood]`). An
+    /// untrusted source is held to `[flood] max_requests`, far below what one worker can serve,
+    /// so it never needs balancing; and handing its requests over would let its later requests
+    /// pass the guard before its earlier ones were handled - a password guesser would get tries
+    /// in after the failure that bans it.
+    fn may_hand_over(&self, from: &Peer) -> bool {
+        self.shared.flood.as_ref().is_none_or(|f| f.trusted(from.addr.ip()))
     }
 
     /// Queues `it` (of engine shard `shard`) for the loop of the worker that owns the shard. A

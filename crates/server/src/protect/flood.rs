@@ -150,7 +150,8 @@ impl FloodGuard {
         FloodGuard { settings, per_shard, shards, counters: FloodCounters::default() }
     }
 
-    fn trusted(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is exempt (`[flood] trusted`).
+    pub fn trusted(&self, ip: IpAddr) -> bool {
         self.settings.trusted.iter().any(|p| p.contains(ip))
     }
 
