@@ -133,8 +133,8 @@ impl<H: SipHandler> Dispatcher<H> {
     }
 
     /// Whether new requests are refused now: a UDP receiver's socket-queue wait says so, or
-    /// (TCP's signal, which has no kernel timestamps) the inbox from this worker's connections is
-    /// over half full.
+    /// (TCP's signal, which has no kernel timestamps) this worker's inbox - its connections'
+    /// messages and those handed over to it - is over half full.
     fn overloaded(&self) -> bool {
         if self.common.shedding.load(Ordering::Relaxed) > 0 {
             return true;
@@ -157,8 +157,9 @@ impl<H: SipHandler> Dispatcher<H> {
     }
 
     /// Handles a message in its engine shard. One peer's messages reach one thread (the
-    /// reuseport hash for UDP, the owning worker for a TCP connection) and are handled there in
-    /// arrival order, so each dialog keeps its per-direction order.
+    /// reuseport hash for UDP, the owning worker for a TCP connection) and are handled in arrival
+    /// order - there, or, from a backed-up UDP receiver, by the shard's owner (module docs,
+    /// "Balancing") - so each dialog keeps its per-direction order.
     ///
     /// Before that, the runtime's protections (responses are never limited: they belong to
     /// transactions herald started): a banned source's requests are dropped unanswered; new
@@ -196,9 +197,12 @@ impl<H: SipHandler> Dispatcher<H> {
         }
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
         let owner = shard % self.shared.workers;
-        if owner != self.common.id && self.balance.as_ref().is_some_and(|b| b.on) && self.may_hand_over(&from) {
-            self.hand_over(owner, Incoming { from, local, msg, handed: None }, shard);
-            return;
+        if let Some(b) = self.balance.as_ref().filter(|b| b.on) {
+            if owner != self.common.id && self.may_hand_over(&from) {
+                let handed = Some(Handed { shard, origin: b.pending.clone() });
+                self.hand_over(owner, Incoming { from, local, msg, handed }, &b.pending);
+                return;
+            }
         }
         self.handle(shard, Input::Message { from, local, msg });
     }
@@ -212,14 +216,13 @@ impl<H: SipHandler> Dispatcher<H> {
         self.shared.flood.as_ref().is_none_or(|f| f.trusted(from.addr.ip()))
     }
 
-    /// Queues `it` (of engine shard `shard`) for the loop of the worker that owns the shard. A
-    /// full inbox holds this thread until there is room: dropping or handling the message here
-    /// could lose it or reorder it. Only a stopping server's closed inbox drops it.
-    fn hand_over(&mut self, owner: usize, mut it: Incoming, shard: usize) {
-        let Some(b) = &self.balance else { return };
-        self.shared.stats.workers[self.common.id].udp_handed_over.bump();
-        b.pending.fetch_add(1, Ordering::Relaxed);
-        it.handed = Some(Handed { shard, origin: b.pending.clone() });
+    /// Queues `it` (a handed-over message of a shard worker `owner` owns) for that worker's
+    /// loop, counting it in `pending`, its receiver's count. A full inbox holds this thread until
+    /// there is room: dropping or handling the message here could lose it or reorder it. Only a
+    /// stopping server drops it.
+    fn hand_over(&self, owner: usize, mut it: Incoming, pending: &AtomicUsize) {
+        self.stats().udp_handed_over.bump();
+        pending.fetch_add(1, Ordering::Relaxed);
         loop {
             match self.shared.inboxes[owner].try_send(it) {
                 Ok(()) => return,
@@ -228,7 +231,7 @@ impl<H: SipHandler> Dispatcher<H> {
                     std::thread::yield_now();
                 }
                 Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) => {
-                    b.pending.fetch_sub(1, Ordering::Release);
+                    pending.fetch_sub(1, Ordering::Release);
                     return;
                 }
             }

@@ -61,7 +61,7 @@ impl Drop for ExitNotice {
 
 impl<H: SipHandler> UdpReceiver<H> {
     /// Starts the thread for UDP socket `index` of the worker.
-    pub(crate) fn spawn(d: Dispatcher<H>, index: usize) -> io::Result<std::thread::JoinHandle<()>> {
+    pub(crate) fn spawn(mut d: Dispatcher<H>, index: usize) -> io::Result<std::thread::JoinHandle<()>> {
         let sock = d.common.udp[index].clone();
         let local = d.common.udp_local[index];
         sock.set_nonblocking(false)?;
@@ -75,7 +75,6 @@ impl<H: SipHandler> UdpReceiver<H> {
         let slot = d.shared.limits.max_message_size.min(65_535) + 1;
         let overload = OverloadDetector::new(d.shared.config.overload.settings());
         let name = format!("herald-w{}-udp{index}", d.id());
-        let mut d = d;
         if d.shared.workers > 1 {
             d.balance = Some(Balance::new());
         }

@@ -302,8 +302,6 @@ fn count_values(v: &[u8]) -> usize {
     n
 }
 
-/// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
-/// where the value may continue on lines that start with SP or HT.
 /// The shape of nearly every header line, `Name: value CRLF` with one space after the colon,
 /// no folding and no trailing white space, recognised without building an error on the way:
 /// `None` for anything else, which [`parse_header_line`] then parses in full (with the same
@@ -337,6 +335,8 @@ fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderFiel
     })
 }
 
+/// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
+/// where the value may continue on lines that start with SP or HT.
 pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result<HeaderField, ParseError> {
     let name_end = scan::token_end(s, pos);
     if name_end == pos {

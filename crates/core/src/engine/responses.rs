@@ -171,12 +171,22 @@ impl Engine {
             return;
         }
         ctx.answered = true;
+        self.send_best(now, sid, out);
+        // The context may be gone already (a response that ended the server transaction at
+        // once: over a reliable transport Timer J is zero).
+        if let Some(ctx) = self.contexts.get_mut(&sid) {
+            ctx.compact();
+        }
+    }
+
+    /// §16.7 step 6: the best final response collected (or 480 when none was) goes upstream.
+    fn send_best(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
+        let Some(ctx) = self.contexts.get(&sid) else { return };
         let statuses: Vec<u16> = ctx.finals.iter().map(|f| f.status).collect();
         let Some(best) = best_response(&statuses) else {
             if let Some(req) = ctx.request.clone() {
                 self.respond(now, sid, &req, (480, "Temporarily Unavailable"), &[], out);
             }
-            self.compact(sid);
             return;
         };
         let chosen = &ctx.finals[best];
@@ -194,15 +204,6 @@ impl Engine {
                     self.respond(now, sid, &req, (forwarded, reason_for(forwarded)), &[], out);
                 }
             }
-        }
-        self.compact(sid);
-    }
-
-    /// See [`super::context::Context::compact`]; the context may be gone already (a response
-    /// that ended the server transaction at once: over a reliable transport Timer J is zero).
-    fn compact(&mut self, sid: TxId) {
-        if let Some(ctx) = self.contexts.get_mut(&sid) {
-            ctx.compact();
         }
     }
 

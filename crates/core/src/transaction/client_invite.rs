@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 enum State {
     /// The INVITE is out; over UDP it is retransmitted with Timer A, doubling each time with no
     /// cap (§17.1.1.2), until Timer B.
+    ///
     /// `request` is the INVITE as sent: retransmitted, and its headers build the ACK of a
     /// non-2xx (and a CANCEL). Only the states before a final response hold it: a finished
     /// transaction lingers up to 64*T1 (Timer M) and must stay small.

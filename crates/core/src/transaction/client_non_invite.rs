@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 enum State {
     /// Over UDP, Timer E retransmits at T1, 2*T1, 4*T1, ... capped at T2 (§17.1.2.2).
+    ///
     /// `request` (as sent, retransmitted) is held only until a final response: a finished
     /// transaction lingers for Timer K and must stay small.
     Trying {
