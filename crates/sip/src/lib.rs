@@ -9,6 +9,7 @@
 //! * [`Limits`] bounds everything; errors ([`ParseError`]) name the offset and header and map to
 //!   the response a server owes the sender.
 
+mod checked;
 pub mod editor;
 pub mod error;
 pub mod framing;

@@ -4,6 +4,7 @@
 //! ranges only; typed values are produced by the accessors in [`crate::headers`] on demand, and
 //! borrow from the buffer. The proxy hot path therefore pays for exactly the headers it reads.
 
+use crate::checked::Checked;
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
@@ -48,6 +49,9 @@ pub struct Message {
     content_length: Option<u32>,
     /// Octets of the datagram after Content-Length that were ignored.
     trailing: u32,
+    /// Set by [`Message::check`]: the headers it validated, as ranges of `buf` (boxed: most
+    /// copies of a message are moved around, and the memo is as large as the rest of it).
+    pub(crate) checked: Option<Box<Checked>>,
 }
 
 impl Message {
@@ -148,6 +152,7 @@ impl Message {
             body: Span::new(body_start, end),
             content_length: content_length.map(|(n, _)| n),
             trailing: trailing as u32,
+            checked: None,
         })
     }
 

@@ -1,8 +1,10 @@
 //! Receipt checks (RFC 3261 §8.2.1-§8.2.2, §16.3 steps 1-2, RFC 4475 §3.1.2 and §3.3).
 
+use crate::checked::{span_in, Checked, ViaSpans};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::message::Message;
+use crate::span::Span;
 
 impl Message {
     /// Checks what every element must check on receipt, to the depth a proxy routes on
@@ -13,6 +15,28 @@ impl Message {
     /// Max-Forwards; Expires; no repeated single-valued header. Route values are checked where
     /// they are used, Contact by the registrar; [`Message::validate_all`] checks everything.
     pub fn validate(&self) -> Result<(), ParseError> {
+        match self.checked {
+            Some(_) => Ok(()),
+            None => self.validated().map(|_| ()),
+        }
+    }
+
+    /// [`Message::validate`], remembering what it parsed: afterwards the top Via, the From and
+    /// To tags, the Call-ID and the CSeq are read from the message's memo (module `checked`)
+    /// instead of being parsed again. A second call costs nothing.
+    pub fn check(&mut self) -> Result<(), ParseError> {
+        if self.checked.is_none() {
+            self.checked = Some(Box::new(self.validated()?));
+        }
+        Ok(())
+    }
+
+    /// Whether [`Message::check`] passed on this message.
+    pub fn is_checked(&self) -> bool {
+        self.checked.is_some()
+    }
+
+    fn validated(&self) -> Result<Checked, ParseError> {
         self.check_no_duplicates()?;
         let method = self.method();
         if method.is_some() {
@@ -21,12 +45,17 @@ impl Message {
         if self.field(HeaderName::Via).is_none() {
             return Err(ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"));
         }
+        let buf = self.as_bytes();
+        let mut top_via = None;
         for via in self.vias() {
-            via?;
+            let via = via?;
+            top_via.get_or_insert_with(|| ViaSpans::of(buf, &via));
         }
-        self.from_tag()?;
-        self.to_tag()?;
-        self.call_id()?;
+        let top_via =
+            top_via.ok_or_else(|| ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"))?;
+        let from_tag = self.from_tag()?.map(|t| span_in(buf, t.as_bytes()));
+        let to_tag = self.to_tag()?.map(|t| span_in(buf, t.as_bytes()));
+        let call_id = span_in(buf, self.call_id()?.as_bytes());
         let cseq = self.cseq()?;
         if let Some(method) = method {
             if cseq.method != method {
@@ -37,7 +66,12 @@ impl Message {
         }
         self.max_forwards()?;
         self.expires()?;
-        Ok(())
+        // CSeq::parse accepts only a value that ends with the method token, spelled as the
+        // method reads (known methods match exactly, extensions are kept as written).
+        let cseq_value = self.field(HeaderName::CSeq).map_or(Span::default(), |h| h.value);
+        let method_len = cseq.method.as_str().len() as u32;
+        let cseq_method = Span { start: cseq_value.end - method_len, end: cseq_value.end };
+        Ok(Checked { top_via, from_tag, to_tag, call_id, cseq_seq: cseq.seq, cseq_method })
     }
 
     /// [`Message::validate`] plus the grammar of every header herald knows (what

@@ -1023,6 +1023,28 @@ proptest! {
         prop_assert_eq!(edited.body(), msg.body());
     }
 
+    /// (e) After `check` the top Via, tags, Call-ID and CSeq come from the message's memo: they
+    /// read exactly as a fresh parse of the same bytes does, and `check` passes exactly when
+    /// `validate` does. Mutations reach the awkward shapes (comma-separated and folded Vias,
+    /// IPv6 sent-by, extension methods, missing tags).
+    #[test]
+    fn checked_messages_read_as_fresh_ones(m in model(), muts in prop::collection::vec(mutation(), 0..4)) {
+        let bytes = mutate(m.render(), &muts);
+        if let Ok(fresh) = parse(&bytes) {
+            let mut memo = fresh.clone();
+            prop_assert_eq!(memo.check().is_ok(), fresh.validate().is_ok());
+            if memo.is_checked() {
+                prop_assert_eq!(memo.top_via().ok(), fresh.top_via().ok());
+                prop_assert_eq!(memo.top_via().ok().and_then(|v| v.branch()), fresh.top_via().ok().and_then(|v| v.branch()));
+                prop_assert_eq!(memo.from_tag().ok(), fresh.from_tag().ok());
+                prop_assert_eq!(memo.to_tag().ok(), fresh.to_tag().ok());
+                prop_assert_eq!(memo.call_id().ok(), fresh.call_id().ok());
+                prop_assert_eq!(memo.cseq().ok(), fresh.cseq().ok());
+                prop_assert!(memo.validate().is_ok());
+            }
+        }
+    }
+
     /// (d) Mutated messages never panic anywhere in the API.
     #[test]
     fn mutated_messages_never_panic(m in model(), muts in prop::collection::vec(mutation(), 1..6)) {

@@ -83,6 +83,9 @@ impl Message {
 
     /// The topmost Via: the one a server answers to (RFC 3261 §18.2.2).
     pub fn top_via(&self) -> Result<Via<'_>, ParseError> {
+        if let Some(c) = &self.checked {
+            return Ok(c.top_via.view(self.as_bytes()));
+        }
         // `vias().next()` without the iterator adapters: this runs for every message.
         for h in self.fields(HeaderName::Via) {
             match ListIter::new(self.value_of(h)).next() {
@@ -104,19 +107,31 @@ impl Message {
 
     /// The From tag without parsing the From URI (see [`tag_of`]).
     pub fn from_tag(&self) -> Result<Option<&str>, ParseError> {
+        if let Some(c) = &self.checked {
+            return Ok(c.from_tag.map(|t| crate::checked::text(self.as_bytes(), t)));
+        }
         self.required(HeaderName::From, tag_of)
     }
 
     /// The To tag without parsing the To URI (see [`tag_of`]).
     pub fn to_tag(&self) -> Result<Option<&str>, ParseError> {
+        if let Some(c) = &self.checked {
+            return Ok(c.to_tag.map(|t| crate::checked::text(self.as_bytes(), t)));
+        }
         self.required(HeaderName::To, tag_of)
     }
 
     pub fn call_id(&self) -> Result<&str, ParseError> {
+        if let Some(c) = &self.checked {
+            return Ok(crate::checked::text(self.as_bytes(), c.call_id));
+        }
         self.required(HeaderName::CallId, parse_call_id)
     }
 
     pub fn cseq(&self) -> Result<CSeq<'_>, ParseError> {
+        if let Some(c) = &self.checked {
+            return Ok(c.cseq(self.as_bytes()));
+        }
         self.required(HeaderName::CSeq, CSeq::parse)
     }
 

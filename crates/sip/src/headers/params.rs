@@ -52,6 +52,16 @@ impl<'a> Params<'a> {
         Ok((Params { raw }, j))
     }
 
+    /// The list as written, from its first `;` (empty when there is none).
+    pub(crate) fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// A list [`Params::parse`] checked earlier, from its raw text.
+    pub(crate) fn from_raw(raw: &'a [u8]) -> Params<'a> {
+        Params { raw }
+    }
+
     /// Value of the parameter `name` (case-insensitive): `Some(None)` for a flag such as `;lr`,
     /// `Some(Some(v))` with quotes kept for a quoted value.
     pub fn get(&self, name: &str) -> Option<Option<&'a str>> {

@@ -51,6 +51,19 @@ impl<'a> Via<'a> {
         Ok(Via { protocol_name, protocol_version, transport, host, port, params, branch })
     }
 
+    /// A Via from parts a parse found earlier (the message's memo, module `checked`).
+    pub(crate) fn from_parts(
+        protocol_name: &'a str,
+        protocol_version: &'a str,
+        transport: &'a str,
+        host: Host<'a>,
+        port: Option<u16>,
+        params: Params<'a>,
+        branch: Option<&'a str>,
+    ) -> Via<'a> {
+        Via { protocol_name, protocol_version, transport, host, port, params, branch }
+    }
+
     /// The value of the first `branch` parameter (`None` if absent or a bare flag).
     pub fn branch(&self) -> Option<&'a str> {
         self.branch
