@@ -35,13 +35,14 @@ pub(crate) fn classify(buf: Bytes, limits: &Limits, transport: Transport, trunca
         let e = ParseError::new(herald_sip::ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
     }
-    let msg = match Message::parse_as(buf.clone(), limits, transport) {
+    let mut msg = match Message::parse_as(buf.clone(), limits, transport) {
         Ok(m) => m,
         Err(e) if e.kind == herald_sip::ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
         Err(e) => return answer_unparsed(&buf, &e, limits),
     };
-    // RFC 3261 §8.2.1-§8.2.2 and §16.3 steps 1-2: the receipt checks every element makes.
-    match msg.validate() {
+    // RFC 3261 §8.2.1-§8.2.2 and §16.3 steps 1-2: the receipt checks every element makes,
+    // remembered in the message so that the engine does not parse those headers again.
+    match msg.check() {
         Ok(()) => Inbound::Message(msg),
         Err(e) => answer(&msg, &e),
     }

@@ -17,7 +17,7 @@ pub use hop::{hop_for, Hop};
 pub use stats::ResponseStats;
 
 use crate::auth::Authenticator;
-use crate::hash::fnv1a_parts;
+use crate::hash::{fnv1a_parts, IdMap};
 use crate::io::{Input, Output, SipHandler};
 use crate::peer::Peer;
 use crate::registrar::Registrar;
@@ -26,7 +26,7 @@ use context::Context;
 use herald_sip::{Message, ResponseBuilder};
 use herald_store::LocationStore;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,11 +42,11 @@ pub struct Engine {
     txs: TransactionTable,
     /// Response contexts, keyed by their server transaction. Boxed for the same reason as the
     /// transaction table's entries: a compacted INVITE context lingers 64*T1.
-    contexts: HashMap<TxId, Box<Context>>,
+    contexts: IdMap<TxId, Box<Context>>,
     /// Client transaction → (server transaction, branch index).
-    clients: HashMap<TxId, (TxId, usize)>,
+    clients: IdMap<TxId, (TxId, usize)>,
     /// DNS token → (server transaction, branch index).
-    resolving: HashMap<u64, (TxId, usize)>,
+    resolving: IdMap<u64, (TxId, usize)>,
     /// Timer C deadlines: (deadline, server transaction, branch).
     timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
     next_expire: Option<Instant>,
@@ -69,9 +69,9 @@ impl Engine {
             store,
             registrar,
             txs,
-            contexts: HashMap::new(),
-            clients: HashMap::new(),
-            resolving: HashMap::new(),
+            contexts: IdMap::default(),
+            clients: IdMap::default(),
+            resolving: IdMap::default(),
             timer_c: BinaryHeap::new(),
             next_expire: None,
             next_token: (index as u64) << 48,
@@ -99,7 +99,10 @@ impl Engine {
         let from_tag = req.from_tag().ok().flatten().unwrap_or("");
         let h =
             fnv1a_parts([req.call_id().unwrap_or("").as_bytes(), from_tag.as_bytes(), &self.tag_seed.to_le_bytes()]);
-        format!("hr{h:012x}")
+        let mut tag = String::with_capacity(18);
+        tag.push_str("hr");
+        crate::text::push_hex(&mut tag, h, 12);
+        tag
     }
 
     /// Carries out a transaction's actions. `peer` is the transaction's peer, read before the

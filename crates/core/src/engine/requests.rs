@@ -28,10 +28,12 @@ impl Engine {
         now: Instant,
         from: Peer,
         local: SocketAddr,
-        msg: Message,
+        mut msg: Message,
         out: &mut Vec<Output>,
     ) {
-        if let Err(e) = msg.validate() {
+        // The runtime checked it on receipt (then this is a no-op); the memo it leaves spares
+        // the transaction and proxy steps below their own parses of the same headers.
+        if let Err(e) = msg.check() {
             if msg.method() != Some(Method::Ack) {
                 let (status, reason) = e.response();
                 self.respond_stateless(&msg, from, status, &reason, out);
@@ -327,7 +329,7 @@ impl Engine {
         };
         let planned = ctx.branches[idx].planned.clone();
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
-        let branch = format!("{}{LOOP_SEP}{:016x}", new_branch(), ctx.loop_hash);
+        let branch = loop_branch(new_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener);
         let mut pre = match preprocess(&req, &self.cfg.identity) {
@@ -521,7 +523,7 @@ impl Engine {
         };
         let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
         let Some(base) = stateless_branch(msg) else { return };
-        let branch = format!("{base}{LOOP_SEP}{:016x}", loop_hash(msg));
+        let branch = loop_branch(base, loop_hash(msg));
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
         let append = strict_route_edits(msg, &mut pre, &target);
@@ -630,4 +632,12 @@ pub(super) fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> V
 
 fn status_of(response: &[u8]) -> u16 {
     response.get(8..11).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse().ok()).unwrap_or(500)
+}
+
+/// A branch of ours: its unique part, then the request's loop hash (§16.6 step 8), which
+/// [`crate::proxy::validate`] looks for to tell a loop from a spiral.
+fn loop_branch(mut unique: String, loop_hash: u64) -> String {
+    unique.push(LOOP_SEP);
+    crate::text::push_hex(&mut unique, loop_hash, 16);
+    unique
 }

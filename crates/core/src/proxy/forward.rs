@@ -1,8 +1,9 @@
 //! Building the forwarded copy of a request (RFC 3261 §16.6) and fixing up the received Via
 //! (RFC 3261 §18.2.1, RFC 3581 §4), with the editor so untouched bytes pass verbatim.
 
+use crate::text::push_host_port;
 use bytes::Bytes;
-use herald_sip::headers::{ListValue, Via};
+use herald_sip::headers::ListValue;
 use herald_sip::uri::Host;
 use herald_sip::{Editor, HeaderName, Message};
 use std::fmt::Write;
@@ -72,7 +73,7 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
 /// when nothing changes.
 pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<'m>, String)> {
     let top = msg.list_values(HeaderName::Via).next()?.ok()?;
-    let via = Via::parse(top.bytes).ok()?;
+    let via = msg.top_via().ok()?;
     let rport_requested = via.rport() == Some(None);
     let sent_by_is_source = match via.host {
         Host::Ipv4(ip) => std::net::IpAddr::V4(ip) == source.ip(),
@@ -111,93 +112,37 @@ pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<
 /// A Via value for this proxy (§16.6 step 8, §18.2.1): our address as sent-by, the transport,
 /// the branch, and `rport` so the next hop answers to our source port (RFC 3581).
 pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
-    format!("SIP/2.0/{transport} {}:{};branch={branch};rport", host_of(local), local.port())
+    let mut v = String::with_capacity(64 + branch.len());
+    v.push_str("SIP/2.0/");
+    v.push_str(transport);
+    v.push(' ');
+    push_host_port(&mut v, local);
+    v.push_str(";branch=");
+    v.push_str(branch);
+    v.push_str(";rport");
+    v
 }
 
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
 pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr) -> String {
-    let host = host_of(local);
-    match transport_param {
-        Some(t) => format!("<sip:{host}:{};transport={t};lr>", local.port()),
-        None => format!("<sip:{host}:{};lr>", local.port()),
+    let mut v = String::with_capacity(64);
+    v.push_str("<sip:");
+    push_host_port(&mut v, local);
+    if let Some(t) = transport_param {
+        v.push_str(";transport=");
+        v.push_str(t);
     }
+    v.push_str(";lr>");
+    v
 }
 
 /// The Record-Route value of a TLS listener for a SIPS request: §16.6 step 4 requires a SIPS
 /// URI when the Request-URI or the top Route is one, so that the dialog's later requests also
 /// reach this proxy over TLS (RFC 5630 §4.3).
 pub fn record_route_value_sips(local: SocketAddr) -> String {
-    format!("<sips:{}:{};lr>", host_of(local), local.port())
-}
-
-/// The host part for our own address: an IPv6 reference in brackets (RFC 3261 §25.1).
-fn host_of(local: SocketAddr) -> String {
-    match local {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use herald_sip::Limits;
-
-    fn msg(s: &str) -> Message {
-        Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
-    }
-
-    const INV: &str = "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2:5062;branch=z9hG4bKa;rport\nMax-Forwards: 70\nRoute: <sip:192.0.2.10;lr>\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nX-Custom:  kept  as is\nContent-Length: 5\n\nv=0\n";
-
-    #[test]
-    fn forwards_with_all_edits() {
-        let m = msg(INV);
-        let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
-        let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
-        let fix = via_fixup(&m, src);
-        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap())];
-        let path = vec!["<sip:edge.example.net;lr>".to_owned()];
-        let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
-        let out = forward(
-            &m,
-            &Forward {
-                request_uri: Some("sip:bob@198.51.100.7:5070"),
-                remove_routes: &routes,
-                push_routes: &path,
-                record_route: &rr,
-                via: &via,
-                via_fixup: fix,
-                ..Default::default()
-            },
-        );
-        let f = Message::parse(out.clone(), &Limits::default()).unwrap();
-        f.validate_all().unwrap();
-        assert_eq!(f.request_uri_bytes(), Some(&b"sip:bob@198.51.100.7:5070"[..]));
-        assert_eq!(f.max_forwards().unwrap(), Some(69));
-        let vias: Vec<_> = f.vias().map(Result::unwrap).collect();
-        assert_eq!(vias.len(), 2);
-        assert_eq!(vias[0].branch(), Some("z9hG4bK-1-ab"));
-        assert_eq!(vias[1].received(), Some("203.0.113.5"));
-        assert_eq!(vias[1].rport(), Some(Some(40000)));
-        let routes: Vec<_> = f.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
-        assert_eq!(routes, ["sip:edge.example.net;lr"]);
-        assert_eq!(f.record_routes().count(), 1);
-        assert!(out.windows(25).any(|w| w == b"X-Custom:  kept  as is\r\nC"));
-        assert_eq!(f.body(), b"v=0\r\n");
-    }
-
-    #[test]
-    fn no_fixup_when_sent_by_is_the_source() {
-        let m = msg(&INV.replace(";rport", ""));
-        assert!(via_fixup(&m, "10.0.0.2:5062".parse().unwrap()).is_none());
-        assert!(via_fixup(&m, "10.0.0.3:5062".parse().unwrap()).is_some());
-    }
-
-    #[test]
-    fn ipv6_values() {
-        let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
-        assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
-        assert_eq!(record_route_value(Some("tcp"), l), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
-        assert_eq!(record_route_value_sips(l), "<sips:[2001:db8::1]:5060;lr>");
-    }
+    let mut v = String::with_capacity(64);
+    v.push_str("<sips:");
+    push_host_port(&mut v, local);
+    v.push_str(";lr>");
+    v
 }

@@ -4,7 +4,8 @@
 //! built from a parsed message and return `None` when a header they need is missing or
 //! malformed; such a message matches no transaction.
 
-use herald_sip::headers::Via;
+use crate::text;
+use herald_sip::headers::{Via, MAGIC_COOKIE};
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
 use std::collections::hash_map::RandomState;
@@ -147,13 +148,15 @@ pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
 
 /// `host[:port]` of a Via, host names lower-cased (§19.1.4: hosts compare case-insensitively).
 fn sent_by(via: &Via<'_>) -> String {
-    let mut s = match via.host {
-        Host::Name(n) => n.to_ascii_lowercase(),
-        other => other.to_string(),
-    };
+    let mut s = String::with_capacity(48);
+    match via.host {
+        Host::Name(n) => s.push_str(&n.to_ascii_lowercase()),
+        Host::Ipv4(ip) => text::push_host(&mut s, ip.into()),
+        other => s.push_str(&other.to_string()),
+    }
     if let Some(p) = via.port {
         s.push(':');
-        s.push_str(&p.to_string());
+        text::push_dec(&mut s, u64::from(p));
     }
     s
 }
@@ -169,7 +172,11 @@ fn process_hasher() -> &'static RandomState {
 pub fn new_branch() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("z9hG4bK{:016x}{n:x}", process_hasher().hash_one(n))
+    let mut b = String::with_capacity(48);
+    b.push_str(MAGIC_COOKIE);
+    text::push_hex(&mut b, process_hasher().hash_one(n), 16);
+    text::push_hex(&mut b, n, 0);
+    b
 }
 
 /// FNV-1a, 128 bits: deterministic across processes and Rust versions, so several stateless

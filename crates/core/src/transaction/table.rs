@@ -14,6 +14,7 @@ use super::key::{to_tag, ClientKey, ServerKey};
 use super::{
     Actions, ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite, Timers, Transaction, TxAction, TxState,
 };
+use crate::hash::IdMap;
 use crate::peer::Peer;
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
@@ -85,7 +86,7 @@ pub struct TransactionTable {
     next_id: u64,
     /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
     /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
-    entries: HashMap<TxId, Box<Entry>>,
+    entries: IdMap<TxId, Box<Entry>>,
     clients: HashMap<ClientKey, TxId>,
     servers: HashMap<ServerKey, TxId>,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
@@ -96,7 +97,7 @@ impl TransactionTable {
         TransactionTable {
             timers,
             next_id: 1,
-            entries: HashMap::new(),
+            entries: IdMap::default(),
             clients: HashMap::new(),
             servers: HashMap::new(),
             heap: BinaryHeap::new(),

@@ -1,0 +1,99 @@
+//! Writing the numbers and addresses that go into every forwarded message (branches, Via
+//! sent-by, Record-Route) without `core::fmt`.
+//!
+//! The formatting machinery costs hundreds of instructions per argument (callgrind: about 25k
+//! instructions per call through the proxy, half of it printing our own IPv4 address), where
+//! these few loops cost tens. The output is byte for byte what `Display` and `{:x}` print.
+
+use std::fmt::Write;
+use std::net::{IpAddr, SocketAddr};
+
+/// Appends `n` in decimal.
+pub fn push_dec(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| d as char));
+}
+
+/// Appends `n` in lower-case hexadecimal, zero-padded to at least `width` digits.
+pub fn push_hex(out: &mut String, n: u64, width: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let significant = (64 - n.leading_zeros() as usize).div_ceil(4).max(1);
+    for _ in significant..width {
+        out.push('0');
+    }
+    for k in (0..significant).rev() {
+        out.push(HEX[((n >> (4 * k)) & 0xf) as usize] as char);
+    }
+}
+
+/// Appends the host part for one of our addresses: dotted IPv4, or an IPv6 reference in
+/// brackets (RFC 3261 §25.1).
+pub fn push_host(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_dec(out, u64::from(octet));
+            }
+        }
+        // Rare (IPv6 listeners) and intricate (zero compression): left to Display.
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "[{v6}]");
+        }
+    }
+}
+
+/// Appends `host:port` for one of our addresses.
+pub fn push_host_port(out: &mut String, addr: SocketAddr) {
+    push_host(out, addr.ip());
+    out.push(':');
+    push_dec(out, u64::from(addr.port()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(f: impl FnOnce(&mut String)) -> String {
+        let mut s = String::new();
+        f(&mut s);
+        s
+    }
+
+    #[test]
+    fn numbers_print_as_display_does() {
+        for n in [0, 1, 9, 10, 99, 100, 255, 5060, 65535, 1 << 32, u64::MAX] {
+            assert_eq!(with(|s| push_dec(s, n)), n.to_string());
+            for width in [0, 1, 12, 16] {
+                assert_eq!(with(|s| push_hex(s, n, width)), format!("{n:0width$x}"), "{n} {width}");
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_print_as_display_does() {
+        for a in [
+            "127.0.0.1:5060",
+            "0.0.0.0:0",
+            "255.255.255.255:65535",
+            "10.20.30.4:17501",
+            "[::1]:5060",
+            "[2001:db8::7]:5061",
+        ] {
+            let addr: SocketAddr = a.parse().unwrap();
+            assert_eq!(with(|s| push_host_port(s, addr)), a);
+        }
+    }
+}
