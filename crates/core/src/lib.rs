@@ -9,7 +9,6 @@ pub mod io;
 pub mod peer;
 pub mod proxy;
 pub mod registrar;
-pub mod text;
 pub mod transaction;
 
 pub use io::{Input, Output, ResolveRequest, SipHandler, Target};

@@ -218,7 +218,9 @@ impl<'m> Editor<'m> {
 }
 
 fn itoa_u32(n: u32) -> Vec<u8> {
-    n.to_string().into_bytes()
+    let mut s = String::with_capacity(10);
+    crate::text::push_dec(&mut s, u64::from(n));
+    s.into_bytes()
 }
 
 /// A canonical rendering: long header names, folding replaced by one space, one header per

@@ -22,6 +22,7 @@ pub mod response;
 mod scan;
 pub mod span;
 pub mod start_line;
+pub mod text;
 pub mod uri;
 mod validate;
 

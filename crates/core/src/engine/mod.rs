@@ -101,7 +101,7 @@ impl Engine {
             fnv1a_parts([req.call_id().unwrap_or("").as_bytes(), from_tag.as_bytes(), &self.tag_seed.to_le_bytes()]);
         let mut tag = String::with_capacity(18);
         tag.push_str("hr");
-        crate::text::push_hex(&mut tag, h, 12);
+        herald_sip::text::push_hex(&mut tag, h, 12);
         tag
     }
 

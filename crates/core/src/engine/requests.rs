@@ -638,6 +638,6 @@ fn status_of(response: &[u8]) -> u16 {
 /// [`crate::proxy::validate`] looks for to tell a loop from a spiral.
 fn loop_branch(mut unique: String, loop_hash: u64) -> String {
     unique.push(LOOP_SEP);
-    crate::text::push_hex(&mut unique, loop_hash, 16);
+    herald_sip::text::push_hex(&mut unique, loop_hash, 16);
     unique
 }

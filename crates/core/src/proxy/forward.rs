@@ -1,9 +1,9 @@
 //! Building the forwarded copy of a request (RFC 3261 §16.6) and fixing up the received Via
 //! (RFC 3261 §18.2.1, RFC 3581 §4), with the editor so untouched bytes pass verbatim.
 
-use crate::text::push_host_port;
 use bytes::Bytes;
 use herald_sip::headers::ListValue;
+use herald_sip::text::push_host_port;
 use herald_sip::uri::Host;
 use herald_sip::{Editor, HeaderName, Message};
 use std::fmt::Write;

@@ -82,7 +82,7 @@ pub const LOOP_SEP: char = '-';
 /// has now: it came back unchanged. With a different hash it is a spiral (§16.3 step 4).
 fn is_loop(msg: &Message, identity: &Identity, hash: u64) -> bool {
     let mut want = String::with_capacity(16);
-    crate::text::push_hex(&mut want, hash, 16);
+    herald_sip::text::push_hex(&mut want, hash, 16);
     msg.vias().filter_map(Result::ok).any(|via| {
         identity.is_own_sent_by(&via.host, via.port)
             && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h == want)

@@ -4,8 +4,8 @@
 //! built from a parsed message and return `None` when a header they need is missing or
 //! malformed; such a message matches no transaction.
 
-use crate::text;
 use herald_sip::headers::{Via, MAGIC_COOKIE};
+use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
 use std::collections::hash_map::RandomState;

@@ -1,9 +1,10 @@
-//! Writing the numbers and addresses that go into every forwarded message (branches, Via
-//! sent-by, Record-Route) without `core::fmt`.
+//! Writing the numbers and addresses that go into every message herald builds (branches, Via
+//! sent-by, Record-Route, CSeq, Content-Length) without `core::fmt`.
 //!
 //! The formatting machinery costs hundreds of instructions per argument (callgrind: about 25k
-//! instructions per call through the proxy, half of it printing our own IPv4 address), where
-//! these few loops cost tens. The output is byte for byte what `Display` and `{:x}` print.
+//! instructions per call through the proxy, half of it printing our own IPv4 address; 26k per
+//! call in the load generator), where these few loops cost tens. The output is byte for byte
+//! what `Display` and `{:x}` print.
 
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
