@@ -37,6 +37,30 @@ pub enum TimerKind {
     UserCall,
 }
 
+impl TimerKind {
+    /// Timers whose exact moment nothing measures: RFC 3261 retransmissions and timeouts (a few
+    /// ms late against T1 = 500 ms and 64·T1) and the forgetting of finished dialogs. Most of
+    /// them are stale when they fall due (cancelling is lazy), and each distinct deadline woke
+    /// the loop: about six wake-ups per call for nothing. Rounded up to [`LAX_GRID_US`], they
+    /// share at most one wake-up per grid step. Arrivals, ring and hold times stay exact.
+    fn is_lax(self) -> bool {
+        use TimerKind::*;
+        matches!(
+            self,
+            CallerRetransmit
+                | CallerTimeout
+                | CalleeRetransmit
+                | CalleeAckTimeout
+                | CalleeForget
+                | RegisterRetransmit
+                | RegisterTimeout
+        )
+    }
+}
+
+/// The grid lax timers are rounded up to, µs.
+pub const LAX_GRID_US: u64 = 10_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timer {
     pub kind: TimerKind,
@@ -51,7 +75,9 @@ pub struct TimerQueue {
 }
 
 impl TimerQueue {
+    /// Arms `timer` for `at_us`, or for the next [`LAX_GRID_US`] step when it is a lax one.
     pub fn arm(&mut self, at_us: u64, timer: Timer) {
+        let at_us = if timer.kind.is_lax() { at_us.div_ceil(LAX_GRID_US).saturating_mul(LAX_GRID_US) } else { at_us };
         self.heap.push(Reverse((at_us, timer)));
     }
 
@@ -102,13 +128,35 @@ mod tests {
         let mut q = TimerQueue::default();
         q.arm(300, t(TimerKind::CallerHangUp, 1));
         q.arm(100, t(TimerKind::CalleeAnswer, 2));
-        q.arm(200, t(TimerKind::CallerTimeout, 3));
+        q.arm(200, t(TimerKind::CallerCancel, 3));
         assert_eq!(q.next_due(), Some(100));
         assert_eq!(q.pop_due(99), None);
         assert_eq!(q.pop_due(250).map(|t| t.slot), Some(2));
         assert_eq!(q.pop_due(250).map(|t| t.slot), Some(3));
         assert_eq!(q.pop_due(250), None);
         assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn lax_timers_share_grid_steps_and_exact_ones_keep_their_moment() {
+        let mut q = TimerQueue::default();
+        // Three retransmission and timeout timers within one grid step: one wake-up, at its end.
+        q.arm(500_001, t(TimerKind::CallerRetransmit, 1));
+        q.arm(503_000, t(TimerKind::CalleeRetransmit, 2));
+        q.arm(509_999, t(TimerKind::CallerTimeout, 3));
+        q.arm(510_000, t(TimerKind::CalleeForget, 4));
+        // A hold timer in the same step fires when it was set for.
+        q.arm(504_321, t(TimerKind::CallerHangUp, 5));
+        assert_eq!(q.next_due(), Some(504_321));
+        assert_eq!(q.pop_due(504_321).map(|t| t.slot), Some(5));
+        assert_eq!(q.next_due(), Some(510_000));
+        assert_eq!(q.pop_due(509_999), None, "never early");
+        let mut due: Vec<u32> = std::iter::from_fn(|| q.pop_due(510_000)).map(|t| t.slot).collect();
+        due.sort();
+        assert_eq!(due, [1, 2, 3, 4]);
+        // On the grid already: unchanged.
+        q.arm(520_000, t(TimerKind::RegisterTimeout, 6));
+        assert_eq!(q.next_due(), Some(520_000));
     }
 
     /// Timer A over 32 s (64·T1 with T1 = 500 ms): sends at 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s;
