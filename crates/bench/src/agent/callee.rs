@@ -104,7 +104,8 @@ impl Engine {
                 Mode::Calls { ring_us, .. } => ring_us,
                 _ => 0,
             });
-        let tag = format!("{:x}", rand::RngExt::random::<u64>(&mut self.rng));
+        let mut tag = String::with_capacity(16);
+        herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut self.rng), 0);
         let (lines, to_line) = echo(msg, true, &tag);
         let ringing = self.callee_local.response(180, "Ringing", &lines, &to_line, Some(&self.users[user].name));
         let call_id = msg.call_id().unwrap_or_default().to_string();

@@ -7,8 +7,9 @@ use super::engine::{ClientTx, Engine, Side, T1_US, TIMEOUT_US};
 use super::route::{dialog_from_2xx, InDialog};
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind};
-use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
+use super::wire::{ack_for_failure, concat, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
+use herald_sip::text::{push_dec, push_hex};
 use herald_sip::Message;
 
 /// How one call should go, decided by the caller when it starts.
@@ -62,14 +63,14 @@ pub struct Call {
 
 impl Engine {
     fn request_uri(&self, user: usize) -> String {
-        format!("sip:{}@{}", self.users[user].name, self.caller_local.domain)
+        concat(&["sip:", &self.users[user].name, "@", &self.caller_local.domain])
     }
 
     /// Starts one call from user `caller` to user `callee`.
     pub fn start_call(&mut self, caller: usize, callee: usize, plan: Plan) {
         self.stats.attempted += 1;
-        let tag = format!("{:x}", rand::RngExt::random::<u64>(&mut self.rng));
-        let from = format!("<sip:{}@{}>;tag={tag}", self.users[caller].name, self.caller_local.domain);
+        let mut from = concat(&["<sip:", &self.users[caller].name, "@", &self.caller_local.domain, ">;tag="]);
+        push_hex(&mut from, rand::RngExt::random::<u64>(&mut self.rng), 0);
         let call = Call {
             call_id: String::new(),
             from,
@@ -90,7 +91,14 @@ impl Engine {
             cancel_answered: false,
         };
         let (slot, generation) = self.calls.insert(call);
-        let call_id = format!("c{slot}.{generation}.{:x}@bench", self.run_id);
+        let mut call_id = String::with_capacity(40);
+        call_id.push('c');
+        push_dec(&mut call_id, u64::from(slot));
+        call_id.push('.');
+        push_dec(&mut call_id, u64::from(generation));
+        call_id.push('.');
+        push_hex(&mut call_id, u64::from(self.run_id), 0);
+        call_id.push_str("@bench");
         if let Some(c) = self.calls.get_mut(slot, generation) {
             c.call_id = call_id;
         }
@@ -107,13 +115,15 @@ impl Engine {
         let (call_id, from) = (call.call_id.clone(), call.from.clone());
         let uri = self.request_uri(callee);
         let (id, branch) = self.new_tx();
-        let extra = format!("{RING_HEADER}: {ring_ms}\r\n");
+        let mut extra = concat(&[RING_HEADER, ": "]);
+        push_dec(&mut extra, ring_ms);
+        extra.push_str("\r\n");
         let request = self.caller_local.request(&Request {
             method: "INVITE",
             uri: &uri,
             branch: &branch,
             from: &from,
-            to: &format!("<{uri}>"),
+            to: &concat(&["<", &uri, ">"]),
             call_id: &call_id,
             cseq,
             routes: &[],

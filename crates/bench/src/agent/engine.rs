@@ -26,6 +26,7 @@ use super::users::User;
 use super::wire::Local;
 use crate::workload::UserModel;
 use bytes::Bytes;
+use herald_sip::text::push_hex;
 use herald_sip::{Limits, Message, Transport};
 use rand::rngs::SmallRng;
 use std::collections::HashMap;
@@ -202,7 +203,11 @@ impl Engine {
     pub fn new_tx(&mut self) -> (u32, String) {
         let id = self.next_tx;
         self.next_tx = self.next_tx.wrapping_add(1).max(1);
-        (id, format!("z9hG4bK{:x}.{id:x}", self.run_id))
+        let mut branch = String::from("z9hG4bK");
+        push_hex(&mut branch, u64::from(self.run_id), 0);
+        branch.push('.');
+        push_hex(&mut branch, u64::from(id), 0);
+        (id, branch)
     }
 
     /// Sends a new client transaction's request and arms its timers: A/E (UDP only, RFC 3261

@@ -3,6 +3,7 @@
 //! lines RFC 3261 §8.2.6.2 requires verbatim from the request.
 
 use bytes::Bytes;
+use herald_sip::text::push_dec;
 use herald_sip::{HeaderName, Message};
 use std::fmt::Write;
 
@@ -56,26 +57,39 @@ impl Local {
     pub fn request(&self, r: &Request<'_>) -> Bytes {
         let body = r.body.map(|(_, b)| b).unwrap_or("");
         let mut m = String::with_capacity(512 + body.len());
-        let _ = write!(
-            m,
-            "{} {} SIP/2.0\r\nVia: SIP/2.0/{} {};branch={};rport\r\nMax-Forwards: 70\r\nFrom: {}\r\nTo: {}\r\n\
-             Call-ID: {}\r\nCSeq: {} {}\r\n",
-            r.method, r.uri, self.transport, self.hostport, r.branch, r.from, r.to, r.call_id, r.cseq, r.method
-        );
+        for part in [r.method, " ", r.uri, " SIP/2.0\r\nVia: SIP/2.0/", self.transport, " ", &self.hostport] {
+            m.push_str(part);
+        }
+        for part in [";branch=", r.branch, ";rport\r\nMax-Forwards: 70\r\nFrom: ", r.from, "\r\nTo: ", r.to] {
+            m.push_str(part);
+        }
+        for part in ["\r\nCall-ID: ", r.call_id, "\r\nCSeq: "] {
+            m.push_str(part);
+        }
+        push_dec(&mut m, u64::from(r.cseq));
+        for part in [" ", r.method, "\r\n"] {
+            m.push_str(part);
+        }
         for route in r.routes {
-            let _ = write!(m, "Route: {route}\r\n");
+            for part in ["Route: ", route, "\r\n"] {
+                m.push_str(part);
+            }
         }
         if let Some(user) = r.contact_user {
-            let _ = write!(m, "Contact: <sip:{user}@{}{}>\r\n", self.hostport, self.uri_param);
+            self.push_contact(&mut m, user);
         }
         if let Some((name, value)) = r.auth {
-            let _ = write!(m, "{name}: {value}\r\n");
+            for part in [name, ": ", value, "\r\n"] {
+                m.push_str(part);
+            }
         }
         m.push_str(r.extra);
         if let Some((content_type, _)) = r.body {
-            let _ = write!(m, "Content-Type: {content_type}\r\n");
+            for part in ["Content-Type: ", content_type, "\r\n"] {
+                m.push_str(part);
+            }
         }
-        let _ = write!(m, "Content-Length: {}\r\n\r\n{body}", body.len());
+        push_body(&mut m, body);
         Bytes::from(m)
     }
 
@@ -83,18 +97,46 @@ impl Local {
     /// (with the local tag) is `to_line`.
     pub fn response(&self, status: u16, reason: &str, echo: &str, to_line: &str, contact_user: Option<&str>) -> Bytes {
         let mut m = String::with_capacity(256 + echo.len());
-        let _ = write!(m, "SIP/2.0 {status} {reason}\r\n{echo}{to_line}");
+        m.push_str("SIP/2.0 ");
+        push_dec(&mut m, u64::from(status));
+        for part in [" ", reason, "\r\n", echo, to_line] {
+            m.push_str(part);
+        }
         if let Some(user) = contact_user {
-            let _ = write!(m, "Contact: <sip:{user}@{}{}>\r\n", self.hostport, self.uri_param);
+            self.push_contact(&mut m, user);
         }
         if status / 100 == 2 && contact_user.is_some() {
-            let _ =
-                write!(m, "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{SDP_ANSWER}", SDP_ANSWER.len());
+            m.push_str("Content-Type: application/sdp\r\n");
+            push_body(&mut m, SDP_ANSWER);
         } else {
-            m.push_str("Content-Length: 0\r\n\r\n");
+            push_body(&mut m, "");
         }
         Bytes::from(m)
     }
+
+    /// `Contact: <sip:user@our-socket;transport=...>` (a line).
+    fn push_contact(&self, m: &mut String, user: &str) {
+        for part in ["Contact: <sip:", user, "@", &self.hostport, self.uri_param, ">\r\n"] {
+            m.push_str(part);
+        }
+    }
+}
+
+/// The parts, joined (what `format!` would make of literals and `{}`s, without its machinery).
+pub fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 16);
+    for part in parts {
+        s.push_str(part);
+    }
+    s
+}
+
+/// Content-Length, the end of the header section, and the body.
+fn push_body(m: &mut String, body: &str) {
+    m.push_str("Content-Length: ");
+    push_dec(m, body.len() as u64);
+    m.push_str("\r\n\r\n");
+    m.push_str(body);
 }
 
 /// The lines a response copies from its request (RFC 3261 §8.2.6.2: Via in order, From,
