@@ -6,6 +6,7 @@
 mod calls;
 mod capacity;
 mod common;
+mod floor;
 mod model;
 mod register;
 mod report;
@@ -28,6 +29,9 @@ pub enum Command {
     Model(model::Args),
     /// One self-contained HTML page with SVG plots from one or more results files.
     Report(report::Args),
+    /// The kernel's CPU per datagram on loopback here, and the floor it puts under any server's
+    /// and any generator's CPU per call.
+    Floor(floor::Args),
 }
 
 pub fn run(command: Command) -> ExitCode {
@@ -38,5 +42,6 @@ pub fn run(command: Command) -> ExitCode {
         Command::Capacity(args) => capacity::run(args),
         Command::Model(args) => model::run(args),
         Command::Report(args) => report::run(args),
+        Command::Floor(args) => floor::run(args),
     }
 }

@@ -8,12 +8,14 @@
 //! - [`sysstat`]: CPU, peak RSS and kernel UDP counters from /proc.
 //! - [`scrape`]: reads herald's Prometheus metrics endpoint.
 //! - [`capacity`]: the step-then-bisect capacity search.
+//! - [`floor`]: what the kernel charges per datagram, and the CPU floor per call it implies.
 //! - [`model`]: M/G/1 (Pollaczek–Khinchine) and M/M/c/K queueing models (seed 003).
 //! - [`report`]: the HTML report with SVG plots.
 
 pub mod agent;
 pub mod arrivals;
 pub mod capacity;
+pub mod floor;
 pub mod latency;
 pub mod model;
 pub mod report;
