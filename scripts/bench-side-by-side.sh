@@ -10,7 +10,8 @@
 #    One report with both: $OUT/report.html (and the JSON files beside it).
 # 2. Generator efficiency: against herald at GEN_RATE calls/s for GEN_S seconds, the CPU of
 #    `herald bench calls` (caller and callee in one process) and of SIPp's caller + callee
-#    (tests/sipp/uac.xml + uas.xml), same scenario shape (INVITE, 180, 200, ACK, BYE, 200).
+#    (tests/sipp/uac.xml + uas.xml), same scenario shape (INVITE, 180, 200, ACK, BYE, 200);
+#    then `herald bench floor`, the kernel's CPU for a generator's own datagrams per call.
 #
 # PAUSE_S: seconds between capacity steps (herald keeps finished transactions 32 s, RFC 3261
 # Timer J / RFC 6026 Timer L, Kamailio about 5 s: without a pause a step inherits the previous
@@ -140,6 +141,16 @@ sipp_cpu=$(awk -v t=$((u1 - u0)) -v hz="$HZ" '{printf "%.2f", t / hz + $1 + $2}'
     awk -v c="$sipp_cpu" -v ok="$sipp_ok" 'BEGIN {printf "| SIPp uac + uas | %d | %.2f | %.1f |\n", ok, c, (ok > 0 ? c / ok * 1e6 : 0)}'
     awk -v h="$hcpu" -v hok="$hok" -v s="$sipp_cpu" -v sok="$sipp_ok" \
         'BEGIN {if (hok > 0 && sok > 0 && s > 0) printf "\nherald bench / SIPp CPU per call: %.3f\n", (h / hok) / (s / sok)}'
+    # What the kernel charges for a generator's own datagrams (6 sent, 7 received per call):
+    # no generator, however built, gets below it.
+    "$HERALD" bench floor --json "$tmp/floor.json" >"$tmp/floor.txt"
+    floor_us=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['generator_floor_us'])" "$tmp/floor.json")
+    echo
+    echo "\`herald bench floor\` (kernel CPU for the datagrams alone):"
+    echo
+    sed 's/^/    /' "$tmp/floor.txt"
+    awk -v f="$floor_us" -v s="$sipp_cpu" -v sok="$sipp_ok" \
+        'BEGIN {if (sok > 0 && s > 0) printf "\nGenerator floor / SIPp CPU per call: %.1f / %.1f µs = %.3f\n", f, s / sok * 1e6, f / (s / sok * 1e6)}'
     if [ "$SKIP_CAPACITY" != 1 ]; then
         echo
         echo "## Capacity (highest rate with < 0.01% failed calls, ${STEP_S}-s windows)"

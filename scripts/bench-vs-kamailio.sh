@@ -25,6 +25,10 @@
 #   others CPU s      CPU the rest of the machine used during the load (root cgroup cpuacct or
 #                     /proc/stat, minus the server and SIPp): the noise from other processes
 #
+# Then `herald bench floor`: what the kernel charges for the 7 datagrams a proxy sends and the 6
+# it receives per call, with nothing else done; its ratio to Kamailio's median CPU per call is the
+# lowest herald/Kamailio ratio any proxy could reach on this machine.
+#
 # Usage: scripts/bench-vs-kamailio.sh    RATE=500 DURATION=20 WORKERS=2 HOLD_MS=100 RUNS=1
 #        OUT=target/bench-vs-kamailio.md
 # Ports: 127.0.0.1:17500-17549. Needs sipp and kamailio (scripts/test.sh installs both).
@@ -198,6 +202,18 @@ if [ "$RUNS" -gt 1 ]; then
         if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2}')
     { echo; echo "Median herald/Kamailio CPU per call over $RUNS runs: $median (runs: ${ratios[*]})"; } >>"$tmp/report"
 fi
+kmedian=$(awk -F'|' '$2 ~ /kamailio/ {print $8 + 0}' "$tmp/report" | sort -g |
+    awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+"$HERALD" bench floor --json "$tmp/floor.json" >"$tmp/floor.txt"
+floor_us=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['proxy_floor_us'], 1))" "$tmp/floor.json")
+{
+    echo
+    echo "### The floor: \`herald bench floor\` (kernel CPU for the datagrams alone)"
+    echo
+    sed 's/^/    /' "$tmp/floor.txt"
+    echo
+    awk -v f="$floor_us" -v k="$kmedian" 'BEGIN {if (k > 0) printf "Proxy floor / Kamailio median CPU per call: %.1f µs / %.1f µs = %.2f\n", f, k * 1000, f / (k * 1000)}'
+} >>"$tmp/report"
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
 cat "$OUT"
