@@ -143,12 +143,12 @@ sipp_cpu=$(awk -v t=$((u1 - u0)) -v hz="$HZ" '{printf "%.2f", t / hz + $1 + $2}'
         'BEGIN {if (hok > 0 && sok > 0 && s > 0) printf "\nherald bench / SIPp CPU per call: %.3f\n", (h / hok) / (s / sok)}'
     # What the kernel charges for a generator's own datagrams (6 sent, 7 received per call):
     # no generator, however built, gets below it.
-    "$HERALD" bench floor --json "$tmp/floor.json" >"$tmp/floor.txt"
-    floor_us=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['generator_floor_us'])" "$tmp/floor.json")
+    floor_of generator_floor_us >"$tmp/floor.txt"
+    floor_us=$(tail -n 1 "$tmp/floor.txt")
     echo
     echo "\`herald bench floor\` (kernel CPU for the datagrams alone):"
     echo
-    sed 's/^/    /' "$tmp/floor.txt"
+    sed '$d' "$tmp/floor.txt"
     awk -v f="$floor_us" -v s="$sipp_cpu" -v sok="$sipp_ok" \
         'BEGIN {if (sok > 0 && s > 0) printf "\nGenerator floor / SIPp CPU per call: %.1f / %.1f µs = %.3f\n", f, s / sok * 1e6, f / (s / sok * 1e6)}'
     if [ "$SKIP_CAPACITY" != 1 ]; then

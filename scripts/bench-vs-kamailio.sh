@@ -204,13 +204,13 @@ if [ "$RUNS" -gt 1 ]; then
 fi
 kmedian=$(awk -F'|' '$2 ~ /kamailio/ {print $8 + 0}' "$tmp/report" | sort -g |
     awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-"$HERALD" bench floor --json "$tmp/floor.json" >"$tmp/floor.txt"
-floor_us=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['proxy_floor_us'], 1))" "$tmp/floor.json")
+floor_of proxy_floor_us >"$tmp/floor.txt"
+floor_us=$(tail -n 1 "$tmp/floor.txt")
 {
     echo
     echo "### The floor: \`herald bench floor\` (kernel CPU for the datagrams alone)"
     echo
-    sed 's/^/    /' "$tmp/floor.txt"
+    sed '$d' "$tmp/floor.txt"
     echo
     awk -v f="$floor_us" -v k="$kmedian" 'BEGIN {if (k > 0) printf "Proxy floor / Kamailio median CPU per call: %.1f µs / %.1f µs = %.2f\n", f, k * 1000, f / (k * 1000)}'
 } >>"$tmp/report"

@@ -76,3 +76,8 @@ start_kamailio_bench() { # PORT: bench/kamailio-bench.cfg with the TLSF allocato
         -l "udp:127.0.0.1:$1" -w "$tmp/kamailio-run" -Y "$tmp/kamailio-run" >"$tmp/kamailio.log" 2>&1 &
     server_pid=$!
 }
+floor_of() { # FIELD: runs `herald bench floor` ($HERALD), prints its table indented and then
+    # FIELD of its JSON (proxy_floor_us or generator_floor_us), µs, on the last line
+    "$HERALD" bench floor --json "$tmp/floor.json" | sed 's/^/    /'
+    python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[sys.argv[2]], 1))" "$tmp/floor.json" "$1"
+}
