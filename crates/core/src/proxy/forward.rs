@@ -146,3 +146,67 @@ pub fn record_route_value_sips(local: SocketAddr) -> String {
     v.push_str(";lr>");
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_sip::Limits;
+
+    fn msg(s: &str) -> Message {
+        Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
+    }
+
+    const INV: &str = "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2:5062;branch=z9hG4bKa;rport\nMax-Forwards: 70\nRoute: <sip:192.0.2.10;lr>\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nX-Custom:  kept  as is\nContent-Length: 5\n\nv=0\n";
+
+    #[test]
+    fn forwards_with_all_edits() {
+        let m = msg(INV);
+        let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
+        let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
+        let fix = via_fixup(&m, src);
+        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap())];
+        let path = vec!["<sip:edge.example.net;lr>".to_owned()];
+        let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
+        let out = forward(
+            &m,
+            &Forward {
+                request_uri: Some("sip:bob@198.51.100.7:5070"),
+                remove_routes: &routes,
+                push_routes: &path,
+                record_route: &rr,
+                via: &via,
+                via_fixup: fix,
+                ..Default::default()
+            },
+        );
+        let f = Message::parse(out.clone(), &Limits::default()).unwrap();
+        f.validate_all().unwrap();
+        assert_eq!(f.request_uri_bytes(), Some(&b"sip:bob@198.51.100.7:5070"[..]));
+        assert_eq!(f.max_forwards().unwrap(), Some(69));
+        let vias: Vec<_> = f.vias().map(Result::unwrap).collect();
+        assert_eq!(vias.len(), 2);
+        assert_eq!(vias[0].branch(), Some("z9hG4bK-1-ab"));
+        assert_eq!(vias[1].received(), Some("203.0.113.5"));
+        assert_eq!(vias[1].rport(), Some(Some(40000)));
+        let routes: Vec<_> = f.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+        assert_eq!(routes, ["sip:edge.example.net;lr"]);
+        assert_eq!(f.record_routes().count(), 1);
+        assert!(out.windows(25).any(|w| w == b"X-Custom:  kept  as is\r\nC"));
+        assert_eq!(f.body(), b"v=0\r\n");
+    }
+
+    #[test]
+    fn no_fixup_when_sent_by_is_the_source() {
+        let m = msg(&INV.replace(";rport", ""));
+        assert!(via_fixup(&m, "10.0.0.2:5062".parse().unwrap()).is_none());
+        assert!(via_fixup(&m, "10.0.0.3:5062".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn ipv6_values() {
+        let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
+        assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
+        assert_eq!(record_route_value(Some("tcp"), l), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
+        assert_eq!(record_route_value_sips(l), "<sips:[2001:db8::1]:5060;lr>");
+    }
+}
