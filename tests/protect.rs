@@ -10,6 +10,8 @@
 //! * Overload: with herald stopped (SIGSTOP) most of the time, a standing queue of new INVITEs
 //!   and in-dialog requests builds up; once it has stood for 100 ms, new INVITEs get 503 +
 //!   Retry-After while the in-dialog requests are still handled.
+//! * The byte budget of held messages (`limits.max_held_bytes`): large INVITEs nobody answers
+//!   fill it, later ones get 503 until the held ones time out.
 
 mod common;
 
@@ -433,5 +435,83 @@ fn overload_sheds_new_requests_and_lets_in_dialog_requests_through() {
         assert!(Instant::now() < deadline, "still shedding 10 s after the queue drained");
     }
     assert_eq!(metric(&url, "herald_overload_shedding_workers"), 0.0);
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
+
+/// `limits.max_held_bytes`: 30-KB INVITEs to a phone that never answers are held - as received
+/// and as forwarded - until Timer B ends them. Once they hold the budget (1 MiB: about 17 of
+/// them), new INVITEs get 503 with Retry-After at once, counted in
+/// `herald_transactions_rejected_total`; when the held transactions have ended, new INVITEs are
+/// served again. Without the byte budget only `max_transactions` (500,000) would bound them.
+#[test]
+fn held_message_bytes_are_bounded() {
+    let toml = "[limits]\nmax_held_bytes = 1048576\n[timers]\nt1_ms = 50\n\
+                [overload]\nretry_after_s = 9\n[flood]\nenabled = false\n[auth]\nenabled = false\n";
+    let (herald, url) = start("protect_held_bytes", toml);
+    let phone = udp_from("127.0.0.8"); // registered as bob, never answers
+    let caller = udp_from("127.0.0.9");
+    let (phone_addr, local) = (phone.local_addr().unwrap(), caller.local_addr().unwrap());
+    let ok = transaction(&phone, herald.addr, &register(herald.addr, phone_addr, "bob", 1, None), secs(2));
+    assert_eq!(ok.as_deref().and_then(status_of), Some(200), "bob registers");
+    let body = "x".repeat(30_000);
+    let invite = |n: usize| {
+        format!(
+            "INVITE sip:bob@{herald} SIP/2.0\r\n\
+             Via: SIP/2.0/UDP {local};branch=z9hG4bK-big{n};rport\r\n\
+             Max-Forwards: 70\r\n\
+             From: <sip:caller@{local}>;tag=c{n}\r\n\
+             To: <sip:bob@{herald}>\r\n\
+             Call-ID: big-{n}\r\n\
+             CSeq: 1 INVITE\r\n\
+             Contact: <sip:caller@{local}>\r\n\
+             Content-Type: text/plain\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len(),
+            herald = herald.addr
+        )
+    };
+    const SENT: usize = 30;
+    for n in 0..SENT {
+        caller.send_to(invite(n).as_bytes(), herald.addr).unwrap();
+        // More than the 10-ms tick that samples the held bytes.
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let answers = answers_within(&caller, Duration::from_millis(500));
+    let with = |status: u16| -> Vec<String> {
+        let mut ids: Vec<String> = answers
+            .iter()
+            .filter(|a| status_of(a) == Some(status))
+            .filter_map(|a| header_of(a, "Call-ID", "i").map(str::to_string))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    let (trying, refused) = (with(100), with(503));
+    // Each held INVITE counts about 60 KB (received and forwarded copies): 17 fill 1 MiB.
+    assert!((12..=22).contains(&trying.len()), "{} forwarded: {trying:?}; refused {refused:?}", trying.len());
+    assert_eq!(trying.len() + refused.len(), SENT, "every INVITE answered once: {trying:?} {refused:?}");
+    assert!(answers
+        .iter()
+        .filter(|a| status_of(a) == Some(503))
+        .all(|a| header_of(a, "Retry-After", "Retry-After") == Some("9")));
+    assert_eq!(metric(&url, "herald_transactions_rejected_total"), refused.len() as f64);
+    // Timer B (64*T1 = 3.2 s) ends the forwarded INVITEs (408 upstream), Timer H (3.2 s more,
+    // no ACK from this caller) their server transactions: then the bytes are free again.
+    let deadline = Instant::now() + secs(20);
+    for n in SENT.. {
+        caller.send_to(invite(n).as_bytes(), herald.addr).unwrap();
+        let call_id = format!("big-{n}");
+        let first = answers_within(&caller, Duration::from_millis(300))
+            .into_iter()
+            .find(|a| header_of(a, "Call-ID", "i") == Some(call_id.as_str()))
+            .and_then(|a| status_of(&a));
+        if first == Some(100) {
+            break; // forwarded again
+        }
+        assert_eq!(first, Some(503), "{call_id}: neither forwarded nor refused");
+        assert!(Instant::now() < deadline, "still refusing 20 s after the held INVITEs timed out");
+        std::thread::sleep(Duration::from_millis(500));
+    }
     assert!(herald.stop().is_some_and(|s| s.success()));
 }

@@ -440,6 +440,8 @@ impl World {
             self.engine.active_transactions()
         );
         assert_eq!(self.engine.active_transactions(), 0);
+        // The byte budget's accounting balances: nothing is counted as held once nothing is.
+        assert_eq!(self.engine.held_bytes(), 0, "held bytes left with no transaction left");
     }
 }
 

@@ -65,4 +65,8 @@ pub trait SipHandler: Send + 'static {
     fn transactions(&self) -> usize {
         self.active_transactions()
     }
+    /// Bytes of SIP messages the handler holds (requests it may retransmit or forward,
+    /// responses it resends): what the runtime's `limits.max_held_bytes` bounds, since a count
+    /// of transactions alone allows up to 64 KB each. Called after every `handle`: cheap.
+    fn held_bytes(&self) -> usize;
 }

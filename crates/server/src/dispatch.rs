@@ -98,6 +98,8 @@ pub(crate) struct WorkerCommon {
     pub shedding: AtomicUsize,
     /// Transactions held over all shards, sampled every tick (`limits.max_transactions`).
     pub transactions: AtomicUsize,
+    /// Bytes of messages held over all shards, sampled every tick (`limits.max_held_bytes`).
+    pub held_bytes: AtomicUsize,
 }
 
 pub(crate) struct Dispatcher<H> {
@@ -174,7 +176,9 @@ impl<H: SipHandler> Dispatcher<H> {
                 }
             }
             let draining = self.shared.draining.load(Ordering::Relaxed);
-            let full = self.common.transactions.load(Ordering::Relaxed) >= self.shared.config.limits.max_transactions;
+            let limits = &self.shared.config.limits;
+            let full = self.common.transactions.load(Ordering::Relaxed) >= limits.max_transactions
+                || self.common.held_bytes.load(Ordering::Relaxed) >= limits.max_held_bytes;
             let overloaded = self.overloaded();
             if (draining || overloaded || full) && inbound::is_new_request(&msg) {
                 if draining {

@@ -19,7 +19,8 @@
 //! * Before a request reaches its shard ([`protect`]): a banned source's requests are dropped
 //!   (`[flood]`, one guard shared by all workers, also fed by the authenticator's failures); new
 //!   requests get a stateless 503 while the worker is overloaded (`[overload]`, each worker
-//!   judging its own socket-queue wait) or `limits.max_transactions` is reached.
+//!   judging its own socket-queue wait) or `limits.max_transactions` or `limits.max_held_bytes` is
+//!   reached.
 //!
 //! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
 //! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).

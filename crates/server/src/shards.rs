@@ -31,6 +31,8 @@ struct Slot<H> {
     deadline: AtomicU64,
     /// The handler's `transactions()` after its last call (for `limits.max_transactions`).
     transactions: AtomicUsize,
+    /// The handler's `held_bytes()` after its last call (for `limits.max_held_bytes`).
+    held: AtomicUsize,
 }
 
 pub(crate) struct Shards<H> {
@@ -49,7 +51,8 @@ impl<H: SipHandler> Shards<H> {
                 let h = make(i);
                 let deadline = AtomicU64::new(encode(epoch, h.poll_timeout()));
                 let transactions = AtomicUsize::new(h.transactions());
-                Slot { handler: Mutex::new(h), deadline, transactions }
+                let held = AtomicUsize::new(h.held_bytes());
+                Slot { handler: Mutex::new(h), deadline, transactions, held }
             })
             .collect();
         Shards { slots, epoch, panics: AtomicU64::new(0) }
@@ -103,12 +106,19 @@ impl<H: SipHandler> Shards<H> {
         // On the slot's own cache line, which this call writes anyway: no shared counter that
         // every worker would update on every message.
         self.slots[i].transactions.store(h.transactions(), Ordering::Relaxed);
+        self.slots[i].held.store(h.held_bytes(), Ordering::Relaxed);
     }
 
     /// Transactions held over all shards, from the values cached after each call (no lock; one
     /// relaxed load per shard, so callers sample it once per tick, not per message).
     pub(crate) fn transactions(&self) -> usize {
         self.slots.iter().map(|s| s.transactions.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Bytes of messages held over all shards, from the values cached after each call (as
+    /// [`Shards::transactions`]).
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.slots.iter().map(|s| s.held.load(Ordering::Relaxed)).sum()
     }
 
     /// Shard `i`'s cached next deadline (no lock).

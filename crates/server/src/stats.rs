@@ -93,7 +93,7 @@ counters! {
     tcp_incomplete_timeouts,
     /// New requests answered 503 because their worker was overloaded (`[overload]`).
     overload_rejected,
-    /// New requests answered 503 because `max_transactions` transactions were in flight.
+    /// New requests answered 503: `max_transactions` or `max_held_bytes` reached.
     transactions_rejected,
     /// ACKs for herald's own stateless 503s, absorbed (RFC 3261 §17.2.1: no transaction to match).
     stateless_acks_absorbed,

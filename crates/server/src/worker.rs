@@ -156,6 +156,7 @@ impl<H: SipHandler> Worker<H> {
             resolver: OnceLock::new(),
             shedding: AtomicUsize::new(0),
             transactions: AtomicUsize::new(0),
+            held_bytes: AtomicUsize::new(0),
         });
         let mut accept_tasks = Vec::new();
         for (l, transport) in tcp {
@@ -302,6 +303,7 @@ impl<H: SipHandler> Worker<H> {
         }
         self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
         self.d.common.transactions.store(self.d.shards.transactions(), Ordering::Relaxed);
+        self.d.common.held_bytes.store(self.d.shards.held_bytes(), Ordering::Relaxed);
     }
 
     fn start_drain(&mut self) {

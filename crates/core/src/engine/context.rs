@@ -129,8 +129,10 @@ impl Context {
     /// passes up, until that transaction ends - 64*T1 later for an INVITE (Timer L). Nothing
     /// left needs the request, the collected responses or the plans, so they are freed now
     /// rather than kept for 32 s: at thousands of calls per second that is most of the memory.
-    pub fn compact(&mut self) {
+    /// Returns the bytes it freed (what [`Context::held_bytes`] counted).
+    pub fn compact(&mut self) -> usize {
         debug_assert!(self.answered && self.pending() == 0);
+        let freed = self.held_bytes();
         self.request = None;
         self.finals = Vec::new();
         self.waiting = VecDeque::new();
@@ -138,5 +140,13 @@ impl Context {
             b.planned = Planned::spent();
         }
         self.branches.shrink_to_fit();
+        freed
+    }
+
+    /// Bytes of SIP messages held: the request until compaction and the final responses
+    /// collected from branches until the best one is chosen.
+    pub fn held_bytes(&self) -> usize {
+        let finals: usize = self.finals.iter().filter_map(|f| f.msg.as_ref()).map(|m| m.as_bytes().len()).sum();
+        self.request.as_ref().map_or(0, |r| r.as_bytes().len()) + finals
     }
 }

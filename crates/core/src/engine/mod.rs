@@ -47,6 +47,8 @@ pub struct Engine {
     clients: IdMap<TxId, (TxId, usize)>,
     /// DNS token → (server transaction, branch index).
     resolving: IdMap<u64, (TxId, usize)>,
+    /// The sum of the contexts' `held_bytes()` (the transactions' is the table's).
+    context_bytes: usize,
     /// Timer C deadlines: (deadline, server transaction, branch).
     timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
     next_expire: Option<Instant>,
@@ -72,6 +74,7 @@ impl Engine {
             contexts: IdMap::default(),
             clients: IdMap::default(),
             resolving: IdMap::default(),
+            context_bytes: 0,
             timer_c: BinaryHeap::new(),
             next_expire: None,
             next_token: (index as u64) << 48,
@@ -235,5 +238,9 @@ impl SipHandler for Engine {
 
     fn transactions(&self) -> usize {
         self.txs.len()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.txs.held_bytes() + self.context_bytes
     }
 }

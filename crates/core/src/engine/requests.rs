@@ -126,6 +126,7 @@ impl Engine {
         let mut waiting: VecDeque<Planned> = plan.into();
         let first = take_group(&mut waiting, self.cfg.forking);
         let is_invite = method == Some(Method::Invite);
+        self.context_bytes += msg.as_bytes().len();
         self.contexts.insert(
             id,
             Box::new(Context {

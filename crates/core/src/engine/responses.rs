@@ -130,6 +130,7 @@ impl Engine {
             ctx.stop_forking = true;
             ctx.waiting.clear();
         }
+        self.context_bytes += resp.as_bytes().len();
         ctx.finals.push(FinalResponse { status, msg: Some(resp) });
         if status >= 600 {
             self.cancel_pending(now, sid, out);
@@ -168,7 +169,7 @@ impl Engine {
             return;
         }
         if ctx.answered {
-            ctx.compact();
+            self.context_bytes -= ctx.compact();
             return;
         }
         if !ctx.stop_forking && !ctx.waiting.is_empty() {
@@ -181,7 +182,7 @@ impl Engine {
         // The context may be gone already (a response that ended the server transaction at
         // once: over a reliable transport Timer J is zero).
         if let Some(ctx) = self.contexts.get_mut(&sid) {
-            ctx.compact();
+            self.context_bytes -= ctx.compact();
         }
     }
 
@@ -257,7 +258,9 @@ impl Engine {
     /// The server transaction ended: cancel what is still pending and forget the context.
     fn end_context(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
         self.cancel_pending(now, sid, out);
-        self.contexts.remove(&sid);
+        if let Some(ctx) = self.contexts.remove(&sid) {
+            self.context_bytes -= ctx.held_bytes();
+        }
     }
 }
 

@@ -524,3 +524,39 @@ fn a_compacted_context_still_relays_2xx_retransmissions_and_late_forked_2xx() {
     // The client transactions let go of the forwarded INVITEs at their final responses.
     assert!(h.engine.clients.keys().all(|id| h.engine.txs.get(*id).is_none_or(|t| t.request().is_none())));
 }
+
+/// `held_bytes` (what `limits.max_held_bytes` bounds) counts the messages held while they are
+/// held - the request in its context and in each branch's client transaction, collected
+/// finals, responses kept for retransmission - and returns to zero when everything has ended,
+/// whichever way a call went: answered, busy on one fork and answered on the other, unanswered.
+#[test]
+fn held_bytes_follow_the_messages_held_and_return_to_zero() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, Some("0.5"));
+    h.register("bob", BOB2, Some("0.9"));
+    h.register("carol", BOB, None);
+    let held = |h: &Harness| SipHandler::held_bytes(&h.engine);
+    let base = held(&h);
+    // A large INVITE forked to two phones: held three times (context, two client transactions).
+    let pad = format!("X-Pad: {}\n", "p".repeat(5_000)).repeat(4);
+    let big = invite("bob", "held1").replace("Contact:", &format!("{pad}Contact:"));
+    let out = sent(&h.send(ALICE, &big));
+    assert!(held(&h) >= base + 3 * 20_000, "{} after a 20 KB INVITE forked twice", held(&h));
+    let to_bob = out.iter().find(|(p, m)| p.addr == addr(BOB) && m.is_request()).unwrap().1.clone();
+    let to_bob2 = out.iter().find(|(p, m)| p.addr == addr(BOB2) && m.is_request()).unwrap().1.clone();
+    // Bob is busy: his branch lets go of its request; his 486 is kept among the finals.
+    h.send(BOB, &answer(&to_bob, 486, "Busy Here", "b1"));
+    let after_busy = held(&h);
+    assert!((base + 2 * 20_000..base + 3 * 20_000).contains(&after_busy), "{after_busy}");
+    // Bob2 answers: the context is compacted, the transactions keep only small messages.
+    h.send(BOB2, &answer(&to_bob2, 200, "OK", "b2"));
+    assert!(held(&h) < base + 20_000, "{} once answered", held(&h));
+    // An INVITE nobody answers is held until Timer B gives up (64*T1).
+    h.send(ALICE, &invite("carol", "held2"));
+    assert!(held(&h) > base + 1000);
+    for _ in 0..40 {
+        h.advance(Duration::from_secs(2));
+    }
+    assert_eq!(SipHandler::transactions(&h.engine), 0, "everything ended");
+    assert_eq!(held(&h), 0, "nothing held once every transaction and context is gone");
+}

@@ -186,6 +186,16 @@ impl ClientInvite {
         }
     }
 
+    /// Bytes of messages this transaction holds: the INVITE until a final response, then the
+    /// ACK of a non-2xx (`limits.max_held_bytes`).
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            State::Calling { request, .. } | State::Proceeding { request } => request.as_bytes().len(),
+            State::Completed { ack } => ack.as_ref().map_or(0, Bytes::len),
+            State::Accepted | State::Terminated => 0,
+        }
+    }
+
     /// The INVITE this transaction sends (for CANCEL construction, §9.1), until a final
     /// response arrives.
     pub fn request(&self) -> Option<&Message> {

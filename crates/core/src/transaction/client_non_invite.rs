@@ -147,6 +147,14 @@ impl ClientNonInvite {
         }
     }
 
+    /// Bytes of messages this transaction holds: the request until a final response.
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            State::Trying { request, .. } | State::Proceeding { request } => request.as_bytes().len(),
+            State::Completed | State::Terminated => 0,
+        }
+    }
+
     /// The request as sent, until a final response arrives.
     pub fn request(&self) -> Option<&Message> {
         match &self.state {

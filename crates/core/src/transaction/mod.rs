@@ -221,6 +221,12 @@ impl Transaction {
         each!(self, t => t.state())
     }
 
+    /// Bytes of the messages this transaction holds now (requests it may retransmit, responses
+    /// it resends): what `limits.max_held_bytes` bounds.
+    pub fn held_bytes(&self) -> usize {
+        each!(self, t => t.held_bytes())
+    }
+
     /// A client transaction's request as sent, until its final response.
     pub fn request(&self) -> Option<&Message> {
         match self {

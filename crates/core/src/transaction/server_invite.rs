@@ -208,4 +208,14 @@ impl ServerInvite {
             State::Terminated => TxState::Terminated,
         }
     }
+
+    /// Bytes of messages this transaction holds: the last provisional or the non-2xx final it
+    /// resends.
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            State::Proceeding { last_provisional } => last_provisional.as_ref().map_or(0, Bytes::len),
+            State::Completed { response, .. } => response.len(),
+            State::Confirmed | State::Accepted | State::Terminated => 0,
+        }
+    }
 }

@@ -124,4 +124,12 @@ impl ServerNonInvite {
             State::Terminated => TxState::Terminated,
         }
     }
+
+    /// Bytes of messages this transaction holds: the last response it resends.
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            State::Proceeding { last_provisional: response } | State::Completed { response } => response.len(),
+            State::Trying | State::Terminated => 0,
+        }
+    }
 }

@@ -76,6 +76,8 @@ struct Entry {
     generation: u64,
     /// The deadline of this transaction's live heap entry.
     scheduled: Option<Instant>,
+    /// `tx.held_bytes()` when last settled, counted in the table's `held_bytes`.
+    held: usize,
     legacy: Option<LegacyTags>,
 }
 
@@ -90,6 +92,8 @@ pub struct TransactionTable {
     clients: HashMap<ClientKey, TxId>,
     servers: HashMap<ServerKey, TxId>,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
+    /// The sum of the entries' `held`.
+    held_bytes: usize,
 }
 
 impl TransactionTable {
@@ -101,6 +105,7 @@ impl TransactionTable {
             clients: HashMap::new(),
             servers: HashMap::new(),
             heap: BinaryHeap::new(),
+            held_bytes: 0,
         }
     }
 
@@ -111,6 +116,12 @@ impl TransactionTable {
     /// Live transactions (client and server).
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Bytes of the messages all live transactions hold (kept current by every call that
+    /// changes a transaction).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     /// Transactions still waiting for a final response (Calling, Trying, Proceeding). Those in
@@ -208,7 +219,7 @@ impl TransactionTable {
     }
 
     fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, peer: Peer, legacy: Option<LegacyTags>) {
-        let entry = Entry { tx, key, peer, generation: 0, scheduled: None, legacy };
+        let entry = Entry { tx, key, peer, generation: 0, scheduled: None, held: 0, legacy };
         self.entries.insert(id, Box::new(entry));
         self.settle(id);
     }
@@ -303,6 +314,7 @@ impl TransactionTable {
     /// Drops a transaction without telling anyone (the TU gave up on it).
     pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
         let e = self.entries.remove(&id)?;
+        self.held_bytes -= e.held;
         // Only unlink the key if it still points here.
         match &e.key {
             EntryKey::Client(k) => {
@@ -328,6 +340,9 @@ impl TransactionTable {
             self.remove(id);
             return;
         }
+        let held = e.tx.held_bytes();
+        self.held_bytes = self.held_bytes - e.held + held;
+        e.held = held;
         let next = e.tx.next_deadline().map(|(at, _)| at);
         if next != e.scheduled {
             e.generation += 1;

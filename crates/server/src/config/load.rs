@@ -173,7 +173,7 @@ impl Config {
             return fail(&["registrar", "max_bindings_per_aor"], "must be at least 1".into());
         }
         let l = &self.limits;
-        let ranges: [(&str, usize, usize, usize); 11] = [
+        let ranges: [(&str, usize, usize, usize); 12] = [
             ("max_message_size", l.max_message_size, 512, 16 << 20),
             ("max_headers", l.max_headers, 8, 100_000),
             ("max_header_line", l.max_header_line, 64, 16 << 20),
@@ -184,6 +184,7 @@ impl Config {
             ("inbox_capacity", l.inbox_capacity, 1, 100_000_000),
             ("max_tcp_connections_per_ip", l.max_tcp_connections_per_ip, 1, 100_000_000),
             ("max_transactions", l.max_transactions, 1, 1_000_000_000),
+            ("max_held_bytes", l.max_held_bytes, 1 << 20, 1 << 40),
             ("tcp_write_queue_bytes", l.tcp_write_queue_bytes, l.max_message_size, usize::MAX),
         ];
         for (name, v, lo, hi) in ranges {

@@ -298,6 +298,12 @@ pub struct Limits {
     /// stateless 503 with Retry-After (memory stays bounded whatever the offered load). About
     /// 1 KB each with their share of the call's state (`docs/benchmarks.md`).
     pub max_transactions: usize,
+    /// Bytes of SIP messages held by transactions and proxy contexts, all shards together:
+    /// requests waiting for a final response (the received one and each branch's forwarded
+    /// copy), final responses collected from forks, responses kept for retransmission. A count
+    /// of transactions alone lets each hold up to a 64 KB message; past this, new requests get
+    /// the same stateless 503 as past `max_transactions`.
+    pub max_held_bytes: usize,
     /// A TCP connection with no bytes in either direction for this many seconds is closed. Clients
     /// keep connections open with CRLF keep-alives (RFC 5626 §4.4.1).
     pub tcp_idle_timeout_s: u64,
@@ -324,6 +330,7 @@ impl Default for Limits {
             max_tcp_connections_per_ip: 256,
             tcp_incomplete_message_timeout_s: 10,
             max_transactions: 500_000,
+            max_held_bytes: 1 << 30,
             tcp_idle_timeout_s: 300,
             tcp_write_queue_bytes: 256 * 1024,
             inbox_capacity: 4096,

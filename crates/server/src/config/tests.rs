@@ -79,6 +79,7 @@ inbox_capacity = 16
 max_tcp_connections_per_ip = 4
 tcp_incomplete_message_timeout_s = 3
 max_transactions = 500
+max_held_bytes = 2097152
 [log]
 level = "debug,herald_server=trace"
 [flood]
@@ -105,6 +106,7 @@ retry_after_s = 9
     assert_eq!(c.limits.sip().max_via, 10);
     assert_eq!(c.limits.max_tcp_connections_per_ip, 4);
     assert_eq!(c.limits.max_transactions, 500);
+    assert_eq!(c.limits.max_held_bytes, 2 << 20);
     let f = c.flood.settings();
     assert!(!c.flood.enabled);
     assert_eq!((f.max_requests, f.max_auth_failures, f.ban.as_secs()), (10, 3, 60));
@@ -165,6 +167,7 @@ fn validation_errors_name_line_and_key() {
     assert_error("[limits]\ntcp_idle_timeout_s = 0\n", 2, "limits.tcp_idle_timeout_s", "at least 1");
     assert_error("[log]\nlevel = \"[[[\"\n", 2, "log.level", "log level");
     assert_error("[limits]\nmax_transactions = 0\n", 2, "limits.max_transactions", "outside");
+    assert_error("[limits]\nmax_held_bytes = 1000\n", 2, "limits.max_held_bytes", "outside");
     assert_error(
         "[limits]\ntcp_incomplete_message_timeout_s = 0\n",
         2,

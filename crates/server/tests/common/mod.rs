@@ -136,6 +136,11 @@ impl SipHandler for TestHandler {
     fn active_transactions(&self) -> usize {
         self.active
     }
+
+    fn held_bytes(&self) -> usize {
+        let delayed = self.timers.iter().map(|t| t.2.as_bytes().len());
+        delayed.chain(self.resolving.iter().map(|r| r.2.as_bytes().len())).sum()
+    }
 }
 
 /// A server running on its own thread, listening on loopback ports chosen by the kernel.
