@@ -23,8 +23,9 @@ pub struct BoundAddr {
     pub addr: SocketAddr,
 }
 
-/// Binds every listen entry `workers` times. Port 0 is resolved once (by the first socket) and
-/// reused by the others, UDP and TCP alike; a clash on that port is retried with a new one.
+/// Binds every listen entry `workers` times. Port 0 is resolved once, to a port free for UDP and
+/// TCP alike ([`free_port`]), which every socket of the entry then binds; a clash on that port
+/// (someone took it in between) is retried with a new one.
 pub(crate) fn bind_all(config: &Config, workers: usize) -> Result<(Vec<WorkerSockets>, Vec<BoundAddr>), ServerError> {
     let mut per_worker: Vec<WorkerSockets> = (0..workers).map(|_| WorkerSockets::default()).collect();
     let mut bound = Vec::new();
@@ -36,7 +37,15 @@ pub(crate) fn bind_all(config: &Config, workers: usize) -> Result<(Vec<WorkerSoc
         let mut attempt = 0;
         let (udp, tcp, addr) = loop {
             attempt += 1;
-            match bind_entry(l.address, want_udp, stream, workers, buf) {
+            let addr = match l.address.port() {
+                0 => free_port(l.address, want_udp, stream.is_some()).map_err(|source| ServerError::Bind {
+                    addr: l.address,
+                    transport: Transport::Udp,
+                    source,
+                })?,
+                _ => l.address,
+            };
+            match bind_entry(addr, want_udp, stream, workers, buf) {
                 Ok(r) => break r,
                 Err((e, _)) if l.address.port() == 0 && e.kind() == io::ErrorKind::AddrInUse && attempt < 16 => {
                     continue
@@ -58,6 +67,36 @@ pub(crate) fn bind_all(config: &Config, workers: usize) -> Result<(Vec<WorkerSoc
         }
     }
     Ok((per_worker, bound))
+}
+
+/// `addr` with a port that no socket holds for UDP (when `udp`) or TCP (when `tcp`), found with
+/// probe sockets that do not set SO_REUSEPORT and are closed again. Binding port 0 directly would
+/// not do: with SO_REUSEPORT set, the kernel may hand out a port that a reuseport socket of the
+/// same user already holds (Linux treats them as compatible), and the two servers - two in one
+/// test process, say - would then share each other's traffic. Another process may still take
+/// the port before the real sockets bind it; [`bind_all`] then tries again.
+fn free_port(addr: SocketAddr, udp: bool, tcp: bool) -> io::Result<SocketAddr> {
+    let probe = |ty: Type, proto: Protocol, at: SocketAddr| -> io::Result<SocketAddr> {
+        let s = Socket::new(Domain::for_address(at), ty, Some(proto))?;
+        if at.is_ipv6() {
+            s.set_only_v6(true)?;
+        }
+        s.bind(&SockAddr::from(at))?;
+        s.local_addr()?.as_socket().ok_or_else(|| io::Error::other("not an IP socket"))
+    };
+    for _ in 0..16 {
+        let first =
+            if udp { probe(Type::DGRAM, Protocol::UDP, addr)? } else { probe(Type::STREAM, Protocol::TCP, addr)? };
+        if !(udp && tcp) {
+            return Ok(first);
+        }
+        match probe(Type::STREAM, Protocol::TCP, first) {
+            Ok(both) => return Ok(both),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AddrInUse, "no port free for both UDP and TCP in 16 tries"))
 }
 
 type Entry = (Vec<UdpSocket>, Vec<TcpListener>, SocketAddr);
@@ -161,4 +200,43 @@ fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     s.bind(&SockAddr::from(addr))?;
     s.listen(1024)?;
     Ok(s.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reuseport(ty: Type, proto: Protocol, at: SocketAddr) -> io::Result<Socket> {
+        let s = Socket::new(Domain::IPV4, ty, Some(proto))?;
+        s.set_reuse_port(true)?;
+        s.bind(&SockAddr::from(at))?;
+        Ok(s)
+    }
+
+    /// Why port 0 is resolved with probes: a port held by another server's reuseport sockets
+    /// (same user) is open to any reuseport socket, so a reuseport bind cannot tell it is taken;
+    /// a probe without SO_REUSEPORT can, for UDP and for TCP.
+    #[test]
+    fn a_port_held_by_reuseport_sockets_is_refused_to_a_probe_but_not_to_another_reuseport_socket() {
+        let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let other_udp = reuseport(Type::DGRAM, Protocol::UDP, lo).unwrap();
+        let held = other_udp.local_addr().unwrap().as_socket().unwrap();
+        let other_tcp = reuseport(Type::STREAM, Protocol::TCP, held).unwrap();
+        other_tcp.listen(8).unwrap();
+        // The hazard: a reuseport socket joins the other server's port without complaint.
+        assert!(reuseport(Type::DGRAM, Protocol::UDP, held).is_ok());
+        assert!(reuseport(Type::STREAM, Protocol::TCP, held).is_ok());
+        // The probes see the port as taken.
+        for (ty, proto) in [(Type::DGRAM, Protocol::UDP), (Type::STREAM, Protocol::TCP)] {
+            let probe = Socket::new(Domain::IPV4, ty, Some(proto)).unwrap();
+            let e = probe.bind(&SockAddr::from(held)).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{proto:?}");
+        }
+        // And free_port picks a port free for both, which the real sockets can then bind.
+        for _ in 0..50 {
+            let free = free_port(lo, true, true).unwrap();
+            assert_ne!(free.port(), held.port());
+            assert_ne!(free.port(), 0);
+        }
+    }
 }
