@@ -7,7 +7,7 @@ use super::engine::{ClientTx, Engine, Side, T1_US, TIMEOUT_US};
 use super::route::{dialog_from_2xx, InDialog};
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind};
-use super::wire::{ack_for_failure, concat, Request, RING_HEADER, SDP_OFFER};
+use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
 use herald_sip::text::{push_dec, push_hex};
 use herald_sip::Message;
@@ -63,13 +63,13 @@ pub struct Call {
 
 impl Engine {
     fn request_uri(&self, user: usize) -> String {
-        concat(&["sip:", &self.users[user].name, "@", &self.caller_local.domain])
+        ["sip:", &self.users[user].name, "@", &self.caller_local.domain].concat()
     }
 
     /// Starts one call from user `caller` to user `callee`.
     pub fn start_call(&mut self, caller: usize, callee: usize, plan: Plan) {
         self.stats.attempted += 1;
-        let mut from = concat(&["<sip:", &self.users[caller].name, "@", &self.caller_local.domain, ">;tag="]);
+        let mut from = ["<sip:", &self.users[caller].name, "@", &self.caller_local.domain, ">;tag="].concat();
         push_hex(&mut from, rand::RngExt::random::<u64>(&mut self.rng), 0);
         let call = Call {
             call_id: String::new(),
@@ -115,7 +115,7 @@ impl Engine {
         let (call_id, from) = (call.call_id.clone(), call.from.clone());
         let uri = self.request_uri(callee);
         let (id, branch) = self.new_tx();
-        let mut extra = concat(&[RING_HEADER, ": "]);
+        let mut extra = [RING_HEADER, ": "].concat();
         push_dec(&mut extra, ring_ms);
         extra.push_str("\r\n");
         let request = self.caller_local.request(&Request {
@@ -123,7 +123,7 @@ impl Engine {
             uri: &uri,
             branch: &branch,
             from: &from,
-            to: &concat(&["<", &uri, ">"]),
+            to: &["<", &uri, ">"].concat(),
             call_id: &call_id,
             cseq,
             routes: &[],

@@ -122,15 +122,6 @@ impl Local {
     }
 }
 
-/// The parts, joined (what `format!` would make of literals and `{}`s, without its machinery).
-pub fn concat(parts: &[&str]) -> String {
-    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 16);
-    for part in parts {
-        s.push_str(part);
-    }
-    s
-}
-
 /// Content-Length, the end of the header section, and the body.
 fn push_body(m: &mut String, body: &str) {
     m.push_str("Content-Length: ");
