@@ -227,7 +227,10 @@ fn send_to_sleeping_reader(opts: Options, clock: u64) -> io::Result<(f64, f64)> 
         sent?;
         spent += ns;
     }
-    while got.load(Ordering::Relaxed) < opts.count as u64 {
+    // Every datagram read before the reader stops (its CPU is shared out over them), but never
+    // a wait without end: a datagram the kernel dropped would never come.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while got.load(Ordering::Relaxed) < opts.count as u64 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
     stop.store(true, Ordering::Relaxed);
