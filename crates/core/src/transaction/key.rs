@@ -150,7 +150,7 @@ pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
 fn sent_by(via: &Via<'_>) -> String {
     let mut s = String::with_capacity(48);
     match via.host {
-        Host::Name(n) => s.push_str(&n.to_ascii_lowercase()),
+        Host::Name(n) => s.extend(n.chars().map(|c| c.to_ascii_lowercase())),
         Host::Ipv4(ip) => text::push_host(&mut s, ip.into()),
         other => s.push_str(&other.to_string()),
     }
