@@ -20,6 +20,10 @@ pub struct Auth {
     /// Nodes sharing a secret and realm accept each other's nonces.
     pub secret: String,
     /// Offered digest algorithms, in challenge order (RFC 8760 §2.4: strongest first).
+    /// Default `["MD5"]`: what every phone in the field answers (baresip, linphone, SIPp and
+    /// PJSIP phones fail on a first challenge they do not support, RFC 8760 §2.4 notwithstanding),
+    /// as Kamailio's and OpenSIPS's auth modules default to. The users file keeps every
+    /// algorithm's HA1, so the stronger ones are one setting away.
     pub algorithms: Vec<DigestAlgorithm>,
     /// Seconds a nonce may be used; later answers get a `stale=true` challenge.
     pub nonce_lifetime_s: u64,
@@ -49,7 +53,7 @@ impl Default for Auth {
             realm: String::new(),
             users_file: PathBuf::from("herald-users.txt"),
             secret: String::new(),
-            algorithms: vec![DigestAlgorithm::Sha512_256, DigestAlgorithm::Sha256, DigestAlgorithm::Md5],
+            algorithms: vec![DigestAlgorithm::Md5],
             nonce_lifetime_s: 300,
             register: true,
             local_callers: true,
