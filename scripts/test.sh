@@ -5,12 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests need: a C++ compiler for libFuzzer, SIPp and Kamailio (with its tls
-# module; openssl makes the test certificates) as real peers
-# of the integration tests, Chromium to render `herald bench report` pages.
+# Debian packages the tests need: a C++ compiler for libFuzzer, SIPp, Kamailio (with its tls
+# module; openssl makes the test certificates) and baresip (a real phone) as real peers
+# of the integration tests, iproute2 for the network namespaces of tests/netns_phones.rs,
+# Chromium to render `herald bench report` pages.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
+command -v baresip >/dev/null 2>&1 || need_pkgs+=(baresip)
+command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v kamailio >/dev/null 2>&1 && [ -x /usr/sbin/kamailio ] || need_pkgs+=(kamailio)
 [ -f /usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so ] || need_pkgs+=(kamailio-tls-modules)
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
