@@ -171,7 +171,7 @@ impl<H: SipHandler> Dispatcher<H> {
     pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
         if msg.is_request() {
             if let Some(flood) = &self.shared.flood {
-                if flood.check_request(from.addr.ip(), Instant::now()) == Verdict::Drop {
+                if flood.check_request(&from, Instant::now()) == Verdict::Drop {
                     return; // counted by the guard
                 }
             }

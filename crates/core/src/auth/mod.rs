@@ -87,14 +87,24 @@ pub enum Failure {
     IdentityMismatch,
 }
 
-/// Told of every failed authentication that a client with the right password would not cause:
-/// wrong response (wrong password or unknown user), a nonce that is not ours, malformed
-/// credentials, another user's identity. Not told of the first request without credentials
-/// (it simply gets a challenge) nor of stale or replayed nonces answered with the right password
-/// (RFC 7616 §3.3: a normal client retries those at once). The runtime plugs a per-source limit
-/// in here (herald-server's flood guard) without the core knowing about sockets or bans.
+/// The runtime's brute-force guard (herald-server's flood guard), plugged in without the core
+/// knowing about sockets or bans. The authenticator:
+///
+/// * reports every failed authentication that a client with the right password would not
+///   cause: wrong response (wrong password or unknown user), a nonce that is not ours,
+///   malformed credentials, another user's identity; with the user name the answer carried
+///   when it could be read that far (limits count per (source, user) and per account). Not
+///   reported: the first request without credentials (it simply gets a challenge) and stale or
+///   replayed nonces answered with the right password (RFC 7616 §3.3: a normal client retries
+///   those at once);
+/// * asks, before checking an answer, whether its (source, user) pair or its account is locked
+///   out: then the answer is treated as a wrong one (a fresh challenge) without being checked,
+///   so a guess made during a lock is wasted, and it is not reported again;
+/// * reports every success, which ends the account's back-off.
 pub trait FailureSink: Send + Sync {
-    fn auth_failed(&self, now: Instant, from: &Peer, why: Failure);
+    fn auth_failed(&self, now: Instant, from: &Peer, user: Option<&str>, why: Failure);
+    fn locked_out(&self, now: Instant, from: &Peer, user: &str) -> bool;
+    fn auth_succeeded(&self, now: Instant, from: &Peer, user: &str);
 }
 
 pub struct Authenticator {
@@ -137,7 +147,8 @@ impl Authenticator {
         }
     }
 
-    /// Reports every counted failure to `sink` as well (see [`FailureSink`]).
+    /// Reports every counted failure and success to `sink` and asks it about locks (see
+    /// [`FailureSink`]).
     pub fn with_failure_sink(mut self, sink: Arc<dyn FailureSink>) -> Authenticator {
         self.sink = Some(sink);
         self
@@ -188,17 +199,23 @@ impl Authenticator {
     pub fn verify(&self, now: Instant, from: Peer, msg: &Message, kind: Challenge) -> Verdict {
         let verdict = self.verify_inner(now, from, msg, kind);
         match &verdict {
-            Verdict::Accepted(_) => stats::bump(&self.stats.accepted),
-            Verdict::BadRequest(_) => self.record_failure(now, from, Failure::Malformed),
-            Verdict::Forbidden => self.record_failure(now, from, Failure::IdentityMismatch),
-            Verdict::Challenge { .. } => {}
+            Verdict::Accepted(user) => {
+                stats::bump(&self.stats.accepted);
+                if let Some(sink) = &self.sink {
+                    sink.auth_succeeded(now, &from, user);
+                }
+            }
+            Verdict::BadRequest(_) => self.record_failure(now, from, None, Failure::Malformed),
+            // Reported by verify_inner, which knows the user name.
+            Verdict::Forbidden | Verdict::Challenge { .. } => {}
         }
         verdict
     }
 
     /// Counts a failure that the right password would not have caused and tells the
-    /// [`FailureSink`] (the per-source limit) with the peer and the reason.
-    pub fn record_failure(&self, now: Instant, from: Peer, why: Failure) {
+    /// [`FailureSink`] (the per-source and per-account limits) with the peer, the user name the
+    /// answer carried (when it could be read) and the reason.
+    pub fn record_failure(&self, now: Instant, from: Peer, user: Option<&str>, why: Failure) {
         let c = match why {
             Failure::WrongResponse => &self.stats.failed,
             Failure::BadNonce => &self.stats.stale_or_invalid_nonce,
@@ -208,7 +225,7 @@ impl Authenticator {
         };
         stats::bump(c);
         if let Some(sink) = &self.sink {
-            sink.auth_failed(now, &from, why);
+            sink.auth_failed(now, &from, user, why);
         }
     }
 
@@ -228,11 +245,17 @@ impl Authenticator {
             Ok(a) => a,
             Err(digest::Malformed(why)) => return Verdict::BadRequest(why),
         };
+        // A locked (source, user) pair or account: challenged again without looking at the
+        // answer, so guessing during a lock gains nothing (not even timing: no hash is computed
+        // whether the user exists or not).
+        if self.sink.as_ref().is_some_and(|s| s.locked_out(now, &from, &answer.username)) {
+            return Verdict::Challenge { stale: false };
+        }
         match self.check_answer(now, msg, &answer) {
             Ok(()) => {}
             Err(Check::Fail(f)) => {
                 // Wrong password, unknown user, a nonce we never issued: what guessing looks like.
-                self.record_failure(now, from, f);
+                self.record_failure(now, from, Some(&answer.username), f);
                 return Verdict::Challenge { stale: false };
             }
             Err(Check::Stale(f)) => {
@@ -243,6 +266,7 @@ impl Authenticator {
         }
         let user = answer.username.into_owned();
         if !self.cfg.policy.identity_ok(&user, msg, kind) {
+            self.record_failure(now, from, Some(&user), Failure::IdentityMismatch);
             return Verdict::Forbidden;
         }
         Verdict::Accepted(user)

@@ -426,13 +426,28 @@ fn policy_decides_who_is_challenged() {
     assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, || (false, false)), None);
 }
 
-/// Collects what the authenticator reports to its [`FailureSink`].
+/// Collects what the authenticator reports to its [`FailureSink`], and locks the users in
+/// `locked`.
 #[derive(Default)]
-struct Recorder(std::sync::Mutex<Vec<(std::net::SocketAddr, Failure)>>);
+struct Recorder {
+    failed: std::sync::Mutex<Vec<(std::net::SocketAddr, Option<String>, Failure)>>,
+    succeeded: std::sync::Mutex<Vec<String>>,
+    asked: std::sync::Mutex<Vec<String>>,
+    locked: std::sync::Mutex<Vec<String>>,
+}
 
 impl FailureSink for Recorder {
-    fn auth_failed(&self, _now: Instant, from: &Peer, why: Failure) {
-        self.0.lock().unwrap().push((from.addr, why));
+    fn auth_failed(&self, _now: Instant, from: &Peer, user: Option<&str>, why: Failure) {
+        self.failed.lock().unwrap().push((from.addr, user.map(String::from), why));
+    }
+
+    fn locked_out(&self, _now: Instant, _from: &Peer, user: &str) -> bool {
+        self.asked.lock().unwrap().push(user.into());
+        self.locked.lock().unwrap().iter().any(|u| u == user)
+    }
+
+    fn auth_succeeded(&self, _now: Instant, _from: &Peer, user: &str) {
+        self.succeeded.lock().unwrap().push(user.into());
     }
 }
 
@@ -441,22 +456,23 @@ fn the_failure_sink_hears_guesses_but_not_challenges_or_stale_nonces() {
     let t0 = Instant::now();
     let sink = Arc::new(Recorder::default());
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), t0).with_failure_sink(sink.clone());
-    let reported = || sink.0.lock().unwrap().iter().map(|(_, w)| *w).collect::<Vec<_>>();
+    let reported = || sink.failed.lock().unwrap().iter().map(|(_, u, w)| (u.clone(), *w)).collect::<Vec<_>>();
+    let named = |u: &str, w: Failure| (Some(u.to_string()), w);
     // The first request without credentials only gets a challenge.
     assert_eq!(
         a.verify(t0, peer(), &register("alice", None), Challenge::Registrar),
         Verdict::Challenge { stale: false }
     );
     assert!(reported().is_empty());
-    // A wrong password and an unknown user are guesses.
+    // A wrong password and an unknown user are guesses, reported with the name answered.
     round(&a, t0, Algorithm::Md5, "alice", "guess", "alice");
     round(&a, t0, Algorithm::Md5, "mallory", "guess", "mallory");
-    assert_eq!(reported(), [Failure::WrongResponse, Failure::WrongResponse]);
+    assert_eq!(reported(), [named("alice", Failure::WrongResponse), named("mallory", Failure::WrongResponse)]);
     // A forged nonce too.
     let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", "abc", "REGISTER", "sip:example.com", 1);
     a.verify(t0, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
     assert_eq!(reported().len(), 3);
-    assert_eq!(reported()[2], Failure::BadNonce);
+    assert_eq!(reported()[2], named("alice", Failure::BadNonce));
     // The right password with an expired nonce is what any client meets: not reported.
     let nonce = nonce_of(&a.challenge(t0, Challenge::Registrar, false)[0].1);
     let right = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
@@ -466,8 +482,49 @@ fn the_failure_sink_hears_guesses_but_not_challenges_or_stale_nonces() {
         Verdict::Challenge { stale: true }
     );
     assert_eq!(reported().len(), 3);
-    // Another user's identity with valid credentials is (403).
+    // Another user's identity with valid credentials is (403), with the user who tried.
     assert_eq!(round(&a, t0, Algorithm::Md5, "alice", "secret-a", "bob"), Verdict::Forbidden);
-    assert_eq!(reported()[3], Failure::IdentityMismatch);
-    assert!(sink.0.lock().unwrap().iter().all(|(addr, _)| *addr == peer().addr));
+    assert_eq!(reported()[3], named("alice", Failure::IdentityMismatch));
+    // Credentials that cannot be parsed name nobody.
+    let broken = format!("Digest username=\"alice\", realm=\"{REALM}\", nonce=\"{nonce}\"");
+    assert!(matches!(
+        a.verify(t0, peer(), &register("alice", Some(&broken)), Challenge::Registrar),
+        Verdict::BadRequest(_)
+    ));
+    assert_eq!(reported()[4], (None, Failure::Malformed));
+    assert!(sink.failed.lock().unwrap().iter().all(|(addr, _, _)| *addr == peer().addr));
+    assert!(sink.succeeded.lock().unwrap().is_empty(), "nothing authenticated yet");
+    // A success is reported with its user (the account's back-off ends).
+    assert_eq!(round(&a, t0, Algorithm::Sha256, "bob", "secret-b", "bob"), Verdict::Accepted("bob".into()));
+    assert_eq!(*sink.succeeded.lock().unwrap(), ["bob"]);
+}
+
+/// While the sink says a user is locked out, its answers are challenged again without being
+/// checked: a guess gains nothing, is not reported again (it was not a guess the server
+/// judged), and even the right password waits for the lock to end.
+#[test]
+fn a_locked_out_user_is_challenged_unchecked() {
+    let t0 = Instant::now();
+    let sink = Arc::new(Recorder::default());
+    sink.locked.lock().unwrap().push("alice".into());
+    let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), t0).with_failure_sink(sink.clone());
+    for password in ["secret-a", "guess"] {
+        assert_eq!(
+            round(&a, t0, Algorithm::Md5, "alice", password, "alice"),
+            Verdict::Challenge { stale: false },
+            "{password}"
+        );
+    }
+    // Unchecked: not even the identity (403) or the nonce (a forged one is a failure otherwise).
+    assert_eq!(round(&a, t0, Algorithm::Md5, "alice", "secret-a", "bob"), Verdict::Challenge { stale: false });
+    let forged = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", "abc", "REGISTER", "sip:example.com", 1);
+    a.verify(t0, peer(), &register("alice", Some(&forged)), Challenge::Registrar);
+    assert!(sink.failed.lock().unwrap().is_empty() && sink.succeeded.lock().unwrap().is_empty());
+    assert_eq!(a.stats().failed, 0);
+    assert_eq!(sink.asked.lock().unwrap().len(), 4);
+    // Other users are not affected; once unlocked, alice gets in.
+    assert_eq!(round(&a, t0, Algorithm::Md5, "bob", "secret-b", "bob"), Verdict::Accepted("bob".into()));
+    sink.locked.lock().unwrap().clear();
+    assert_eq!(round(&a, t0, Algorithm::Md5, "alice", "secret-a", "alice"), Verdict::Accepted("alice".into()));
+    assert_eq!(*sink.succeeded.lock().unwrap(), ["bob", "alice"]);
 }

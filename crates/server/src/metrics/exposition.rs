@@ -23,7 +23,7 @@ pub(crate) fn render(stats: &Stats) -> String {
     out
 }
 
-/// `[overload]` and `[flood]`: the shedding gauge, and the guard's bans and drops.
+/// `[overload]` and `[flood]`: the shedding gauge, and the guard's bans, locks and drops.
 fn render_protection(o: &mut String, stats: &Stats) {
     use std::sync::atomic::Ordering::Relaxed;
     family(o, "herald_overload_shedding_workers", "gauge", "Workers answering new requests with 503 now.");
@@ -33,11 +33,40 @@ fn render_protection(o: &mut String, stats: &Stats) {
     for (name, help, v) in [
         (
             "herald_flood_request_bans_total",
-            "Sources banned for sending more than [flood] max_requests.",
+            "Sources banned for sending more than [flood] max_requests over TCP/TLS (UDP is rate-limited instead).",
             &c.request_bans,
         ),
-        ("herald_flood_auth_bans_total", "Sources banned for more than [flood] max_auth_failures.", &c.auth_bans),
+        (
+            "herald_flood_auth_bans_total",
+            "Sources banned for more than [flood] max_auth_failures_per_source.",
+            &c.auth_bans,
+        ),
         ("herald_flood_dropped_total", "Requests dropped unanswered because their source was banned.", &c.dropped),
+        (
+            "herald_flood_rate_limited_total",
+            "UDP requests dropped unanswered for exceeding [flood] max_requests (no ban).",
+            &c.rate_limited,
+        ),
+        (
+            "herald_flood_user_locks_total",
+            "(source, user) pairs locked for more than [flood] max_auth_failures; other users of the source are not.",
+            &c.user_locks,
+        ),
+        (
+            "herald_flood_user_locks_lifted_total",
+            "(source, user) locks that ended.",
+            &c.user_locks_lifted,
+        ),
+        (
+            "herald_flood_account_locks_total",
+            "Account back-off locks: answers for a user name refused for 1 s, doubling, after [flood] account_failures.",
+            &c.account_locks,
+        ),
+        (
+            "herald_flood_auth_refused_total",
+            "Answers challenged again unchecked because their (source, user) pair or account was locked.",
+            &c.auth_refused,
+        ),
         ("herald_flood_untracked_total", "Events from sources not tracked because the tables were full.", &c.untracked),
         (
             "herald_auth_failures_total",
@@ -48,8 +77,15 @@ fn render_protection(o: &mut String, stats: &Stats) {
         family(o, name, "counter", help);
         let _ = writeln!(o, "{name} {}", v.load(Relaxed));
     }
-    family(o, "herald_flood_banned_sources", "gauge", "Source addresses banned now.");
-    let _ = writeln!(o, "herald_flood_banned_sources {}", flood.banned_sources(std::time::Instant::now()));
+    let name = "herald_flood_bans_lifted_total";
+    family(o, name, "counter", "Source bans that ended, by the reason they were imposed for.");
+    let _ = writeln!(o, "{name}{{reason=\"requests\"}} {}", c.request_bans_lifted.load(Relaxed));
+    let _ = writeln!(o, "{name}{{reason=\"auth_failures\"}} {}", c.auth_bans_lifted.load(Relaxed));
+    let now = std::time::Instant::now();
+    family(o, "herald_flood_banned_sources", "gauge", "Source addresses (IPv6: /64s) banned now.");
+    let _ = writeln!(o, "herald_flood_banned_sources {}", flood.banned_sources(now));
+    family(o, "herald_flood_locked_users", "gauge", "(source, user) pairs locked now.");
+    let _ = writeln!(o, "herald_flood_locked_users {}", flood.locked_users(now));
 }
 
 pub(crate) fn render_parts(workers: usize, snap: &StatsSnapshot, t: &Totals) -> String {

@@ -209,3 +209,68 @@ fn engine_counters_are_exported_once_registered() {
         }
     }
 }
+
+/// `[flood]`: bans, locks, lifts and rate-limited drops reach the scrape, with the gauges of
+/// what is banned and locked now.
+#[test]
+fn flood_guard_counters_and_gauges_are_exported() {
+    use crate::protect::FloodGuard;
+    use herald_core::auth::Failure;
+    use herald_core::{ConnId, Peer, Transport};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let t0 = Instant::now();
+    let settings = crate::config::Flood::default().settings();
+    let (max_requests, per_user) = (settings.max_requests, settings.max_auth_failures);
+    // Built "in the past", so that the scrape (which reads the real clock) sees the old ban
+    // lifted and the recent ones live.
+    let start = t0.checked_sub(Duration::from_secs(3600)).unwrap_or(t0);
+    let guard = Arc::new(FloodGuard::new(settings, start));
+    let udp = Peer::udp("192.0.2.1:5060".parse().unwrap());
+    let tcp = |ip: &str| Peer {
+        transport: Transport::Tcp,
+        addr: format!("{ip}:40000").parse().unwrap(),
+        conn: Some(ConnId(7)),
+    };
+    // A TCP flood an hour ago: banned, and lifted since.
+    for _ in 0..=max_requests {
+        guard.check_request(&tcp("192.0.2.9"), start);
+    }
+    // Now: a UDP flood (rate-limited), a TCP flood (banned), a user locked at one address.
+    for _ in 0..max_requests + 5 {
+        guard.check_request(&udp, t0);
+    }
+    for _ in 0..=max_requests {
+        guard.check_request(&tcp("192.0.2.2"), t0);
+    }
+    for _ in 0..=per_user {
+        guard.auth_failed(t0, &udp, Some("alice"), Failure::WrongResponse);
+    }
+    assert!(guard.locked_out(t0, &udp, "alice"));
+    let stats = crate::stats::Stats::new(1, Some(guard));
+    let text = render(&stats);
+    for line in [
+        "herald_flood_rate_limited_total 5",
+        "herald_flood_request_bans_total 2",
+        "herald_flood_dropped_total 2",
+        "herald_flood_user_locks_total 1",
+        "herald_flood_user_locks_lifted_total 0",
+        "herald_flood_account_locks_total 12", // failures 10 to 21: one lock each (doubling)
+        "herald_flood_auth_refused_total 1",
+        "herald_flood_auth_bans_total 0",
+        "herald_auth_failures_total 21",
+        "herald_flood_bans_lifted_total{reason=\"requests\"} 1",
+        "herald_flood_bans_lifted_total{reason=\"auth_failures\"} 0",
+        "herald_flood_banned_sources 1",
+        "herald_flood_locked_users 1",
+        "# TYPE herald_flood_banned_sources gauge",
+        "# TYPE herald_flood_bans_lifted_total counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    let mut families = std::collections::HashSet::new();
+    for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        assert!(families.insert(l.split(' ').next().unwrap().to_string()), "family twice: {l}");
+    }
+}
