@@ -185,6 +185,8 @@ struct Shard {
     pair_failures: SlidingCounts<Pair>,
     bans: Expiring<Source, Ban>,
     user_locks: Expiring<Pair, UserLock>,
+    /// UDP sources whose rate limiting was logged lately (once per `ban` each).
+    limited_logged: Expiring<Source, ()>,
 }
 
 /// The guard shared by all workers.
@@ -201,6 +203,9 @@ pub struct FloodGuard {
     /// what expired in every shard, so that each lift is logged when it happens even for a
     /// source that never comes back.
     next_expiry: AtomicU64,
+    /// No rate-limiting line is logged before this (ns since `epoch`): at most one a second
+    /// in all, however many forged sources a flood uses.
+    next_limit_log: AtomicU64,
     pub counters: FloodCounters,
 }
 
@@ -231,6 +236,7 @@ impl FloodGuard {
                     pair_failures: SlidingCounts::new(settings.auth_window, per_shard, now),
                     bans: Expiring::new(per_shard),
                     user_locks: Expiring::new(per_shard),
+                    limited_logged: Expiring::new(per_shard),
                 })
             })
             .collect();
@@ -242,6 +248,7 @@ impl FloodGuard {
             names: Default::default(),
             epoch: now,
             next_expiry: AtomicU64::new(u64::MAX),
+            next_limit_log: AtomicU64::new(0),
             counters: FloodCounters::default(),
         }
     }
@@ -288,6 +295,7 @@ impl FloodGuard {
             return match shard.requests.add_up_to(src, now, limit) {
                 Count::Estimate(n) if n > limit => {
                     bump(&self.counters.rate_limited);
+                    self.log_limited(&mut shard, src, now);
                     Verdict::Drop
                 }
                 Count::Estimate(_) => Verdict::Allow,
@@ -398,6 +406,32 @@ impl FloodGuard {
                 );
             }
         }
+    }
+
+    /// Logs that `src` is being rate-limited: once per source per `ban`, and at most one line
+    /// a second in all (a shared address losing requests must leave a trace, a forged flood
+    /// must not flood the log).
+    fn log_limited(&self, shard: &mut Shard, src: Source, now: Instant) {
+        let at = self.ns(now);
+        let next = self.next_limit_log.load(Ordering::Relaxed);
+        if at < next || shard.limited_logged.get(&src, now).is_some() {
+            return;
+        }
+        if self.next_limit_log.compare_exchange(next, at + 1_000_000_000, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return;
+        }
+        shard.limited_logged.lift_expired(now, |_, _| {});
+        shard.limited_logged.insert(src, now + self.settings.ban, ());
+        tracing::warn!(
+            source = %src,
+            evidence = src.evidence(),
+            reason = "requests",
+            max_requests = self.settings.max_requests,
+            window_s = self.settings.window.as_secs(),
+            rate_limited_total = self.counters.rate_limited.load(Ordering::Relaxed),
+            "flood: source over max_requests, the excess is dropped unanswered (rate limit, no ban; logged once per ban_s)"
+        );
     }
 
     fn ban(&self, shard: &mut Shard, src: Source, reason: Reason, count: f64, now: Instant) {

@@ -382,6 +382,10 @@ fn bans_locks_and_lifts_are_logged_at_warn() {
         for _ in 0..11 {
             wrong(&g, t0, &udp(ATTACKER), "alice\n");
         }
+        // A UDP flood: logged once, however long it goes on.
+        for i in 0..200 {
+            g.check_request(&udp(USER), t0 + Duration::from_millis(10 * i));
+        }
         g.check_request(&udp(USER), t0 + s(301));
     });
     let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
@@ -406,5 +410,8 @@ fn bans_locks_and_lifts_are_logged_at_warn() {
     );
     assert!(find("ban lifted").contains("reason=\"requests\""));
     assert!(find("user lock lifted").contains("user=alice\\n"));
+    let limited = find("rate limit");
+    assert!(limited.contains("source=198.51.100.8") && limited.contains("evidence=\"udp\""), "{limited}");
+    assert_eq!(lines.iter().filter(|l| l.contains("rate limit")).count(), 1, "{text}");
     assert!(lines.iter().all(|l| l.contains("WARN")), "{text}");
 }
