@@ -8,7 +8,7 @@ use herald_core::proxy::Identity;
 use herald_core::registrar::{Registrar, RegistrarConfig};
 use herald_core::transaction::Timers;
 use herald_server::config::{self, Config, Listen, ListenTransport};
-use herald_server::{shutdown_signal, BoundAddr, Server};
+use herald_server::{shutdown_signal, BoundAddr, KernelRoutes, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -199,8 +199,11 @@ fn engine_config(config: &Config, bound: &[BoundAddr]) -> EngineConfig {
     addrs.sort();
     addrs.dedup();
     let listeners = bound.iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
+    // A wildcard listener is advertised with the address the routing table picks towards each
+    // peer (RFC 3261 §16.6 step 4), never as 0.0.0.0.
+    let wildcard = bound.iter().any(|b| b.addr.ip().is_unspecified());
     EngineConfig {
-        identity: Identity::new(addrs, config.effective_domains()),
+        identity: Identity::new(addrs, config.effective_domains()).with_names(config.own_names()),
         listeners,
         timers: Timers { t1: config.timers.t1(), t2: config.timers.t2(), t4: config.timers.t4(), ..Timers::default() },
         record_route: match config.proxy.record_route {
@@ -214,5 +217,6 @@ fn engine_config(config: &Config, bound: &[BoundAddr]) -> EngineConfig {
         },
         stateless: config.proxy.stateless,
         timer_c: Duration::from_secs(180),
+        routes: wildcard.then(|| Arc::new(KernelRoutes::new()) as Arc<dyn herald_core::engine::SourceRoute>),
     }
 }

@@ -133,6 +133,7 @@ impl World {
             forking: if flags.sequential { Forking::Sequential } else { Forking::Parallel },
             stateless: flags.stateless,
             timer_c: Duration::from_secs(180),
+            routes: None,
         };
         let reg_cfg = RegistrarConfig { max_bindings_per_aor: 3, ..RegistrarConfig::default() };
         let registrar = Registrar::new(reg_cfg.clone());

@@ -37,6 +37,7 @@ pub mod protect;
 pub mod rfc3263;
 mod server;
 mod shards;
+mod source_route;
 mod stats;
 mod tcp;
 mod tls;
@@ -47,6 +48,7 @@ mod worker;
 pub use bind::BoundAddr;
 pub use config::{Config, ConfigError};
 pub use server::{shutdown_signal, Server};
+pub use source_route::KernelRoutes;
 pub use stats::{Stats, StatsSnapshot};
 
 use herald_core::SipHandler;

@@ -16,7 +16,11 @@
 //!   their canonical text form (IPv6 bracketed and compressed, so `[2001:DB8::0:1]` and
 //!   `[2001:db8::1]` are one key).
 //! * **port**: kept when present, and an explicit 5060 is *not* the same key as no port, as in
-//!   §19.1.4 URI comparison.
+//!   §19.1.4 URI comparison — for URIs of other domains. For a domain herald serves
+//!   ([`Aor::of_served_domain`]) the key is `user@host` without the port: the domain is the
+//!   host (§10.3 step 1), and phones write the registrar's port or leave it out as they
+//!   please, so `REGISTER To: sip:bob@10.0.0.1` and `INVITE sip:bob@10.0.0.1:5060` must reach
+//!   the same user (Kamailio's registrar keys `user@domain` the same way).
 //! * **scheme**: dropped, so `sips:alice@example.com` and `sip:alice@example.com` are one AoR.
 //!   Step 5 removes parameters and escapes but says nothing about the scheme; §19.1 says "any
 //!   resource described by a SIP URI can be 'upgraded' to a SIPS URI by just changing the
@@ -36,6 +40,21 @@ pub struct Aor(Box<[u8]>);
 impl Aor {
     /// The canonical key of a sip or sips URI (see the module documentation).
     pub fn from_sip_uri(uri: &SipUri<'_>) -> Aor {
+        Aor::key(uri, true)
+    }
+
+    /// The key of a URI in a domain herald serves: `user@host`, the port left out (see the
+    /// module documentation). `None` for schemes other than sip and sips.
+    pub fn of_served_domain(uri: &Uri<'_>) -> Option<Aor> {
+        uri.as_sip().map(|u| Aor::of_served_sip_uri(u))
+    }
+
+    /// [`Aor::of_served_domain`] of a sip or sips URI.
+    pub fn of_served_sip_uri(uri: &SipUri<'_>) -> Aor {
+        Aor::key(uri, false)
+    }
+
+    fn key(uri: &SipUri<'_>, with_port: bool) -> Aor {
         let mut key = Vec::with_capacity(uri.as_str().len());
         if let Some(user) = uri.user {
             // The parser validated every escape; on the impossible failure keep the raw text.
@@ -51,7 +70,7 @@ impl Aor {
                 let _ = write!(key, "{ip}");
             }
         }
-        if let Some(port) = uri.port {
+        if let Some(port) = uri.port.filter(|_| with_port) {
             let _ = write!(key, ":{port}");
         }
         Aor(key.into_boxed_slice())
@@ -129,6 +148,18 @@ mod tests {
         assert_ne!(Aor::parse("sip:Alice@h").unwrap(), Aor::parse("sip:alice@h").unwrap());
         // An explicit port is a different key.
         assert_ne!(Aor::parse("sip:a@h:5060").unwrap(), Aor::parse("sip:a@h").unwrap());
+    }
+
+    #[test]
+    fn served_domains_are_keyed_without_the_port() {
+        let served = |s: &str| Aor::of_served_domain(&Uri::parse(s.as_bytes()).unwrap()).unwrap().to_string();
+        assert_eq!(served("sip:bob@127.0.0.1:5060"), "bob@127.0.0.1");
+        assert_eq!(served("sip:bob@127.0.0.1"), "bob@127.0.0.1");
+        assert_eq!(served("sips:bob@Example.COM:5061;transport=tls"), "bob@example.com");
+        assert_eq!(served("sip:bob@[2001:DB8::1]:5080"), "bob@[2001:db8::1]");
+        // The user part stays case-sensitive and unescaped as in the strict form.
+        assert_eq!(served("sip:B%6Fb@h:5060"), "Bob@h");
+        assert!(Aor::of_served_domain(&Uri::parse(b"tel:+1555").unwrap()).is_none());
     }
 
     #[test]

@@ -158,6 +158,12 @@ impl Authenticator {
         &self.cfg
     }
 
+    /// Whether `user` is provisioned in the users file: a call to a user without bindings
+    /// then gets 480 rather than 404 (RFC 3261 §16.5).
+    pub fn knows_user(&self, user: &str) -> bool {
+        self.credentials.current().get(user).is_some()
+    }
+
     pub fn policy(&self) -> &AuthPolicy {
         &self.cfg.policy
     }

@@ -11,8 +11,9 @@ mod responses;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod trace;
 
-pub use config::{EngineConfig, Forking, Listener, RecordRoute};
+pub use config::{EngineConfig, Forking, Listener, RecordRoute, SourceRoute};
 pub use hop::{hop_for, Hop};
 pub use stats::ResponseStats;
 
@@ -183,10 +184,15 @@ impl SipHandler for Engine {
     fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>) {
         match input {
             Input::Message { from, local, msg } => {
+                // RFC-level feedback for operators (issue 15): at debug, one line per message.
+                let traced = trace::enabled().then(|| (msg.clone(), out.len()));
                 if msg.is_request() {
                     self.on_request(now, from, local, msg, out);
                 } else {
                     self.on_response(now, msg, out);
+                }
+                if let Some((msg, first)) = traced {
+                    trace::message(&msg, from, out, first);
                 }
             }
             Input::Resolved { token, result } => self.on_resolved(now, token, result, out),

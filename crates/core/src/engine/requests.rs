@@ -185,10 +185,22 @@ impl Engine {
         }
         if identity.serves_domain(&ruri) {
             // §16.5: the location service decides for a domain we are responsible for.
-            let aor = Aor::from_uri(&ruri).ok_or(Local::Reject(404, "Not Found"))?;
+            // The port does not split a served domain's users (Aor::of_served_domain).
+            let aor = Aor::of_served_domain(&ruri).ok_or(Local::Reject(404, "Not Found"))?;
             let bindings = self.store.lookup(&aor, now);
             if bindings.is_empty() {
-                return Err(Local::Reject(404, "Not Found"));
+                // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
+                // not exist in the domain, which herald knows only for users it provisioned.
+                let provisioned = self.auth.as_ref().is_some_and(|a| {
+                    ruri.as_sip()
+                        .and_then(|u| u.user_unescaped())
+                        .is_some_and(|u| a.knows_user(&String::from_utf8_lossy(&u)))
+                });
+                return Err(if provisioned {
+                    Local::Reject(480, "Temporarily Unavailable")
+                } else {
+                    Local::Reject(404, "Not Found")
+                });
             }
             let secure = ruri.is_sips();
             let planned: Vec<Planned> = bindings

@@ -36,6 +36,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         forking,
         stateless,
         timer_c: Duration::from_secs(180),
+        routes: None,
     }
 }
 
@@ -458,6 +459,9 @@ fn retransmitted_invite_is_absorbed() {
 
 #[path = "tests_auth.rs"]
 mod auth;
+
+#[path = "tests_phones.rs"]
+mod phones;
 
 #[cfg(test)]
 #[path = "tests_fuzz_findings.rs"]

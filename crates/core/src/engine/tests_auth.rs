@@ -58,6 +58,18 @@ fn register_is_challenged_then_accepted() {
 }
 
 #[test]
+fn a_provisioned_user_without_bindings_is_temporarily_unavailable() {
+    // RFC 3261 §16.5: an empty target set gets 480; 404 only where the user does not exist.
+    let mut h = harness(false);
+    let from_outside =
+        |to: &str, call: &str| invite(to, call).replace("sip:alice@example.com>;tag=a1", "sip:carol@other.org>;tag=a1");
+    let out = sent(&h.send(ALICE, &from_outside("bob", "unreg1")));
+    assert_eq!(out.last().unwrap().1.status(), Some(480), "bob is in the users file, not registered");
+    let out = sent(&h.send(ALICE, &from_outside("nobody", "unreg2")));
+    assert_eq!(out.last().unwrap().1.status(), Some(404), "nobody is not a user");
+}
+
+#[test]
 fn wrong_password_and_unknown_user_get_the_same_fresh_challenge() {
     let mut h = harness(false);
     let wrong = register_with(&mut h, "bob", BOB, "guess");

@@ -10,28 +10,58 @@ pub struct Identity {
     /// Addresses herald is reachable at, one per listener (the advertised address when the
     /// socket is bound to a wildcard).
     pub addrs: Vec<SocketAddr>,
-    /// Domain names herald is responsible for (lowercase), plus its host names.
+    /// Domain names herald is responsible for (lowercase): its registrar and location service
+    /// answer for them.
     pub domains: Vec<String>,
+    /// Further names that designate this proxy without being served domains (lowercase): the
+    /// host name, `localhost`, configured aliases (Kamailio's `alias`). A Route or Via naming
+    /// one of them is herald itself (RFC 3261 §16.4); a Request-URI naming one is not routed
+    /// through the location service unless it is also a domain.
+    pub names: Vec<String>,
 }
 
 impl Identity {
     pub fn new(addrs: Vec<SocketAddr>, domains: impl IntoIterator<Item = String>) -> Identity {
-        Identity { addrs, domains: domains.into_iter().map(|d| d.to_ascii_lowercase()).collect() }
+        Identity { addrs, domains: domains.into_iter().map(|d| d.to_ascii_lowercase()).collect(), names: Vec::new() }
+    }
+
+    /// Adds names that designate this proxy (see [`Identity::names`]).
+    pub fn with_names(mut self, names: impl IntoIterator<Item = String>) -> Identity {
+        for n in names {
+            let n = n.trim_end_matches('.').to_ascii_lowercase();
+            if !n.is_empty() && !self.names.contains(&n) && !self.domains.contains(&n) {
+                self.names.push(n);
+            }
+        }
+        self
     }
 
     fn is_own_ip(&self, ip: IpAddr) -> bool {
         self.addrs.iter().any(|a| a.ip() == ip) || ip.is_unspecified()
     }
 
-    fn is_own_name(&self, name: &str) -> bool {
+    fn is_served_name(&self, name: &str) -> bool {
         self.domains.iter().any(|d| d.eq_ignore_ascii_case(name.trim_end_matches('.')))
     }
 
+    fn is_own_name(&self, name: &str) -> bool {
+        self.is_served_name(name) || self.names.iter().any(|d| d.eq_ignore_ascii_case(name.trim_end_matches('.')))
+    }
+
+    /// Whether a host designates this machine: one of its addresses, domains or names.
     fn host_is_ours(&self, host: &Host) -> bool {
         match host {
             Host::Name(n) => self.is_own_name(n),
             Host::Ipv4(ip) => self.is_own_ip(IpAddr::V4(*ip)),
             Host::Ipv6(ip) => self.is_own_ip(IpAddr::V6(*ip)),
+        }
+    }
+
+    /// Whether a host is a domain herald serves: a domain name, or one of its addresses.
+    fn host_is_served(&self, host: &Host) -> bool {
+        match host {
+            Host::Name(n) => self.is_served_name(n),
+            ip => self.host_is_ours(ip),
         }
     }
 
@@ -78,8 +108,8 @@ impl Identity {
     pub fn serves_domain(&self, uri: &Uri) -> bool {
         match uri {
             Uri::Sip(u) => match &u.host {
-                Host::Name(n) => self.is_own_name(n),
-                host if u.port.is_none() => self.host_is_ours(host),
+                Host::Name(n) => self.is_served_name(n),
+                host if u.port.is_none() => self.host_is_served(host),
                 _ => self.sip_uri_points_here(u),
             },
             _ => false,
@@ -119,6 +149,21 @@ mod tests {
         assert!(!id.is_own_sent_by(&ip, Some(5070)));
         assert!(!id.is_own_sent_by(&Host::Ipv4("192.0.2.11".parse().unwrap()), Some(5060)));
         assert!(id.is_own_sent_by(&Host::Name("EXAMPLE.com"), Some(5060)));
+    }
+
+    #[test]
+    fn names_designate_this_proxy_without_being_served() {
+        // Issue 15: `Route: <sip:localhost;lr>` with domains = ["example.com"] forwarded to
+        // itself (482 over UDP, 500 over TLS).
+        let id = id().with_names(["localhost".to_owned(), "Herald-Host.".to_owned(), "example.com".to_owned()]);
+        assert_eq!(id.names, ["localhost", "herald-host"], "lowercased, no trailing dot, domains not repeated");
+        assert!(id.is_this_proxy(&uri("sip:localhost;lr")));
+        assert!(id.is_this_proxy(&uri("sip:LOCALHOST:5060;lr")));
+        assert!(!id.is_this_proxy(&uri("sip:localhost:5070;lr")), "not a port we listen on");
+        assert!(id.is_this_proxy(&uri("sip:herald-host;lr")));
+        assert!(id.is_own_sent_by(&Host::Name("localhost"), Some(5060)));
+        assert!(!id.serves_domain(&uri("sip:bob@localhost")), "a name of ours is not a served domain");
+        assert!(id.serves_domain(&uri("sip:bob@example.com")));
     }
 
     #[test]

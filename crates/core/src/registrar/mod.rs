@@ -165,6 +165,12 @@ impl Registrar {
                 return self.reject(req, &reject);
             }
         };
+        // What the AoR held before a change, for the info line that says what changed (a
+        // refresh logs nothing at info).
+        let before = match (&reg.action, tracing::enabled!(tracing::Level::INFO)) {
+            (Action::Query, _) | (_, false) => None,
+            _ => Some(store.lookup(&reg.aor, now)),
+        };
         let contacts = match &reg.action {
             Action::Query => Ok(store.lookup(&reg.aor, now)),
             Action::RemoveAll => store.remove_all(&reg.aor, reg.call_id, reg.cseq, now).map(|_| Vec::new()),
@@ -176,6 +182,9 @@ impl Registrar {
         };
         match contacts {
             Ok(bindings) => {
+                if let Some(before) = before {
+                    log_changes(&reg.aor, from, &before, &bindings);
+                }
                 self.stats.accepted();
                 self.ok(req, &reg, &bindings, store, now)
             }
@@ -229,6 +238,18 @@ impl Registrar {
 }
 
 /// The response for a refused store update.
+/// One info line per binding added or removed by a REGISTER (issue 15: an operator must see
+/// registrations come and go without turning on debug).
+fn log_changes(aor: &Aor, from: Peer, before: &[Binding<Peer>], after: &[Binding<Peer>]) {
+    let has = |set: &[Binding<Peer>], c: &str| set.iter().any(|b| &*b.contact == c);
+    for b in after.iter().filter(|b| !has(before, &b.contact)) {
+        tracing::info!(target: "herald::registrar", %aor, contact = %b.contact, source = %from.addr, transport = %from.transport, "registration added");
+    }
+    for b in before.iter().filter(|b| !has(after, &b.contact)) {
+        tracing::info!(target: "herald::registrar", %aor, contact = %b.contact, source = %from.addr, transport = %from.transport, "registration removed");
+    }
+}
+
 fn store_error(e: &StoreError) -> Reject {
     match e {
         // §10.3 step 7 says only that "the update MUST be aborted and the request fails". 500

@@ -141,9 +141,11 @@ impl Config {
         if let Err((leaf, message)) = self.tls.validate(has_tls) {
             return fail(&["tls", leaf], message);
         }
-        for (i, d) in self.domains.iter().enumerate() {
-            if d.is_empty() || d.chars().any(|c| c.is_whitespace() || c == ',' || c == ';') {
-                return Err((vec![Seg::Key("domains".into()), Seg::Index(i)], format!("'{d}' is not a host name")));
+        for (key, names) in [("domains", &self.domains), ("aliases", &self.aliases)] {
+            for (i, d) in names.iter().enumerate() {
+                if d.is_empty() || d.chars().any(|c| c.is_whitespace() || c == ',' || c == ';') {
+                    return Err((vec![Seg::Key(key.into()), Seg::Index(i)], format!("'{d}' is not a host name")));
+                }
             }
         }
         let t = &self.timers;

@@ -44,6 +44,12 @@ pub struct Config {
     /// Request-URI host is one of them are routed through the location service. Empty means the
     /// machine's own addresses and host name (see [`Config::effective_domains`]).
     pub domains: Vec<String>,
+    /// Further names this proxy is known by (Kamailio's `alias`): DNS names that point at it, a
+    /// NAT's public name. A Route, Record-Route or Via naming one of them (or the host name,
+    /// `localhost`, or any address of this machine) is herald itself (RFC 3261 §16.4), so a
+    /// phone configured with `sip:localhost` or `sip:pbx.example.net` as outbound proxy is
+    /// not forwarded back to herald. Unlike `domains`, they are not served by the registrar.
+    pub aliases: Vec<String>,
     /// Process-wide settings.
     pub server: Server,
     /// Where to listen. Default: `0.0.0.0:5060` on UDP and TCP, plus `[::]:5060` when the
@@ -75,6 +81,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             domains: Vec::new(),
+            aliases: Vec::new(),
             server: Server::default(),
             listen: default_listen(),
             timers: Timers::default(),
@@ -417,6 +424,19 @@ impl Config {
                 push(host_literal(ip));
             }
         }
+        out
+    }
+}
+
+impl Config {
+    /// Names that designate this proxy besides its domains: the host name, `localhost` (when
+    /// a listener is on a loopback or wildcard address) and `aliases`.
+    pub fn own_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = hostname().into_iter().collect();
+        if self.listen.iter().any(|l| l.address.ip().is_unspecified() || l.address.ip().is_loopback()) {
+            out.push("localhost".into());
+        }
+        out.extend(self.aliases.iter().cloned());
         out
     }
 }
