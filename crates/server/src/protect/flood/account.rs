@@ -21,6 +21,8 @@ pub(super) const FIRST_LOCK: Duration = Duration::from_secs(1);
 /// How long an (address, user) pair is exempt from its account's lock after a success: a day
 /// covers every registration refresh interval in use.
 pub(super) const KNOWN_FOR: Duration = Duration::from_secs(86_400);
+/// A known pair's day is renewed by a login at most this often.
+const REFRESH: Duration = Duration::from_secs(60);
 /// How long an account's lock length is remembered after the lock ends: the next wrong answer
 /// within it doubles the length again. Shorter, and a patient guesser would wait for it to be
 /// forgotten to get `account_failures` fresh guesses each time (10 per 5 minutes with a
@@ -90,8 +92,13 @@ impl Accounts {
     /// level was reset.
     pub(super) fn succeeded(&mut self, user: u64, net: IpAddr, now: Instant) -> bool {
         let reset = self.locks.remove(&user).is_some();
-        self.known.lift_expired(now, |_, _| {});
-        self.known.insert_evicting((net, user), now + KNOWN_FOR, ());
+        // Every authenticated request lands here: refresh the pair at most once a minute rather
+        // than reorder the expiry index each time.
+        let fresh = self.known.expiry(&(net, user)).is_some_and(|t| t > now + KNOWN_FOR - REFRESH);
+        if !fresh {
+            self.known.lift_expired(now, |_, _| {});
+            self.known.insert_evicting((net, user), now + KNOWN_FOR, ());
+        }
         reset
     }
 }

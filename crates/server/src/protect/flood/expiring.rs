@@ -23,6 +23,11 @@ impl<K: Hash + Eq + Ord + Copy, V> Expiring<K, V> {
         self.entries.get(key).filter(|(until, _)| *until > now).map(|(_, v)| v)
     }
 
+    /// When `key`'s entry expires (expired or not).
+    pub(super) fn expiry(&self, key: &K) -> Option<Instant> {
+        self.entries.get(key).map(|(until, _)| *until)
+    }
+
     /// Inserts or replaces `key`'s entry until `until`. False when the table is full of live
     /// entries (call [`Expiring::lift_expired`] first to make room).
     pub(super) fn insert(&mut self, key: K, until: Instant, value: V) -> bool {
@@ -93,6 +98,7 @@ mod tests {
         assert!(!e.insert(3, t0 + s(5), "c"), "full");
         assert!(e.insert(1, t0 + s(20), "a2"), "replacing needs no room");
         assert_eq!(e.get(&2, t0 + s(4)), Some(&"b"));
+        assert_eq!(e.expiry(&2), Some(t0 + s(5)));
         assert_eq!(e.get(&2, t0 + s(5)), None, "expired at its instant");
         assert_eq!(e.live(t0 + s(6)), 1);
         let mut lifted = Vec::new();
