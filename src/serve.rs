@@ -126,11 +126,9 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
     }
     let realm = config.auth_realm();
     let (mut watcher, credentials) = FileWatcher::open(&a.users_file, &realm).map_err(|e| e.to_string())?;
-    let users = credentials.current().len();
-    if users == 0 {
-        tracing::warn!(file = %a.users_file.display(), %realm, "no users yet: add one with `herald users add NAME`");
-    }
-    tracing::info!(file = %a.users_file.display(), %realm, users, "digest authentication on");
+    let realms = config.challenge_realms();
+    report_realms(&a.users_file, &credentials.current(), &realms);
+    tracing::info!(file = %a.users_file.display(), realms = ?realms, users = credentials.current().len(), "digest authentication on");
     let policy = AuthPolicy {
         register: a.register,
         local_callers: a.local_callers,
@@ -152,11 +150,18 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
             config::DigestAlgorithm::Md5 => Algorithm::Md5,
         })
         .collect();
-    let cfg = AuthConfig { realm, algorithms, nonce_lifetime: Duration::from_secs(a.nonce_lifetime_s), policy };
+    let cfg = AuthConfig {
+        realm,
+        domain_realms: config.domain_realms(),
+        algorithms,
+        nonce_lifetime: Duration::from_secs(a.nonce_lifetime_s),
+        policy,
+    };
     let random = random_bytes().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
     let secret: Vec<u8> = if a.secret.is_empty() { random[..32].to_vec() } else { a.secret.as_bytes().to_vec() };
     let salt_seed = u64::from_le_bytes(random[32..40].try_into().expect("8 bytes"));
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let shared = credentials.clone();
     let auth = Authenticator::new(cfg, credentials, &secret, salt_seed, std::time::Instant::now(), unix_now);
     std::thread::Builder::new()
         .name("herald-users".into())
@@ -164,7 +169,10 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
             std::thread::sleep(Duration::from_secs(1));
             match watcher.poll() {
                 Reload::Unchanged => {}
-                Reload::Loaded(users) => tracing::info!(file = %watcher.path().display(), users, "users file reloaded"),
+                Reload::Loaded(users) => {
+                    tracing::info!(file = %watcher.path().display(), users, "users file reloaded");
+                    report_realms(watcher.path(), &shared.current(), &realms);
+                }
                 Reload::Failed(e) => tracing::error!("users file not reloaded, previous users stay in use: {e}"),
                 Reload::Missing => {
                     tracing::warn!(file = %watcher.path().display(), "users file is gone; previous users stay in use")
@@ -173,6 +181,23 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
         })
         .map_err(|e| format!("cannot start the users file watcher: {e}"))?;
     Ok(Some(auth))
+}
+
+/// Warns about realms herald challenges in that have no users in the file (nobody of that
+/// domain can authenticate), and realms of the file that no challenge names (their users are
+/// never consulted): a users file made for another host name or domain is not refused, but the
+/// operator is told what to do.
+fn report_realms(file: &std::path::Path, creds: &herald_core::auth::Credentials, realms: &[String]) {
+    if creds.is_empty() {
+        tracing::warn!(file = %file.display(), realms = ?realms, "no users yet: add one with `herald users add NAME`");
+        return;
+    }
+    for r in realms.iter().filter(|r| creds.users_in(r).is_empty()) {
+        tracing::warn!(file = %file.display(), realm = %r, "no users in this realm: requests challenged in it cannot authenticate; add them with `herald users add NAME --realm {r}`");
+    }
+    for r in creds.realms().filter(|r| !realms.iter().any(|x| x == r)) {
+        tracing::warn!(file = %file.display(), realm = %r, challenged = ?realms, "the users of this realm are never asked for: herald challenges in other realms (set [auth] realm or domains, or re-add the users with --realm)");
+    }
 }
 
 /// 40 random bytes: a per-process nonce secret and salt seed.

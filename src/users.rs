@@ -1,6 +1,7 @@
 //! `herald users add|remove|list`: the users file of digest authentication (`[auth]
-//! users_file`). The file holds HA1 hashes for one realm, never a password; `herald serve`
-//! reloads it when it changes, so users can be managed while it runs.
+//! users_file`). The file holds HA1 hashes per realm (one realm per served domain, or one for
+//! all), never a password; `herald serve` reloads it when it changes, so users can be managed
+//! while it runs.
 
 use herald_core::auth::credentials::{file, invalid_realm, invalid_user_name};
 use herald_core::auth::{Credentials, UserHa1};
@@ -22,33 +23,41 @@ pub struct Common {
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Add a user, or change a user's password.
+    /// Add a user, or change a user's password. NAME or NAME@DOMAIN: with a domain, the user
+    /// is added to that domain's realm (each of `domains` is its own realm unless `[auth]
+    /// realm` names one for all). The file keeps the MD5, SHA-256 and SHA-512-256 hashes of
+    /// the password; which ones challenges offer is `[auth] algorithms`: the default, MD5,
+    /// lets every phone in; SHA-256 first (or alone) protects better against a leaked file but
+    /// locks out phones that only know MD5.
     Add {
         name: String,
         /// Read the password from the first line of standard input (no prompt).
         #[arg(long)]
         password_stdin: bool,
-        /// The realm. Default: the existing file's realm, else the configuration's (`[auth]
-        /// realm`, else the first domain: the host name).
+        /// The realm. Default: the realm of NAME's @DOMAIN, else the configuration's default
+        /// realm (`[auth] realm`, else the first domain: by default the host name).
         #[arg(long)]
         realm: Option<String>,
         #[command(flatten)]
         common: Common,
     },
-    /// Remove a user.
+    /// Remove a user (NAME or NAME@DOMAIN; `--realm` when the name is in several realms).
     Remove {
         name: String,
+        #[arg(long)]
+        realm: Option<String>,
         #[command(flatten)]
         common: Common,
     },
-    /// List the users (one per line) and, on stderr, the realm.
+    /// List the users of each realm: a `realm NAME` line on stderr, then its users on stdout,
+    /// one per line.
     List {
         #[command(flatten)]
         common: Common,
     },
 }
 
-/// Exit status: 0 done, 1 failure (I/O, unknown user, realm mismatch), 2 usage or
+/// Exit status: 0 done, 1 failure (I/O, unknown user, ambiguous realm), 2 usage or
 /// configuration error.
 pub fn run(command: Command) -> ExitCode {
     match execute(command) {
@@ -62,41 +71,71 @@ pub fn run(command: Command) -> ExitCode {
 
 type Failure = (u8, String);
 
+/// NAME@DOMAIN → (NAME, Some(DOMAIN)); a name without `@` → (NAME, None). The last `@`
+/// separates: a domain never contains one.
+fn split_name(name: &str) -> (&str, Option<&str>) {
+    match name.rsplit_once('@') {
+        Some((user, domain)) if !user.is_empty() && !domain.is_empty() => (user, Some(domain)),
+        _ => (name, None),
+    }
+}
+
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Add { name, password_stdin, realm, common } => {
-            if let Some(why) = invalid_user_name(&name) {
-                return Err((2, format!("'{name}': {why}")));
+            let (user, domain) = split_name(&name);
+            if let Some(why) = invalid_user_name(user) {
+                return Err((2, format!("'{user}': {why}")));
             }
             let (path, config) = resolve(&common)?;
             let existing = load_if_present(&path)?;
-            let realm = match (realm, &existing) {
-                (Some(r), Some(e)) if r != e.realm() => {
-                    return Err((1, format!("{} is for realm '{}', not '{r}'", path.display(), e.realm())));
-                }
+            let realm = match (realm, domain) {
                 (Some(r), _) => r,
-                (None, Some(e)) => e.realm().to_owned(),
+                (None, Some(d)) => config.realm_of_domain(d),
                 (None, None) => config.auth_realm(),
             };
             if let Some(why) = invalid_realm(&realm) {
                 return Err((2, format!("realm '{realm}': {why}")));
             }
-            let password = read_password(&name, password_stdin)?;
+            let challenged = config.challenge_realms();
+            if !challenged.contains(&realm) {
+                eprintln!(
+                    "note: herald with this configuration challenges in realm(s) {}; '{realm}' is not one of them \
+                     (use --config with the configuration herald serve runs, or NAME@DOMAIN)",
+                    challenged.join(", ")
+                );
+            }
+            let password = read_password(user, password_stdin)?;
             let mut creds = existing.unwrap_or_else(|| Credentials::new(&realm));
-            let replaced = creds.insert(&name, UserHa1::from_password(&name, &realm, &password));
+            let replaced = creds.insert_in(&realm, user, UserHa1::from_password(user, &realm, &password));
             file::save(&path, &creds).map_err(|e| (1, e.to_string()))?;
             let what = if replaced { "password changed" } else { "added" };
-            eprintln!("{name}: {what} in {} (realm {realm})", path.display());
+            eprintln!("{user}: {what} in {} (realm {realm})", path.display());
             Ok(())
         }
-        Command::Remove { name, common } => {
-            let (path, _) = resolve(&common)?;
+        Command::Remove { name, realm, common } => {
+            let (user, domain) = split_name(&name);
+            let (path, config) = resolve(&common)?;
             let mut creds = load_if_present(&path)?.ok_or_else(|| (1, format!("{}: no such file", path.display())))?;
-            if !creds.remove(&name) {
-                return Err((1, format!("no user '{name}' in {}", path.display())));
+            let realm = match (realm, domain) {
+                (Some(r), _) => r,
+                (None, Some(d)) => config.realm_of_domain(d),
+                (None, None) => match creds.realms_of(user)[..] {
+                    [] => return Err((1, format!("no user '{user}' in {}", path.display()))),
+                    [only] => only.to_owned(),
+                    ref several => {
+                        return Err((
+                            1,
+                            format!("'{user}' is in realms {}: say which with --realm", several.join(", ")),
+                        ))
+                    }
+                },
+            };
+            if !creds.remove_in(&realm, user) {
+                return Err((1, format!("no user '{user}' in realm '{realm}' of {}", path.display())));
             }
             file::save(&path, &creds).map_err(|e| (1, e.to_string()))?;
-            eprintln!("{name}: removed from {}", path.display());
+            eprintln!("{user}: removed from {} (realm {realm})", path.display());
             Ok(())
         }
         Command::List { common } => {
@@ -105,10 +144,13 @@ fn execute(command: Command) -> Result<(), Failure> {
                 eprintln!("{}: no users file yet", path.display());
                 return Ok(());
             };
-            eprintln!("realm {}", creds.realm());
             let mut out = std::io::stdout().lock();
-            for user in creds.users() {
-                writeln!(out, "{user}").map_err(|e| (1, e.to_string()))?;
+            for realm in creds.realms() {
+                eprintln!("realm {realm}");
+                for user in creds.users_in(realm) {
+                    writeln!(out, "{user}").map_err(|e| (1, e.to_string()))?;
+                }
+                out.flush().map_err(|e| (1, e.to_string()))?;
             }
             Ok(())
         }

@@ -2,9 +2,8 @@
 //! (issue "Trust", items 4-6). Clients bind distinct loopback addresses (127.0.0.2, ...: all of
 //! 127.0.0.0/8 reaches `lo`) so that one source can be banned while another is still served.
 //!
-//! * 1,000 wrong-password REGISTERs from 127.0.0.2 get it banned while 127.0.0.3 registers with
-//!   a hand-written digest client (MD5 by `md5sum`, RFC 7616 §3.4.1).
-//! * An OPTIONS flood from one address gets it banned; another address is still answered.
+//! * The flood and brute-force policy (a UDP flood loses its excess, wrong passwords lock their
+//!   (source, user) and back the account off) is tested in tests/flood_policy.rs.
 //! * A slow TCP sender is disconnected after the incomplete-message timeout.
 //! * The per-address TCP connection limit.
 //! * Overload: with herald stopped (SIGSTOP) most of the time, a standing queue of new INVITEs
@@ -20,8 +19,6 @@ use herald_bench::scrape::{self, Scrape};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::raw::c_int;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 extern "C" {
@@ -30,8 +27,6 @@ extern "C" {
 const SOL_SOCKET: c_int = 1;
 const SO_RCVBUF: c_int = 8;
 const SO_RCVBUFFORCE: c_int = 33;
-
-const REALM: &str = "herald.test";
 
 fn start(name: &str, toml: &str) -> (Herald, String) {
     let dir = test_dir(name);
@@ -44,14 +39,6 @@ fn start(name: &str, toml: &str) -> (Herald, String) {
 fn metric(url: &str, name: &str) -> f64 {
     let s: Scrape = scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"));
     s.sum(name, &[])
-}
-
-fn md5_hex(text: &str) -> String {
-    let mut child =
-        Command::new("md5sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("md5sum (coreutils)");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
 }
 
 fn udp_from(ip: &str) -> UdpSocket {
@@ -110,29 +97,6 @@ fn transaction(sock: &UdpSocket, herald: SocketAddr, req: &str, wait: Duration) 
     None
 }
 
-fn param(challenge: &str, name: &str) -> String {
-    let at = challenge.find(&format!("{name}=\"")).unwrap_or_else(|| panic!("no {name} in {challenge}"));
-    let rest = &challenge[at + name.len() + 2..];
-    rest[..rest.find('"').unwrap()].to_string()
-}
-
-/// Authorization for `nonce` (RFC 7616 §3.4.1 with qop=auth, MD5).
-fn authorization(user: &str, password: &str, uri: &str, nonce: &str, nc: u32) -> String {
-    let ha1 = md5_hex(&format!("{user}:{REALM}:{password}"));
-    let ha2 = md5_hex(&format!("REGISTER:{uri}"));
-    let nc = format!("{nc:08x}");
-    let response = md5_hex(&format!("{ha1}:{nonce}:{nc}:c0ffee:auth:{ha2}"));
-    format!(
-        "Digest username=\"{user}\", realm=\"{REALM}\", nonce=\"{nonce}\", uri=\"{uri}\", \
-         response=\"{response}\", algorithm=MD5, qop=auth, nc={nc}, cnonce=\"c0ffee\""
-    )
-}
-
-/// `herald users add NAME --password-stdin --realm herald.test --file FILE`.
-fn add_user(file: &Path, name: &str, password: &str) {
-    herald_users_add(name, password, &["--realm", REALM, "--file", file.to_str().unwrap()]);
-}
-
 /// Sends datagrams that nobody answers any more and counts the answers that still come.
 fn answers_within(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
@@ -151,89 +115,8 @@ fn answers_within(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
     got
 }
 
-#[test]
-fn a_password_guesser_is_banned_while_another_address_registers() {
-    let dir = test_dir("protect_auth");
-    let users = dir.join("users.txt");
-    add_user(&users, "alice", "right-password");
-    // A request limit far above the 1,000 attempts, so that the ban is the auth-failure ban.
-    let toml = format!(
-        "[flood]\nmax_requests = 100000\nmax_auth_failures = 20\nban_s = 300\n\
-         [auth]\nrealm = \"{REALM}\"\nusers_file = \"{}\"\nalgorithms = [\"MD5\"]\n",
-        users.display()
-    );
-    let (herald, url) = start("protect_auth_herald", &toml);
-    let uri = format!("sip:{}", herald.addr);
-
-    // 127.0.0.2 gets a challenge (not a failure), then guesses 1,000 times with its nonce.
-    let guesser = udp_from("127.0.0.2");
-    let local = guesser.local_addr().unwrap();
-    let challenge = transaction(&guesser, herald.addr, &register(herald.addr, local, "alice", 1, None), secs(5))
-        .expect("a first REGISTER is challenged");
-    assert_eq!(status_of(&challenge), Some(401));
-    let nonce = param(header_of(&challenge, "WWW-Authenticate", "WWW-Authenticate").unwrap(), "nonce");
-    let wrong = authorization("alice", "wrong-password", &uri, &nonce, 1);
-    for i in 0..1000u32 {
-        let req = register(herald.addr, local, "alice", 2 + i, Some(&wrong));
-        guesser.send_to(req.as_bytes(), herald.addr).unwrap();
-        if i % 50 == 0 {
-            std::thread::sleep(Duration::from_millis(2)); // stay within the socket buffers
-        }
-    }
-    let answers = answers_within(&guesser, secs(1));
-    let challenged = answers.iter().filter(|a| status_of(a) == Some(401)).count();
-    // Failures 1..=20 are allowed; the 21st bans. Each of those got its fresh challenge.
-    assert!((20..=22).contains(&challenged), "{challenged} of 1000 guesses were answered");
-    assert_eq!(answers.len(), challenged, "only challenges came back");
-
-    // Banned: even a plain new REGISTER gets no answer now.
-    assert!(transaction(&guesser, herald.addr, &register(herald.addr, local, "alice", 5000, None), secs(1)).is_none());
-
-    // 127.0.0.3 registers with the right password.
-    let phone = udp_from("127.0.0.3");
-    let local3 = phone.local_addr().unwrap();
-    let c = transaction(&phone, herald.addr, &register(herald.addr, local3, "alice", 1, None), secs(5)).unwrap();
-    assert_eq!(status_of(&c), Some(401));
-    let nonce = param(header_of(&c, "WWW-Authenticate", "WWW-Authenticate").unwrap(), "nonce");
-    let right = authorization("alice", "right-password", &uri, &nonce, 1);
-    let ok = transaction(&phone, herald.addr, &register(herald.addr, local3, "alice", 2, Some(&right)), secs(5))
-        .expect("the other address is answered");
-    assert_eq!(status_of(&ok), Some(200), "{}", String::from_utf8_lossy(&ok));
-
-    assert_eq!(metric(&url, "herald_flood_auth_bans_total"), 1.0);
-    assert_eq!(metric(&url, "herald_flood_request_bans_total"), 0.0);
-    assert_eq!(metric(&url, "herald_flood_banned_sources"), 1.0);
-    assert!(metric(&url, "herald_auth_failures_total") >= 21.0);
-    let dropped = metric(&url, "herald_flood_dropped_total");
-    assert!(dropped >= 970.0, "{dropped} requests dropped");
-    assert!(herald.stop().is_some_and(|s| s.success()));
-}
-
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
-}
-
-#[test]
-fn an_options_flood_is_banned_while_another_address_is_answered() {
-    // Defaults: 60 requests per 2 s; authentication off (OPTIONS is never challenged anyway).
-    let (herald, url) = start("protect_flood", "[auth]\nenabled = false\n");
-    let scanner = udp_from("127.0.0.4");
-    let local = scanner.local_addr().unwrap();
-    for i in 0..500 {
-        let req = options_request(herald.addr, local, &format!("scan-{i}"), "UDP");
-        scanner.send_to(req.as_bytes(), herald.addr).unwrap();
-        if i % 50 == 0 {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-    let answered = answers_within(&scanner, secs(1)).iter().filter(|a| status_of(a) == Some(200)).count();
-    assert!((55..=61).contains(&answered), "{answered} of 500 answered");
-    assert!(udp_options_ok(&scanner, herald.addr, "after-ban", secs(2)).is_err(), "the scanner is still answered");
-    let other = udp_from("127.0.0.5");
-    udp_options_ok(&other, herald.addr, "another-address", secs(5)).expect("another address is answered");
-    assert_eq!(metric(&url, "herald_flood_request_bans_total"), 1.0);
-    assert!(metric(&url, "herald_flood_dropped_total") >= 439.0);
-    assert!(herald.stop().is_some_and(|s| s.success()));
 }
 
 /// Reads until EOF or reset; `Some(elapsed)` when the connection closed within `within`.

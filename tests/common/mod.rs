@@ -223,6 +223,8 @@ pub struct HeraldExtras {
     /// (certificate, private key) PEM files: also listen on TLS at 127.0.0.1:<base + 3>
     /// (`--listen-tls`, see [`Herald::tls_addr`]).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Top-level `domains` (written before the first table, as TOML requires).
+    pub domains: Vec<String>,
 }
 
 /// A running `herald serve --listen 127.0.0.1:PORT`. Dropping it sends SIGTERM and waits (then
@@ -256,7 +258,12 @@ impl Herald {
         let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
         let log = dir.join("herald.log");
         let mut args: Vec<String> = vec!["serve".into(), "--listen".into(), addr.to_string()];
-        let mut toml = String::from("[server]\n");
+        let mut toml = String::new();
+        if !extras.domains.is_empty() {
+            let quoted: Vec<String> = extras.domains.iter().map(|d| format!("\"{d}\"")).collect();
+            toml += &format!("domains = [{}]\n", quoted.join(", "));
+        }
+        toml += "[server]\n";
         if let Some(d) = cfg.drain_timeout_s {
             toml += &format!("drain_timeout_s = {d}\n");
         }

@@ -55,8 +55,13 @@ const CLOCK_SKEW_S: u64 = 5;
 /// The settings of the authenticator.
 #[derive(Debug, Clone)]
 pub struct AuthConfig {
-    /// The realm of every challenge, and the realm the credentials' HA1s were made for.
+    /// The default realm: of challenges for requests whose domain has no realm of its own in
+    /// `domain_realms`.
     pub realm: String,
+    /// (domain, realm) pairs, domains lowercase: a REGISTER for a user of the domain (To host)
+    /// and a request from one (From host) are challenged in that realm, and answered with that
+    /// realm's users (one realm per served domain). Empty: `realm` for everything.
+    pub domain_realms: Vec<(String, String)>,
     /// Offered algorithms, in challenge order (strongest first).
     pub algorithms: Vec<Algorithm>,
     /// How long a nonce may be used; older answers get `stale=true`.
@@ -158,10 +163,16 @@ impl Authenticator {
         &self.cfg
     }
 
-    /// Whether `user` is provisioned in the users file: a call to a user without bindings
-    /// then gets 480 rather than 404 (RFC 3261 §16.5).
-    pub fn knows_user(&self, user: &str) -> bool {
-        self.credentials.current().get(user).is_some()
+    /// Whether `user` of `domain` is provisioned in the users file (in the domain's realm): a
+    /// call to a user without bindings then gets 480 rather than 404 (RFC 3261 §16.5).
+    pub fn knows_user(&self, user: &str, domain: &str) -> bool {
+        let realm = self
+            .cfg
+            .domain_realms
+            .iter()
+            .find(|(d, _)| d.eq_ignore_ascii_case(domain.trim_end_matches('.')))
+            .map_or(self.cfg.realm.as_str(), |(_, r)| r.as_str());
+        self.credentials.current().get_in(realm, user).is_some()
     }
 
     pub fn policy(&self) -> &AuthPolicy {
@@ -182,9 +193,31 @@ impl Authenticator {
         self.epoch.1 + now.saturating_duration_since(self.epoch.0).as_secs()
     }
 
-    /// The challenge headers: one per algorithm, strongest first (RFC 8760 §2.4), one nonce.
-    pub fn challenge(&self, now: Instant, kind: Challenge, stale: bool) -> Vec<(&'static str, String)> {
+    /// The realm `msg` is challenged in: that of the domain of the identity it claims (the To
+    /// URI of a REGISTER, the From URI of anything else), else the default realm. The nonce
+    /// MAC does not depend on it: a nonce only proves herald issued it; the response hash
+    /// binds the realm.
+    pub fn realm_for(&self, msg: &Message, kind: Challenge) -> &str {
+        if self.cfg.domain_realms.is_empty() {
+            return &self.cfg.realm;
+        }
+        let claimed = match kind {
+            Challenge::Registrar => msg.to_header(),
+            Challenge::Proxy => msg.from_header(),
+        };
+        let host = claimed.ok().and_then(|a| a.uri.as_sip().map(|u| u.host.to_string()));
+        host.and_then(|h| {
+            let h = h.trim_end_matches('.');
+            self.cfg.domain_realms.iter().find(|(d, _)| d.eq_ignore_ascii_case(h)).map(|(_, r)| r.as_str())
+        })
+        .unwrap_or(&self.cfg.realm)
+    }
+
+    /// The challenge headers for `msg`: one per algorithm, strongest first (RFC 8760 §2.4),
+    /// one nonce, in the realm of the request's domain ([`Authenticator::realm_for`]).
+    pub fn challenge(&self, now: Instant, msg: &Message, kind: Challenge, stale: bool) -> Vec<(&'static str, String)> {
         stats::bump(&self.stats.challenges);
+        let realm = self.realm_for(msg, kind);
         let nonce = self.nonces.mint(self.unix(now));
         let stale = if stale { ", stale=true" } else { "" };
         self.cfg
@@ -192,8 +225,7 @@ impl Authenticator {
             .iter()
             .map(|a| {
                 let v = format!(
-                    "Digest realm=\"{}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}",
-                    self.cfg.realm,
+                    "Digest realm=\"{realm}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}",
                     a.name()
                 );
                 (kind.challenge_header(), v)
@@ -238,10 +270,11 @@ impl Authenticator {
     fn verify_inner(&self, now: Instant, from: Peer, msg: &Message, kind: Challenge) -> Verdict {
         // RFC 3261 §22.3: several values may be present, for several realms; ours is the one
         // with our realm. Values of other schemes or realms belong to other servers.
+        let realm = self.realm_for(msg, kind);
         let mut ours = None;
         for value in msg.auth_values(kind.answer_header()) {
             let Ok(value) = value else { return Verdict::BadRequest("malformed credentials") };
-            if value.is_digest() && value.param("realm").is_some_and(|r| r == self.cfg.realm) {
+            if value.is_digest() && value.param("realm").is_some_and(|r| r == realm) {
                 ours = Some(value);
                 break;
             }
@@ -257,7 +290,7 @@ impl Authenticator {
         if self.sink.as_ref().is_some_and(|s| s.locked_out(now, &from, &answer.username)) {
             return Verdict::Challenge { stale: false };
         }
-        match self.check_answer(now, msg, &answer) {
+        match self.check_answer(now, msg, realm, &answer) {
             Ok(()) => {}
             Err(Check::Fail(f)) => {
                 // Wrong password, unknown user, a nonce we never issued: what guessing looks like.
@@ -288,7 +321,7 @@ impl Authenticator {
     }
 
     /// RFC 7616 §3.4.1 and §3.3: algorithm, qop, nonce, response, then freshness and nc.
-    fn check_answer(&self, now: Instant, msg: &Message, a: &DigestAnswer<'_>) -> Result<(), Check> {
+    fn check_answer(&self, now: Instant, msg: &Message, realm: &str, a: &DigestAnswer<'_>) -> Result<(), Check> {
         let alg = match a.algorithm.as_deref() {
             None => Algorithm::Md5,
             Some(name) => Algorithm::from_name(name).ok_or(Check::Fail(Failure::WrongResponse))?,
@@ -305,14 +338,14 @@ impl Authenticator {
         // timing tells whether the user exists: a dummy HA1, and the user checked afterwards.
         let creds = self.credentials.current();
         let dummy = [0u8; 32];
-        let ha1 = match creds.get(&a.username) {
+        let ha1 = match creds.get_in(realm, &a.username) {
             Some(h) => h.get(alg),
             None => &dummy[..alg.output_len()],
         };
         let expected = a.expected(alg, ha1, method);
         let given = a.response_bytes(alg).unwrap_or_default();
         let matches: bool = given.len() == expected.len() && bool::from(expected.ct_eq(&given));
-        if !matches || creds.get(&a.username).is_none() {
+        if !matches || creds.get_in(realm, &a.username).is_none() {
             return Err(Check::Fail(Failure::WrongResponse));
         }
         let unix = self.unix(now);

@@ -18,6 +18,7 @@ pub(crate) fn authenticator(algorithms: &[Algorithm], policy: AuthPolicy, now: I
     creds.insert("bob", UserHa1::from_password("bob", REALM, "secret-b"));
     let cfg = AuthConfig {
         realm: REALM.into(),
+        domain_realms: Vec::new(),
         algorithms: algorithms.to_vec(),
         nonce_lifetime: Duration::from_secs(300),
         policy,
@@ -78,7 +79,7 @@ fn peer() -> Peer {
 
 /// Challenge, answer as `user`/`password` with `alg`, verify.
 fn round(a: &Authenticator, now: Instant, alg: Algorithm, user: &str, password: &str, to_user: &str) -> Verdict {
-    let headers = a.challenge(now, Challenge::Registrar, false);
+    let headers = a.challenge(now, &register("alice", None), Challenge::Registrar, false);
     let nonce = nonce_of(&headers[0].1);
     let answer = client_answer(alg, user, REALM, password, &nonce, "REGISTER", "sip:example.com", 1);
     a.verify(now, peer(), &register(to_user, Some(&answer)), Challenge::Registrar)
@@ -103,10 +104,54 @@ fn rfc_7616_example_responses() {
 }
 
 #[test]
+fn each_served_domain_is_its_own_realm_with_its_own_users() {
+    // Issue 15: domains = ["example.com", "example.org"] with users per domain; alice of
+    // example.org is another account than alice of example.com.
+    let now = Instant::now();
+    let mut creds = Credentials::new(REALM);
+    creds.insert("alice", UserHa1::from_password("alice", REALM, "secret-a"));
+    creds.insert_in("example.org", "alice", UserHa1::from_password("alice", "example.org", "org-secret"));
+    let cfg = AuthConfig {
+        realm: REALM.into(),
+        domain_realms: vec![(REALM.into(), REALM.into()), ("example.org".into(), "example.org".into())],
+        algorithms: vec![Algorithm::Md5],
+        nonce_lifetime: Duration::from_secs(300),
+        policy: AuthPolicy::default(),
+    };
+    let a = Authenticator::new(cfg, Arc::new(SharedCredentials::new(creds)), b"test secret", 7, now, 1_700_000_000);
+    let org = |auth: Option<&str>| {
+        String::from_utf8_lossy(register("alice", auth).as_bytes()).replace("@example.com", "@EXAMPLE.org")
+    };
+    let org_msg = |auth: Option<&str>| Message::parse(Bytes::from(org(auth)), &Limits::default()).unwrap();
+    let h = a.challenge(now, &org_msg(None), Challenge::Registrar, false);
+    assert!(h[0].1.contains("realm=\"example.org\""), "{h:?}");
+    assert_eq!(a.realm_for(&register("alice", None), Challenge::Registrar), REALM);
+    let nonce = nonce_of(&h[0].1);
+    let answer = |realm: &str, pw: &str| {
+        client_answer(Algorithm::Md5, "alice", realm, pw, &nonce, "REGISTER", "sip:example.com", 1)
+    };
+    assert_eq!(
+        a.verify(now, peer(), &org_msg(Some(&answer("example.org", "org-secret"))), Challenge::Registrar),
+        Verdict::Accepted("alice".into())
+    );
+    // example.com's password, or an answer in example.com's realm, does not open example.org.
+    assert_eq!(
+        a.verify(now, peer(), &org_msg(Some(&answer("example.org", "secret-a"))), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    assert_eq!(
+        a.verify(now, peer(), &org_msg(Some(&answer(REALM, "secret-a"))), Challenge::Registrar),
+        Verdict::Challenge { stale: false }
+    );
+    assert!(a.knows_user("alice", "example.org") && a.knows_user("alice", "example.com"));
+    assert!(!a.knows_user("bob", "example.org"));
+}
+
+#[test]
 fn challenges_offer_every_algorithm_strongest_first() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let h = a.challenge(now, Challenge::Proxy, false);
+    let h = a.challenge(now, &register("alice", None), Challenge::Proxy, false);
     assert_eq!(h.len(), 3);
     let algs: Vec<String> = h
         .iter()
@@ -118,8 +163,8 @@ fn challenges_offer_every_algorithm_strongest_first() {
         .collect();
     assert_eq!(algs, ["SHA-512-256", "SHA-256", "MD5"]);
     assert!(h.iter().all(|(_, v)| nonce_of(v) == nonce_of(&h[0].1)), "one nonce for all");
-    assert_ne!(nonce_of(&a.challenge(now, Challenge::Proxy, false)[0].1), nonce_of(&h[0].1), "nonces are unique");
-    assert!(a.challenge(now, Challenge::Registrar, true)[0].1.ends_with(", stale=true"));
+    assert_ne!(nonce_of(&a.challenge(now, &register("alice", None), Challenge::Proxy, false)[0].1), nonce_of(&h[0].1), "nonces are unique");
+    assert!(a.challenge(now, &register("alice", None), Challenge::Registrar, true)[0].1.ends_with(", stale=true"));
 }
 
 #[test]
@@ -152,7 +197,7 @@ fn shared_stats_are_the_live_counters() {
 fn missing_algorithm_means_md5() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1)
         .replace(", algorithm=MD5", "");
     let v = a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
@@ -174,7 +219,7 @@ fn unknown_user_and_wrong_password_look_the_same() {
 fn an_expired_nonce_is_stale_only_with_the_right_password() {
     let t0 = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), t0);
-    let nonce = nonce_of(&a.challenge(t0, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(t0, &register("alice", None), Challenge::Registrar, false)[0].1);
     let later = t0 + Duration::from_secs(301);
     let right = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
     let v = a.verify(later, peer(), &register("alice", Some(&right)), Challenge::Registrar);
@@ -191,7 +236,7 @@ fn an_expired_nonce_is_stale_only_with_the_right_password() {
 fn a_replayed_nonce_count_is_refused() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     let answer =
         |nc| client_answer(Algorithm::Sha256, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", nc);
     let check = |text: String| a.verify(now, peer(), &register("alice", Some(&text)), Challenge::Registrar);
@@ -206,7 +251,7 @@ fn a_replayed_nonce_count_is_refused() {
 fn forged_or_foreign_nonces_are_refused() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     // A bit flipped in the issue time (to extend the lifetime): the MAC no longer matches.
     let mut forged = nonce.clone().into_bytes();
     forged[15] = if forged[15] == b'0' { b'1' } else { b'0' };
@@ -220,7 +265,7 @@ fn forged_or_foreign_nonces_are_refused() {
     let mut other_cfg = a.config().clone();
     other_cfg.realm = REALM.into();
     let other = Authenticator::new(other_cfg, Arc::new(SharedCredentials::default()), b"other", 1, now, 1_700_000_000);
-    let theirs = nonce_of(&other.challenge(now, Challenge::Registrar, false)[0].1);
+    let theirs = nonce_of(&other.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     let answer = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &theirs, "REGISTER", "sip:example.com", 1);
     assert_eq!(
         a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar),
@@ -232,7 +277,7 @@ fn forged_or_foreign_nonces_are_refused() {
 fn credentials_for_another_realm_are_not_ours() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     let answer =
         client_answer(Algorithm::Md5, "alice", "other.org", "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
     let v = a.verify(now, peer(), &register("alice", Some(&answer)), Challenge::Registrar);
@@ -267,7 +312,7 @@ fn identity_must_match_the_user() {
 fn malformed_answers_are_bad_requests() {
     let now = Instant::now();
     let a = authenticator(&Algorithm::ALL, AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     let good = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
     let cases = [
         good.replace(", response=", ", xresponse="),
@@ -292,7 +337,7 @@ fn malformed_answers_are_bad_requests() {
 fn answers_without_qop_or_with_an_unoffered_algorithm_get_a_fresh_challenge() {
     let now = Instant::now();
     let a = authenticator(&[Algorithm::Md5], AuthPolicy::default(), now);
-    let nonce = nonce_of(&a.challenge(now, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(now, &register("alice", None), Challenge::Registrar, false)[0].1);
     // RFC 2069 style: no qop, no nc, no cnonce.
     let ha1 = Algorithm::Md5.hex_hash(&[b"alice:example.com:secret-a"]);
     let ha2 = Algorithm::Md5.hex_hash(&[b"REGISTER:sip:example.com"]);
@@ -474,7 +519,7 @@ fn the_failure_sink_hears_guesses_but_not_challenges_or_stale_nonces() {
     assert_eq!(reported().len(), 3);
     assert_eq!(reported()[2], named("alice", Failure::BadNonce));
     // The right password with an expired nonce is what any client meets: not reported.
-    let nonce = nonce_of(&a.challenge(t0, Challenge::Registrar, false)[0].1);
+    let nonce = nonce_of(&a.challenge(t0, &register("alice", None), Challenge::Registrar, false)[0].1);
     let right = client_answer(Algorithm::Md5, "alice", REALM, "secret-a", &nonce, "REGISTER", "sip:example.com", 1);
     let later = t0 + Duration::from_secs(301);
     assert_eq!(

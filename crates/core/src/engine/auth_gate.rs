@@ -31,7 +31,7 @@ impl Engine {
             Verdict::Accepted(_) => Gate::Pass,
             Verdict::Challenge { stale } => {
                 let (status, reason) = kind.status();
-                Gate::Answer(status, reason, auth.challenge(now, kind, stale))
+                Gate::Answer(status, reason, auth.challenge(now, msg, kind, stale))
             }
             // RFC 3261 §22.1 leaves the binding of credentials to identities to policy; a valid
             // user claiming another's identity is refused, not challenged again (a new

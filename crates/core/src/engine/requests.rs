@@ -191,10 +191,9 @@ impl Engine {
             if bindings.is_empty() {
                 // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
                 // not exist in the domain, which herald knows only for users it provisioned.
-                let provisioned = self.auth.as_ref().is_some_and(|a| {
-                    ruri.as_sip()
-                        .and_then(|u| u.user_unescaped())
-                        .is_some_and(|u| a.knows_user(&String::from_utf8_lossy(&u)))
+                let provisioned = self.auth.as_ref().zip(ruri.as_sip()).is_some_and(|(a, u)| {
+                    u.user_unescaped()
+                        .is_some_and(|user| a.knows_user(&String::from_utf8_lossy(&user), &u.host.to_string()))
                 });
                 return Err(if provisioned {
                     Local::Reject(480, "Temporarily Unavailable")

@@ -26,7 +26,7 @@ pub(super) fn message(msg: &Message, from: Peer, out: &[Output], first: usize) {
     let decision = decision(&out[first.min(out.len())..]);
     tracing::debug!(
         target: "herald::sip",
-        call_id = msg.call_id().unwrap_or(""),
+        call_id = %msg.call_id().unwrap_or(""),
         from = %from_uri,
         to = %to_uri,
         peer = %format_args!("{}:{}", from.transport, from.addr),
@@ -59,4 +59,23 @@ fn decision(outputs: &[Output]) -> String {
         s.push_str("nothing sent");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn the_decision_names_every_message_sent_and_where() {
+        let ok = Bytes::from_static(b"SIP/2.0 401 Unauthorized\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKx\r\nFrom: <sip:a@h>;tag=1\r\nTo: <sip:a@h>\r\nCall-ID: c\r\nCSeq: 1 REGISTER\r\nContent-Length: 0\r\n\r\n");
+        let invite = Bytes::from_static(b"INVITE sip:b@192.0.2.2 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.10;branch=z9hG4bKy\r\nMax-Forwards: 69\r\nFrom: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n");
+        let to = |a: &str| Peer::udp(a.parse().unwrap());
+        let out = [
+            Output::Send { to: to("192.0.2.1:5060"), bytes: ok },
+            Output::Send { to: to("192.0.2.2:5062"), bytes: invite },
+        ];
+        assert_eq!(decision(&out), "sent 401 to UDP:192.0.2.1:5060, INVITE to UDP:192.0.2.2:5062");
+        assert_eq!(decision(&[]), "nothing sent");
+    }
 }

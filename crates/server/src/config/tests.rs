@@ -249,6 +249,23 @@ fn auth_defaults_require_authentication() {
     assert_eq!(c.auth_realm(), "example.com");
     let c = load("domains = [\"example.com\"]\n[auth]\nrealm = \"r.example\"\n").unwrap();
     assert_eq!(c.auth_realm(), "r.example");
+    assert!(c.domain_realms().is_empty(), "one realm set: it is the realm of every domain");
+    assert_eq!(c.realm_of_domain("example.com"), "r.example");
+}
+
+#[test]
+fn each_configured_domain_is_a_realm() {
+    let c = load("domains = [\"Example.com\", \"b.org\"]\n").unwrap();
+    assert_eq!(c.auth_realm(), "Example.com");
+    assert_eq!(
+        c.domain_realms(),
+        [("example.com".to_owned(), "Example.com".to_owned()), ("b.org".to_owned(), "b.org".to_owned())]
+    );
+    assert_eq!(c.realm_of_domain("B.ORG."), "b.org");
+    assert_eq!(c.realm_of_domain("10.0.0.1"), "Example.com", "an address: the default realm");
+    assert_eq!(c.challenge_realms(), ["Example.com", "b.org"]);
+    // Without domains: one realm, the host name's.
+    assert!(Config::default().domain_realms().is_empty());
 }
 
 #[test]

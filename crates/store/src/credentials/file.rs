@@ -7,8 +7,10 @@
 //! ```
 //!
 //! The `realm` line comes before any user: an HA1 is H(user:realm:password), so it is only
-//! valid for that realm. Each user line holds the MD5, SHA-256 and SHA-512/256 HA1 in hex.
-//! Blank lines and lines starting with `#` are ignored. Errors name the file and the line.
+//! valid for that realm. A file may hold several realms, each a `realm` line followed by its
+//! users (one realm per served domain: `alice` of example.com and of example.org are two
+//! accounts). Each user line holds the MD5, SHA-256 and SHA-512/256 HA1 in hex. Blank lines
+//! and lines starting with `#` are ignored. Errors name the file and the line.
 
 use super::{from_hex, invalid_realm, invalid_user_name, to_hex, Credentials, UserHa1};
 use std::fmt;
@@ -44,6 +46,7 @@ impl std::error::Error for CredentialsError {}
 pub fn parse(text: &str, file: &str) -> Result<Credentials, CredentialsError> {
     let err = |line: usize, message: String| CredentialsError { file: file.to_owned(), line, message };
     let mut creds: Option<Credentials> = None;
+    let mut current = String::new();
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let line = raw.trim();
@@ -52,16 +55,22 @@ pub fn parse(text: &str, file: &str) -> Result<Credentials, CredentialsError> {
         }
         let fields: Vec<&str> = line.split_ascii_whitespace().collect();
         if fields[0] == "realm" {
-            if creds.is_some() {
-                return Err(err(n, "a second 'realm' line".into()));
-            }
             let [_, realm] = fields[..] else {
                 return Err(err(n, "expected 'realm NAME'".into()));
             };
             if let Some(why) = invalid_realm(realm) {
                 return Err(err(n, why.into()));
             }
-            creds = Some(Credentials::new(realm));
+            match creds.as_mut() {
+                None => creds = Some(Credentials::new(realm)),
+                Some(c) if c.realms().any(|r| r == realm) => {
+                    return Err(err(n, format!("realm '{realm}' appears twice")));
+                }
+                Some(c) => {
+                    c.add_realm(realm);
+                }
+            }
+            current = realm.to_owned();
             continue;
         }
         let Some(table) = creds.as_mut() else {
@@ -81,8 +90,8 @@ pub fn parse(text: &str, file: &str) -> Result<Credentials, CredentialsError> {
         from_hex(sha256, &mut ha1.sha256).ok_or_else(|| err(n, "the SHA-256 HA1 must be 64 hex digits".into()))?;
         from_hex(sha512_256, &mut ha1.sha512_256)
             .ok_or_else(|| err(n, "the SHA-512-256 HA1 must be 64 hex digits".into()))?;
-        if table.insert(user, ha1) {
-            return Err(err(n, format!("user '{user}' appears twice")));
+        if table.insert_in(&current, user, ha1) {
+            return Err(err(n, format!("user '{user}' appears twice in realm '{current}'")));
         }
     }
     creds.ok_or_else(|| err(0, "no 'realm NAME' line".into()))
@@ -95,10 +104,17 @@ pub fn format(creds: &Credentials) -> String {
          # changes. One line per user: NAME MD5-HA1 SHA-256-HA1 SHA-512-256-HA1, where\n\
          # HA1 = H(NAME:REALM:PASSWORD) in hex (RFC 7616 §3.4.2). No password is stored.\n",
     );
-    s.push_str(&std::format!("realm {}\n", creds.realm()));
-    for user in creds.users() {
-        if let Some(h) = creds.get(user) {
-            s.push_str(&std::format!("{user} {} {} {}\n", to_hex(&h.md5), to_hex(&h.sha256), to_hex(&h.sha512_256)));
+    for realm in creds.realms() {
+        s.push_str(&std::format!("realm {realm}\n"));
+        for user in creds.users_in(realm) {
+            if let Some(h) = creds.get_in(realm, user) {
+                s.push_str(&std::format!(
+                    "{user} {} {} {}\n",
+                    to_hex(&h.md5),
+                    to_hex(&h.sha256),
+                    to_hex(&h.sha512_256)
+                ));
+            }
         }
     }
     s

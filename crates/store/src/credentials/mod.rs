@@ -2,8 +2,10 @@
 //! round trip per request cost 3x; an in-memory credential table removed it), stored in a text
 //! file that never holds a password, and reloaded when the file changes.
 //!
-//! * [`Credentials`]: the in-memory table (user → [`UserHa1`]) of one realm.
-//! * [`file`]: the file format (`realm NAME` line, then `USER MD5 SHA-256 SHA-512-256` lines),
+//! * [`Credentials`]: the in-memory table (realm → user → [`UserHa1`]); one realm per served
+//!   domain, or one for all.
+//! * [`file`]: the file format (a `realm NAME` line, then `USER MD5 SHA-256 SHA-512-256` lines;
+//!   one such section per realm),
 //!   parsing with `FILE:LINE` errors and an atomic, mode-0600 writer.
 //! * [`SharedCredentials`] and [`FileWatcher`]: the current table behind an `Arc` swapped
 //!   atomically on reload; a file that fails to parse keeps the previous table.
@@ -25,51 +27,105 @@ pub const MAX_USER_LEN: usize = 128;
 /// Longest realm accepted (bytes).
 pub const MAX_REALM_LEN: usize = 255;
 
-/// The users of one realm and their HA1s.
+/// The users of each realm and their HA1s. A realm per served domain lets one herald serve
+/// several domains with users of the same name (`alice` of example.com and of example.org are
+/// two accounts); the first realm is the default one, used when a request names no realm of
+/// its own. Realms are few, so they are a small list; users are a hash map per realm.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Credentials {
-    realm: String,
-    users: HashMap<String, UserHa1>,
+    realms: Vec<(String, HashMap<String, UserHa1>)>,
 }
 
 impl Credentials {
-    /// An empty table for `realm`.
+    /// An empty table with `realm` as its first (default) realm.
     pub fn new(realm: &str) -> Credentials {
-        Credentials { realm: realm.to_owned(), users: HashMap::new() }
+        Credentials { realms: vec![(realm.to_owned(), HashMap::new())] }
     }
 
+    /// The first realm (the default one), or "" for a table without realms.
     pub fn realm(&self) -> &str {
-        &self.realm
+        self.realms.first().map_or("", |(r, _)| r.as_str())
     }
 
-    /// The HA1s of `user` (names are case-sensitive, RFC 7616 §3.4.1 compares them as given).
+    /// Every realm, in file order.
+    pub fn realms(&self) -> impl Iterator<Item = &str> {
+        self.realms.iter().map(|(r, _)| r.as_str())
+    }
+
+    fn table(&self, realm: &str) -> Option<&HashMap<String, UserHa1>> {
+        self.realms.iter().find(|(r, _)| r == realm).map(|(_, t)| t)
+    }
+
+    /// Adds an empty realm if it is not there yet.
+    pub fn add_realm(&mut self, realm: &str) -> &mut HashMap<String, UserHa1> {
+        let i = match self.realms.iter().position(|(r, _)| r == realm) {
+            Some(i) => i,
+            None => {
+                self.realms.push((realm.to_owned(), HashMap::new()));
+                self.realms.len() - 1
+            }
+        };
+        &mut self.realms[i].1
+    }
+
+    /// The HA1s of `user` in `realm` (names are case-sensitive, RFC 7616 §3.4.1 compares them
+    /// as given; realms too: the client echoes the challenge's realm).
+    pub fn get_in(&self, realm: &str, user: &str) -> Option<&UserHa1> {
+        self.table(realm)?.get(user)
+    }
+
+    /// The HA1s of `user` in the default realm.
     pub fn get(&self, user: &str) -> Option<&UserHa1> {
-        self.users.get(user)
+        self.get_in(self.realm(), user)
     }
 
-    /// Adds or replaces a user. Returns whether the user existed.
+    /// Adds or replaces a user of `realm` (added if new). Returns whether the user existed.
+    pub fn insert_in(&mut self, realm: &str, user: &str, ha1: UserHa1) -> bool {
+        self.add_realm(realm).insert(user.to_owned(), ha1).is_some()
+    }
+
+    /// [`Credentials::insert_in`] the default realm.
     pub fn insert(&mut self, user: &str, ha1: UserHa1) -> bool {
-        self.users.insert(user.to_owned(), ha1).is_some()
+        let realm = self.realm().to_owned();
+        self.insert_in(&realm, user, ha1)
     }
 
-    /// Removes a user. Returns whether the user existed.
+    /// Removes a user of `realm`. Returns whether the user existed. A realm left without
+    /// users stays (it may be the default one).
+    pub fn remove_in(&mut self, realm: &str, user: &str) -> bool {
+        self.realms.iter_mut().find(|(r, _)| r == realm).is_some_and(|(_, t)| t.remove(user).is_some())
+    }
+
+    /// Removes a user of the default realm.
     pub fn remove(&mut self, user: &str) -> bool {
-        self.users.remove(user).is_some()
+        let realm = self.realm().to_owned();
+        self.remove_in(&realm, user)
     }
 
-    /// User names, sorted.
-    pub fn users(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = self.users.keys().map(String::as_str).collect();
+    /// The realms that have a user of this name.
+    pub fn realms_of(&self, user: &str) -> Vec<&str> {
+        self.realms.iter().filter(|(_, t)| t.contains_key(user)).map(|(r, _)| r.as_str()).collect()
+    }
+
+    /// User names of `realm`, sorted.
+    pub fn users_in(&self, realm: &str) -> Vec<&str> {
+        let mut v: Vec<&str> = self.table(realm).map(|t| t.keys().map(String::as_str).collect()).unwrap_or_default();
         v.sort_unstable();
         v
     }
 
+    /// User names of the default realm, sorted.
+    pub fn users(&self) -> Vec<&str> {
+        self.users_in(self.realm())
+    }
+
+    /// Users of every realm.
     pub fn len(&self) -> usize {
-        self.users.len()
+        self.realms.iter().map(|(_, t)| t.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.users.is_empty()
+        self.len() == 0
     }
 }
 

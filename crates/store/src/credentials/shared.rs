@@ -64,7 +64,6 @@ fn stamp(path: &Path) -> Option<Stamp> {
 #[derive(Debug)]
 pub struct FileWatcher {
     path: PathBuf,
-    realm: String,
     shared: Arc<SharedCredentials>,
     seen: Option<Stamp>,
     missing_reported: bool,
@@ -72,16 +71,12 @@ pub struct FileWatcher {
 
 impl FileWatcher {
     /// Loads `path` now. A missing file gives an empty table for `realm` (users can be added
-    /// while herald runs); a file that fails to parse, or is for another realm, is an error.
+    /// while herald runs); a file that fails to parse is an error. Which realms the file holds
+    /// is the caller's to judge (`herald serve` warns about realms it challenges with that
+    /// have no users): a file is never refused for its realms.
     pub fn open(path: &Path, realm: &str) -> Result<(FileWatcher, Arc<SharedCredentials>), CredentialsError> {
         let shared = Arc::new(SharedCredentials::new(Credentials::new(realm)));
-        let mut w = FileWatcher {
-            path: path.to_owned(),
-            realm: realm.to_owned(),
-            shared: shared.clone(),
-            seen: None,
-            missing_reported: false,
-        };
+        let mut w = FileWatcher { path: path.to_owned(), shared: shared.clone(), seen: None, missing_reported: false };
         match w.poll() {
             Reload::Failed(e) => Err(e),
             _ => Ok((w, shared)),
@@ -108,16 +103,6 @@ impl FileWatcher {
         // Remember the version even when it fails, so a broken file is reported once.
         self.seen = Some(now);
         match file::load(&self.path) {
-            Ok(c) if c.realm() != self.realm => Reload::Failed(CredentialsError {
-                file: self.path.display().to_string(),
-                line: 0,
-                message: format!(
-                    "its realm is '{}' but herald's realm is '{}'; recreate it with `herald users add --realm {}`",
-                    c.realm(),
-                    self.realm,
-                    self.realm
-                ),
-            }),
             Ok(c) => {
                 let n = c.len();
                 self.shared.replace(c);
