@@ -29,6 +29,10 @@
 //! worker's capacity, and its requests must pass the guard after its earlier ones were handled
 //! (an authentication failure bans before the next guess is admitted).
 
+mod source_budget;
+
+pub(crate) use source_budget::SourceBudgets;
+
 use crate::dns;
 use crate::inbound;
 use crate::metrics::{MsgType, Wire, WorkerMetrics};
@@ -40,7 +44,7 @@ use crate::udp::{self, Outgoing};
 use crate::worker::{Ctl, Handed, Incoming, Shared};
 use bytes::Bytes;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
-use herald_sip::Message;
+use herald_sip::{Message, Method};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -166,19 +170,26 @@ impl<H: SipHandler> Dispatcher<H> {
     /// Before that, the runtime's protections (responses are never limited: they belong to
     /// transactions herald started): a banned source's requests are dropped unanswered; new
     /// requests (not ACK, CANCEL or in-dialog: those finish what is running, seed 001) are
-    /// dropped while draining, and answered 503 while this worker is overloaded or the
-    /// transaction limit is reached.
+    /// dropped while draining, and answered 503 while this worker is overloaded, the
+    /// transaction limit is reached, or their source holds its own budget
+    /// (`limits.*_per_source`, module `source_budget`).
     pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
+        // The source whose budget this request is charged to (None: exempt, or a response).
+        let mut budgeted = None;
         if msg.is_request() {
+            let now = Instant::now();
             if let Some(flood) = &self.shared.flood {
-                if flood.check_request(&from, Instant::now()) == Verdict::Drop {
+                if flood.check_request(&from, now) == Verdict::Drop {
                     return; // counted by the guard
                 }
+                // An ACK starts no transaction; trusted sources have no per-source budget.
+                budgeted = (msg.method() != Some(Method::Ack) && !flood.trusted(from.addr.ip())).then_some(now);
             }
             let draining = self.shared.draining.load(Ordering::Relaxed);
             let limits = &self.shared.config.limits;
             let full = self.common.transactions.load(Ordering::Relaxed) >= limits.max_transactions
-                || self.common.held_bytes.load(Ordering::Relaxed) >= limits.max_held_bytes;
+                || self.common.held_bytes.load(Ordering::Relaxed) >= limits.max_held_bytes
+                || budgeted.is_some_and(|now| self.shared.budgets.over(from.addr.ip(), now));
             let overloaded = self.overloaded();
             if (draining || overloaded || full) && inbound::is_new_request(&msg) {
                 if draining {
@@ -208,7 +219,18 @@ impl<H: SipHandler> Dispatcher<H> {
                 return;
             }
         }
-        self.handle(shard, Input::Message { from, local, msg });
+        let Some(now) = budgeted else {
+            self.handle(shard, Input::Message { from, local, msg });
+            return;
+        };
+        // What the engine made of the request is in `out` before it is carried out: charge it.
+        let len = msg.as_bytes().len();
+        self.shards.handle(shard, Input::Message { from, local, msg }, &mut self.out);
+        let cost = source_budget::Cost::of(&self.out, &from, len);
+        if !self.shared.budgets.charge(from.addr.ip(), cost, now) {
+            tracing::debug!(source = %from.addr.ip(), "per-source budget table full: request not charged");
+        }
+        self.dispatch(shard);
     }
 
     /// Only a trusted source's messages are handed over (or anyone's without `[flood]`). An

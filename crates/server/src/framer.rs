@@ -125,6 +125,11 @@ impl Framer {
     }
 }
 
+/// The connection's peer, as messages from it are handed on.
+fn peer(conn: &Conn) -> Peer {
+    Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) }
+}
+
 /// Cuts one frame off `rbuf` and deals with it (RFC 3261 §18.3, RFC 5626 §3.5.1).
 fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut, local: SocketAddr) -> Step {
     let limits = &shared.limits;
@@ -136,7 +141,7 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
         Err(e) => {
             // RFC 4475 §3.1.2.3, §3.3.9: framing lost - answer if possible, then close.
             match inbound::answer_unparsed(rbuf, &e, limits) {
-                Inbound::Answer { bytes, .. } => {
+                Inbound::Answer { bytes, .. } if inbound::may_answer(shared.flood.as_deref(), &peer(conn)) => {
                     stats.malformed_answered.bump();
                     let _ = conn.push(bytes.freeze(), cap);
                 }
@@ -162,8 +167,16 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
                 stats.drain_dropped.bump();
                 return Step::More;
             }
-            let from = Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) };
-            Step::Deliver(Incoming { from, local, msg, handed: None })
+            Step::Deliver(Incoming { from: peer(conn), local, msg, handed: None })
+        }
+        Inbound::Answer { close, .. } if !inbound::may_answer(shared.flood.as_deref(), &peer(conn)) => {
+            // Over its rate: banned now (a connection proves its address), no answer.
+            stats.malformed_dropped.bump();
+            if close {
+                Step::Close
+            } else {
+                Step::More
+            }
         }
         Inbound::Answer { bytes, close } => {
             stats.malformed_answered.bump();

@@ -2,10 +2,14 @@
 //! owed to a malformed request, and which engine shard the message belongs to (hash of its
 //! Call-ID).
 
+use crate::protect::{FloodGuard, Verdict};
 use bytes::{Bytes, BytesMut};
-use herald_sip::{HeaderName, Limits, Message, Method, ParseError, ResponseBuilder, Transport};
+use herald_core::Peer;
+use herald_sip::{ErrorKind, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder, Transport};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
+
+mod salvage;
 
 /// The outcome of receiving one datagram or one framed stream message.
 #[derive(Debug)]
@@ -32,12 +36,12 @@ pub(crate) enum Dropped {
 /// Parses and checks one message. `truncated` marks a datagram longer than the receive buffer.
 pub(crate) fn classify(buf: Bytes, limits: &Limits, transport: Transport, truncated: bool) -> Inbound {
     if truncated {
-        let e = ParseError::new(herald_sip::ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
+        let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
     }
     let mut msg = match Message::parse_as(buf.clone(), limits, transport) {
         Ok(m) => m,
-        Err(e) if e.kind == herald_sip::ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
+        Err(e) if e.kind == ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
         Err(e) => return answer_unparsed(&buf, &e, limits),
     };
     // RFC 3261 §8.2.1-§8.2.2 and §16.3 steps 1-2: the receipt checks every element makes,
@@ -70,19 +74,43 @@ fn answer(msg: &Message, e: &ParseError) -> Inbound {
 
 /// The answer to bytes that did not parse as a message, or whose framing was lost: the header
 /// section alone, with its Content-Length lines removed, is parsed again; if that yields a request
-/// with the mandatory headers, it is answered with the status of the original error.
+/// with the mandatory headers, it is answered with the status of the original error. A message
+/// refused by a limit (size, header line, Via or Route count) is answered from its identifying
+/// headers alone when that parse fails too (module `salvage`).
 pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> Inbound {
     let skip = raw.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
     let raw = &raw[skip..];
     if raw.starts_with(b"SIP/") {
         return Inbound::Drop(Dropped::Response);
     }
+    let again = match reparse(raw, e, limits) {
+        Ok(answer) => return answer,
+        Err(again) => again,
+    };
+    let limit = |k: &ErrorKind| matches!(k, ErrorKind::Limit(_));
+    if !(limit(&e.kind) || again.as_ref().is_some_and(|a| limit(&a.kind))) {
+        return Inbound::Drop(Dropped::Request);
+    }
+    let Some(head) = salvage::stand_in(raw, limits) else { return Inbound::Drop(Dropped::Request) };
+    let mut relaxed = limits.clone();
+    relaxed.max_message_size = relaxed.max_message_size.max(head.len());
+    // The stand-in carries one Via and five headers, each within `max_header_line`.
+    match Message::parse(Bytes::from(head), &relaxed) {
+        Ok(m) => answer(&m, e),
+        Err(_) => Inbound::Drop(Dropped::Request),
+    }
+}
+
+/// The header section of `raw` parsed again without its Content-Length lines (and with a
+/// stand-in start line when the error was in it), answered if that parses. `Err`: it did not
+/// parse (with the error, when there was a header section to parse).
+fn reparse(raw: &[u8], e: &ParseError, limits: &Limits) -> Result<Inbound, Option<ParseError>> {
     // A datagram may also end right after its last header line (RFC 4475's archive baddn).
     let head_end = memchr::memmem::find(raw, b"\r\n\r\n").or_else(|| raw.ends_with(b"\r\n").then(|| raw.len() - 2));
     let Some(head_end) = head_end else {
-        return Inbound::Drop(Dropped::Request);
+        return Err(None);
     };
-    let bad_request_line = matches!(e.kind, herald_sip::ErrorKind::StartLine(_) | herald_sip::ErrorKind::RequestUri(_));
+    let bad_request_line = matches!(e.kind, ErrorKind::StartLine(_) | ErrorKind::RequestUri(_));
     let mut head = Vec::with_capacity(head_end + 4);
     for (i, line) in raw[..head_end + 2].split_inclusive(|b| *b == b'\n').enumerate() {
         if i == 0 && bad_request_line {
@@ -91,9 +119,9 @@ pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> In
             head.extend_from_slice(b"OPTIONS sip:invalid.invalid SIP/2.0\r\n");
             continue;
         }
-        if i == 0 && e.kind == herald_sip::ErrorKind::Version {
+        if i == 0 && e.kind == ErrorKind::Version {
             // RFC 3261 §8.2.2 asks for a 505: parse the copy as SIP/2.0 to build it.
-            let Some(sp) = line.iter().rposition(|b| *b == b' ') else { return Inbound::Drop(Dropped::Request) };
+            let Some(sp) = line.iter().rposition(|b| *b == b' ') else { return Ok(Inbound::Drop(Dropped::Request)) };
             head.extend_from_slice(&line[..sp]);
             head.extend_from_slice(b" SIP/2.0\r\n");
             continue;
@@ -109,12 +137,21 @@ pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> In
     let mut relaxed = limits.clone();
     relaxed.max_message_size = relaxed.max_message_size.max(head.len());
     match Message::parse(Bytes::from(head), &relaxed) {
-        Ok(m) => match answer(&m, e) {
+        Ok(m) => Ok(match answer(&m, e) {
             Inbound::Answer { bytes, close } => Inbound::Answer { bytes, close: close || e.breaks_stream_framing() },
             other => other,
-        },
-        Err(_) => Inbound::Drop(Dropped::Request),
+        }),
+        Err(again) => Err(Some(again)),
     }
+}
+
+/// Whether the answer to a malformed request from `from` may be sent (issue 16 item 6): the
+/// request counts against its source's rate like any other (`[flood]`), so a source over it -
+/// or a victim whose address a flood of malformed requests forges - gets no answers. Without
+/// this herald was a reflector: 499,999 400s went to one forged address. Over a connection the
+/// guard bans the source, as for well-formed requests.
+pub(crate) fn may_answer(flood: Option<&FloodGuard>, from: &Peer) -> bool {
+    flood.is_none_or(|f| f.check_request(from, std::time::Instant::now()) == Verdict::Allow)
 }
 
 /// The engine shard a message belongs to: FNV-1a of the Call-ID (compared byte for byte,
@@ -235,6 +272,64 @@ mod tests {
         assert!(matches!(classify_dgram(resp), Inbound::Drop(Dropped::Response)));
         assert!(matches!(classify_dgram(b"garbage"), Inbound::Drop(Dropped::Request)));
         assert!(matches!(classify_dgram(b"SIP/2.0 99 x\r\n\r\n"), Inbound::Drop(Dropped::Response)));
+    }
+
+    /// `OK` with `extra` header lines after its Via.
+    fn with_lines(extra: &str) -> String {
+        String::from_utf8_lossy(OK).replace(
+            "Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\n",
+            &format!("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\n{extra}"),
+        )
+    }
+
+    /// Issue 16 item 8: requests refused by a limit are answered from their identifying headers,
+    /// with the top Via alone (it names the sender; RFC 3261 §18.2.1).
+    #[test]
+    fn requests_over_a_limit_are_answered_from_their_identifying_headers() {
+        let vias: String = (0..1000).map(|i| format!("Via: SIP/2.0/UDP 198.51.100.1;branch=z9hG4bK{i}\r\n")).collect();
+        let routes: String = (0..1000).map(|i| format!("Route: <sip:r{i}.example.com;lr>\r\n")).collect();
+        let one_line_routes = format!("Route: {}\r\n", vec!["<sip:r;lr>"; 100].join(", "));
+        let long = format!("Subject: {}\r\n", "x".repeat(9 * 1024));
+        for (what, extra, reason) in [
+            ("1,000 Via lines", vias.as_str(), &b"Too many Via values"[..]),
+            ("1,000 Route lines", routes.as_str(), b"Too many Route values"),
+            ("100 Route values in one line", one_line_routes.as_str(), b"Too many Route values"),
+            ("a 9 KB header line", long.as_str(), b"Header field too long"),
+        ] {
+            let (m, _) = answered(classify_dgram(with_lines(extra).as_bytes()));
+            assert_eq!((m.status(), m.reason()), (Some(400), Some(reason)), "{what}");
+            assert_eq!(m.call_id().unwrap(), "c1", "{what}");
+            let raw = String::from_utf8_lossy(m.as_bytes()).to_string();
+            assert_eq!(raw.matches("Via:").count(), 1, "{what}: {raw}");
+            assert!(raw.contains("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\n"), "{what}: {raw}");
+        }
+        // An ACK is never answered (RFC 3261 §17.2.1), even over a limit.
+        let ack = with_lines(&vias).replace("OPTIONS sip", "ACK sip").replace("1 OPTIONS", "1 ACK");
+        assert!(matches!(classify_dgram(ack.as_bytes()), Inbound::Drop(Dropped::Request)));
+        // Without a Call-ID there is nothing to answer with.
+        let anon = with_lines(&vias).replace("Call-ID: c1\r\n", "");
+        assert!(matches!(classify_dgram(anon.as_bytes()), Inbound::Drop(Dropped::Request)));
+    }
+
+    /// A stream message over the size limit is answered 513 from the header lines that arrived,
+    /// and the connection closes: its framing is lost (RFC 3261 §18.3).
+    #[test]
+    fn a_stream_message_over_the_size_limit_is_513_and_closes() {
+        let limits = Limits::default();
+        let body = "x".repeat(65_500);
+        let big = String::from_utf8_lossy(OK)
+            .replace("Content-Length: 0\r\n\r\n", &format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        let mut buf = BytesMut::from(big.as_bytes());
+        let e = herald_sip::framing::next_frame(&mut buf, &limits).unwrap_err();
+        let (m, close) = answered(answer_unparsed(&buf, &e, &limits));
+        assert_eq!((m.status(), close), (Some(513), true));
+        // 65 KB of header lines: no end of the header section within the limit.
+        let vias: String = (0..1400).map(|i| format!("Via: SIP/2.0/TCP 198.51.100.1;branch=z9hG4bK{i}\r\n")).collect();
+        let huge = String::from_utf8_lossy(OK).replace("Max-Forwards: 70\r\n", &format!("Max-Forwards: 70\r\n{vias}"));
+        let mut buf = BytesMut::from(huge.as_bytes());
+        let e = herald_sip::framing::next_frame(&mut buf, &limits).unwrap_err();
+        let (m, close) = answered(answer_unparsed(&buf, &e, &limits));
+        assert_eq!((m.status(), close), (Some(513), true));
     }
 
     #[test]

@@ -140,6 +140,7 @@ impl Server {
         let drain_timeout = Duration::from_secs(self.config.server.drain_timeout_s);
         let shared = Arc::new(Shared {
             limits: self.config.limits.sip(),
+            budgets: crate::dispatch::SourceBudgets::for_config(&self.config),
             config: self.config,
             workers: n,
             inboxes,

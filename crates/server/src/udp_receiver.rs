@@ -201,7 +201,15 @@ impl<H: SipHandler> UdpReceiver<H> {
             }
             Inbound::Answer { bytes, .. } => {
                 // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
-                // so the answer goes back where the datagram came from (as rport does).
+                // so the answer goes back where the datagram came from (as rport does). That
+                // address may be forged: the answer counts against its rate (issue 16 item 6).
+                if !inbound::may_answer(self.d.shared.flood.as_deref(), &Peer::udp(d.src)) {
+                    self.d.stats().malformed_dropped.bump();
+                    if let Some(c) = clock {
+                        c.lap(None);
+                    }
+                    return;
+                }
                 self.d.stats().malformed_answered.bump();
                 if self.d.measure {
                     self.d.metrics().sent(MsgType::of_bytes(&bytes), Wire::Udp);

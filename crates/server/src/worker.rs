@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     pub per_ip: PerIp,
     /// The per-source guard (`[flood]`), checked for every request before its shard.
     pub flood: Option<Arc<FloodGuard>>,
+    /// Per-source budgets of held transactions and bytes (`limits.*_per_source`).
+    pub budgets: crate::dispatch::SourceBudgets,
     pub stats: Stats,
     pub draining: AtomicBool,
     /// Set before the workers are told to stop: UDP receivers end within a [`TICK`].

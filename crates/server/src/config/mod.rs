@@ -311,6 +311,17 @@ pub struct Limits {
     /// of transactions alone lets each hold up to a 64 KB message; past this, new requests get
     /// the same stateless 503 as past `max_transactions`.
     pub max_held_bytes: usize,
+    /// Transactions one source (an IPv4 address or an IPv6 /64) may hold, as counted by the
+    /// runtime's per-source budget (`dispatch::source_budget`): past it, its new requests get
+    /// the stateless 503 while other sources are served. Unset: `max_transactions / 64`.
+    /// `[flood] trusted` sources, and every source while `[flood]` is off, are exempt.
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_transactions_per_source: Option<usize>,
+    /// Bytes of held messages one source may account for (as `max_transactions_per_source`).
+    /// Unset: `max_held_bytes / 64`, and at least room for two largest messages with their
+    /// forwarded copies (`4 * max_message_size`).
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_held_bytes_per_source: Option<usize>,
     /// A TCP connection with no bytes in either direction for this many seconds is closed. Clients
     /// keep connections open with CRLF keep-alives (RFC 5626 §4.4.1).
     pub tcp_idle_timeout_s: u64,
@@ -338,6 +349,8 @@ impl Default for Limits {
             tcp_incomplete_message_timeout_s: 10,
             max_transactions: 500_000,
             max_held_bytes: 1 << 30,
+            max_transactions_per_source: None,
+            max_held_bytes_per_source: None,
             tcp_idle_timeout_s: 300,
             tcp_write_queue_bytes: 256 * 1024,
             inbox_capacity: 4096,
@@ -345,7 +358,27 @@ impl Default for Limits {
     }
 }
 
+/// A per-source budget: when given, at least 1 (0 would refuse every untrusted source).
+fn at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    match usize::deserialize(d)? {
+        0 => Err(serde::de::Error::custom("must be at least 1")),
+        n => Ok(Some(n)),
+    }
+}
+
 impl Limits {
+    /// `max_transactions_per_source`, or its default: 1/64 of the global budget (issue 16:
+    /// sixteen sources filled the global one; each now holds at most a small share of it).
+    pub fn transactions_per_source(&self) -> usize {
+        self.max_transactions_per_source.unwrap_or((self.max_transactions / 64).max(1))
+    }
+
+    /// `max_held_bytes_per_source`, or its default: 1/64 of `max_held_bytes`, but room for two
+    /// messages of the largest size, each received and forwarded.
+    pub fn held_bytes_per_source(&self) -> usize {
+        self.max_held_bytes_per_source.unwrap_or((self.max_held_bytes / 64).max(4 * self.max_message_size))
+    }
+
     /// The parser's share of the limits.
     pub fn sip(&self) -> herald_sip::Limits {
         herald_sip::Limits {
