@@ -332,6 +332,47 @@ mod tests {
         assert_eq!((m.status(), close), (Some(513), true));
     }
 
+    /// Issue 16 item 6: answers to malformed requests count against the source's rate.
+    #[test]
+    fn answers_are_held_to_the_sources_rate() {
+        let mut flood = crate::config::Config::default().flood;
+        flood.max_requests = 3;
+        flood.trusted = vec!["192.0.2.9".into()];
+        let guard = FloodGuard::new(flood.settings(), std::time::Instant::now());
+        let (a, b, trusted) = (
+            Peer::udp(([192, 0, 2, 1], 5060).into()),
+            Peer::udp(([192, 0, 2, 2], 5060).into()),
+            Peer::udp(([192, 0, 2, 9], 5060).into()),
+        );
+        let answered = |p: &Peer| (0..10).filter(|_| may_answer(Some(&guard), p)).count();
+        assert_eq!(answered(&a), 3, "the rate, then nothing");
+        assert_eq!(answered(&b), 3, "another source has its own");
+        assert_eq!(answered(&trusted), 10);
+        assert!(may_answer(None, &a), "without [flood] every answer goes");
+    }
+
+    /// Whatever the bytes, the salvage path neither panics nor answers with what does not parse.
+    #[test]
+    fn salvage_survives_cut_and_mangled_messages() {
+        let vias: String = (0..100).map(|i| format!("Via: SIP/2.0/UDP h{i};branch=z9hG4bK{i}\r\n")).collect();
+        let base = with_lines(&vias).into_bytes();
+        let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::ViaCount), 0);
+        let mut seed = 0x9e37_79b9_u64;
+        for _ in 0..2000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut m = base[..(seed as usize % base.len())].to_vec();
+            if !m.is_empty() {
+                let at = (seed >> 20) as usize % m.len();
+                m[at] = b"\r\n :,;\"\x00\xff"[(seed >> 40) as usize % 9];
+            }
+            if let Inbound::Answer { bytes, .. } = answer_unparsed(&m, &e, &Limits::default()) {
+                Message::parse(bytes.freeze(), &Limits::default()).expect("an answer that parses");
+            }
+        }
+    }
+
     #[test]
     fn truncated_datagram_is_513() {
         let i = classify(Bytes::from_static(OK), &Limits::default(), Transport::Datagram, true);
