@@ -140,6 +140,8 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
             config::IdentityMode::Any => IdentityRule::Any,
         },
         aliases: a.aliases.clone().into_iter().collect(),
+        // Checked by `problems()` above.
+        trusted_peers: a.trusted_peers.iter().filter_map(|p| herald_core::auth::PeerPrefix::parse(p).ok()).collect(),
     };
     let algorithms = a
         .algorithms

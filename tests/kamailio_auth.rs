@@ -225,8 +225,10 @@ fn b_herald_with_auth_leaves_another_realms_credentials_alone() {
     let p = ports(1);
     let _kamailio = start_kamailio(&s, "kamailio", p.kamailio, KAMAILIO_REALM, p.uas, false);
     let _uas = start_uas(&s, p.uas);
-    // [auth] on with users, but calls from herald's own users need no credentials for herald.
-    let herald = start_herald(&s, Some("local_callers = false\n"), "", false);
+    // [auth] on with users, but herald demands no credentials of this call: the caller's
+    // address is a trusted peer (issue 16: a request for a foreign target needs credentials or
+    // a trusted source, whatever `local_callers` says).
+    let herald = start_herald(&s, Some("local_callers = false\ntrusted_peers = [\"127.0.0.1\"]\n"), "", false);
     let (uac, uas) = sipp_call(&s, &p, &herald);
     let sent = caller_side(&uac);
     assert_callee_got(&uas, &sent);

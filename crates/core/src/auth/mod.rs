@@ -28,6 +28,7 @@ pub mod digest;
 pub mod nonce;
 pub mod policy;
 pub mod replay;
+pub mod route_sig;
 mod stats;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -35,7 +36,8 @@ pub(crate) mod tests;
 /// The credentials table and users file (`herald_store::credentials`), for `herald users`.
 pub use herald_store::credentials;
 pub use herald_store::credentials::{Algorithm, Credentials, FileWatcher, Reload, SharedCredentials, UserHa1};
-pub use policy::{AuthPolicy, Challenge, IdentityRule};
+pub use policy::{AuthPolicy, Challenge, IdentityRule, PeerPrefix, Requirement, RouteFacts};
+pub use route_sig::RouteSigner;
 pub use stats::{AuthStats, AuthStatsSnapshot};
 
 use crate::peer::Peer;
@@ -116,6 +118,8 @@ pub struct Authenticator {
     cfg: AuthConfig,
     sink: Option<Arc<dyn FailureSink>>,
     nonces: NonceKey,
+    /// Signs herald's Record-Route URIs with a key derived from the same secret.
+    route_signer: RouteSigner,
     counts: NonceCounts,
     credentials: Arc<SharedCredentials>,
     /// `now` of construction and the Unix time then: the wall clock without reading one.
@@ -143,6 +147,7 @@ impl Authenticator {
     ) -> Authenticator {
         Authenticator {
             nonces: NonceKey::new(secret, &cfg.realm, salt_seed),
+            route_signer: RouteSigner::new(secret),
             counts: NonceCounts::new(TRACKED_NONCES),
             cfg,
             sink: None,
@@ -173,6 +178,11 @@ impl Authenticator {
             .find(|(d, _)| d.eq_ignore_ascii_case(domain.trim_end_matches('.')))
             .map_or(self.cfg.realm.as_str(), |(_, r)| r.as_str());
         self.credentials.current().get_in(realm, user).is_some()
+    }
+
+    /// The signer of herald's Record-Route URIs ([`route_sig`]).
+    pub fn route_signer(&self) -> &RouteSigner {
+        &self.route_signer
     }
 
     pub fn policy(&self) -> &AuthPolicy {
@@ -224,10 +234,8 @@ impl Authenticator {
             .algorithms
             .iter()
             .map(|a| {
-                let v = format!(
-                    "Digest realm=\"{realm}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}",
-                    a.name()
-                );
+                let v =
+                    format!("Digest realm=\"{realm}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}", a.name());
                 (kind.challenge_header(), v)
             })
             .collect()

@@ -4,7 +4,6 @@
 use super::digest::DigestAnswer;
 use super::replay::{NcCheck, NonceCounts, SHARDS};
 use super::*;
-use crate::proxy::Identity;
 use bytes::Bytes;
 use herald_sip::headers::AuthValue;
 use herald_sip::Limits;
@@ -163,7 +162,11 @@ fn challenges_offer_every_algorithm_strongest_first() {
         .collect();
     assert_eq!(algs, ["SHA-512-256", "SHA-256", "MD5"]);
     assert!(h.iter().all(|(_, v)| nonce_of(v) == nonce_of(&h[0].1)), "one nonce for all");
-    assert_ne!(nonce_of(&a.challenge(now, &register("alice", None), Challenge::Proxy, false)[0].1), nonce_of(&h[0].1), "nonces are unique");
+    assert_ne!(
+        nonce_of(&a.challenge(now, &register("alice", None), Challenge::Proxy, false)[0].1),
+        nonce_of(&h[0].1),
+        "nonces are unique"
+    );
     assert!(a.challenge(now, &register("alice", None), Challenge::Registrar, true)[0].1.ends_with(", stale=true"));
 }
 
@@ -382,93 +385,6 @@ fn the_nonce_count_table_is_bounded_and_never_forgets_into_a_replay() {
         t.check(id(i), 1000 + u64::from(i), 1, 0);
     }
     assert!(t.len() <= SHARDS);
-}
-
-#[test]
-fn policy_decides_who_is_challenged() {
-    let identity = Identity::new(vec!["192.0.2.10:5060".parse().unwrap()], ["example.com".to_owned()]);
-    let p = AuthPolicy::default();
-    let msg = |start: &str, from: &str, to_tag: &str| {
-        let method = start.split(' ').next().unwrap();
-        Message::parse(
-            Bytes::from(format!(
-                "{start} SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKp\r\nFrom: <{from}>;tag=f\r\nTo: <sip:x@example.com>{to_tag}\r\nCall-ID: p\r\nCSeq: 1 {method}\r\nContent-Length: 0\r\n\r\n"
-            )),
-            &Limits::default(),
-        )
-        .unwrap()
-    };
-    let local = "sip:alice@example.com";
-    let foreign = "sip:carol@other.org";
-    assert_eq!(
-        p.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, || (false, false)),
-        Some(Challenge::Registrar)
-    );
-    assert_eq!(
-        p.requirement(&msg("REGISTER sip:other.org", local, ""), &identity, || (false, false)),
-        None,
-        "not ours to register"
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, || (true, false)),
-        Some(Challenge::Proxy)
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@other.org", local, ""), &identity, || (false, false)),
-        Some(Challenge::Proxy)
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, || (true, false)),
-        None,
-        "inbound"
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, || (false, false)),
-        Some(Challenge::Proxy),
-        "relay"
-    );
-    assert_eq!(
-        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, || (false, true)),
-        None,
-        "in dialog"
-    );
-    // A To tag without herald's Route is no dialog of herald's: a forged one must not relay.
-    assert_eq!(
-        p.requirement(&msg("BYE sip:bob@192.0.2.2", local, ";tag=t"), &identity, || (false, false)),
-        Some(Challenge::Proxy),
-        "forged dialog"
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:x@elsewhere.net", foreign, ";tag=t"), &identity, || (false, false)),
-        Some(Challenge::Proxy),
-        "forged re-INVITE relay"
-    );
-    assert_eq!(
-        p.requirement(&msg("INVITE sip:bob@example.com", local, ";tag=t"), &identity, || (true, true)),
-        None,
-        "re-INVITE"
-    );
-    assert_eq!(p.requirement(&msg("ACK sip:bob@example.com", local, ""), &identity, || (true, false)), None);
-    assert_eq!(p.requirement(&msg("CANCEL sip:bob@example.com", local, ""), &identity, || (true, false)), None);
-    assert_eq!(
-        p.requirement(&msg("OPTIONS sip:bob@example.com", local, ""), &identity, || (true, false)),
-        None,
-        "not in methods"
-    );
-    let open = AuthPolicy {
-        register: false,
-        local_callers: false,
-        allow_inbound_to_local: false,
-        allow_relay: true,
-        ..p.clone()
-    };
-    assert_eq!(open.requirement(&msg("REGISTER sip:example.com", local, ""), &identity, || (false, false)), None);
-    assert_eq!(open.requirement(&msg("INVITE sip:bob@example.com", local, ""), &identity, || (true, false)), None);
-    assert_eq!(
-        open.requirement(&msg("INVITE sip:bob@example.com", foreign, ""), &identity, || (true, false)),
-        Some(Challenge::Proxy)
-    );
-    assert_eq!(open.requirement(&msg("INVITE sip:bob@elsewhere.net", foreign, ""), &identity, || (false, false)), None);
 }
 
 /// Collects what the authenticator reports to its [`FailureSink`], and locks the users in

@@ -1,34 +1,47 @@
 //! Where digest authentication (RFC 3261 §22, `crate::auth`) meets request handling: after
 //! validation (§16.3) and before routing, a request the policy covers must carry valid
-//! credentials for herald's realm, or it is answered here with 401/407, 403 or 400.
+//! credentials for herald's realm, or it is answered here with 401/407, 403 or 400. The gate
+//! runs before any server transaction exists: whatever it answers is sent statelessly, so a
+//! request that did not authenticate holds no state (issue 16; Kamailio's `sl_send_reply`).
 
 use super::Engine;
-use crate::auth::Verdict;
-use crate::io::Output;
+use crate::auth::{Authenticator, Requirement, RouteFacts, Verdict};
 use crate::peer::Peer;
 use crate::proxy::route::preprocess;
-use crate::transaction::TxId;
+use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
-use herald_sip::{HeaderName, Message};
+use herald_sip::{HeaderName, Message, Method};
 use std::time::Instant;
 
 /// What the gate decided.
 pub(super) enum Gate {
-    /// Go on routing the request.
-    Pass,
-    /// Answer with this status, reason and headers.
+    /// Go on routing the request. `authenticated`: it carried valid credentials (or nobody is
+    /// authenticated here): herald may spend a transaction on answering it itself. Otherwise
+    /// its local answers are sent statelessly, like the gate's own.
+    Pass { authenticated: bool },
+    /// Answer with this status, reason and headers (statelessly).
     Answer(u16, &'static str, Vec<(&'static str, String)>),
+    /// Neither forward nor answer it (an ACK that may not be relayed).
+    Drop,
 }
 
 impl Engine {
     /// Checks `msg` against the authentication policy.
     pub(super) fn auth_gate(&self, now: Instant, from: Peer, msg: &Message) -> Gate {
-        let Some(auth) = &self.auth else { return Gate::Pass };
-        let Some(kind) = auth.policy().requirement(msg, &self.cfg.identity, || self.route_facts(msg)) else {
-            return Gate::Pass;
+        let Some(auth) = &self.auth else { return Gate::Pass { authenticated: true } };
+        let requirement =
+            auth.policy().requirement(msg, &self.cfg.identity, from.addr.ip(), || self.route_facts(auth, msg));
+        let kind = match requirement {
+            Requirement::Nothing => return Gate::Pass { authenticated: false },
+            // RFC 3261 §9.2: a CANCEL that matches no transaction gets 481.
+            Requirement::Refuse if msg.method() == Some(Method::Cancel) => {
+                return Gate::Answer(481, "Call/Transaction Does Not Exist", Vec::new())
+            }
+            Requirement::Refuse => return Gate::Drop,
+            Requirement::Credentials(kind) => kind,
         };
         match auth.verify(now, from, msg, kind) {
-            Verdict::Accepted(_) => Gate::Pass,
+            Verdict::Accepted(_) => Gate::Pass { authenticated: true },
             Verdict::Challenge { stale } => {
                 let (status, reason) = kind.status();
                 Gate::Answer(status, reason, auth.challenge(now, msg, kind, stale))
@@ -41,34 +54,13 @@ impl Engine {
         }
     }
 
-    /// Runs the gate on a stateful request with server transaction `id`; `false` when it was
-    /// answered.
-    pub(super) fn auth_gate_stateful(
-        &mut self,
-        now: Instant,
-        id: TxId,
-        from: Peer,
-        msg: &Message,
-        out: &mut Vec<Output>,
-    ) -> bool {
-        match self.auth_gate(now, from, msg) {
-            Gate::Pass => true,
-            Gate::Answer(status, reason, headers) => {
-                self.respond(now, id, msg, (status, reason), &headers, out);
-                false
-            }
-        }
-    }
-
-    /// Whether herald will route `msg` through its location service: the Request-URI is in a
-    /// served domain and no Route (other than herald's own) sends it elsewhere. Only then is a
-    /// request from outside "to a local user" (`allow_inbound_to_local`): a Route to a third
-    /// party would otherwise turn herald into an unauthenticated relay. Second: whether the
-    /// request carried herald's own Route (it follows herald's Record-Route).
-    fn route_facts(&self, msg: &Message) -> (bool, bool) {
-        let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return (false, false) };
-        let routed_by_us = !pre.remove.is_empty();
-        (self.to_location_service(msg, &pre), routed_by_us)
+    /// What the policy needs to know about where `msg` goes ([`RouteFacts`]): whether herald
+    /// routes it through its location service, and whether it follows a Record-Route herald
+    /// signed. Only then is a request from outside "to a local user" (`allow_inbound_to_local`):
+    /// a Route to a third party would otherwise turn herald into an unauthenticated relay.
+    fn route_facts(&self, auth: &Authenticator, msg: &Message) -> RouteFacts {
+        let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return RouteFacts::default() };
+        RouteFacts { to_location_service: self.to_location_service(msg, &pre), signed_dialog: signed(auth, self, msg) }
     }
 
     fn to_location_service(&self, msg: &Message, pre: &crate::proxy::route::Preprocessed<'_>) -> bool {
@@ -103,4 +95,33 @@ impl Engine {
             .map(|(i, _)| i)
             .collect()
     }
+}
+
+/// Whether `msg` follows a Record-Route herald signed for its dialog: one of the URIs that
+/// designate herald in it (the top Route values of ours, or the Request-URI after a strict
+/// router, RFC 3261 §16.4) carries a signature that proves its Call-ID and one of its tags
+/// ([`crate::auth::route_sig`]). Anyone can write `Route: <sip:herald;lr>`; only herald can
+/// sign one.
+fn signed(auth: &Authenticator, engine: &Engine, msg: &Message) -> bool {
+    let identity = &engine.cfg.identity;
+    let (Ok(call_id), Ok(from_tag), Ok(to_tag)) = (msg.call_id(), msg.from_tag(), msg.to_tag()) else {
+        return false;
+    };
+    let (from_tag, to_tag) = (from_tag.unwrap_or(""), to_tag.unwrap_or(""));
+    let proves = |uri: &Uri| {
+        identity.is_this_proxy(uri)
+            && uri
+                .as_sip()
+                .and_then(|u| u.param(crate::auth::route_sig::SIG_PARAM))
+                .flatten()
+                .is_some_and(|sig| auth.route_signer().proves_dialog(sig, call_id, from_tag, to_tag))
+    };
+    if msg.request_uri().is_ok_and(|u| proves(&u)) {
+        return true;
+    }
+    // Only the Route values at the top that point at herald: they are the ones §16.4 removes.
+    msg.list_values(HeaderName::Route)
+        .map_while(Result::ok)
+        .map_while(|v| NameAddr::parse(v.bytes).ok().filter(|a| identity.is_this_proxy(&a.uri)))
+        .any(|a| proves(&a.uri))
 }

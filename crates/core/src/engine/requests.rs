@@ -51,8 +51,7 @@ impl Engine {
             return;
         }
         if method == Some(Method::Ack) {
-            // The ACK for a 2xx is end-to-end: routed like any request, without a transaction.
-            self.forward_stateless(now, from, local, &msg, out);
+            self.on_ack(now, from, local, &msg, out);
             return;
         }
         if self.cfg.stateless {
@@ -63,20 +62,84 @@ impl Engine {
             self.on_cancel(now, from, local, msg, out);
             return;
         }
-        let is_invite = method == Some(Method::Invite);
-        let dest = response_destination(&msg, from);
         // No usable transaction key: nothing sane to answer to.
         let Some(key) = key else { return };
+        // Validation (§16.3) and the auth gate run before any state is created: a request that
+        // is refused or challenged is answered statelessly and holds nothing (issue 16: a
+        // spoofed flood of unauthenticated REGISTERs held a transaction each for 32 s and
+        // filled max_transactions). Its retransmission is simply answered again.
+        let hash = loop_hash(&msg);
+        if let Err(rej) = validate_request(&msg, &self.cfg.identity, hash) {
+            if !(method == Some(Method::Options) && rej.status == 483) {
+                let headers: Vec<(&str, String)> = rej.headers.iter().map(|(n, v)| (*n, v.clone())).collect();
+                self.respond_stateless_with(&msg, from, (rej.status, rej.reason), &headers, out);
+                return;
+            }
+        }
+        let authenticated = match self.auth_gate(now, from, &msg) {
+            super::auth_gate::Gate::Pass { authenticated } => authenticated,
+            super::auth_gate::Gate::Answer(status, reason, headers) => {
+                self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
+                return;
+            }
+            super::auth_gate::Gate::Drop => return,
+        };
+        let plan = self.plan_targets(now, &msg);
+        // What herald answers itself to a request that did not authenticate (OPTIONS to
+        // herald, 404/480 for an inbound call) is stateless too.
+        if !authenticated {
+            if let Err(Local::Options | Local::Reject(..)) = &plan {
+                return self.answer_local_stateless(&msg, from, &plan, out);
+            }
+        }
+        let is_invite = method == Some(Method::Invite);
+        let dest = response_destination(&msg, from);
         let (id, actions) = match self.txs.insert_server_with(now, &msg, key, dest, is_invite) {
             Ok(v) => v,
             Err(_) => return,
         };
         let peer = self.txs.peer(id);
         self.apply(now, id, peer, actions, out);
-        self.route_request(now, id, from, local, msg, out);
+        self.route_request(now, id, from, local, msg, hash, plan, out);
     }
 
-    /// Decides what to do with a new request that has its server transaction `id`.
+    /// An ACK without a server transaction: the ACK for a 2xx (end-to-end, routed like any
+    /// request without a transaction), or the ACK for a final response herald sent
+    /// statelessly.
+    fn on_ack(&mut self, now: Instant, from: Peer, local: SocketAddr, msg: &Message, out: &mut Vec<Output>) {
+        // §17.1.1.3: the ACK for a non-2xx copies the response's To, tag included. A To tag
+        // that is herald's own for this Call-ID and From tag (`local_tag`) is the ACK for one
+        // of herald's stateless answers (a challenge, a refusal): it ends here, as Kamailio's
+        // sl module filters the ACKs of its replies.
+        if msg.to_tag().ok().flatten().is_some_and(|t| t == self.local_tag(msg)) {
+            return;
+        }
+        // It cannot be challenged: one the policy does not let through is dropped.
+        if let super::auth_gate::Gate::Pass { .. } = self.auth_gate(now, from, msg) {
+            self.forward_stateless(now, from, local, msg, out);
+        }
+    }
+
+    /// Sends herald's own answer (`Local::Options` or `Local::Reject`) without a transaction.
+    fn answer_local_stateless(
+        &self,
+        msg: &Message,
+        from: Peer,
+        plan: &Result<Vec<Planned>, Local>,
+        out: &mut Vec<Output>,
+    ) {
+        match plan {
+            Err(Local::Options) => {
+                self.respond_stateless_with(msg, from, (200, "OK"), &options_headers(), out);
+            }
+            Err(Local::Reject(status, reason)) => self.respond_stateless(msg, from, *status, reason, out),
+            _ => {}
+        }
+    }
+
+    /// Carries out the plan for a new request that has its server transaction `id` (validated
+    /// and through the auth gate).
+    #[allow(clippy::too_many_arguments)] // the request, where it came from, and what was decided
     fn route_request(
         &mut self,
         now: Instant,
@@ -84,30 +147,15 @@ impl Engine {
         from: Peer,
         local: SocketAddr,
         msg: Message,
+        hash: u64,
+        plan: Result<Vec<Planned>, Local>,
         out: &mut Vec<Output>,
     ) {
         let method = msg.method();
-        let hash = loop_hash(&msg);
-        if let Err(rej) = validate_request(&msg, &self.cfg.identity, hash) {
-            let answer_options = method == Some(Method::Options) && rej.status == 483;
-            if !answer_options {
-                let headers: Vec<(&str, String)> = rej.headers.iter().map(|(n, v)| (*n, v.clone())).collect();
-                self.respond(now, id, &msg, (rej.status, rej.reason), &headers, out);
-                return;
-            }
-        }
-        if !self.auth_gate_stateful(now, id, from, &msg, out) {
-            return;
-        }
-        let plan = match self.plan_targets(now, &msg) {
+        let plan = match plan {
             Ok(plan) => plan,
             Err(Local::Options) => {
-                let headers = [
-                    ("Allow", ALLOW.to_owned()),
-                    ("Accept", "application/sdp".to_owned()),
-                    ("Supported", SUPPORTED.join(", ")),
-                ];
-                self.respond(now, id, &msg, (200, "OK"), &headers, out);
+                self.respond(now, id, &msg, (200, "OK"), &options_headers(), out);
                 return;
             }
             Err(Local::Register) => {
@@ -416,9 +464,18 @@ impl Engine {
                 .map_while(Result::ok)
                 .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
                 .is_some_and(|r| r.uri.is_sips());
+        // With authentication on, herald signs its Record-Route for the dialog's Call-ID and
+        // creator's tag: the dialog's later requests prove with it that they follow a route
+        // herald built, which lets them leave for a foreign target without credentials
+        // (crate::auth::route_sig; a Route the sender wrote proves nothing, issue 16).
+        let signature = self
+            .auth
+            .as_ref()
+            .map(|a| a.route_signer().sign(req.call_id().unwrap_or(""), req.from_tag().ok().flatten().unwrap_or("")));
+        let sig = signature.as_deref();
         let rr = |l: super::Listener| match l.transport {
-            t if secure && t.is_secure() => record_route_value_sips(l.addr),
-            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr),
+            t if secure && t.is_secure() => record_route_value_sips(l.addr, sig),
+            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr, sig),
         };
         match inbound {
             Some(i) if crosses => vec![rr(outbound), rr(i)],
@@ -430,8 +487,16 @@ impl Engine {
     fn on_cancel(&mut self, now: Instant, from: Peer, local: SocketAddr, msg: Message, out: &mut Vec<Output>) {
         let target = self.txs.find_cancel_target(&msg).filter(|sid| self.contexts.contains_key(sid));
         let Some(sid) = target else {
-            // No response context: forward statelessly (§16.10).
-            self.forward_stateless(now, from, local, &msg, out);
+            // No response context: forward statelessly (§16.10), if the policy lets it leave
+            // for its target: to a foreign host it would be a relay for a transaction herald
+            // never had (issue 16), answered 481 instead.
+            match self.auth_gate(now, from, &msg) {
+                super::auth_gate::Gate::Pass { .. } => self.forward_stateless(now, from, local, &msg, out),
+                super::auth_gate::Gate::Answer(status, reason, headers) => {
+                    self.respond_stateless_with(&msg, from, (status, reason), &headers, out)
+                }
+                super::auth_gate::Gate::Drop => {}
+            }
             return;
         };
         if let Ok((cid, actions)) = self.txs.insert_server(now, &msg, response_destination(&msg, from), false) {
@@ -497,16 +562,19 @@ impl Engine {
             self.respond_stateless(&msg, from, rej.status, rej.reason, out);
             return;
         }
-        if let super::auth_gate::Gate::Answer(status, reason, headers) = self.auth_gate(now, from, &msg) {
-            self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
-            return;
+        match self.auth_gate(now, from, &msg) {
+            super::auth_gate::Gate::Pass { .. } => {}
+            super::auth_gate::Gate::Answer(status, reason, headers) => {
+                return self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
+            }
+            super::auth_gate::Gate::Drop => return,
         }
         match self.plan_targets(now, &msg) {
             Err(Local::Register) => {
                 let response = self.registrar.handle_register(now, &msg, from, &self.store);
                 out.push(Output::Send { to: response_destination(&msg, from), bytes: response.freeze() });
             }
-            Err(Local::Options) => self.respond_stateless(&msg, from, 200, "OK", out),
+            Err(Local::Options) => self.respond_stateless_with(&msg, from, (200, "OK"), &options_headers(), out),
             Err(Local::Reject(status, reason)) => self.respond_stateless(&msg, from, status, reason, out),
             Ok(_) => self.forward_stateless(now, from, local, &msg, out),
         }
@@ -618,6 +686,11 @@ fn is_private(ip: std::net::IpAddr) -> bool {
         }
         std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
     }
+}
+
+/// The headers of herald's 200 to an OPTIONS for itself (RFC 3261 §11.2).
+fn options_headers() -> [(&'static str, String); 3] {
+    [("Allow", ALLOW.to_owned()), ("Accept", "application/sdp".to_owned()), ("Supported", SUPPORTED.join(", "))]
 }
 
 /// Why a request is answered by herald instead of being forwarded.

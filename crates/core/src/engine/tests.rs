@@ -460,6 +460,9 @@ fn retransmitted_invite_is_absorbed() {
 #[path = "tests_auth.rs"]
 mod auth;
 
+#[path = "tests_relay.rs"]
+mod relay;
+
 #[path = "tests_phones.rs"]
 mod phones;
 

@@ -159,12 +159,23 @@ fn inbound_calls_to_local_users_need_no_credentials_but_relays_do() {
 }
 
 #[test]
-fn in_dialog_requests_are_not_challenged() {
+fn in_dialog_requests_pass_only_along_a_route_herald_signed() {
     let mut h = harness(false);
-    let bye = format!("BYE sip:bob@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-bye9\nRoute: <sip:{PROXY};lr>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: dlg9\nCSeq: 2 BYE\nContent-Length: 0\n\n");
-    let out = sent(&h.send(ALICE, &bye));
+    assert_eq!(register_with(&mut h, "bob", BOB, "secret-b").status(), Some(200));
+    let inbound = invite("bob", "dlg9").replace("sip:alice@example.com>;tag=a1", "sip:carol@other.org>;tag=a1");
+    let out = sent(&h.send(ALICE, &inbound));
+    let fwd = &out.iter().find(|(_, m)| m.method() == Some(Method::Invite)).unwrap().1;
+    let rr = String::from_utf8_lossy(fwd.get(HeaderName::RecordRoute).unwrap()).into_owned();
+    let bye = |route: &str, branch: &str| {
+        format!("BYE sip:bob@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-{branch}\nRoute: {route}\nMax-Forwards: 70\nFrom: <sip:carol@other.org>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: dlg9\nCSeq: 2 BYE\nContent-Length: 0\n\n")
+    };
+    let out = sent(&h.send(ALICE, &bye(&rr, "bye9")));
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].0.addr, out[0].1.method()), (addr(BOB), Some(Method::Bye)));
+    // The Route a sender writes itself proves nothing (issue 16).
+    let out = sent(&h.send(ALICE, &bye(&format!("<sip:{PROXY};lr>"), "bye10")));
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].0.addr, out[0].1.status()), (addr(ALICE), Some(407)));
 }
 
 #[test]

@@ -124,7 +124,9 @@ pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
 }
 
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
-pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr) -> String {
+/// `signature`: herald's proof that it record-routed the dialog (`crate::auth::route_sig`),
+/// carried as a URI parameter that the dialog's later requests copy into their Route (§12.1).
+pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr, signature: Option<&str>) -> String {
     let mut v = String::with_capacity(64);
     v.push_str("<sip:");
     push_host_port(&mut v, local);
@@ -132,19 +134,32 @@ pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr) -> S
         v.push_str(";transport=");
         v.push_str(t);
     }
-    v.push_str(";lr>");
+    v.push_str(";lr");
+    push_signature(&mut v, signature);
+    v.push('>');
     v
 }
 
 /// The Record-Route value of a TLS listener for a SIPS request: §16.6 step 4 requires a SIPS
 /// URI when the Request-URI or the top Route is one, so that the dialog's later requests also
 /// reach this proxy over TLS (RFC 5630 §4.3).
-pub fn record_route_value_sips(local: SocketAddr) -> String {
+pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>) -> String {
     let mut v = String::with_capacity(64);
     v.push_str("<sips:");
     push_host_port(&mut v, local);
-    v.push_str(";lr>");
+    v.push_str(";lr");
+    push_signature(&mut v, signature);
+    v.push('>');
     v
+}
+
+fn push_signature(v: &mut String, signature: Option<&str>) {
+    if let Some(sig) = signature {
+        v.push(';');
+        v.push_str(crate::auth::route_sig::SIG_PARAM);
+        v.push('=');
+        v.push_str(sig);
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +179,7 @@ mod tests {
         let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
         let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
         let fix = via_fixup(&m, src);
-        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap())];
+        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap(), None)];
         let path = vec!["<sip:edge.example.net;lr>".to_owned()];
         let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
         let out = forward(
@@ -206,7 +221,9 @@ mod tests {
     fn ipv6_values() {
         let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
         assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
-        assert_eq!(record_route_value(Some("tcp"), l), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
-        assert_eq!(record_route_value_sips(l), "<sips:[2001:db8::1]:5060;lr>");
+        assert_eq!(record_route_value(Some("tcp"), l, None), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
+        assert_eq!(record_route_value_sips(l, None), "<sips:[2001:db8::1]:5060;lr>");
+        assert_eq!(record_route_value(None, l, Some("0a1b")), "<sip:[2001:db8::1]:5060;lr;hs=0a1b>");
+        assert_eq!(record_route_value_sips(l, Some("0a1b")), "<sips:[2001:db8::1]:5060;lr;hs=0a1b>");
     }
 }

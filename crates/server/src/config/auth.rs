@@ -36,14 +36,18 @@ pub struct Auth {
     pub allow_inbound_to_local: bool,
     /// Requests neither from nor to a served domain pass without authentication (open relay).
     pub allow_relay: bool,
-    /// Out-of-dialog methods that need authentication (REGISTER is governed by `register`;
-    /// ACK, CANCEL and in-dialog requests are never challenged).
+    /// Out-of-dialog methods that local callers must authenticate for (REGISTER is governed
+    /// by `register`). Relaying to a foreign target is policed for every method.
     pub methods: Vec<String>,
     /// How the user name must match the identity claimed: `"exact"` (the To user of a REGISTER,
     /// the From user of anything else, or one of the user's `aliases`) or `"any"`.
     pub identity: IdentityMode,
     /// `[auth.aliases]`: extra URI user parts a user may claim, e.g. `alice = ["1001"]`.
     pub aliases: BTreeMap<String, Vec<String>>,
+    /// Addresses or prefixes (`"203.0.113.7"`, `"10.0.0.0/8"`) whose requests may leave for
+    /// foreign targets without credentials: a trunk, an upstream SBC. `register` and
+    /// `local_callers` still apply to them.
+    pub trusted_peers: Vec<String>,
 }
 
 impl Default for Auth {
@@ -62,6 +66,7 @@ impl Default for Auth {
             methods: ["INVITE", "MESSAGE", "SUBSCRIBE", "REFER", "PUBLISH"].map(String::from).to_vec(),
             identity: IdentityMode::Exact,
             aliases: BTreeMap::new(),
+            trusted_peers: Vec::new(),
         }
     }
 }
@@ -102,6 +107,9 @@ impl Auth {
         }
         if let Some(m) = self.methods.iter().find(|m| m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic())) {
             return Some(("auth.methods", format!("'{m}' is not a method name")));
+        }
+        if let Some(e) = self.trusted_peers.iter().find_map(|p| herald_core::auth::PeerPrefix::parse(p).err()) {
+            return Some(("auth.trusted_peers", e));
         }
         None
     }
