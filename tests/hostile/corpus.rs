@@ -191,6 +191,7 @@ pub const MUTATIONS: &[(&str, Mutation)] = &[
     ("huge-header-line", huge_header_line),
     ("many-headers", many_headers),
     ("many-vias", many_vias),
+    ("many-routes", many_routes),
     ("duplicate-header", duplicate_header),
     ("two-content-lengths", two_content_lengths),
     ("two-call-ids", two_call_ids),
@@ -432,6 +433,26 @@ fn many_vias(r: &mut Rng, m: &[u8], t: &Target) -> Option<Vec<u8>> {
     } else {
         for _ in 0..want {
             out.extend(format!("Via: {via}\r\n").into_bytes());
+        }
+    }
+    out.truncate(t.max_len.saturating_sub(m.len() - at));
+    out.extend_from_slice(&m[at..]);
+    Some(out)
+}
+
+/// Route or Record-Route values past `limits.max_route` (issue 16: 1,000 Route headers were
+/// dropped unanswered; herald answers 400 when the identifying headers can be read).
+fn many_routes(r: &mut Rng, m: &[u8], t: &Target) -> Option<Vec<u8>> {
+    let want = *r.pick(&[65, 300, 1_000]);
+    let name = *r.pick(&["Route", "Record-Route"]);
+    let route = format!("<sip:{}.example.com;lr>", r.word(&["p1", "p2", "edge", "core"]));
+    let at = head_end(m);
+    let mut out = m[..at].to_vec();
+    if r.chance(50) {
+        out.extend(format!("{name}: {}\r\n", vec![route.as_str(); want].join(", ")).into_bytes());
+    } else {
+        for _ in 0..want {
+            out.extend(format!("{name}: {route}\r\n").into_bytes());
         }
     }
     out.truncate(t.max_len.saturating_sub(m.len() - at));
