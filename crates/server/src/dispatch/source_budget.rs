@@ -30,6 +30,10 @@
 //! under-counts one case: an INVITE that the callee keeps alive with provisional responses
 //! (Timer C, RFC 3261 §16.6 step 11) outlives the horizon; the global budgets still bound those.
 //! An exact count would need the engine to report each transaction's source when it ends.
+//! The check (before handling) and the charge (after) take the source's lock separately, so
+//! requests of one source handled at the same moment by several workers may pass together:
+//! the budget can be overshot by one request per worker, as the global budgets, sampled every
+//! 10 ms, by what arrives in 10 ms.
 //!
 //! # Bounds
 //!
