@@ -11,6 +11,10 @@
 #![allow(dead_code)] // not every test uses every helper
 
 use crate::common::{last_stat_row, tail, SippRun};
+
+#[path = "../tls_support/mod.rs"]
+mod tls_support;
+
 use std::fs::{self, File};
 use std::io::Write as _;
 use std::os::raw::c_int;
@@ -376,56 +380,11 @@ pub fn start_lines(messages: &Path) -> Vec<String> {
     text.lines().filter(|l| l.starts_with("SIP/2.0 ") || l.ends_with(" SIP/2.0")).map(str::to_owned).collect()
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out =
-        Command::new("openssl").args(args).current_dir(dir).stdin(Stdio::null()).output().unwrap_or_else(|e| {
-            panic!("openssl not runnable ({e}): install the openssl package (scripts/test.sh does)")
-        });
-    assert!(out.status.success(), "openssl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// A test CA and a server certificate for `ip` (IP subjectAltName) signed by it, made with the
-/// `openssl` command in `dir`: (CA, certificate, private key) PEM files.
+/// `openssl` command in `dir` (tests/tls_support): (CA, certificate, private key) PEM files.
 pub fn tls_cert(dir: &Path, ip: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    let mut ca_args = vec!["req", "-x509"];
-    ca_args.extend(ec);
-    ca_args.extend(["-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "30", "-subj", "/CN=herald netns test CA"]);
-    openssl(dir, &ca_args);
-    let mut req_args = vec!["req"];
-    req_args.extend(ec);
-    let subject = format!("/CN={ip}");
-    req_args.extend(["-keyout", "key.pem", "-out", "req.pem", "-subj", &subject]);
-    openssl(dir, &req_args);
-    fs::write(
-        dir.join("ext.cnf"),
-        format!(
-            "subjectAltName=IP:{ip}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
-             extendedKeyUsage=serverAuth\n"
-        ),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "req.pem",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca-key.pem",
-            "-CAcreateserial",
-            "-out",
-            "cert.pem",
-            "-days",
-            "30",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
-    (dir.join("ca.pem"), dir.join("cert.pem"), dir.join("key.pem"))
+    let pki = tls_support::Pki::generate_for(dir, "netns", &format!("IP:{ip}"));
+    (pki.ca, pki.cert, pki.key)
 }
 
 /// Runs `cmd` to completion with a bound: killed after `timeout` (then `None`).

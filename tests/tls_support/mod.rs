@@ -23,8 +23,14 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 impl Pki {
-    /// Makes `NAME-ca.pem`, `NAME-cert.pem` and `NAME-key.pem` in `dir` (P-256 keys, 30 days).
+    /// Makes `NAME-ca.pem`, `NAME-cert.pem` and `NAME-key.pem` in `dir` (P-256 keys, 30 days)
+    /// for 127.0.0.1 and localhost.
     pub fn generate(dir: &Path, name: &str) -> Pki {
+        Pki::generate_for(dir, name, "IP:127.0.0.1,DNS:localhost")
+    }
+
+    /// [`Pki::generate`] with the leaf's subjectAltName `san` (e.g. `IP:10.98.1.1`).
+    pub fn generate_for(dir: &Path, name: &str, san: &str) -> Pki {
         let f = |what: &str| format!("{name}-{what}");
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
         let mut ca_args = vec!["req", "-x509"];
@@ -40,8 +46,10 @@ impl Pki {
         openssl(dir, &req_args);
         fs::write(
             dir.join(&ext),
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
+            format!(
+                "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
+                 keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n"
+            ),
         )
         .unwrap();
         openssl(
