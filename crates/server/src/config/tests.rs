@@ -287,6 +287,9 @@ fn auth_keys_parse_and_errors_name_line_and_key() {
     assert_eq!(bad("[auth]\nsecret = \"short\"\n"), Some("auth.secret"));
     assert_eq!(bad("[auth]\nrealm = \"a b\"\n"), Some("auth.realm"));
     assert_eq!(bad("[auth]\nmethods = [\"IN VITE\"]\n"), Some("auth.methods"));
+    assert_eq!(bad("[auth]\ntrusted_peers = [\"10.0.0.0/33\"]\n"), Some("auth.trusted_peers"));
+    assert_eq!(bad("[auth]\ntrusted_peers = [\"trunk.example\"]\n"), Some("auth.trusted_peers"));
+    assert_eq!(bad("[auth]\ntrusted_peers = [\"203.0.113.7\", \"10.0.0.0/8\", \"2001:db8::/32\"]\n"), None);
 }
 
 #[test]
