@@ -71,9 +71,12 @@ impl Engine {
         if other_routes {
             return false;
         }
+        // A Request-URI that names herald itself (`sip:localhost`, a name of its own that is
+        // not a served domain) stays here too: herald answers it (an OPTIONS keep-alive).
+        let stays = |u: &Uri| self.cfg.identity.serves_domain(u) || self.cfg.identity.is_this_proxy(u);
         match &pre.request_uri {
-            Some(u) => Uri::parse(u.as_bytes()).is_ok_and(|u| self.cfg.identity.serves_domain(&u)),
-            None => msg.request_uri().is_ok_and(|u| self.cfg.identity.serves_domain(&u)),
+            Some(u) => Uri::parse(u.as_bytes()).is_ok_and(|u| stays(&u)),
+            None => msg.request_uri().is_ok_and(|u| stays(&u)),
         }
     }
 

@@ -273,3 +273,22 @@ fn local_answers_to_unauthenticated_requests_are_stateless() {
     assert_eq!((h.engine.transactions(), h.engine.held_bytes()), (0, 0));
     assert!(sent(&h.advance(Duration::from_secs(40))).is_empty());
 }
+
+#[test]
+fn an_options_to_a_name_of_heralds_own_is_answered_not_challenged() {
+    // `localhost` designates herald without being a served domain (issue 15): an OPTIONS
+    // keep-alive to it is answered by herald, which is no relay.
+    let mut cfg = config(Forking::Parallel, false);
+    cfg.identity = cfg.identity.with_names(["localhost".to_owned()]);
+    let registrar = Registrar::new(RegistrarConfig::default());
+    let store = Arc::new(registrar.new_store());
+    let now = Instant::now();
+    let auth = Arc::new(authenticator(&[Algorithm::Md5], AuthPolicy::default(), now));
+    let mut h = Harness { engine: Engine::new(Arc::new(cfg), store, registrar, 0).with_auth(auth), now };
+    let out = sent(&h.send(CAROL, &request("OPTIONS", "sip:localhost", "sip:carol@other.org", "", "ka1", "")));
+    assert_eq!(out.iter().map(|(_, m)| m.status().unwrap()).collect::<Vec<_>>(), [200]);
+    // A user at that name is not herald: forwarding it would loop back here, and it is no
+    // served domain either, so it is challenged like any other foreign target.
+    let out = sent(&h.send(CAROL, &request("OPTIONS", "sip:x@localhost", "sip:carol@other.org", "", "ka2", "")));
+    assert_eq!(out.iter().map(|(_, m)| m.status().unwrap()).collect::<Vec<_>>(), [407]);
+}
