@@ -11,6 +11,9 @@ use crate::tcp::Registry;
 use crate::tls::TlsContext;
 use crate::worker::{Ctl, Shared, Worker};
 use crate::ServerError;
+// Declared here, beside its only user (the main thread's loop below).
+#[path = "memory.rs"]
+mod memory;
 use herald_core::{SipHandler, Transport};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -183,9 +186,19 @@ impl Server {
         }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
-            tokio::select! {
-                _ = &mut shutdown => {}
-                Some(id) = exited_rx.recv() => return Err(id),
+            // While serving, this thread also gives memory back after peaks (module `memory`):
+            // it handles no SIP, so a trim delays no message.
+            let mut trimmer = memory::Trimmer::default();
+            let mut tick = tokio::time::interval(memory::CHECK_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    Some(id) = exited_rx.recv() => return Err(id),
+                    _ = tick.tick() => {
+                        trimmer.check(shards.transactions(), shards.held_bytes());
+                    }
+                }
             }
             tracing::info!(timeout_s = drain_timeout.as_secs(), "shutting down: draining transactions");
             shared.draining.store(true, Ordering::Relaxed);

@@ -9,6 +9,10 @@
 //!   deletion), so nothing is ever searched or scanned. Every deadline lies at most
 //!   max(64*T1, D, T4) ahead, which bounds how long a stale entry can linger.
 //! * A transaction is removed the moment it reaches Terminated, in the call that terminated it.
+//! * Memory after a peak: hash tables and the heap keep the capacity they grew to, and a flood
+//!   grows them by the hundred thousand (issue 16, item 7). [`TransactionTable::handle_timeouts`]
+//!   shrinks each one that has become mostly empty ([`shrink`]), so that the memory can go
+//!   back to the allocator (and from there to the kernel: herald-server's `memory` module).
 
 use super::key::{to_tag, ClientKey, ServerKey};
 use super::{
@@ -20,7 +24,11 @@ use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasher, Hash};
 use std::time::Instant;
+
+/// Tables smaller than this are never shrunk: not worth the rehash.
+const SHRINK_MIN_CAPACITY: usize = 1024;
 
 /// A handle on a transaction in one table; never reused within the table's lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -389,6 +397,96 @@ impl TransactionTable {
             }
             self.settle(id);
         }
+        self.shrink_after_peak();
         out
+    }
+
+    /// Shrinks the tables that are mostly empty after a peak. O(1) unless one shrinks; a
+    /// shrink rehashes what is left (an eighth of the capacity at most) and halves the
+    /// capacity at least, so its cost is paid for by the removals that emptied the table.
+    fn shrink_after_peak(&mut self) {
+        shrink(&mut self.entries);
+        shrink(&mut self.clients);
+        shrink(&mut self.servers);
+        let (len, capacity) = (self.heap.len(), self.heap.capacity());
+        if capacity > SHRINK_MIN_CAPACITY && len < capacity / 8 {
+            self.heap.shrink_to(len * 2);
+        }
+    }
+
+    /// Capacities of (entries, client keys, server keys, timer heap), for tests.
+    #[cfg(test)]
+    fn capacities(&self) -> [usize; 4] {
+        [self.entries.capacity(), self.clients.capacity(), self.servers.capacity(), self.heap.capacity()]
+    }
+}
+
+/// Shrinks `map` to twice its length when under an eighth of its capacity is used: hashbrown
+/// never shrinks by itself. Twice, so that it takes a doubling of the load to grow it again,
+/// and falling to an eighth again to shrink it again: no rehash back and forth.
+fn shrink<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
+    if map.capacity() > SHRINK_MIN_CAPACITY && map.len() < map.capacity() / 8 {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
+#[cfg(test)]
+mod shrink_tests {
+    use super::super::tests_support::{request, t0};
+    use super::*;
+    use std::time::Duration;
+
+    /// A peak of client transactions (non-INVITE over UDP: Timer F ends them after 64*T1).
+    fn peak(tt: &mut TransactionTable, now: Instant, n: usize, tag: &str) {
+        let peer = Peer::udp("192.0.2.10:5060".parse().unwrap());
+        for i in 0..n {
+            tt.insert_client(now, request("OPTIONS", &format!("z9hG4bK{tag}{i}")), peer).unwrap();
+        }
+    }
+
+    #[test]
+    fn tables_shrink_once_a_peak_has_expired() {
+        let mut tt = TransactionTable::new(Timers::default());
+        let t = t0();
+        peak(&mut tt, t, 5000, "a");
+        let grown = tt.capacities();
+        let [entries, clients, servers, heap] = grown;
+        assert!(entries >= 5000 && clients >= 5000 && servers == 0 && heap >= 5000, "{grown:?}");
+        // Most of the peak still there: nothing shrinks.
+        tt.handle_timeouts(t + Duration::from_millis(1));
+        assert_eq!(tt.capacities(), grown);
+        // A few newer transactions survive the peak's expiry (Timer F = 32 s).
+        peak(&mut tt, t + Duration::from_secs(20), 100, "b");
+        tt.handle_timeouts(t + Duration::from_secs(33));
+        assert_eq!(tt.len(), 100, "only the newer ones are left");
+        let shrunk = tt.capacities();
+        assert!(shrunk.iter().all(|&c| c <= SHRINK_MIN_CAPACITY), "{grown:?} -> {shrunk:?}");
+        // What is left still works: matched, and expires in its turn.
+        let newer = request("OPTIONS", "z9hG4bKb7");
+        let response = herald_sip::Message::parse(
+            super::super::tests_support::response_bytes(&newer, 200, None),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert!(tt.find_client(&response).is_some());
+        tt.handle_timeouts(t + Duration::from_secs(60));
+        assert!(tt.is_empty());
+    }
+
+    #[test]
+    fn small_tables_are_left_alone() {
+        let mut tt = TransactionTable::new(Timers::default());
+        let t = t0();
+        peak(&mut tt, t, 500, "a");
+        let grown = tt.capacities();
+        tt.handle_timeouts(t + Duration::from_secs(33));
+        assert!(tt.is_empty());
+        // (hashbrown's capacity() drops a little as removals leave tombstones; a shrink would
+        // have gone to 0.)
+        let left = tt.capacities();
+        assert!(
+            left.iter().zip(grown).all(|(&l, g)| l >= g * 3 / 4),
+            "under SHRINK_MIN_CAPACITY, not worth a rehash: {grown:?} -> {left:?}"
+        );
     }
 }
