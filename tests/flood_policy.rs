@@ -10,9 +10,10 @@
 
 mod common;
 
+use common::udp_client::{register, transaction, udp_from};
 use common::*;
 use herald_bench::scrape::{self, Scrape};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,51 +52,6 @@ fn md5_hex(text: &str) -> String {
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
-}
-
-fn udp_from(ip: &str) -> UdpSocket {
-    let s = UdpSocket::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
-    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    s
-}
-
-/// A REGISTER of `user` from `local`; `auth` is an Authorization value.
-fn register(herald: SocketAddr, local: SocketAddr, user: &str, cseq: u32, auth: Option<&str>) -> String {
-    let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
-    format!(
-        "REGISTER sip:{herald} SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {local};branch=z9hG4bK-fp{cseq}-{port};rport\r\n\
-         Max-Forwards: 70\r\n\
-         From: <sip:{user}@{herald}>;tag=f{port}\r\n\
-         To: <sip:{user}@{herald}>\r\n\
-         Call-ID: fp-{user}-{port}\r\n\
-         CSeq: {cseq} REGISTER\r\n\
-         Contact: <sip:{user}@{local}>\r\n\
-         {auth}Content-Length: 0\r\n\r\n",
-        port = local.port()
-    )
-}
-
-/// The final answer to `req` (matched by CSeq), or `None` after `wait`.
-fn transaction(sock: &UdpSocket, herald: SocketAddr, req: &str, wait: Duration) -> Option<Vec<u8>> {
-    let cseq = req.lines().find(|l| l.starts_with("CSeq:")).unwrap().to_string();
-    sock.send_to(req.as_bytes(), herald).unwrap();
-    let deadline = Instant::now() + wait;
-    let mut buf = vec![0u8; 65536];
-    while Instant::now() < deadline {
-        match sock.recv_from(&mut buf) {
-            Ok((n, _)) => {
-                let m = &buf[..n];
-                let fin = status_of(m).is_some_and(|s| s >= 200);
-                if fin && header_of(m, "CSeq", "CSeq").is_some_and(|c| format!("CSeq: {c}") == cseq) {
-                    return Some(m.to_vec());
-                }
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("recv: {e}"),
-        }
-    }
-    None
 }
 
 fn nonce_of(challenge: &[u8]) -> String {

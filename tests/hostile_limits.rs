@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::udp_client::{answers_within as received, udp_from};
 use common::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -22,30 +23,6 @@ fn start(name: &str, toml: &str) -> Herald {
     let dir = test_dir(name);
     let extras = HeraldExtras { toml: Some(toml.to_string()), ..Default::default() };
     Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras)
-}
-
-fn udp_from(ip: &str) -> UdpSocket {
-    let s = UdpSocket::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
-    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    s
-}
-
-/// Everything `sock` receives until nothing came for `quiet`.
-fn received(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let mut last = Instant::now();
-    while last.elapsed() < quiet {
-        match sock.recv_from(&mut buf) {
-            Ok((n, _)) => {
-                got.push(buf[..n].to_vec());
-                last = Instant::now();
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("recv: {e}"),
-        }
-    }
-    got
 }
 
 /// A request from `local` with `extra` header lines after its Via and `body`.

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod udp_client;
+
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
