@@ -10,10 +10,10 @@
 
 mod common;
 
-use common::udp_client::{register, transaction, udp_from};
+use common::sip_client::{register, tcp_options, transaction, udp_from};
 use common::*;
 use herald_bench::scrape::{self, Scrape};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -101,23 +101,6 @@ impl Phone {
     }
 }
 
-fn tcp_options(herald: SocketAddr, call_id: &str) -> Option<u16> {
-    let mut conn = TcpStream::connect(herald).ok()?;
-    let local = conn.local_addr().unwrap();
-    conn.write_all(options_request(herald, local, call_id, "TCP").as_bytes()).ok()?;
-    conn.set_read_timeout(Some(secs(5))).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while find(&got, b"\r\n\r\n").is_none() {
-        let n = conn.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-    status_of(&got)
-}
-
 fn log_has(herald: &Herald, parts: &[&str]) -> bool {
     let text = std::fs::read_to_string(&herald.log).unwrap_or_default();
     text.lines().any(|l| l.contains("WARN") && parts.iter().all(|p| l.contains(p)))
@@ -137,7 +120,10 @@ fn udp_evidence_never_locks_out_tcp_and_a_udp_flood_loses_only_its_excess() {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    assert_eq!(tcp_options(herald.addr, "tcp-during-udp-flood"), Some(200));
+    assert_eq!(
+        tcp_options(&mut TcpStream::connect(herald.addr).unwrap(), herald.addr, "tcp-during-udp-flood"),
+        Some(200)
+    );
     // The receivers may still be reading the flood: wait for the count.
     let deadline = Instant::now() + secs(5);
     while metric(&url, "herald_flood_rate_limited_total") < 100.0 && Instant::now() < deadline {
@@ -160,7 +146,7 @@ fn udp_evidence_never_locks_out_tcp_and_a_udp_flood_loses_only_its_excess() {
     assert_eq!(metric(&url, "herald_flood_banned_sources"), 1.0);
     assert!(log_has(&herald, &["source banned", "source=127.0.0.1", "reason=\"auth-failures\"", "count=11"]));
     // The peer that proves its address is still served.
-    assert_eq!(tcp_options(herald.addr, "tcp-after-udp-ban"), Some(200));
+    assert_eq!(tcp_options(&mut TcpStream::connect(herald.addr).unwrap(), herald.addr, "tcp-after-udp-ban"), Some(200));
     assert!(herald.stop().is_some_and(|s| s.success()));
 }
 

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::udp_client::{answers_within as received, udp_from};
+use common::sip_client::{answers_within as received, udp_from};
 use common::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

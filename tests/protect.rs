@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::udp_client::{answers_within, register, transaction, udp_from};
+use common::sip_client::{answers_within, register, tcp_options, transaction, udp_from};
 use common::*;
 use herald_bench::scrape::{self, Scrape};
 use std::io::{ErrorKind, Read, Write};
@@ -52,22 +52,6 @@ fn closed_within(conn: &mut TcpStream, within: Duration) -> Option<Duration> {
         }
     }
     None
-}
-
-fn tcp_options(conn: &mut TcpStream, herald: SocketAddr, call_id: &str) -> Option<u16> {
-    let local = conn.local_addr().unwrap();
-    conn.write_all(options_request(herald, local, call_id, "TCP").as_bytes()).ok()?;
-    conn.set_read_timeout(Some(secs(5))).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while find(&got, b"\r\n\r\n").is_none() {
-        let n = conn.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-    status_of(&got)
 }
 
 #[test]

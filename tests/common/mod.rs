@@ -7,7 +7,7 @@
 
 #![allow(dead_code)] // each test crate uses a different subset
 
-pub mod udp_client;
+pub mod sip_client;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};

@@ -1,10 +1,11 @@
-//! A bare UDP SIP client for the tests that play phones and attackers by hand: sockets bound
+//! A bare SIP client for the tests that play phones and attackers by hand: UDP sockets bound
 //! to chosen loopback addresses (so one source can be limited while another is served), a
-//! REGISTER builder, one request's final answer, and everything that arrives until quiet.
+//! REGISTER builder, one request's final answer, everything that arrives until quiet, and an
+//! OPTIONS over a TCP connection.
 
-use super::{header_of, status_of};
-use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
+use super::{find, header_of, options_request, status_of};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
@@ -87,4 +88,22 @@ pub fn answers_within(sock: &UdpSocket, quiet: Duration) -> Vec<Vec<u8>> {
         }
     }
     got
+}
+
+/// The status of the answer to an OPTIONS sent over `conn`, or `None` if it closed or went
+/// quiet for 5 s.
+pub fn tcp_options(conn: &mut TcpStream, herald: SocketAddr, call_id: &str) -> Option<u16> {
+    let local = conn.local_addr().unwrap();
+    conn.write_all(options_request(herald, local, call_id, "TCP").as_bytes()).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while find(&got, b"\r\n\r\n").is_none() {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    status_of(&got)
 }
