@@ -58,7 +58,9 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // Failed authentications count against their source address ([flood] max_auth_failures).
+    // Failed authentications count against their (source, user) pair, their source and their
+    // account ([flood] max_auth_failures, max_auth_failures_per_source, account_failures); the
+    // guard also tells the authenticator which answers to refuse unchecked while locked.
     let auth = auth.map(|a| {
         Arc::new(match server.flood_guard() {
             Some(guard) => a.with_failure_sink(guard),
