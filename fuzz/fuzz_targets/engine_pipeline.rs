@@ -165,6 +165,7 @@ impl World {
             }
             let cfg = AuthConfig {
                 realm: DOMAIN.into(),
+                domain_realms: Vec::new(),
                 algorithms: Algorithm::ALL.to_vec(),
                 nonce_lifetime: Duration::from_secs(300),
                 policy: AuthPolicy::default(),

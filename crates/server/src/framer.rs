@@ -141,7 +141,7 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
         Err(e) => {
             // RFC 4475 §3.1.2.3, §3.3.9: framing lost - answer if possible, then close.
             match inbound::answer_unparsed(rbuf, &e, limits) {
-                Inbound::Answer { bytes, .. } if inbound::may_answer(shared.flood.as_deref(), &peer(conn)) => {
+                Inbound::Answer { bytes, .. } if crate::protect::may_answer(shared.flood.as_deref(), &peer(conn)) => {
                     stats.malformed_answered.bump();
                     let _ = conn.push(bytes.freeze(), cap);
                 }
@@ -169,7 +169,7 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
             }
             Step::Deliver(Incoming { from: peer(conn), local, msg, handed: None })
         }
-        Inbound::Answer { close, .. } if !inbound::may_answer(shared.flood.as_deref(), &peer(conn)) => {
+        Inbound::Answer { close, .. } if !crate::protect::may_answer(shared.flood.as_deref(), &peer(conn)) => {
             // Over its rate: banned now (a connection proves its address), no answer.
             stats.malformed_dropped.bump();
             if close {

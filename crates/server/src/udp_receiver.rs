@@ -203,7 +203,7 @@ impl<H: SipHandler> UdpReceiver<H> {
                 // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
                 // so the answer goes back where the datagram came from (as rport does). That
                 // address may be forged: the answer counts against its rate (issue 16 item 6).
-                if !inbound::may_answer(self.d.shared.flood.as_deref(), &Peer::udp(d.src)) {
+                if !crate::protect::may_answer(self.d.shared.flood.as_deref(), &Peer::udp(d.src)) {
                     self.d.stats().malformed_dropped.bump();
                     if let Some(c) = clock {
                         c.lap(None);
