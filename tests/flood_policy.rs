@@ -12,7 +12,6 @@ mod common;
 
 use common::sip_client::{register, tcp_options, transaction, udp_from};
 use common::*;
-use herald_bench::scrape::{self, Scrape};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
@@ -39,11 +38,6 @@ fn start(name: &str, flood: &str) -> (Herald, String) {
     let h = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
     let url = h.metrics_url.clone().unwrap();
     (h, url)
-}
-
-fn metric(url: &str, name: &str) -> f64 {
-    let s: Scrape = scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"));
-    s.sum(name, &[])
 }
 
 fn md5_hex(text: &str) -> String {

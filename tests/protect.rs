@@ -16,7 +16,6 @@ mod common;
 
 use common::sip_client::{answers_within, register, tcp_options, transaction, udp_from};
 use common::*;
-use herald_bench::scrape::{self, Scrape};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -27,11 +26,6 @@ fn start(name: &str, toml: &str) -> (Herald, String) {
     let h = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
     let url = h.metrics_url.clone().unwrap();
     (h, url)
-}
-
-fn metric(url: &str, name: &str) -> f64 {
-    let s: Scrape = scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"));
-    s.sum(name, &[])
 }
 
 fn secs(n: u64) -> Duration {

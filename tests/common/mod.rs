@@ -579,3 +579,9 @@ pub fn herald_users_add(name: &str, password: &str, place: &[&str]) {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "herald users add: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The sum of metric `name` (all label sets) at herald's Prometheus endpoint `url`.
+pub fn metric(url: &str, name: &str) -> f64 {
+    let s = herald_bench::scrape::fetch(url).unwrap_or_else(|e| panic!("scrape {url}: {e}"));
+    s.sum(name, &[])
+}

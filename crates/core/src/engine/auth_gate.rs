@@ -26,6 +26,25 @@ pub(super) enum Gate {
 }
 
 impl Engine {
+    /// Runs the gate and answers (statelessly) or drops what it stops. `Some(authenticated)`:
+    /// the request goes on (see [`Gate::Pass`]); `None`: it has been dealt with.
+    pub(super) fn pass_gate(
+        &self,
+        now: Instant,
+        from: Peer,
+        msg: &Message,
+        out: &mut Vec<crate::io::Output>,
+    ) -> Option<bool> {
+        match self.auth_gate(now, from, msg) {
+            Gate::Pass { authenticated } => Some(authenticated),
+            Gate::Answer(status, reason, headers) => {
+                self.respond_stateless_with(msg, from, (status, reason), &headers, out);
+                None
+            }
+            Gate::Drop => None,
+        }
+    }
+
     /// Checks `msg` against the authentication policy.
     pub(super) fn auth_gate(&self, now: Instant, from: Peer, msg: &Message) -> Gate {
         let Some(auth) = &self.auth else { return Gate::Pass { authenticated: true } };

@@ -76,14 +76,7 @@ impl Engine {
                 return;
             }
         }
-        let authenticated = match self.auth_gate(now, from, &msg) {
-            super::auth_gate::Gate::Pass { authenticated } => authenticated,
-            super::auth_gate::Gate::Answer(status, reason, headers) => {
-                self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
-                return;
-            }
-            super::auth_gate::Gate::Drop => return,
-        };
+        let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
         let plan = self.plan_targets(now, &msg);
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
@@ -490,12 +483,8 @@ impl Engine {
             // No response context: forward statelessly (§16.10), if the policy lets it leave
             // for its target: to a foreign host it would be a relay for a transaction herald
             // never had (issue 16), answered 481 instead.
-            match self.auth_gate(now, from, &msg) {
-                super::auth_gate::Gate::Pass { .. } => self.forward_stateless(now, from, local, &msg, out),
-                super::auth_gate::Gate::Answer(status, reason, headers) => {
-                    self.respond_stateless_with(&msg, from, (status, reason), &headers, out)
-                }
-                super::auth_gate::Gate::Drop => {}
+            if self.pass_gate(now, from, &msg, out).is_some() {
+                self.forward_stateless(now, from, local, &msg, out);
             }
             return;
         };
@@ -562,12 +551,8 @@ impl Engine {
             self.respond_stateless(&msg, from, rej.status, rej.reason, out);
             return;
         }
-        match self.auth_gate(now, from, &msg) {
-            super::auth_gate::Gate::Pass { .. } => {}
-            super::auth_gate::Gate::Answer(status, reason, headers) => {
-                return self.respond_stateless_with(&msg, from, (status, reason), &headers, out);
-            }
-            super::auth_gate::Gate::Drop => return,
+        if self.pass_gate(now, from, &msg, out).is_none() {
+            return;
         }
         match self.plan_targets(now, &msg) {
             Err(Local::Register) => {
