@@ -46,7 +46,7 @@ use herald_core::transaction::Timers;
 use herald_core::{ConnId, Input, Output, Peer, ResolveRequest, SipHandler, Target, Transport};
 use herald_sip::framing::{next_frame, Frame};
 use herald_sip::headers::AuthValue;
-use herald_sip::{HeaderName, Limits, Message, Transport as Framing};
+use herald_sip::{HeaderName, Limits, Message, Framing};
 use inbound::Inbound;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashSet, VecDeque};

@@ -5,7 +5,7 @@
 
 use bytes::BytesMut;
 use herald_sip::framing::{next_frame, Frame};
-use herald_sip::{Limits, Message, Transport};
+use herald_sip::{Framing, Limits, Message};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
                     consumed += taken.len();
                     if let Frame::Message(m) = frame {
                         assert!(m.len() <= limits.max_message_size, "frame over max_message_size");
-                        if let Ok(msg) = Message::parse_as(m.clone(), &limits, Transport::Stream) {
+                        if let Ok(msg) = Message::parse_as(m.clone(), &limits, Framing::Stream) {
                             // Leading CR/LF octets may be skipped (RFC 3261 §7.5), nothing else:
                             // the framer and the parser must agree on where the message ends.
                             assert!(m.ends_with(msg.as_bytes()), "parser and framer disagree on the end");

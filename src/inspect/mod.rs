@@ -6,7 +6,7 @@ mod describe;
 mod verdict;
 
 use bytes::Bytes;
-use herald_sip::{Limits, Message, Transport};
+use herald_sip::{Framing, Limits, Message};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::process::ExitCode;
@@ -33,7 +33,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let transport = if args.transport == "tcp" { Transport::Stream } else { Transport::Datagram };
+    let transport = if args.transport == "tcp" { Framing::Stream } else { Framing::Datagram };
     let report = inspect_bytes(Bytes::from(bytes), transport);
     let ok = report["well_formed"] == Value::Bool(true);
     if args.json {
@@ -62,7 +62,7 @@ fn read_input(file: &str) -> std::io::Result<Vec<u8>> {
 }
 
 /// Builds the whole report as JSON; the text form is rendered from it.
-pub fn inspect_bytes(bytes: Bytes, transport: Transport) -> Value {
+pub fn inspect_bytes(bytes: Bytes, transport: Framing) -> Value {
     let limits = Limits::default();
     let size = bytes.len();
     let msg = match Message::parse_as(bytes, &limits, transport) {

@@ -10,7 +10,7 @@
 use super::corpus::Mutant;
 use super::{check_sent, check_stream, Violations};
 use bytes::BytesMut;
-use herald_sip::Transport as Framing;
+use herald_sip::Framing;
 use std::collections::BTreeMap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};

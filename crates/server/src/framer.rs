@@ -161,7 +161,7 @@ fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut
         Frame::Message(bytes) => bytes,
     };
     stats.tcp_received.bump();
-    match inbound::classify(bytes, limits, herald_sip::Transport::Stream, false) {
+    match inbound::classify(bytes, limits, herald_sip::Framing::Stream, false) {
         Inbound::Message(msg) => {
             if shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
                 stats.drain_dropped.bump();

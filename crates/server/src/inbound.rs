@@ -3,7 +3,7 @@
 //! Call-ID).
 
 use bytes::{Bytes, BytesMut};
-use herald_sip::{ErrorKind, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder, Transport};
+use herald_sip::{ErrorKind, Framing, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 
@@ -34,12 +34,12 @@ pub(crate) enum Dropped {
 }
 
 /// Parses and checks one message. `truncated` marks a datagram longer than the receive buffer.
-pub(crate) fn classify(buf: Bytes, limits: &Limits, transport: Transport, truncated: bool) -> Inbound {
+pub(crate) fn classify(buf: Bytes, limits: &Limits, framing: Framing, truncated: bool) -> Inbound {
     if truncated {
         let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
     }
-    let mut msg = match Message::parse_as(buf.clone(), limits, transport) {
+    let mut msg = match Message::parse_as(buf.clone(), limits, framing) {
         Ok(m) => m,
         Err(e) if e.kind == ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
         Err(e) => return answer_unparsed(&buf, &e, limits),
@@ -213,7 +213,7 @@ mod tests {
     const OK: &[u8] = b"OPTIONS sip:a@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\nFrom: <sip:b@example.com>;tag=1\r\nTo: <sip:a@example.com>\r\nCall-ID: c1\r\nCSeq: 1 OPTIONS\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n";
 
     fn classify_dgram(b: &[u8]) -> Inbound {
-        classify(Bytes::copy_from_slice(b), &Limits::default(), Transport::Datagram, false)
+        classify(Bytes::copy_from_slice(b), &Limits::default(), Framing::Datagram, false)
     }
 
     fn answered(i: Inbound) -> (Message, bool) {
@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn truncated_datagram_is_513() {
-        let i = classify(Bytes::from_static(OK), &Limits::default(), Transport::Datagram, true);
+        let i = classify(Bytes::from_static(OK), &Limits::default(), Framing::Datagram, true);
         assert_eq!(answered(i).0.status(), Some(513));
     }
 

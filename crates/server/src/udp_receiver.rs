@@ -183,7 +183,7 @@ impl<H: SipHandler> UdpReceiver<H> {
             }
         }
         let local = d.dst.map_or(self.local, |ip| SocketAddr::new(ip, self.local.port()));
-        match inbound::classify(d.bytes, &self.d.shared.limits, herald_sip::Transport::Datagram, d.truncated) {
+        match inbound::classify(d.bytes, &self.d.shared.limits, herald_sip::Framing::Datagram, d.truncated) {
             Inbound::Message(msg) => {
                 // The wait decides this very message's fate, so it is fed before routing.
                 if let Some(wait) = clock.as_deref().and_then(|c| c.wait(d.kernel_ns)) {

@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use herald_sip::framing::{next_frame, Frame};
-use herald_sip::{Limits, Message, Transport};
+use herald_sip::{Framing, Limits, Message};
 
 mod workload;
 use workload::{full, proxy_depth, rsip_typed, MESSAGES};
@@ -90,7 +90,7 @@ fn bench_framing(c: &mut Criterion) {
             let mut n = 0;
             while let Some(frame) = next_frame(&mut buf, &limits).expect("framing") {
                 if let Frame::Message(m) = frame {
-                    black_box(Message::parse_as(m, &limits, Transport::Stream).expect("parses"));
+                    black_box(Message::parse_as(m, &limits, Framing::Stream).expect("parses"));
                     n += 1;
                 }
             }

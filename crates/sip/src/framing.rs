@@ -16,7 +16,7 @@ pub enum Frame {
     Ping,
     /// A lone CRLF: a pong or a keep-alive; ignored (RFC 3261 §7.5).
     KeepAlive,
-    /// Exactly the bytes of one message: parse with `Message::parse_as(.., Transport::Stream)`.
+    /// Exactly the bytes of one message: parse with `Message::parse_as(.., Framing::Stream)`.
     Message(Bytes),
 }
 

@@ -30,7 +30,7 @@ pub use editor::Editor;
 pub use error::{ErrorKind, ParseError};
 pub use header_name::HeaderName;
 pub use limits::{Limit, Limits};
-pub use message::{HeaderField, Message, Transport};
+pub use message::{Framing, HeaderField, Message};
 pub use method::Method;
 pub use response::ResponseBuilder;
 pub use span::Span;

@@ -29,7 +29,7 @@ pub struct HeaderField {
 
 /// How the message was delimited, which decides what Content-Length may or must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub enum Framing {
     /// The buffer is one UDP datagram: Content-Length may be absent (body = rest) and octets past
     /// it are ignored (RFC 3261 §18.3, RFC 4475 §3.1.1.8).
     Datagram,
@@ -57,10 +57,10 @@ pub struct Message {
 impl Message {
     /// Parses one UDP datagram (or any buffer holding exactly one message).
     pub fn parse(buf: Bytes, limits: &Limits) -> Result<Message, ParseError> {
-        Self::parse_as(buf, limits, Transport::Datagram)
+        Self::parse_as(buf, limits, Framing::Datagram)
     }
 
-    pub fn parse_as(buf: Bytes, limits: &Limits, transport: Transport) -> Result<Message, ParseError> {
+    pub fn parse_as(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
         if buf.len() > limits.max_message_size {
             return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
         }
@@ -70,13 +70,13 @@ impl Message {
             return Err(ParseError::new(ErrorKind::Empty, 0));
         }
         let buf = if skip > 0 { buf.slice(skip..) } else { buf };
-        Self::parse_trimmed(buf, limits, transport).map_err(|mut e| {
+        Self::parse_trimmed(buf, limits, framing).map_err(|mut e| {
             e.offset += skip;
             e
         })
     }
 
-    fn parse_trimmed(mut buf: Bytes, limits: &Limits, transport: Transport) -> Result<Message, ParseError> {
+    fn parse_trimmed(mut buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
         let s: &[u8] = &buf;
         let (start, mut pos) = parse_start_line(s, limits)?;
         let mut headers = Vec::with_capacity(16);
@@ -128,7 +128,7 @@ impl Message {
         };
         let body_start = head_end + 2;
         let available = s.len() - body_start;
-        let (body_len, trailing) = match (content_length, transport) {
+        let (body_len, trailing) = match (content_length, framing) {
             (Some((n, at)), _) => {
                 let n = n as usize;
                 if n > available {
@@ -137,8 +137,8 @@ impl Message {
                 }
                 (n, available - n)
             }
-            (None, Transport::Datagram) => (available, 0),
-            (None, Transport::Stream) => {
+            (None, Framing::Datagram) => (available, 0),
+            (None, Framing::Stream) => {
                 return Err(ParseError::new(ErrorKind::MissingContentLength, head_end));
             }
         };

@@ -27,7 +27,7 @@ use super::wire::Local;
 use crate::workload::UserModel;
 use bytes::Bytes;
 use herald_sip::text::push_hex;
-use herald_sip::{Limits, Message, Transport};
+use herald_sip::{Framing, Limits, Message};
 use rand::rngs::SmallRng;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -319,7 +319,7 @@ impl Engine {
         let mut inbox = std::mem::take(&mut self.inbox);
         let limits = self.limits.clone();
         self.endpoint(side).receive(&mut inbox, &limits);
-        let transport = if self.stream() { Transport::Stream } else { Transport::Datagram };
+        let transport = if self.stream() { Framing::Stream } else { Framing::Datagram };
         let (read_us, realtime_ns) = (self.clock(), realtime_ns());
         for incoming in inbox.drain(..) {
             self.rx_us = match incoming.kernel_ns {

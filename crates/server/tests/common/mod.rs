@@ -276,7 +276,7 @@ pub fn read_messages(s: &mut TcpStream, n: usize) -> Vec<Message> {
         loop {
             match herald_sip::framing::next_frame(&mut buf, &limits) {
                 Ok(Some(herald_sip::framing::Frame::Message(b))) => {
-                    out.push(Message::parse_as(b, &limits, herald_sip::Transport::Stream).unwrap())
+                    out.push(Message::parse_as(b, &limits, herald_sip::Framing::Stream).unwrap())
                 }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,

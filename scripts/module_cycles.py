@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Reports import cycles between modules in every crate of the workspace.
+
+For each module directory the graph is: nodes = the module's own file ("self") and its child
+modules; an edge A -> B when a file of A names an item of B by a `crate::`, `super::` or
+`self::` path (also inside `use` groups). A cycle among siblings (or between a child and its
+parent's own file) is reported. Exit status 1 if any cycle exists.
+Usage: scripts/module_cycles.py [CRATE_SRC_DIR ...]   (default: every crates/*/src, src, fuzz)
+"""
+import os, re, sys
+
+def rust_files(src):
+    for root, _, files in os.walk(src):
+        for f in files:
+            if f.endswith('.rs'):
+                yield os.path.join(root, f)
+
+def module_path(src, path):
+    rel = os.path.relpath(path, src)[:-3].split(os.sep)
+    if rel[-1] in ('lib', 'main', 'mod'):
+        rel = rel[:-1]
+    return tuple(rel)
+
+def strip_comments(text):
+    text = re.sub(r'//[^\n]*', '', text)
+    text = re.sub(r'/\*.*?\*/', '', text, flags=re.S)
+    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    return text
+
+def expand_group(body):
+    """`a::{b, c::d}` -> [a::b, a::c::d] (one level of braces is enough in practice)."""
+    out, depth, cur = [], 0, ''
+    for ch in body:
+        if ch == '{': depth += 1
+        if ch == '}': depth -= 1
+        if ch == ',' and depth == 0:
+            out.append(cur.strip()); cur = ''
+        else:
+            cur += ch
+    if cur.strip(): out.append(cur.strip())
+    paths = []
+    for item in out:
+        m = re.match(r'([\w:]*?)::\{(.*)\}$', item, flags=re.S)
+        if m:
+            paths += [m.group(1) + '::' + p for p in expand_group(m.group(2))]
+        else:
+            paths.append(item)
+    return paths
+
+def references(text, here):
+    refs = []
+    for m in re.finditer(r'\b(crate|super|self)((?:::\w+)*)::\{', text):
+        start = m.end()
+        depth, i = 1, start
+        while depth and i < len(text):
+            depth += {'{': 1, '}': -1}.get(text[i], 0); i += 1
+        for p in expand_group(text[start:i - 1]):
+            refs.append(m.group(1) + m.group(2) + '::' + p)
+    for m in re.finditer(r'\b((?:crate|super|self)(?:::\w+)+)', text):
+        refs.append(m.group(1))
+    out = []
+    for r in refs:
+        parts = [p for p in r.split('::') if p and not p.startswith(' ')]
+        parts = [p.split(' as ')[0].strip() for p in parts]
+        if not parts: continue
+        if parts[0] == 'crate':
+            base = []
+        elif parts[0] == 'self':
+            base = list(here)
+        else:
+            base = list(here)
+            while parts and parts[0] == 'super':
+                base = base[:-1]; parts = parts[1:]
+            parts = ['x'] + parts
+        out.append(tuple(base) + tuple(p for p in parts[1:] if p not in ('self',)))
+    return out
+
+def check(src):
+    modules = {}
+    is_dir_module = {}
+    for f in rust_files(src):
+        mp = module_path(src, f)
+        # test-only modules are leaves that may use anything in their parent
+        modules.setdefault(mp, []).append(f)
+    known = set(modules)
+    edges = set()
+    for mp, files in modules.items():
+        for f in files:
+            text = strip_comments(open(f, encoding='utf-8').read())
+            # inline `mod x { ... }` is ignored: it is part of its file
+            for ref in references(text, mp):
+                # deepest known module that prefixes ref
+                target = ()
+                for k in range(len(ref), -1, -1):
+                    if ref[:k] in known:
+                        target = ref[:k]; break
+                if target != mp:
+                    edges.add((mp, target))
+    cycles = []
+    # at each module level: collapse nodes to the child of `parent` they lie in
+    parents = {m[:-1] for m in known if m} | {()}
+    for parent in parents:
+        def node(m):
+            if m[:len(parent)] != parent: return None
+            if len(m) == len(parent): return 'self'
+            return m[len(parent)]
+        g = {}
+        for a, b in edges:
+            na, nb = node(a), node(b)
+            if na is None or nb is None or na == nb: continue
+            if na == 'self' and len(b) > len(parent) and False: pass
+            g.setdefault(na, set()).add(nb)
+        for scc in tarjan(g):
+            if len(scc) > 1:
+                cycles.append(('::'.join(('crate',) + parent), sorted(scc), g))
+    return cycles
+
+def tarjan(g):
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+    nodes = set(g) | {b for bs in g.values() for b in bs}
+    sys.setrecursionlimit(10000)
+    def visit(v):
+        index[v] = low[v] = counter[0]; counter[0] += 1
+        stack.append(v); on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop(); on.discard(w); scc.append(w)
+                if w == v: break
+            out.append(scc)
+    for v in sorted(nodes):
+        if v not in index: visit(v)
+    return out
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    srcs = sys.argv[1:] or sorted(
+        [os.path.join(root, 'crates', c, 'src') for c in os.listdir(os.path.join(root, 'crates'))] +
+        [os.path.join(root, 'src')])
+    bad = 0
+    for src in srcs:
+        for where, scc, g in check(src):
+            bad += 1
+            print(f'{os.path.relpath(src, root)}: cycle in {where}: {" <-> ".join(scc)}')
+            for a in scc:
+                print(f'    {a} -> {", ".join(sorted(b for b in g.get(a, ()) if b in scc))}')
+    if bad:
+        print(f'{bad} import cycle(s)'); sys.exit(1)
+    print(f'no import cycles in {len(srcs)} crate source trees')
+
+main()
