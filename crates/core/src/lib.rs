@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod engine;
 pub mod hash;
+pub mod inbound;
 pub mod io;
 pub mod peer;
 pub mod proxy;

@@ -34,7 +34,6 @@ mod source_budget;
 pub(crate) use source_budget::SourceBudgets;
 
 use crate::dns;
-use crate::inbound;
 use crate::metrics::{MsgType, Wire, WorkerMetrics};
 use crate::protect::Verdict;
 use crate::shards::Shards;
@@ -43,6 +42,7 @@ use crate::tcp;
 use crate::udp::{self, Outgoing};
 use crate::worker::{Ctl, Handed, Incoming, Shared};
 use bytes::Bytes;
+use herald_core::inbound;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
 use herald_sip::{Message, Method};
 use std::io;

@@ -31,7 +31,6 @@ mod conn_limit;
 mod dispatch;
 pub mod dns;
 mod framer;
-mod inbound;
 mod metrics;
 pub mod protect;
 pub mod rfc3263;

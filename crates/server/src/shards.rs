@@ -1,6 +1,6 @@
 //! The engine shards: `S` handler instances shared by all workers, each behind its own lock.
 //!
-//! A message belongs to shard `hash(Call-ID) % S` (module `inbound`); the worker that received
+//! A message belongs to shard `hash(Call-ID) % S` (`herald_core::inbound::shard`); the worker that received
 //! it locks that shard for the `handle` call only - never across I/O or an await point - and then
 //! carries out the outputs itself. Each shard's next timer deadline is cached in an atomic,
 //! updated under the lock after every call, so the worker that services the shard's timers

@@ -13,12 +13,12 @@
 //! its overload detector a zero wait when no datagram came for a whole tick.
 
 use crate::dispatch::{Balance, Dispatcher, WorkerCommon};
-use crate::inbound::{self, Dropped, Inbound};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::stats::Bump;
 use crate::udp::{self, Received, RecvBuffers, BATCH};
 use crate::worker::{Ctl, TICK};
+use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::{Peer, SipHandler};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

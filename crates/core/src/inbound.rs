@@ -1,19 +1,18 @@
-//! What happens to bytes between the socket and the handler: parse, receipt checks, the answer
-//! owed to a malformed request, and which engine shard the message belongs to (hash of its
-//! Call-ID).
+//! What happens to bytes between the socket and the engine, without any I/O: parse, receipt
+//! checks, the answer owed to a malformed request, and which engine shard the message belongs to
+//! (hash of its Call-ID). Every transport of the runtime (UDP datagrams, stream frames) hands its
+//! bytes to [`classify`]; the fuzz target does the same.
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::{ErrorKind, Framing, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 
-// By path, so that the fuzz target that compiles this file by path finds it too.
-#[path = "inbound/salvage.rs"]
 mod salvage;
 
 /// The outcome of receiving one datagram or one framed stream message.
 #[derive(Debug)]
-pub(crate) enum Inbound {
+pub enum Inbound {
     /// Well formed: hand it to its shard.
     Message(Message),
     /// Malformed request: send these bytes back to the sender. `close` tells a stream to close
@@ -23,8 +22,9 @@ pub(crate) enum Inbound {
     Drop(Dropped),
 }
 
+/// Why [`Inbound::Drop`] dropped a message (each reason is its own counter in the runtime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dropped {
+pub enum Dropped {
     /// Only CRLFs: a keep-alive (RFC 5626 §3.5.1 sends them on UDP too).
     KeepAlive,
     /// A malformed request that has no Via/From/To/Call-ID/CSeq to answer with, or an ACK.
@@ -34,7 +34,7 @@ pub(crate) enum Dropped {
 }
 
 /// Parses and checks one message. `truncated` marks a datagram longer than the receive buffer.
-pub(crate) fn classify(buf: Bytes, limits: &Limits, framing: Framing, truncated: bool) -> Inbound {
+pub fn classify(buf: Bytes, limits: &Limits, framing: Framing, truncated: bool) -> Inbound {
     if truncated {
         let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
@@ -77,7 +77,7 @@ fn answer(msg: &Message, e: &ParseError) -> Inbound {
 /// with the mandatory headers, it is answered with the status of the original error. A message
 /// refused by a limit (size, header line, Via or Route count) is answered from its identifying
 /// headers alone when that parse fails too (module `salvage`).
-pub(crate) fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> Inbound {
+pub fn answer_unparsed(raw: &[u8], e: &ParseError, limits: &Limits) -> Inbound {
     let skip = raw.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
     let raw = &raw[skip..];
     if raw.starts_with(b"SIP/") {
@@ -148,26 +148,23 @@ fn reparse(raw: &[u8], e: &ParseError, limits: &Limits) -> Result<Inbound, Optio
 /// The engine shard a message belongs to: FNV-1a of the Call-ID (compared byte for byte,
 /// RFC 3261 §20.8), modulo `shards`. A message without a parseable Call-ID goes to the shard of
 /// its source address, so one peer's such messages still stay together.
-pub(crate) fn shard(msg: &Message, from: &SocketAddr, shards: usize) -> usize {
+pub fn shard(msg: &Message, from: &SocketAddr, shards: usize) -> usize {
     match msg.call_id() {
         Ok(id) => shard_of(id.as_bytes(), shards),
         Err(_) => shard_of(from.to_string().as_bytes(), shards),
     }
 }
 
-pub(crate) fn shard_of(call_id: &[u8], shards: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in call_id {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+/// The shard of a Call-ID's bytes: see [`shard`].
+pub fn shard_of(call_id: &[u8], shards: usize) -> usize {
+    let h = crate::hash::fnv1a(call_id);
     // Fold the high bits in: FNV's low bits are weak for short keys.
     ((h ^ (h >> 32)) % shards as u64) as usize
 }
 
 /// A request that starts something new: not ACK or CANCEL (they belong to a running INVITE
 /// transaction) and without a To tag (so outside any dialog). Dropped while draining.
-pub(crate) fn is_new_request(msg: &Message) -> bool {
+pub fn is_new_request(msg: &Message) -> bool {
     match msg.method() {
         None | Some(Method::Ack) | Some(Method::Cancel) => false,
         Some(_) => msg.to_header().ok().and_then(|t| t.tag()).is_none(),
@@ -189,7 +186,7 @@ const BUSY_TAG: &str = "hb503-";
 /// request refused before any transaction exists: overload or the transaction limit. Built
 /// from the request's Via, From, To, Call-ID and CSeq alone, which costs far less than handling
 /// the request; a retransmission gets another such answer.
-pub(crate) fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
+pub fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
     let tag = format!("{BUSY_TAG}{}", fresh_tag());
     let retry = retry_after_s.to_string();
     ResponseBuilder::new(msg, 503, "Service Unavailable")
@@ -201,7 +198,7 @@ pub(crate) fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
 
 /// The ACK of a non-2xx final response from [`busy`] (RFC 3261 §17.1.1.3: sent hop by hop to
 /// the server that answered): there is no transaction to absorb it, so the runtime does.
-pub(crate) fn is_ack_of_busy(msg: &Message) -> bool {
+pub fn is_ack_of_busy(msg: &Message) -> bool {
     msg.method() == Some(Method::Ack)
         && msg.to_header().ok().and_then(|t| t.tag().map(|tag| tag.starts_with(BUSY_TAG))).unwrap_or(false)
 }
