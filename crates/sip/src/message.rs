@@ -1,8 +1,10 @@
 //! The parsed message: one shared buffer, the start line and a one-pass header index.
 //!
 //! `Message::parse` finds every header line in a single pass (RFC 3261 §7.3) and records byte
-//! ranges only; typed values are produced by the accessors in [`crate::headers`] on demand, and
-//! borrow from the buffer. The proxy hot path therefore pays for exactly the headers it reads.
+//! ranges only; typed values (the types of [`crate::headers`]) are produced on demand by the
+//! accessors of module `access`, and borrow from the buffer. The proxy hot path therefore pays for exactly the headers it reads.
+
+mod access;
 
 use crate::checked::Checked;
 use crate::error::{ErrorKind, ParseError};

@@ -3,6 +3,16 @@
 
 use super::ValueError;
 use crate::scan;
+use crate::span::Span;
+
+/// One element of a comma-separated header, with where it sits in the buffer (for editing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListValue<'a> {
+    /// Index of the header line in [`crate::Message::headers`].
+    pub field: usize,
+    pub span: Span,
+    pub bytes: &'a [u8],
+}
 
 /// Yields `(offset in value, element)` with surrounding LWS trimmed. An empty element between
 /// commas is an error (RFC 4475 §3.1.2.1 badinv01), an all-blank value yields nothing.

@@ -1,7 +1,6 @@
 //! Typed header values. Every type borrows from the message buffer; parsing happens when a
 //! value is asked for, never during [`crate::Message::parse`].
 
-mod access;
 mod auth;
 mod contact;
 mod list;
@@ -12,10 +11,9 @@ mod simple;
 mod typed;
 mod via;
 
-pub use access::ListValue;
 pub use auth::{AuthParamIter, AuthParams, AuthValue};
 pub use contact::{parse_qvalue, Contact};
-pub use list::ListIter;
+pub use list::{ListIter, ListValue};
 pub use media::MediaType;
 pub use name_addr::{tag_of, NameAddr};
 pub use params::{unquote, ParamIter, Params};

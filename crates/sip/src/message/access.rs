@@ -1,20 +1,16 @@
-//! Typed accessors on [`Message`]: the API the proxy, registrar and tools use.
+//! Typed accessors on [`Message`]: the API the proxy, registrar and tools use. They live with
+//! the message, not in [`crate::headers`], because they read the message's memo
+//! ([`crate::checked`]), which itself holds header values: the header types stay below both,
+//! so the module graph has no cycle.
 
-use super::*;
+use super::{HeaderField, Message};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
-use crate::message::{HeaderField, Message};
-use crate::span::Span;
+use crate::headers::{
+    parse_call_id, parse_delta_seconds, parse_max_forwards, parse_token, parse_typed, tag_of, AuthValue, CSeq, Contact,
+    ListIter, ListValue, MediaType, NameAddr, RetryAfter, Typed, ValueError, Via,
+};
 use crate::uri::Uri;
-
-/// One element of a comma-separated header, with where it sits in the buffer (for editing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListValue<'a> {
-    /// Index of the header line in [`Message::headers`].
-    pub field: usize,
-    pub span: Span,
-    pub bytes: &'a [u8],
-}
 
 impl Message {
     /// Turns a value-relative error into a message-level one naming the header.
