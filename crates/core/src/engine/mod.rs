@@ -3,15 +3,24 @@
 //! as one `SipHandler`: messages, DNS answers and time in; sends and lookups out.
 
 mod auth_gate;
+mod cancel;
 mod config;
 mod context;
+mod delivery;
+mod fork;
+mod forward_edits;
 mod hop;
+mod local_answers;
+mod record_route;
 mod requests;
 mod responses;
+mod stateless;
 mod stats;
+mod targets;
 #[cfg(test)]
 mod tests;
 mod trace;
+mod validate;
 
 pub use config::{EngineConfig, Forking, Listener, RecordRoute, SourceRoute};
 pub use hop::{hop_for, Hop};

@@ -3,7 +3,7 @@
 //! stateless forwarding of responses that match no transaction (§16.11, §18.1.2).
 
 use super::context::{BranchState, FinalResponse};
-use super::requests::take_group;
+use super::fork::take_group;
 use super::Engine;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;

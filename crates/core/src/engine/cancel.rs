@@ -1,0 +1,82 @@
+//! CANCEL (RFC 3261 §16.10, §9.1): answering a CANCEL, and cancelling a request's pending
+//! branches (when a CANCEL arrives, and when a final response ends the forking).
+
+use super::context::BranchState;
+use super::Engine;
+use crate::io::Output;
+use crate::peer::Peer;
+use crate::proxy::respond::{build_cancel, response_destination};
+use crate::transaction::TxId;
+use herald_sip::{Limits, Message};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+impl Engine {
+    /// RFC 3261 §16.10: answer the CANCEL, then cancel every pending branch of its INVITE.
+    pub(super) fn on_cancel(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        out: &mut Vec<Output>,
+    ) {
+        let target = self.txs.find_cancel_target(&msg).filter(|sid| self.contexts.contains_key(sid));
+        let Some(sid) = target else {
+            // No response context: forward statelessly (§16.10), if the policy lets it leave
+            // for its target: to a foreign host it would be a relay for a transaction herald
+            // never had (issue 16), answered 481 instead.
+            if self.pass_gate(now, from, &msg, out).is_some() {
+                self.forward_stateless(now, from, local, &msg, out);
+            }
+            return;
+        };
+        if let Ok((cid, actions)) = self.txs.insert_server(now, &msg, response_destination(&msg, from), false) {
+            let peer = self.txs.peer(cid);
+            self.apply(now, cid, peer, actions, out);
+            self.respond(now, cid, &msg, (200, "OK"), &[], out);
+        }
+        let pending: Vec<usize> = match self.contexts.get_mut(&sid) {
+            Some(ctx) => {
+                ctx.stop_forking = true;
+                ctx.waiting.clear();
+                (0..ctx.branches.len()).filter(|i| ctx.branches[*i].is_pending()).collect()
+            }
+            None => return,
+        };
+        for idx in pending {
+            self.cancel_branch(now, sid, idx, out);
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// Sends CANCEL on a branch once it has a provisional response (RFC 3261 §9.1); a branch
+    /// still resolving is simply dropped as 487.
+    pub(super) fn cancel_branch(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) else { return };
+        match b.state {
+            BranchState::Proceeding => {
+                if b.cancelled {
+                    return; // one CANCEL per branch (§9.1: it is retransmitted by its transaction)
+                }
+                let Some(cid) = b.client else { return };
+                let Some(req) = self.txs.get(cid).and_then(|t| t.request()).cloned() else { return };
+                let Some(peer) = self.txs.peer(cid) else { return };
+                // §9.1: without a final response 64*T1 after the CANCEL, the INVITE's client
+                // transaction is destroyed: Timer C's heap brings the branch back then.
+                let give_up_at = now + self.cfg.timers.t1 * 64;
+                b.cancelled = true;
+                b.timer_c = Some(give_up_at);
+                self.timer_c.push(std::cmp::Reverse((give_up_at, sid, idx)));
+                if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
+                    if let Ok((id, actions)) = self.txs.insert_client(now, cancel, peer) {
+                        self.apply(now, id, Some(peer), actions, out);
+                    }
+                }
+            }
+            BranchState::Trying => b.cancel_when_provisional = true,
+            BranchState::Resolving(_) => self.branch_failed(now, sid, idx, 487, out),
+            BranchState::Done(_) => {}
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Forking (RFC 3261 §16.6): a request's response context, its branches, and the copy of the
+//! request each branch sends, after resolving the next hop's name if it has one (RFC 3263).
+//! Responses to the branches come back through `responses`.
+
+use super::context::{Branch, BranchState, Context, Planned, PlannedDest};
+use super::forward_edits::{loop_branch, strict_route_edits};
+use super::hop::{hop_for, Hop};
+use super::{Engine, Forking};
+use crate::io::Output;
+use crate::peer::Peer;
+use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
+use crate::proxy::route::preprocess;
+use crate::transaction::{new_branch, TxId};
+use herald_sip::uri::Uri;
+use herald_sip::{Limits, Message, Method};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+impl Engine {
+    /// Forwards a new request that has its server transaction `id` to its targets: creates its
+    /// response context (§16.2) and starts the first group of branches. `hash` is its loop hash
+    /// (§16.3 step 4), carried in every branch parameter.
+    #[allow(clippy::too_many_arguments)] // the request, where it came from, and its targets
+    pub(super) fn fork(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        hash: u64,
+        plan: Vec<Planned>,
+        out: &mut Vec<Output>,
+    ) {
+        let mut waiting: VecDeque<Planned> = plan.into();
+        let first = take_group(&mut waiting, self.cfg.forking);
+        let is_invite = msg.method() == Some(Method::Invite);
+        self.context_bytes += msg.as_bytes().len();
+        self.contexts.insert(
+            id,
+            Box::new(Context {
+                request: Some(msg),
+                source: from,
+                local,
+                is_invite,
+                loop_hash: hash,
+                branches: Vec::new(),
+                waiting,
+                finals: Vec::new(),
+                answered: false,
+                stop_forking: false,
+            }),
+        );
+        self.start_branches(now, id, first, out);
+    }
+
+    /// Starts one group of targets as branches of `sid`, then lets `advance` decide whether
+    /// the context has its answer.
+    pub(super) fn start_branches(&mut self, now: Instant, sid: TxId, group: Vec<Planned>, out: &mut Vec<Output>) {
+        if let Some(ctx) = self.contexts.get_mut(&sid) {
+            // Most requests have one target: no room for three more branches that never come.
+            ctx.branches.reserve_exact(group.len());
+        }
+        for planned in group {
+            let Some(ctx) = self.contexts.get_mut(&sid) else { return };
+            ctx.branches.push(Branch::new(planned));
+            let idx = ctx.branches.len() - 1;
+            self.launch(now, sid, idx, out);
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// Sends branch `idx` to its planned destination, resolving a name first if needed.
+    fn launch(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(dest) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)).map(|b| b.planned.dest.clone())
+        else {
+            return;
+        };
+        match dest {
+            PlannedDest::Peer(p) => self.send_branch(now, sid, idx, p, out),
+            PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+                Some(Hop::Peer(p)) => self.send_branch(now, sid, idx, p, out),
+                Some(Hop::Resolve(request)) => {
+                    let token = self.token();
+                    self.resolving.insert(token, (sid, idx));
+                    if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
+                        b.state = BranchState::Resolving(token);
+                    }
+                    out.push(Output::Resolve { token, request });
+                }
+                None => self.branch_failed(now, sid, idx, 416, out),
+            },
+        }
+    }
+
+    /// A branch failed at the transport level: try its fallback (the contact URI of a binding
+    /// whose registration connection is gone) before counting it as 503 (RFC 3261 §8.1.3.1).
+    pub(super) fn retry_or_fail(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let fallback = self
+            .contexts
+            .get_mut(&sid)
+            .and_then(|c| c.branches.get_mut(idx))
+            .filter(|b| b.is_pending())
+            .and_then(|b| b.planned.fallback.take());
+        match fallback {
+            Some(uri) => {
+                if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
+                    if let Some(cid) = b.client.take() {
+                        self.clients.remove(&cid);
+                    }
+                    b.planned.dest = PlannedDest::Uri(uri);
+                    b.state = BranchState::Trying;
+                }
+                self.launch(now, sid, idx, out);
+            }
+            None => self.branch_failed(now, sid, idx, 503, out),
+        }
+    }
+    /// The answer to branch DNS lookup `token` (RFC 3263): the branch goes to the first target
+    /// found, unless it stopped waiting meanwhile (cancelled, timed out).
+    pub(super) fn on_resolved(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: Result<Vec<crate::io::Target>, String>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some((sid, idx)) = self.resolving.remove(&token) else { return };
+        let still_waiting = self
+            .contexts
+            .get(&sid)
+            .and_then(|c| c.branches.get(idx))
+            .is_some_and(|b| b.state == BranchState::Resolving(token));
+        if !still_waiting {
+            return;
+        }
+        match result.ok().and_then(|t| t.first().copied()) {
+            Some(t) => self.send_branch(now, sid, idx, Peer { transport: t.transport, addr: t.addr, conn: None }, out),
+            // RFC 3263 §4.3: no usable target is a 503 for that branch (§16.7 turns it into 500).
+            None => self.branch_failed(now, sid, idx, 503, out),
+        }
+        self.advance(now, sid, out);
+    }
+
+    /// Builds the copy of the request for branch `idx` and starts its client transaction.
+    fn send_branch(&mut self, now: Instant, sid: TxId, idx: usize, to: Peer, out: &mut Vec<Output>) {
+        let Some(ctx) = self.contexts.get(&sid) else { return };
+        let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else {
+            return self.branch_failed(now, sid, idx, 503, out);
+        };
+        let Some(req) = ctx.request.clone() else {
+            return self.branch_failed(now, sid, idx, 500, out);
+        };
+        let planned = ctx.branches[idx].planned.clone();
+        let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
+        let branch = loop_branch(new_branch(), ctx.loop_hash);
+        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener);
+        let mut pre = match preprocess(&req, &self.cfg.identity) {
+            Ok(p) => p,
+            Err(_) => return self.branch_failed(now, sid, idx, 400, out),
+        };
+        let append = strict_route_edits(&req, &mut pre, &planned);
+        let consumed = self.consumed_credentials(&req);
+        let bytes = forward(
+            &req,
+            &Forward {
+                remove_fields: &consumed,
+                request_uri: planned.request_uri.as_deref(),
+                remove_routes: &pre.remove,
+                push_routes: &planned.push_routes,
+                append_routes: &append,
+                record_route: &record_route,
+                via: &via,
+                via_fixup: via_fixup(&req, ctx.source.addr),
+            },
+        );
+        let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
+            return self.branch_failed(now, sid, idx, 500, out);
+        };
+        match self.txs.insert_client(now, fwd, to) {
+            Ok((cid, actions)) => {
+                self.clients.insert(cid, (sid, idx));
+                let timer_c = self.cfg.timer_c;
+                if let Some(ctx) = self.contexts.get_mut(&sid) {
+                    let b = &mut ctx.branches[idx];
+                    b.client = Some(cid);
+                    b.state = BranchState::Trying;
+                    if ctx.is_invite {
+                        b.timer_c = Some(now + timer_c);
+                        self.timer_c.push(std::cmp::Reverse((now + timer_c, sid, idx)));
+                    }
+                }
+                self.apply(now, cid, Some(to), actions, out);
+            }
+            Err(_) => self.branch_failed(now, sid, idx, 500, out),
+        }
+    }
+}
+
+/// The next group of targets: everything (parallel) or the contacts sharing the highest q.
+pub(super) fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
+    match forking {
+        Forking::Parallel => waiting.drain(..).collect(),
+        Forking::Sequential => {
+            let mut sorted: Vec<Planned> = waiting.drain(..).collect();
+            sorted.sort_by_key(|p| std::cmp::Reverse(p.q));
+            let top = sorted.first().map(|p| p.q);
+            let (group, rest): (Vec<_>, Vec<_>) = sorted.into_iter().partition(|p| Some(p.q) == top);
+            waiting.extend(rest);
+            group
+        }
+    }
+}

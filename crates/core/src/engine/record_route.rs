@@ -1,0 +1,60 @@
+//! Record-Route (RFC 3261 §16.6 step 4): whether herald stays on a dialog's path, and the
+//! values it inserts, doubled when a request changes transport or address family (RFC 5658).
+
+use super::{Engine, Listener, RecordRoute};
+use crate::peer::Transport;
+use crate::proxy::forward::{record_route_value, record_route_value_sips};
+use herald_sip::uri::Uri;
+use herald_sip::{Message, Method};
+
+impl Engine {
+    /// §16.6 step 4, with double record-routing when the request changes transport or address
+    /// family (RFC 5658 §3): the top value faces the next hop, the second the previous hop.
+    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any.
+    pub(super) fn record_route_for(
+        &self,
+        req: &Message,
+        branch_uri: Option<&str>,
+        inbound: Option<Listener>,
+        outbound: Listener,
+    ) -> Vec<String> {
+        let creates_dialog =
+            matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
+                && req.to_tag().ok().flatten().is_none();
+        let crosses = inbound.is_some_and(|i| i != outbound);
+        let wanted = match self.cfg.record_route {
+            RecordRoute::Always => true,
+            RecordRoute::CrossTransport => crosses,
+            RecordRoute::Never => false,
+        };
+        if !creates_dialog || !wanted {
+            return Vec::new();
+        }
+        // SIPS in the Request-URI (as received, or as this branch rewrites it) or in the top
+        // Route left after ours asks for a SIPS Record-Route.
+        let secure = req.request_uri().is_ok_and(|u| u.is_sips())
+            || branch_uri.is_some_and(|u| Uri::parse(u.as_bytes()).is_ok_and(|u| u.is_sips()))
+            || req
+                .routes()
+                .map_while(Result::ok)
+                .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
+                .is_some_and(|r| r.uri.is_sips());
+        // With authentication on, herald signs its Record-Route for the dialog's Call-ID and
+        // creator's tag: the dialog's later requests prove with it that they follow a route
+        // herald built, which lets them leave for a foreign target without credentials
+        // (crate::auth::route_sig; a Route the sender wrote proves nothing, issue 16).
+        let signature = self
+            .auth
+            .as_ref()
+            .map(|a| a.route_signer().sign(req.call_id().unwrap_or(""), req.from_tag().ok().flatten().unwrap_or("")));
+        let sig = signature.as_deref();
+        let rr = |l: Listener| match l.transport {
+            t if secure && t.is_secure() => record_route_value_sips(l.addr, sig),
+            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr, sig),
+        };
+        match inbound {
+            Some(i) if crosses => vec![rr(outbound), rr(i)],
+            _ => vec![rr(outbound)],
+        }
+    }
+}

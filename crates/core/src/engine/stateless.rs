@@ -1,0 +1,93 @@
+//! Forwarding without state (RFC 3261 §16.11): stateless mode, the ACK for a 2xx and a CANCEL
+//! that matches no response context. The branch is derived from the request, so a
+//! retransmission leaves with the same one.
+
+use super::context::PlannedDest;
+use super::forward_edits::{loop_branch, strict_route_edits};
+use super::hop::{hop_for, Hop};
+use super::local_answers::{options_headers, Local};
+use super::Engine;
+use crate::io::Output;
+use crate::peer::Peer;
+use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
+use crate::proxy::respond::response_destination;
+use crate::proxy::route::preprocess;
+use crate::proxy::validate::loop_hash;
+use crate::transaction::stateless_branch;
+use herald_sip::uri::Uri;
+use herald_sip::Message;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+impl Engine {
+    /// Stateless mode (§16.11): REGISTER and OPTIONS to us are still answered; everything else
+    /// goes to one target without transaction state.
+    pub(super) fn on_request_stateless(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        local: SocketAddr,
+        msg: Message,
+        out: &mut Vec<Output>,
+    ) {
+        if self.refused_stateless(&msg, from, out) {
+            return;
+        }
+        if self.pass_gate(now, from, &msg, out).is_none() {
+            return;
+        }
+        match self.plan_targets(now, &msg) {
+            Err(Local::Register) => {
+                let response = self.registrar.handle_register(now, &msg, from, &self.store);
+                out.push(Output::Send { to: response_destination(&msg, from), bytes: response.freeze() });
+            }
+            Err(Local::Options) => self.respond_stateless_with(&msg, from, (200, "OK"), &options_headers(), out),
+            Err(Local::Reject(status, reason)) => self.respond_stateless(&msg, from, status, reason, out),
+            Ok(_) => self.forward_stateless(now, from, local, &msg, out),
+        }
+    }
+
+    /// Forwards without state (§16.11): ACK for 2xx, CANCEL without context, stateless mode.
+    /// The branch is derived from the request so that retransmissions get the same one. Only
+    /// literal-address next hops are used: a stateless element has nowhere to park a request
+    /// while a name is being resolved.
+    pub(super) fn forward_stateless(
+        &mut self,
+        now: Instant,
+        from: Peer,
+        _local: SocketAddr,
+        msg: &Message,
+        out: &mut Vec<Output>,
+    ) {
+        let Ok(plan) = self.plan_targets(now, msg) else { return };
+        let Some(target) = plan.into_iter().max_by_key(|p| p.q) else { return };
+        let to = match &target.dest {
+            PlannedDest::Peer(p) => *p,
+            PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+                Some(Hop::Peer(p)) => p,
+                _ => return,
+            },
+        };
+        let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
+        let Some(base) = stateless_branch(msg) else { return };
+        let branch = loop_branch(base, loop_hash(msg));
+        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+        let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
+        let append = strict_route_edits(msg, &mut pre, &target);
+        let consumed = self.consumed_credentials(msg);
+        let bytes = forward(
+            msg,
+            &Forward {
+                remove_fields: &consumed,
+                request_uri: target.request_uri.as_deref(),
+                remove_routes: &pre.remove,
+                push_routes: &target.push_routes,
+                append_routes: &append,
+                via: &via,
+                via_fixup: via_fixup(msg, from.addr),
+                ..Default::default()
+            },
+        );
+        out.push(Output::Send { to, bytes });
+    }
+}

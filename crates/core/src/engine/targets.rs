@@ -1,0 +1,138 @@
+//! Target determination (RFC 3261 §16.4, §16.5): where a request goes (the next Route, the
+//! location service's bindings for a served domain, or its Request-URI), or why herald answers
+//! it itself ([`Local`]). It reads the location store, the config and the users auth knows;
+//! it changes nothing.
+
+use super::context::{Planned, PlannedDest};
+use super::delivery::delivery;
+use super::hop::{hop_for, Hop};
+use super::local_answers::Local;
+use super::Engine;
+use crate::peer::Transport;
+use crate::proxy::route::{next_hop, preprocess};
+use herald_sip::headers::NameAddr;
+use herald_sip::uri::Uri;
+use herald_sip::{Message, Method};
+use herald_store::Aor;
+use std::time::Instant;
+
+impl Engine {
+    /// RFC 3261 §16.4 and §16.5: where the request goes, or why herald answers it itself.
+    pub(super) fn plan_targets(&self, now: Instant, msg: &Message) -> Result<Vec<Planned>, Local> {
+        let pre = preprocess(msg, &self.cfg.identity).map_err(|_| Local::Reject(400, "Bad Route"))?;
+        let ruri_text = match &pre.request_uri {
+            Some(u) => u.clone(),
+            None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
+        };
+        let first_route = msg
+            .list_values(herald_sip::HeaderName::Route)
+            .filter_map(Result::ok)
+            .find(|v| !pre.remove.iter().any(|r| r.span == v.span))
+            .and_then(|v| NameAddr::parse(v.bytes).ok());
+        if let Some(route) = first_route {
+            // Loose routing: the next hop is the first remaining Route (§16.12).
+            let (next, strict) = next_hop(Some(&route), &ruri_text);
+            return Ok(vec![Planned {
+                request_uri: if strict { Some(next.clone()) } else { pre.request_uri.clone() },
+                dest: PlannedDest::Uri(next),
+                push_routes: vec![],
+                q: 1000,
+                strict_route_tail: strict.then(|| format!("<{ruri_text}>")),
+                fallback: None,
+            }]);
+        }
+        let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
+        let identity = &self.cfg.identity;
+        let to_us = identity.is_this_proxy(&ruri)
+            || (identity.serves_domain(&ruri) && ruri.as_sip().is_some_and(|u| u.user.is_none()));
+        let method = msg.method();
+        if method == Some(Method::Register) && identity.serves_domain(&ruri) {
+            return Err(Local::Register);
+        }
+        if to_us {
+            return Err(match method {
+                Some(Method::Options) => Local::Options,
+                _ => Local::Reject(404, "Not Found"),
+            });
+        }
+        if identity.serves_domain(&ruri) {
+            // §16.5: the location service decides for a domain we are responsible for.
+            // The port does not split a served domain's users (Aor::of_served_domain).
+            let aor = Aor::of_served_domain(&ruri).ok_or(Local::Reject(404, "Not Found"))?;
+            let bindings = self.store.lookup(&aor, now);
+            if bindings.is_empty() {
+                // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
+                // not exist in the domain, which herald knows only for users it provisioned.
+                let provisioned = self.auth.as_ref().zip(ruri.as_sip()).is_some_and(|(a, u)| {
+                    u.user_unescaped()
+                        .is_some_and(|user| a.knows_user(&String::from_utf8_lossy(&user), &u.host.to_string()))
+                });
+                return Err(if provisioned {
+                    Local::Reject(480, "Temporarily Unavailable")
+                } else {
+                    Local::Reject(404, "Not Found")
+                });
+            }
+            let secure = ruri.is_sips();
+            let planned: Vec<Planned> = bindings
+                .into_iter()
+                .map(|b| {
+                    // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the
+                    // edge proxy the registration came through), which routes it on.
+                    let dest = match b.path.as_deref().and_then(first_path_uri) {
+                        Some(first) => PlannedDest::Uri(first),
+                        None => delivery(&b.contact, b.source),
+                    };
+                    let fallback = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable())
+                        .then(|| b.contact.to_string());
+                    Planned {
+                        request_uri: Some(b.contact.to_string()),
+                        dest,
+                        push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
+                        q: b.q_or_default(),
+                        strict_route_tail: None,
+                        fallback,
+                    }
+                })
+                // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
+                // the last one included (the last-hop exception is deprecated). A phone
+                // registered over UDP or TCP with a sip: contact cannot take it.
+                .filter(|p| !secure || reaches_securely(&p.dest))
+                .collect();
+            if planned.is_empty() {
+                return Err(Local::Reject(480, "No Secure Contact"));
+            }
+            return Ok(planned);
+        }
+        if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
+            return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS
+        }
+        Ok(vec![Planned {
+            request_uri: pre.request_uri.clone(),
+            dest: PlannedDest::Uri(ruri_text),
+            push_routes: vec![],
+            q: 1000,
+            strict_route_tail: None,
+            fallback: None,
+        }])
+    }
+}
+
+/// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
+fn first_path_uri(path: &str) -> Option<String> {
+    let first = herald_sip::headers::ListIter::new(path.as_bytes()).next()?.ok()?.1;
+    NameAddr::parse(first).ok().map(|a| a.uri.as_str().to_owned())
+}
+
+/// Whether a branch to `dest` travels over TLS: a connection that is one (the binding's own
+/// flow), or a URI that can only be reached over one (`sips:`, `transport=tls`).
+fn reaches_securely(dest: &PlannedDest) -> bool {
+    match dest {
+        PlannedDest::Peer(p) => p.transport.is_secure(),
+        PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {
+            Some(Hop::Peer(p)) => p.transport.is_secure(),
+            Some(Hop::Resolve(r)) => r.secure || r.transport.is_some_and(Transport::is_secure),
+            None => false,
+        },
+    }
+}
