@@ -8,6 +8,11 @@
 //! * [`Editor`] forwards a message with cheap edits, copying untouched bytes verbatim.
 //! * [`Limits`] bounds everything; errors ([`ParseError`]) name the offset and header and map to
 //!   the response a server owes the sender.
+//!
+//! What it owns, and what it must not import: the wire format only (bytes to typed messages
+//! and back). It is the bottom of the workspace: it imports no other herald crate and knows
+//! nothing of transactions, proxying, transports or configuration; it does no I/O (no sockets,
+//! no clock, no threads, no randomness), so anything can depend on it.
 
 mod checked;
 pub mod editor;

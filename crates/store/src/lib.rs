@@ -1,5 +1,10 @@
 //! herald-store: the location service of herald (RFC 3261 §10.3), in memory.
 //!
+//! What it owns: the bindings of addresses-of-record and their expiry, nothing else. What it
+//! must not import: only `herald-sip` (URIs) of herald's crates, never `herald-core` or the
+//! runtime; it does no I/O (no sockets, no clock, no threads): callers pass the time and share
+//! the store between their threads.
+//!
 //! * [`LocationStore`] maps an address-of-record ([`Aor`]) to its [`Binding`]s. It is shared by
 //!   every worker thread, so it is split into a fixed power-of-two number of shards, each behind
 //!   its own `RwLock` and chosen by the key's hash: registrations of unrelated users never wait
