@@ -1,0 +1,66 @@
+//! herald-sys: every system call herald makes that the standard library does not wrap, behind a
+//! small safe API. It is the one crate of the workspace whose own code holds `unsafe` for the
+//! kernel; the others declare `#![forbid(unsafe_code)]` (quinn keeps its syscalls in quinn-udp
+//! the same way).
+//!
+//! What it owns:
+//! * Batched UDP I/O (seed 000: per-datagram system calls dominate a UDP SIP server's cost):
+//!   [`RecvBatch`] reads up to [`BATCH`] datagrams with one recvmmsg(2), each with its source,
+//!   the local address it was sent to (IP_PKTINFO), the kernel's receive time (SO_TIMESTAMPNS),
+//!   the socket's drop count (SO_RXQ_OVFL) and whether it was truncated; [`send_batch`] sends a
+//!   slice of datagrams with as few sendmmsg(2) calls as possible.
+//! * Socket creation for workers that share a port: [`reuseport_udp`] and
+//!   [`reuseport_tcp_listener`] (SO_REUSEPORT, forced buffer sizes, IP_PKTINFO on wildcards), and
+//!   the receive options [`enable_rx_metadata`] / [`enable_rx_timestamps`].
+//! * Waiting on descriptors: [`poll`], [`wait_writable`].
+//! * The process: CPU and wall clocks ([`thread_cpu_ns`], [`realtime_ns`], [`rusage_self`],
+//!   [`clock_ticks_per_second`]), memory ([`malloc_trim`], [`page_size`]), the host
+//!   ([`hostname`], [`interface_addresses`]) and Ctrl-C ([`catch_sigint`], [`sigint_seen`]).
+//!
+//! Every `unsafe` block says why it is sound. The recurring arguments: the libc structs involved
+//! (`iovec`, `mmsghdr`, `sockaddr_storage`, `timespec`, `rusage`, ...) are plain old data for
+//! which all-zero is a valid value; every pointer handed to the kernel points into memory that a
+//! Rust borrow keeps alive and unmoved for the duration of the call; and everything read back is
+//! read within the length the kernel reported, with `read_unaligned` where the kernel's layout
+//! does not promise Rust's alignment. Descriptors come in as [`std::os::fd::AsFd`] borrows, so a
+//! call cannot outlive the socket it uses.
+//!
+//! Linux only (recvmmsg, SO_RXQ_OVFL, SO_RCVBUFFORCE, IP_PKTINFO), as herald is.
+
+// Every unsafe block carries its SAFETY argument, and an unsafe fn's body is no blanket licence.
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+
+mod clock;
+mod cmsg;
+mod host;
+mod poll;
+mod recv;
+mod reuseport;
+mod send;
+mod signal;
+mod sockaddr;
+mod sockopt;
+
+pub use clock::{clock_ticks_per_second, realtime_ns, rusage_self, thread_cpu_ns};
+pub use host::{hostname, interface_addresses, malloc_trim, page_size};
+pub use poll::{poll, wait_writable};
+pub use recv::{Datagram, RecvBatch};
+pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
+pub use send::{send_batch, Outbound};
+pub use signal::{catch_sigint, sigint_seen};
+pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
+
+/// Datagrams per recvmmsg/sendmmsg call: enough to empty a socket queue that a burst filled in
+/// few calls, small enough that one batch's slots stay in cache.
+pub const BATCH: usize = 32;
+
+/// Whether a batch call may sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Return at once (MSG_DONTWAIT), with `WouldBlock` when nothing could be read or sent.
+    Never,
+    /// As the socket's blocking mode says. On a blocking socket a receive sleeps until the first
+    /// datagram (or SO_RCVTIMEO) and then takes only what is already queued (MSG_WAITFORONE); a
+    /// send sleeps until the send buffer has room.
+    IfBlocking,
+}
