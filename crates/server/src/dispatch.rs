@@ -29,27 +29,25 @@
 //! worker's capacity, and its requests must pass the guard after its earlier ones were handled
 //! (an authentication failure bans before the next guess is admitted).
 
-mod source_budget;
-
-pub(crate) use source_budget::SourceBudgets;
-
 use crate::dns;
 use crate::metrics::{MsgType, Wire, WorkerMetrics};
-use crate::protect::Verdict;
+use crate::protect::FloodVerdict;
+use crate::runtime::{Ctl, Handed, Incoming};
 use crate::shards::Shards;
+use crate::shared::{Shared, WorkerCommon};
+use crate::source_budget;
 use crate::stats::{Bump, WorkerStats};
-use crate::tcp;
+use crate::stream;
 use crate::udp::{self, Outgoing};
-use crate::worker::{Ctl, Handed, Incoming, Shared};
 use bytes::Bytes;
 use herald_core::inbound;
 use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
 use herald_sip::{Message, Method};
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -84,26 +82,6 @@ impl Balance {
         let busy = self.busy_at.is_some_and(|at| now.duration_since(at) < BALANCE_HOLD);
         self.on = busy || self.pending.load(Ordering::Acquire) > 0;
     }
-}
-
-/// What a worker's threads share besides [`Shared`].
-pub(crate) struct WorkerCommon {
-    pub id: usize,
-    /// The worker's UDP sockets (blocking mode: the receivers block in recvmmsg; every send
-    /// passes MSG_DONTWAIT).
-    pub udp: Vec<Arc<UdpSocket>>,
-    pub udp_local: Vec<SocketAddr>,
-    pub ctl_tx: mpsc::UnboundedSender<Ctl>,
-    /// The worker's tokio runtime: connects and lookups run as its tasks.
-    pub rt: tokio::runtime::Handle,
-    /// One resolver (one DNS cache) per worker, made on first use.
-    pub resolver: OnceLock<dns::Resolver>,
-    /// UDP receivers of this worker shedding new requests now (`[overload]`).
-    pub shedding: AtomicUsize,
-    /// Transactions held over all shards, sampled every tick (`limits.max_transactions`).
-    pub transactions: AtomicUsize,
-    /// Bytes of messages held over all shards, sampled every tick (`limits.max_held_bytes`).
-    pub held_bytes: AtomicUsize,
 }
 
 pub(crate) struct Dispatcher<H> {
@@ -179,7 +157,7 @@ impl<H: SipHandler> Dispatcher<H> {
         if msg.is_request() {
             let now = Instant::now();
             if let Some(flood) = &self.shared.flood {
-                if flood.check_request(&from, now) == Verdict::Drop {
+                if flood.check_request(&from, now) == FloodVerdict::Drop {
                     return; // counted by the guard
                 }
                 // An ACK starts no transaction; trusted sources have no per-source budget.
@@ -286,7 +264,7 @@ impl<H: SipHandler> Dispatcher<H> {
                     },
                     Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
                         let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
-                        if !tcp::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes) {
+                        if !stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes) {
                             self.transport_error(Some(shard), to);
                         } else if let Some(kind) = kind {
                             self.metrics().sent(kind, Wire::Tcp);
@@ -320,7 +298,7 @@ impl<H: SipHandler> Dispatcher<H> {
                 Wire::Udp
             }),
             Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
-                tcp::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes).then_some(Wire::Tcp)
+                stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes).then_some(Wire::Tcp)
             }
             Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => None,
         };
@@ -352,7 +330,8 @@ impl<H: SipHandler> Dispatcher<H> {
         let tx = self.common.ctl_tx.clone();
         let tls = self.shared.tls.clone();
         tokio::spawn(async move {
-            let result = resolver.resolve(&request).await;
+            // The engine is told the kind of failure; the resolver already logged its detail.
+            let result = resolver.resolve(&request).await.map_err(|f| f.error);
             // RFC 5922 §7.1: a TLS next hop must prove the name it was looked up by.
             if let (Some(tls), Ok(targets)) = (&tls, &result) {
                 tls.learn(&request.host, targets);

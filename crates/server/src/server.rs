@@ -3,20 +3,23 @@
 use crate::bind::{self, BoundAddr, WorkerSockets};
 use crate::config::{Config, ListenTransport};
 use crate::conn_limit::PerIp;
-use crate::metrics;
+use crate::conns::Registry;
+use crate::endpoint;
 use crate::protect::FloodGuard;
+use crate::runtime::Ctl;
 use crate::shards::{shard_count, Shards};
+use crate::shared::Shared;
+use crate::source_budget::SourceBudgets;
 use crate::stats::Stats;
-use crate::tcp::Registry;
 use crate::tls::TlsContext;
-use crate::worker::{Ctl, Shared, Worker};
+use crate::worker::Worker;
 use crate::ServerError;
 // Declared here, beside its only user (the main thread's loop below).
 #[path = "memory.rs"]
 mod memory;
 use herald_core::{SipHandler, Transport};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -45,7 +48,7 @@ impl Server {
         }
         let metrics = match config.metrics.listen {
             Some(addr) => {
-                let l = metrics::http::bind(addr).map_err(|source| ServerError::MetricsBind { addr, source })?;
+                let l = endpoint::bind(addr).map_err(|source| ServerError::MetricsBind { addr, source })?;
                 tracing::info!(addr = %l.local_addr().unwrap_or(addr), "metrics endpoint: GET /metrics");
                 Some(l)
             }
@@ -143,7 +146,7 @@ impl Server {
         let drain_timeout = Duration::from_secs(self.config.server.drain_timeout_s);
         let shared = Arc::new(Shared {
             limits: self.config.limits.sip(),
-            budgets: crate::dispatch::SourceBudgets::for_config(&self.config),
+            budgets: SourceBudgets::for_config(&self.config),
             config: self.config,
             workers: n,
             inboxes,
@@ -154,7 +157,6 @@ impl Server {
             stats: self.stats,
             draining: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
-            next_conn: AtomicU64::new(1),
             supported,
             tls: self.tls,
         });
@@ -182,7 +184,7 @@ impl Server {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)?;
         // The endpoint runs on this thread's runtime, off the workers, until `run` returns.
         if let Some(l) = self.metrics {
-            rt.spawn(metrics::http::serve(l, shared.stats.clone()));
+            rt.spawn(endpoint::serve(l, shared.stats.clone()));
         }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);

@@ -12,12 +12,13 @@
 //! The socket's SO_RCVTIMEO ([`TICK`]) bounds the block, so the thread notices shutdown and feeds
 //! its overload detector a zero wait when no datagram came for a whole tick.
 
-use crate::dispatch::{Balance, Dispatcher, WorkerCommon};
+use crate::dispatch::{Balance, Dispatcher};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
+use crate::runtime::{Ctl, TICK};
+use crate::shared::WorkerCommon;
 use crate::stats::Bump;
 use crate::udp::{self, Received, RecvBuffers, BATCH};
-use crate::worker::{Ctl, TICK};
 use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::{Peer, SipHandler};
 use std::io;

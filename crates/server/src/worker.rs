@@ -18,106 +18,27 @@
 //! [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the zero-length timers
 //! of reliable transports, which merely free state, are delayed relatively).
 
-use crate::config::Config;
-use crate::conn_limit::PerIp;
-use crate::dispatch::{Dispatcher, WorkerCommon};
+use crate::dispatch::Dispatcher;
 use crate::metrics::{BatchClock, MsgType, Wire};
-use crate::protect::FloodGuard;
+use crate::runtime::{Ctl, Handed, Incoming, TICK};
 use crate::shards::Shards;
-use crate::stats::Stats;
-use crate::tcp::{self, Registry};
-use crate::tls::TlsContext;
+use crate::shared::{Shared, WorkerCommon};
+use crate::stream;
 use crate::udp_receiver::UdpReceiver;
-use herald_core::{Input, Peer, SipHandler, Target, Transport};
-use herald_sip::Message;
+use herald_core::{Input, SipHandler, Transport};
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
-/// A message for the worker's loop: read by one of its TCP connection tasks, or handed over by
-/// a busy UDP receiver of any worker (module `dispatch`, "Balancing").
-#[derive(Debug)]
-pub(crate) struct Incoming {
-    pub from: Peer,
-    pub local: SocketAddr,
-    pub msg: Message,
-    pub handed: Option<Handed>,
-}
-
-/// A UDP message a busy receiver passed on, already admitted (protections checked) and assigned
-/// to engine shard `shard`, which this worker owns. `origin` counts the receiver's messages not
-/// yet handled and sent: decremented only after this worker's sendmmsg, so that the receiver
-/// can tell when it may handle that shard's messages itself again without overtaking one.
-#[derive(Debug)]
-pub(crate) struct Handed {
-    pub shard: usize,
-    pub origin: Arc<AtomicUsize>,
-}
-
-/// Control messages to a worker (unbounded: their number is bounded by outstanding lookups and
-/// connection attempts, and by the two shutdown steps).
-#[derive(Debug)]
-pub(crate) enum Ctl {
-    /// The answer to an `Output::Resolve` of engine shard `shard`.
-    Resolved {
-        shard: usize,
-        token: u64,
-        result: Result<Vec<Target>, String>,
-    },
-    /// Sending to `to` failed: tell the shard that asked, or every shard when it is not known
-    /// (an outgoing TCP connection that other shards may have queued on too).
-    TransportError {
-        shard: Option<usize>,
-        to: Peer,
-    },
-    /// A UDP receiver thread of this worker ended: at shutdown expected, else a failure.
-    ReceiverExited {
-        local: SocketAddr,
-    },
-    /// Stop accepting connections (shutdown has begun).
-    Drain,
-    Stop,
-}
-
-/// What all workers share.
-pub(crate) struct Shared {
-    pub config: Config,
-    pub limits: herald_sip::Limits,
-    pub workers: usize,
-    /// Per worker: the queue to its loop from its TCP connection tasks (same thread) and from
-    /// busy UDP receivers of every worker (messages of shards it owns).
-    pub inboxes: Vec<mpsc::Sender<Incoming>>,
-    pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
-    pub registry: Registry,
-    /// Accepted TCP connections per remote address.
-    pub per_ip: PerIp,
-    /// The per-source guard (`[flood]`), checked for every request before its shard.
-    pub flood: Option<Arc<FloodGuard>>,
-    /// Per-source budgets of held transactions and bytes (`limits.*_per_source`).
-    pub budgets: crate::dispatch::SourceBudgets,
-    pub stats: Stats,
-    pub draining: AtomicBool,
-    /// Set before the workers are told to stop: UDP receivers end within a [`TICK`].
-    pub stopped: AtomicBool,
-    pub next_conn: AtomicU64,
-    /// Transports herald can send on, in preference order (for RFC 3263 choices).
-    pub supported: Vec<Transport>,
-    /// TLS acceptor, connector and learned names, when TLS is configured.
-    pub tls: Option<Arc<TlsContext>>,
-}
-
 /// Inbox messages per loop turn.
 const INBOX_TURN: usize = 256;
-/// How often a worker looks at its shards' deadlines (and the longest a UDP receiver blocks).
-pub(crate) const TICK: Duration = Duration::from_millis(10);
 
 pub(crate) struct Worker<H> {
     d: Dispatcher<H>,
@@ -163,7 +84,7 @@ impl<H: SipHandler> Worker<H> {
         let mut accept_tasks = Vec::new();
         for (l, transport) in tcp {
             let l = tokio::net::TcpListener::from_std(l)?;
-            accept_tasks.push(tokio::spawn(tcp::accept_loop(shared.clone(), id, l, transport)));
+            accept_tasks.push(tokio::spawn(stream::accept_loop(shared.clone(), id, l, transport)));
         }
         let own = (id..shards.len()).step_by(shared.workers).collect();
         let mut receivers = Vec::new();

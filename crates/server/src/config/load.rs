@@ -83,7 +83,10 @@ impl Config {
         }
         // The files `[tls]` names must load now: a bad key is a config error, not a failed
         // handshake hours later.
-        if let Err((leaf, message)) = crate::tls::material::check(&config.tls) {
+        let tls = &config.tls;
+        let identity = tls.certificate.as_deref().zip(tls.private_key.as_deref());
+        if let Err((leaf, message)) = crate::pem::check(identity, tls.client_ca_file.as_deref(), tls.ca_file.as_deref())
+        {
             let path = vec![Seg::Key("tls".into()), Seg::Key(leaf.into())];
             return Err(err(locate(text, &path), render(&path), message));
         }

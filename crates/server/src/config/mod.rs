@@ -11,7 +11,7 @@ mod tls;
 
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use load::ConfigError;
-pub use protect::{Flood, Overload};
+pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
 pub use tls::{ClientVerify, Tls, SYSTEM_CA_BUNDLE};
 
 use serde::Deserialize;

@@ -1,6 +1,6 @@
 //! `[flood]` and `[overload]`: protection against clients that send too much (docs/config.md).
 
-use crate::protect::{FloodSettings, OverloadSettings, Prefix};
+use herald_core::auth::PeerPrefix;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -105,7 +105,7 @@ impl Flood {
         if self.max_sources > 100_000_000 {
             return Some(("max_sources", "must be at most 100000000".into()));
         }
-        self.trusted.iter().find_map(|p| Prefix::parse(p).err()).map(|e| ("trusted", e))
+        self.trusted.iter().find_map(|p| PeerPrefix::parse(p).err()).map(|e| ("trusted", e))
     }
 
     /// The guard's settings (call after [`Flood::problems`] found none).
@@ -120,7 +120,7 @@ impl Flood {
             account_failures: self.account_failures,
             account_lock_max: Duration::from_secs(self.account_lock_max_s),
             max_sources: self.max_sources,
-            trusted: self.trusted.iter().filter_map(|p| Prefix::parse(p).ok()).collect(),
+            trusted: self.trusted.iter().filter_map(|p| PeerPrefix::parse(p).ok()).collect(),
         }
     }
 }
@@ -164,6 +164,36 @@ impl Overload {
             retry_after_s: self.retry_after_s,
         }
     }
+}
+
+/// The flood guard's settings (`protect::FloodGuard`), from [`Flood::settings`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloodSettings {
+    pub window: Duration,
+    pub max_requests: u32,
+    pub auth_window: Duration,
+    /// Per (source, user name).
+    pub max_auth_failures: u32,
+    /// Per source, all user names together.
+    pub max_auth_failures_per_source: u32,
+    pub ban: Duration,
+    /// Wrong answers per user name (any source) in `auth_window` before its back-off starts.
+    pub account_failures: u32,
+    /// The longest account lock.
+    pub account_lock_max: Duration,
+    /// Keys tracked at most, over all shards (each table); beyond it keys go untracked.
+    pub max_sources: usize,
+    pub trusted: Vec<PeerPrefix>,
+}
+
+/// The overload detector's settings (`protect::OverloadDetector`), from [`Overload::settings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverloadSettings {
+    pub enabled: bool,
+    /// The socket-queue wait that, sustained for `protect::overload::INTERVAL`, starts shedding.
+    pub max_queue_wait: Duration,
+    /// Seconds in the Retry-After of the 503.
+    pub retry_after_s: u32,
 }
 
 #[cfg(test)]

@@ -13,11 +13,8 @@
 //! Measurement is off (no socket options, no clock reads) unless `[metrics] listen` is set.
 
 mod clock;
-mod exposition;
-pub(crate) mod http;
 
 pub(crate) use clock::BatchClock;
-pub(crate) use exposition::render;
 
 use herald_sip::{Message, Method};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -34,7 +34,7 @@ mod account;
 mod expiring;
 mod prefix;
 
-pub use prefix::Prefix;
+pub use crate::config::FloodSettings;
 
 use super::window::{Count, SlidingCounts};
 use account::{Accounts, Outcome};
@@ -46,35 +46,15 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const SHARDS: usize = 64;
 /// User names are logged at most this long (they are chosen by whoever sends them).
 const LOGGED_NAME: usize = 64;
 
-/// Settings (the `[flood]` config section).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FloodSettings {
-    pub window: Duration,
-    pub max_requests: u32,
-    pub auth_window: Duration,
-    /// Per (source, user name).
-    pub max_auth_failures: u32,
-    /// Per source, all user names together.
-    pub max_auth_failures_per_source: u32,
-    pub ban: Duration,
-    /// Wrong answers per user name (any source) in `auth_window` before its back-off starts.
-    pub account_failures: u32,
-    /// The longest account lock.
-    pub account_lock_max: Duration,
-    /// Keys tracked at most, over all shards (each table); beyond it keys go untracked.
-    pub max_sources: usize,
-    pub trusted: Vec<Prefix>,
-}
-
-/// What to do with a request.
+/// What the flood guard says to do with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum FloodVerdict {
     Allow,
     /// Banned or over the rate: drop it without an answer.
     Drop,
@@ -279,16 +259,16 @@ impl FloodGuard {
 
     /// Counts a request from `from` and says whether to handle it. Over UDP the excess over
     /// `max_requests` is dropped; over a connection, exceeding it bans the source.
-    pub fn check_request(&self, from: &Peer, now: Instant) -> Verdict {
+    pub fn check_request(&self, from: &Peer, now: Instant) -> FloodVerdict {
         if self.trusted(from.addr.ip()) {
-            return Verdict::Allow;
+            return FloodVerdict::Allow;
         }
         self.lift_due(now);
         let src = Source::of(from);
         let mut shard = self.shard(src.net);
         if shard.banned(src, now) {
             bump(&self.counters.dropped);
-            return Verdict::Drop;
+            return FloodVerdict::Drop;
         }
         let limit = f64::from(self.settings.max_requests);
         if !src.proven {
@@ -296,12 +276,12 @@ impl FloodGuard {
                 Count::Estimate(n) if n > limit => {
                     bump(&self.counters.rate_limited);
                     self.log_limited(&mut shard, src, now);
-                    Verdict::Drop
+                    FloodVerdict::Drop
                 }
-                Count::Estimate(_) => Verdict::Allow,
+                Count::Estimate(_) => FloodVerdict::Allow,
                 Count::Untracked => {
                     bump(&self.counters.untracked);
-                    Verdict::Allow
+                    FloodVerdict::Allow
                 }
             };
         }
@@ -309,12 +289,12 @@ impl FloodGuard {
             Count::Estimate(n) if n > limit => {
                 self.ban(&mut shard, src, Reason::Requests, n, now);
                 bump(&self.counters.dropped);
-                Verdict::Drop
+                FloodVerdict::Drop
             }
-            Count::Estimate(_) => Verdict::Allow,
+            Count::Estimate(_) => FloodVerdict::Allow,
             Count::Untracked => {
                 bump(&self.counters.untracked);
-                Verdict::Allow
+                FloodVerdict::Allow
             }
         }
     }

@@ -5,7 +5,7 @@ mod flood;
 mod overload;
 mod window;
 
-pub use flood::{FloodCounters, FloodGuard, FloodSettings, Prefix, Verdict};
+pub use flood::{FloodCounters, FloodGuard, FloodSettings, FloodVerdict};
 pub use overload::{OverloadDetector, OverloadSettings};
 
 use herald_core::Peer;
@@ -16,7 +16,7 @@ use herald_core::Peer;
 /// this herald was a reflector: 499,999 400s went to one forged address. Over a connection the
 /// guard bans the source, as for well-formed requests.
 pub(crate) fn may_answer(flood: Option<&FloodGuard>, from: &Peer) -> bool {
-    flood.is_none_or(|f| f.check_request(from, std::time::Instant::now()) == Verdict::Allow)
+    flood.is_none_or(|f| f.check_request(from, std::time::Instant::now()) == FloodVerdict::Allow)
 }
 
 #[cfg(test)]

@@ -23,21 +23,12 @@
 //! stateless answer that costs far less than handling the request. Responses, ACK, CANCEL and
 //! every in-dialog request (BYE, re-INVITE) keep flowing, so calls already set up end cleanly.
 
+pub use crate::config::OverloadSettings;
 use std::time::{Duration, Instant};
 
 /// How long the wait must stay at or above the threshold before shedding starts (RFC 8289's
 /// interval, and its default).
 pub const INTERVAL: Duration = Duration::from_millis(100);
-
-/// Settings (the `[overload]` config section).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverloadSettings {
-    pub enabled: bool,
-    /// The socket-queue wait that, sustained for [`INTERVAL`], starts shedding.
-    pub max_queue_wait: Duration,
-    /// Seconds in the Retry-After of the 503.
-    pub retry_after_s: u32,
-}
 
 /// One UDP receiver's view of its own load (not shared: each reads its own socket queue).
 #[derive(Debug, Clone)]

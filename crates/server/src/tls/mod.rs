@@ -8,16 +8,11 @@
 //! which name each TLS address was resolved from ([`TlsContext::learn`]); an address reached
 //! from an IP literal is checked against the certificate's IP subjectAltNames.
 
-mod conn;
-pub(crate) mod material;
 mod verify;
 
 use crate::config::{ClientVerify, Tls};
-use crate::framer::End;
-use crate::stats::Bump;
-use crate::tcp::{self, Guard};
-use crate::worker::Ctl;
-use herald_core::{Peer, Target, Transport};
+use crate::pem;
+use herald_core::{Target, Transport};
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
@@ -26,8 +21,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// Names remembered for TLS addresses at most; past it the table starts over (a lost name
@@ -38,9 +31,9 @@ const MAX_NAMES: usize = 65_536;
 pub(crate) struct TlsContext {
     /// `None` when no certificate is configured (then herald has no TLS listener, but can
     /// still open TLS connections to next hops).
-    acceptor: Option<TlsAcceptor>,
-    connector: TlsConnector,
-    handshake_timeout: Duration,
+    pub(crate) acceptor: Option<TlsAcceptor>,
+    pub(crate) connector: TlsConnector,
+    pub(crate) handshake_timeout: Duration,
     names: Mutex<HashMap<SocketAddr, String>>,
 }
 
@@ -52,7 +45,7 @@ impl TlsContext {
     /// Loads certificates and roots. `Err` names the file and the problem.
     pub(crate) fn new(cfg: &Tls) -> Result<TlsContext, String> {
         let identity = match (&cfg.certificate, &cfg.private_key) {
-            (Some(c), Some(k)) => Some(material::Identity::load(c, k)?),
+            (Some(c), Some(k)) => Some(pem::Identity::load(c, k)?),
             _ => None,
         };
         let acceptor = match &identity {
@@ -79,14 +72,14 @@ impl TlsContext {
     }
 
     /// The name a connection to `addr` must present a certificate for.
-    fn server_name(&self, addr: SocketAddr) -> ServerName<'static> {
+    pub(crate) fn server_name(&self, addr: SocketAddr) -> ServerName<'static> {
         let learned = self.names.lock().expect("names lock").get(&addr).cloned();
         learned.and_then(|n| ServerName::try_from(n).ok()).unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()))
     }
 }
 
 /// A server name as a person writes it.
-fn shown(name: &ServerName<'_>) -> String {
+pub(crate) fn shown(name: &ServerName<'_>) -> String {
     match name {
         ServerName::DnsName(n) => n.as_ref().to_string(),
         ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
@@ -94,14 +87,14 @@ fn shown(name: &ServerName<'_>) -> String {
     }
 }
 
-fn server_config(cfg: &Tls, id: &material::Identity) -> Result<ServerConfig, String> {
+fn server_config(cfg: &Tls, id: &pem::Identity) -> Result<ServerConfig, String> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = match (cfg.verify_client, &cfg.client_ca_file) {
         (ClientVerify::None, _) | (_, None) => builder.with_no_client_auth(),
         (mode, Some(ca)) => {
-            let roots = Arc::new(material::roots(ca)?);
+            let roots = Arc::new(pem::roots(ca)?);
             let v = WebPkiClientVerifier::builder_with_provider(roots, provider());
             let v = if mode == ClientVerify::Optional { v.allow_unauthenticated() } else { v };
             builder.with_client_cert_verifier(v.build().map_err(|e| format!("client_ca_file: {e}"))?)
@@ -113,12 +106,12 @@ fn server_config(cfg: &Tls, id: &material::Identity) -> Result<ServerConfig, Str
         .map_err(|e| format!("{cert}: cannot use certificate and key: {e}"))
 }
 
-fn client_config(cfg: &Tls, identity: Option<material::Identity>) -> Result<ClientConfig, String> {
+fn client_config(cfg: &Tls, identity: Option<pem::Identity>) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = if cfg.verify_server {
-        let roots = match material::roots(&cfg.server_roots()) {
+        let roots = match pem::roots(&cfg.server_roots()) {
             Ok(r) => r,
             // No system bundle and no ca_file: every next hop fails verification, which the
             // log says when it happens; herald itself still starts.
@@ -138,56 +131,5 @@ fn client_config(cfg: &Tls, identity: Option<material::Identity>) -> Result<Clie
     match identity {
         Some(id) => builder.with_client_auth_cert(id.chain, id.key).map_err(|e| format!("client certificate: {e}")),
         None => Ok(builder.with_no_client_auth()),
-    }
-}
-
-/// An accepted connection: handshake (bounded by `handshake_timeout_s`), then the TLS loop.
-pub(crate) async fn run_accepted(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) {
-    let shared = guard.shared.clone();
-    let conn = guard.conn.clone();
-    let Some(tls) = shared.tls.as_ref() else { return };
-    let Some(acceptor) = tls.acceptor.clone() else { return };
-    let end = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => {
-            shared.stats.workers[worker].tls_handshakes.bump();
-            conn::serve(&shared, worker, s, &conn, local).await
-        }
-        Ok(Err(e)) => End::Handshake(e.to_string()),
-        Err(_) => End::Handshake("timed out".into()),
-    };
-    tcp::ended(&shared, worker, &conn, &end);
-    drop(guard);
-}
-
-/// A connection herald opened to `to`: handshake with the name check, then the TLS loop. A
-/// failed handshake is a transport error for every shard that queued on it (RFC 3261 §18.4).
-pub(crate) async fn run_connected(
-    guard: Guard,
-    worker: usize,
-    stream: TcpStream,
-    local: SocketAddr,
-    ctl: mpsc::UnboundedSender<Ctl>,
-    to: Peer,
-) {
-    let shared = guard.shared.clone();
-    let conn = guard.conn.clone();
-    let Some(tls) = shared.tls.as_ref() else { return };
-    let name = tls.server_name(to.addr);
-    let end = match tokio::time::timeout(tls.handshake_timeout, tls.connector.connect(name.clone(), stream)).await {
-        Ok(Ok(s)) => {
-            shared.stats.workers[worker].tls_handshakes.bump();
-            conn::serve(&shared, worker, s, &conn, local).await
-        }
-        Ok(Err(e)) => End::Handshake(format!("to {} as {}: {e}", to.addr, shown(&name))),
-        Err(_) => End::Handshake(format!("to {}: timed out", to.addr)),
-    };
-    let failed = matches!(end, End::Handshake(_));
-    if let End::Handshake(why) = &end {
-        tracing::warn!(peer = %to.addr, "TLS connection to next hop failed: {why}");
-    }
-    tcp::ended(&shared, worker, &conn, &end);
-    drop(guard);
-    if failed {
-        let _ = ctl.send(Ctl::TransportError { shard: None, to });
     }
 }

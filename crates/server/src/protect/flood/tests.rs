@@ -1,5 +1,7 @@
 use super::*;
+use herald_core::auth::PeerPrefix;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 fn settings() -> FloodSettings {
     FloodSettings {
@@ -12,7 +14,7 @@ fn settings() -> FloodSettings {
         account_failures: 10,
         account_lock_max: Duration::from_secs(300),
         max_sources: 10_000,
-        trusted: vec![Prefix::parse("10.1.0.0/16").unwrap()],
+        trusted: vec![PeerPrefix::parse("10.1.0.0/16").unwrap()],
     }
 }
 
@@ -44,15 +46,15 @@ fn a_udp_flood_loses_only_its_excess_and_is_never_banned() {
     let t0 = Instant::now();
     let g = FloodGuard::new(settings(), t0);
     let verdicts: Vec<_> = (0..100).map(|_| g.check_request(&udp(ATTACKER), t0)).collect();
-    assert!(verdicts[..30].iter().all(|&v| v == Verdict::Allow));
-    assert!(verdicts[30..].iter().all(|&v| v == Verdict::Drop));
+    assert!(verdicts[..30].iter().all(|&v| v == FloodVerdict::Allow));
+    assert!(verdicts[30..].iter().all(|&v| v == FloodVerdict::Drop));
     assert_eq!((get(&g.counters.rate_limited), get(&g.counters.request_bans)), (70, 0));
     assert_eq!(g.banned_sources(t0), 0);
-    assert_eq!(g.check_request(&udp(USER), t0), Verdict::Allow);
+    assert_eq!(g.check_request(&udp(USER), t0), FloodVerdict::Allow);
     // Still flooding in the next window: the share the sliding window has room for passes (the
     // 30 admitted weigh half at its middle), not nothing as under a ban.
     let mid = t0 + s(3);
-    let passed = (0..100).filter(|_| g.check_request(&udp(ATTACKER), mid) == Verdict::Allow).count();
+    let passed = (0..100).filter(|_| g.check_request(&udp(ATTACKER), mid) == FloodVerdict::Allow).count();
     assert_eq!(passed, 15);
 }
 
@@ -61,20 +63,20 @@ fn a_tcp_flood_is_banned_on_every_transport_until_the_ban_is_lifted() {
     let t0 = Instant::now();
     let g = FloodGuard::new(settings(), t0);
     let verdicts: Vec<_> = (0..100).map(|_| g.check_request(&tcp(ATTACKER), t0)).collect();
-    assert!(verdicts[..30].iter().all(|&v| v == Verdict::Allow));
-    assert!(verdicts[30..].iter().all(|&v| v == Verdict::Drop));
+    assert!(verdicts[..30].iter().all(|&v| v == FloodVerdict::Allow));
+    assert!(verdicts[30..].iter().all(|&v| v == FloodVerdict::Drop));
     assert_eq!((get(&g.counters.request_bans), get(&g.counters.dropped)), (1, 70));
     assert_eq!(g.banned_sources(t0), 1);
     // A proven source's ban covers its UDP too; other sources are untouched.
-    assert_eq!(g.check_request(&udp(ATTACKER), t0 + s(10)), Verdict::Drop);
-    assert_eq!(g.check_request(&tcp(USER), t0), Verdict::Allow);
-    assert_eq!(g.check_request(&tcp(ATTACKER), t0 + s(299)), Verdict::Drop);
+    assert_eq!(g.check_request(&udp(ATTACKER), t0 + s(10)), FloodVerdict::Drop);
+    assert_eq!(g.check_request(&tcp(USER), t0), FloodVerdict::Allow);
+    assert_eq!(g.check_request(&tcp(ATTACKER), t0 + s(299)), FloodVerdict::Drop);
     // The ban lasts `ban`; it is lifted (and counted) when it ends, whoever's request passes
     // by, then the source starts afresh.
-    assert_eq!(g.check_request(&udp(USER), t0 + s(301)), Verdict::Allow);
+    assert_eq!(g.check_request(&udp(USER), t0 + s(301)), FloodVerdict::Allow);
     assert_eq!(get(&g.counters.request_bans_lifted), 1);
     assert_eq!(g.banned_sources(t0 + s(301)), 0);
-    assert_eq!(g.check_request(&tcp(ATTACKER), t0 + s(301)), Verdict::Allow);
+    assert_eq!(g.check_request(&tcp(ATTACKER), t0 + s(301)), FloodVerdict::Allow);
 }
 
 /// Issue 15: 99 forged OPTIONS "from" 127.0.0.2 locked it out over TCP too.
@@ -93,15 +95,15 @@ fn udp_evidence_never_drops_a_connection_oriented_request() {
     for _ in 0..11 {
         g.auth_failed(t0, &udp(victim), Some("alice"), Failure::BadNonce);
     }
-    assert_eq!(g.check_request(&udp(victim), t0), Verdict::Drop, "UDP is banned");
+    assert_eq!(g.check_request(&udp(victim), t0), FloodVerdict::Drop, "UDP is banned");
     assert_eq!(get(&g.counters.auth_bans), 1);
     assert!(g.locked_out(t0, &udp(victim), "alice"));
     // The peer that proves its address is not held to any of it.
     for _ in 0..29 {
-        assert_eq!(g.check_request(&tcp(victim), t0), Verdict::Allow);
+        assert_eq!(g.check_request(&tcp(victim), t0), FloodVerdict::Allow);
     }
     let tls = Peer { transport: Transport::Tls, ..tcp(victim) };
-    assert_eq!(g.check_request(&tls, t0 + s(1)), Verdict::Allow);
+    assert_eq!(g.check_request(&tls, t0 + s(1)), FloodVerdict::Allow);
     assert!(!g.locked_out(t0, &tcp(victim), "alice"), "a UDP-earned user lock does not apply to TCP");
     // Failures over TCP are the peer's own: they lock it (on every transport).
     for _ in 0..11 {
@@ -118,8 +120,8 @@ fn a_steady_rate_under_the_limit_is_never_limited() {
     // 10 requests per second for a minute: 20 per 2 s window, under 30.
     for i in 0..600 {
         let at = t0 + Duration::from_millis(100 * i);
-        assert_eq!(g.check_request(&udp(USER), at), Verdict::Allow, "request {i}");
-        assert_eq!(g.check_request(&tcp(ATTACKER), at), Verdict::Allow, "request {i}");
+        assert_eq!(g.check_request(&udp(USER), at), FloodVerdict::Allow, "request {i}");
+        assert_eq!(g.check_request(&tcp(ATTACKER), at), FloodVerdict::Allow, "request {i}");
     }
 }
 
@@ -140,7 +142,7 @@ fn failures_count_per_address_and_user_so_other_users_behind_a_nat_keep_working(
     // Bob behind the same address, and alice elsewhere, are not affected; nor are requests.
     assert!(!g.locked_out(t0 + s(11), &nat, "bob"));
     assert!(!g.locked_out(t0 + s(11), &udp(USER), "alice"));
-    assert_eq!(g.check_request(&nat, t0 + s(11)), Verdict::Allow);
+    assert_eq!(g.check_request(&nat, t0 + s(11)), FloodVerdict::Allow);
     assert_eq!((get(&g.counters.auth_bans), g.banned_sources(t0 + s(11))), (0, 0));
     assert_eq!(g.locked_users(t0 + s(11)), 1);
     // Refusals are counted; the lock ends after `ban`.
@@ -160,12 +162,12 @@ fn the_per_source_total_still_bans_a_scanner_of_user_names() {
     for i in 0..50 {
         wrong(&g, t0, &scanner, &format!("user{}", i % 10));
     }
-    assert_eq!(g.check_request(&scanner, t0), Verdict::Allow);
+    assert_eq!(g.check_request(&scanner, t0), FloodVerdict::Allow);
     g.auth_failed(t0, &scanner, None, Failure::Malformed); // no name: counted per source only
-    assert_eq!(g.check_request(&scanner, t0), Verdict::Drop);
+    assert_eq!(g.check_request(&scanner, t0), FloodVerdict::Drop);
     assert_eq!((get(&g.counters.auth_bans), get(&g.counters.user_locks)), (1, 0));
-    assert_eq!(g.check_request(&udp(USER), t0), Verdict::Allow);
-    assert_eq!(g.check_request(&udp(ATTACKER), t0 + s(301)), Verdict::Allow);
+    assert_eq!(g.check_request(&udp(USER), t0), FloodVerdict::Allow);
+    assert_eq!(g.check_request(&udp(ATTACKER), t0 + s(301)), FloodVerdict::Allow);
     assert_eq!(get(&g.counters.auth_bans_lifted), 1);
 }
 
@@ -177,10 +179,10 @@ fn ipv6_sources_count_per_64() {
     let other_64 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 3, 0, 0, 0, 1));
     // 30 requests from 30 addresses of one /64 use up its rate; the 31st address is limited.
     for host in 0..30 {
-        assert_eq!(g.check_request(&udp(in_64(host)), t0), Verdict::Allow);
+        assert_eq!(g.check_request(&udp(in_64(host)), t0), FloodVerdict::Allow);
     }
-    assert_eq!(g.check_request(&udp(in_64(999)), t0), Verdict::Drop);
-    assert_eq!(g.check_request(&udp(other_64), t0), Verdict::Allow);
+    assert_eq!(g.check_request(&udp(in_64(999)), t0), FloodVerdict::Drop);
+    assert_eq!(g.check_request(&udp(other_64), t0), FloodVerdict::Allow);
     // Issue 16: 27 addresses of one /64 guessing. Per (/64, user) the 11th failure locks.
     let guess = |host: u16, user: &str| {
         let from = tcp(in_64(host));
@@ -197,9 +199,9 @@ fn ipv6_sources_count_per_64() {
     for host in 0..51u16 {
         wrong(&named, t0, &tcp(in_64(host)), &format!("user{host}"));
     }
-    assert_eq!(named.check_request(&tcp(in_64(5000)), t0), Verdict::Drop);
+    assert_eq!(named.check_request(&tcp(in_64(5000)), t0), FloodVerdict::Drop);
     assert_eq!(named.banned_sources(t0), 1);
-    assert_eq!(named.check_request(&tcp(other_64), t0), Verdict::Allow);
+    assert_eq!(named.check_request(&tcp(other_64), t0), FloodVerdict::Allow);
 }
 
 /// Issue 16: 11 IPv4 addresses found a password at guess 200-500 with zero bans. Twenty
@@ -291,8 +293,8 @@ fn trusted_prefixes_mapped_addresses_and_accounts() {
     let g = FloodGuard::new(settings(), t0);
     let trunk = IpAddr::V4(Ipv4Addr::new(10, 1, 200, 3));
     for i in 0..1000 {
-        assert_eq!(g.check_request(&tcp(trunk), t0), Verdict::Allow);
-        assert_eq!(g.check_request(&udp(trunk), t0), Verdict::Allow);
+        assert_eq!(g.check_request(&tcp(trunk), t0), FloodVerdict::Allow);
+        assert_eq!(g.check_request(&udp(trunk), t0), FloodVerdict::Allow);
         g.auth_failed(t0, &udp(trunk), Some(&format!("user{i}")), Failure::BadNonce);
     }
     assert_eq!(g.banned_sources(t0), 0);
@@ -306,20 +308,20 @@ fn trusted_prefixes_mapped_addresses_and_accounts() {
     for _ in 0..31 {
         g.check_request(&tcp(mapped), t0);
     }
-    assert_eq!(g.check_request(&tcp(ATTACKER), t0), Verdict::Drop);
+    assert_eq!(g.check_request(&tcp(ATTACKER), t0), FloodVerdict::Drop);
 }
 
 #[test]
 fn prefixes_parse_and_match() {
-    let p = Prefix::parse("2001:db8::/32").unwrap();
+    let p = PeerPrefix::parse("2001:db8::/32").unwrap();
     assert!(p.contains(IpAddr::V6("2001:db8:1::5".parse::<Ipv6Addr>().unwrap())));
     assert!(!p.contains(IpAddr::V6("2001:db9::5".parse::<Ipv6Addr>().unwrap())));
     assert!(!p.contains(ATTACKER));
-    assert!(Prefix::parse("0.0.0.0/0").unwrap().contains(ATTACKER));
-    assert!(Prefix::parse("127.0.0.1").unwrap().contains(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    assert!(!Prefix::parse("127.0.0.1").unwrap().contains(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))));
-    assert!(Prefix::parse("10.0.0.0/33").is_err());
-    assert!(Prefix::parse("banana").is_err());
+    assert!(PeerPrefix::parse("0.0.0.0/0").unwrap().contains(ATTACKER));
+    assert!(PeerPrefix::parse("127.0.0.1").unwrap().contains(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    assert!(!PeerPrefix::parse("127.0.0.1").unwrap().contains(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))));
+    assert!(PeerPrefix::parse("10.0.0.0/33").is_err());
+    assert!(PeerPrefix::parse("banana").is_err());
 }
 
 #[test]
@@ -340,7 +342,7 @@ fn tables_stay_bounded_under_many_sources() {
     assert!(get(&g.counters.untracked) > 90_000);
     // Once the bans expire there is room again.
     let later = t0 + s(301);
-    assert_eq!(g.check_request(&tcp(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1))), later), Verdict::Drop);
+    assert_eq!(g.check_request(&tcp(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1))), later), FloodVerdict::Drop);
     assert_eq!(g.banned_sources(later), 1);
 }
 

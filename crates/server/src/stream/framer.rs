@@ -2,9 +2,10 @@
 //! bytes read into messages, answer pings (RFC 5626 §3.5.1) and malformed messages, hand the
 //! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
 
+use crate::conns::Conn;
+use crate::runtime::Incoming;
+use crate::shared::Shared;
 use crate::stats::Bump;
-use crate::tcp::Conn;
-use crate::worker::{Incoming, Shared};
 use bytes::{Bytes, BytesMut};
 use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::Peer;

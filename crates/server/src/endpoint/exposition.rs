@@ -8,7 +8,7 @@
 //! so no escaping is needed; the format's rules that matter are one HELP/TYPE per family, and
 //! histogram buckets cumulative with a final `le="+Inf"` equal to `_count`.
 
-use super::{MsgType, TimingTotals, Totals, MIN_EXP, SLOTS, TYPES, WIRES};
+use crate::metrics::{MsgType, TimingTotals, Totals, MIN_EXP, SLOTS, TYPES, WIRES};
 use crate::stats::{Stats, StatsSnapshot};
 use std::fmt::Write;
 

@@ -3,9 +3,14 @@
 //! through rustls's `AsyncRead`/`AsyncWrite` in one `poll_fn` so that one task owns the stream
 //! without splitting it.
 
-use crate::framer::{End, Framer};
-use crate::tcp::{Conn, CLOSE_FLUSH, READ_CHUNK};
-use crate::worker::Shared;
+use super::framer::{End, Framer};
+use super::task::{self, Guard, CLOSE_FLUSH, READ_CHUNK};
+use crate::conns::Conn;
+use crate::runtime::Ctl;
+use crate::shared::Shared;
+use crate::stats::Bump;
+use crate::tls::shown;
+use herald_core::Peer;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
@@ -14,7 +19,60 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+/// An accepted connection: handshake (bounded by `handshake_timeout_s`), then the TLS loop.
+pub(crate) async fn run_accepted(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) {
+    let shared = guard.shared.clone();
+    let conn = guard.conn.clone();
+    let Some(tls) = shared.tls.as_ref() else { return };
+    let Some(acceptor) = tls.acceptor.clone() else { return };
+    let end = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => {
+            shared.stats.workers[worker].tls_handshakes.bump();
+            serve(&shared, worker, s, &conn, local).await
+        }
+        Ok(Err(e)) => End::Handshake(e.to_string()),
+        Err(_) => End::Handshake("timed out".into()),
+    };
+    task::ended(&shared, worker, &conn, &end);
+    drop(guard);
+}
+
+/// A connection herald opened to `to`: handshake with the name check, then the TLS loop. A
+/// failed handshake is a transport error for every shard that queued on it (RFC 3261 §18.4).
+pub(crate) async fn run_connected(
+    guard: Guard,
+    worker: usize,
+    stream: TcpStream,
+    local: SocketAddr,
+    ctl: mpsc::UnboundedSender<Ctl>,
+    to: Peer,
+) {
+    let shared = guard.shared.clone();
+    let conn = guard.conn.clone();
+    let Some(tls) = shared.tls.as_ref() else { return };
+    let name = tls.server_name(to.addr);
+    let end = match tokio::time::timeout(tls.handshake_timeout, tls.connector.connect(name.clone(), stream)).await {
+        Ok(Ok(s)) => {
+            shared.stats.workers[worker].tls_handshakes.bump();
+            serve(&shared, worker, s, &conn, local).await
+        }
+        Ok(Err(e)) => End::Handshake(format!("to {} as {}: {e}", to.addr, shown(&name))),
+        Err(_) => End::Handshake(format!("to {}: timed out", to.addr)),
+    };
+    let failed = matches!(end, End::Handshake(_));
+    if let End::Handshake(why) = &end {
+        tracing::warn!(peer = %to.addr, "TLS connection to next hop failed: {why}");
+    }
+    task::ended(&shared, worker, &conn, &end);
+    drop(guard);
+    if failed {
+        let _ = ctl.send(Ctl::TransportError { shard: None, to });
+    }
+}
 
 /// Messages handed to rustls per turn before the loop looks at the socket again.
 const WRITE_BATCH: usize = 16;
@@ -31,13 +89,7 @@ enum Event {
 
 /// Reads, frames and writes until the connection ends. `S` is a rustls stream (server or
 /// client side).
-pub(super) async fn serve<S>(
-    shared: &Arc<Shared>,
-    worker: usize,
-    mut stream: S,
-    conn: &Arc<Conn>,
-    local: SocketAddr,
-) -> End
+async fn serve<S>(shared: &Arc<Shared>, worker: usize, mut stream: S, conn: &Arc<Conn>, local: SocketAddr) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

@@ -1,9 +1,14 @@
-//! The metrics endpoint: a minimal HTTP/1.1 responder (RFC 9112) that answers `GET /metrics` and
+//! The metrics endpoint: the text of a scrape (module `exposition`: the counters of [`Stats`]
+//! and the timings of [`crate::metrics`]) and a minimal HTTP/1.1 responder (RFC 9112) that answers `GET /metrics` and
 //! nothing else. It runs as tasks of the main thread's runtime, never on a worker.
 //!
 //! Hostile clients are bounded: at most [`MAX_CONNECTIONS`] at once (more are closed at once), a
 //! request head of at most [`MAX_HEAD`] bytes, [`TIMEOUT`] to send it (slowloris) and as long to
 //! take the answer. Every answer closes the connection, so there is no keep-alive state.
+
+mod exposition;
+#[cfg(test)]
+mod scrape_tests;
 
 use crate::stats::Stats;
 use std::net::SocketAddr;
@@ -66,7 +71,7 @@ async fn answer(mut stream: TcpStream, stats: &Stats) {
         Err(_) => Reply::Timeout,
     };
     let (status, body, extra) = match reply {
-        Reply::Metrics => ("200 OK", crate::metrics::render(stats), ""),
+        Reply::Metrics => ("200 OK", exposition::render(stats), ""),
         Reply::NotFound => ("404 Not Found", "only /metrics is here\n".to_string(), ""),
         Reply::BadMethod => ("405 Method Not Allowed", "only GET\n".to_string(), "Allow: GET\r\n"),
         Reply::BadRequest => ("400 Bad Request", "bad request\n".to_string(), ""),

@@ -59,8 +59,12 @@ pub(crate) fn roots(path: &Path) -> Result<RootCertStore, String> {
 /// Checks that the files of `[tls]` load and that the key belongs to the certificate, so that
 /// a mistake is reported at start with the config key, not at the first handshake.
 /// `Err((key, message))`.
-pub(crate) fn check(tls: &crate::config::Tls) -> Result<(), (&'static str, String)> {
-    if let (Some(cert), Some(key)) = (&tls.certificate, &tls.private_key) {
+pub(crate) fn check(
+    identity: Option<(&Path, &Path)>,
+    client_ca_file: Option<&Path>,
+    ca_file: Option<&Path>,
+) -> Result<(), (&'static str, String)> {
+    if let Some((cert, key)) = identity {
         let chain = certificates(cert).map_err(|m| ("certificate", m))?;
         let key_der = private_key_of(key).map_err(|m| ("private_key", m))?;
         let signing = rustls::crypto::ring::sign::any_supported_type(&key_der)
@@ -70,10 +74,10 @@ pub(crate) fn check(tls: &crate::config::Tls) -> Result<(), (&'static str, Strin
             .keys_match()
             .map_err(|e| ("private_key", format!("{} does not belong to {}: {e}", key.display(), cert.display())))?;
     }
-    if let Some(ca) = &tls.client_ca_file {
+    if let Some(ca) = client_ca_file {
         roots(ca).map_err(|m| ("client_ca_file", m))?;
     }
-    if let Some(ca) = &tls.ca_file {
+    if let Some(ca) = ca_file {
         roots(ca).map_err(|m| ("ca_file", m))?;
     }
     Ok(())

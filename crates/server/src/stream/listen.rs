@@ -1,0 +1,59 @@
+//! Accepting stream connections.
+
+use super::task::{self, register};
+use super::tls_task;
+use crate::shared::Shared;
+use crate::stats::Bump;
+use herald_core::Transport;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// Accepts on one listener (`transport` TCP or TLS) until the task is aborted (drain) or the
+/// runtime stops. A TLS connection's handshake runs in its own task: a slow client holds no
+/// other.
+pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener, transport: Transport) {
+    let stats = &shared.stats.workers[worker];
+    let max = shared.config.limits.max_tcp_connections;
+    let per_ip = shared.config.limits.max_tcp_connections_per_ip;
+    let mut last_warn: Option<Instant> = None;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                if shared.stats.tcp_open.fetch_add(1, Ordering::Relaxed) >= max {
+                    // Accept and close at once: the peer learns now instead of timing out in the
+                    // backlog, and the backlog stays free for others.
+                    shared.stats.tcp_open.fetch_sub(1, Ordering::Relaxed);
+                    stats.tcp_rejected.bump();
+                    drop(stream);
+                    continue;
+                }
+                if !shared.per_ip.acquire(peer.ip(), per_ip) {
+                    shared.stats.tcp_open.fetch_sub(1, Ordering::Relaxed);
+                    stats.tcp_rejected_per_ip.bump();
+                    drop(stream);
+                    continue;
+                }
+                stats.tcp_accepted.bump();
+                let _ = stream.set_nodelay(true);
+                let local = stream.local_addr().unwrap_or_else(|_| listener.local_addr().expect("bound"));
+                let guard = register(&shared, transport, peer, true);
+                if transport == Transport::Tls {
+                    tokio::spawn(tls_task::run_accepted(guard, worker, stream, local));
+                } else {
+                    tokio::spawn(task::run(guard, worker, stream, local));
+                }
+            }
+            Err(e) => {
+                if last_warn.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    tracing::warn!(worker, error = %e, "accept failed");
+                    last_warn = Some(Instant::now());
+                }
+                // EMFILE and friends: back off instead of spinning on a full descriptor table.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Stream connections, TCP and TLS (RFC 3261 §18.3): no central dispatcher. The worker that
+//! accepts (module `listen`) or opens (module `open`) a connection owns it: one task reads,
+//! frames, answers keep-alive pings and writes; the messages it reads go, in order, through the
+//! owning worker's inbox to that worker's loop. Any worker sends on it by pushing bytes into its
+//! bounded write queue, found through the registry (module `conns`).
+
+mod framer;
+mod listen;
+mod open;
+mod task;
+mod tls_task;
+
+pub(crate) use listen::accept_loop;
+pub(crate) use open::send;

@@ -1,0 +1,86 @@
+//! Sending on a stream connection, opening one when none to the peer exists.
+
+use super::task::{self, register};
+use super::tls_task;
+use crate::conns::{Conn, PushError};
+use crate::runtime::Ctl;
+use crate::shared::Shared;
+use crate::stats::Bump;
+use bytes::Bytes;
+use herald_core::{Peer, Transport};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// How long an outgoing connection may take to establish.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends on a stream connection: `conn` when given, else a `to.transport` (TCP or TLS)
+/// connection to `to.addr` (reused, or opened and owned by this worker; from an ephemeral port,
+/// as RFC 3261 §18.1.1 allows).
+/// `false` when it cannot be sent: the caller reports a transport error.
+pub(crate) fn send(
+    shared: &Arc<Shared>,
+    worker: usize,
+    ctl: &mpsc::UnboundedSender<Ctl>,
+    to: Peer,
+    bytes: Bytes,
+) -> bool {
+    let cap = shared.config.limits.tcp_write_queue_bytes;
+    let stats = &shared.stats.workers[worker];
+    let pushed = |c: &Conn, b: Bytes| match c.push(b, cap) {
+        Ok(()) => {
+            stats.tcp_sent.bump();
+            Ok(())
+        }
+        Err(e) => {
+            if e == PushError::Full {
+                stats.tcp_write_queue_full.bump();
+            }
+            Err(e)
+        }
+    };
+    if let Some(id) = to.conn {
+        return shared.registry.get(id).is_some_and(|c| pushed(&c, bytes).is_ok());
+    }
+    if let Some(c) = shared.registry.by_addr(to.transport, to.addr) {
+        match pushed(&c, bytes.clone()) {
+            Ok(()) => return true,
+            Err(PushError::Full) => return false,
+            Err(PushError::Closed) => {} // closing under us: open a new one
+        }
+    }
+    shared.stats.tcp_open.fetch_add(1, Ordering::Relaxed);
+    let guard = register(shared, to.transport, to.addr, false);
+    if pushed(&guard.conn, bytes).is_err() {
+        return false;
+    }
+    let ctl = ctl.clone();
+    tokio::spawn(async move {
+        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to.addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(peer = %to.addr, error = %e, "TCP connect failed");
+                drop(guard);
+                let _ = ctl.send(Ctl::TransportError { shard: None, to });
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(peer = %to.addr, "TCP connect timed out");
+                drop(guard);
+                let _ = ctl.send(Ctl::TransportError { shard: None, to });
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(local) = stream.local_addr() else { return };
+        if to.transport == Transport::Tls {
+            tls_task::run_connected(guard, worker, stream, local, ctl, to).await;
+        } else {
+            task::run(guard, worker, stream, local).await;
+        }
+    });
+    true
+}
