@@ -8,6 +8,9 @@
 //! K   = HMAC-SHA256(secret, "herald record-route signature v1")
 //! ```
 //!
+//! The parameter name `hs` is `crate::proxy::forward::SIG_PARAM`, beside the code that writes
+//! the Record-Route; this module only computes and checks the value.
+//!
 //! *What is signed.* When herald record-routes a dialog-creating request (RFC 3261 §16.6 step
 //! 4) it knows the Call-ID and the From tag of the dialog's creator; the callee's tag does not
 //! exist yet (and forking makes several). So the signature binds the Call-ID and the creator's
@@ -36,8 +39,6 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Bytes of the MAC kept: 96 bits, as HMAC-SHA256-96 truncations elsewhere (RFC 2104 §5).
 const SIG_LEN: usize = 12;
-/// The URI parameter that carries the signature.
-pub const SIG_PARAM: &str = "hs";
 const LABEL: &[u8] = b"herald record-route signature v1";
 
 /// Signs and checks Record-Route URIs.

@@ -153,10 +153,15 @@ pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>) -> St
     v
 }
 
+/// The Record-Route URI parameter that carries herald's signature. It is part of the URI this
+/// module writes, so it lives here; the auth gate reads it back and `crate::auth::route_sig`
+/// computes the value (the proxy itself does not depend on authentication).
+pub const SIG_PARAM: &str = "hs";
+
 fn push_signature(v: &mut String, signature: Option<&str>) {
     if let Some(sig) = signature {
         v.push(';');
-        v.push_str(crate::auth::route_sig::SIG_PARAM);
+        v.push_str(SIG_PARAM);
         v.push('=');
         v.push_str(sig);
     }
