@@ -2,13 +2,11 @@
 //! binds the listeners, and runs the engine shards (shared by the workers) over the shared location
 //! store.
 
-use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, Authenticator, FileWatcher, IdentityRule, Reload};
-use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute, ResponseStats};
-use herald_core::proxy::Identity;
-use herald_core::registrar::{Registrar, RegistrarConfig};
-use herald_core::transaction::Timers;
-use herald_server::config::{self, Config, Listen, ListenTransport};
-use herald_server::{shutdown_signal, BoundAddr, KernelRoutes, Server};
+use herald_core::auth::{Authenticator, FileWatcher, Reload};
+use herald_core::engine::{Engine, Listener, ResponseStats};
+use herald_core::registrar::Registrar;
+use herald_server::config::{Config, Listen, ListenTransport};
+use herald_server::{shutdown_signal, KernelRoutes, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,24 +65,19 @@ pub fn run(args: Args) -> ExitCode {
             None => a,
         })
     });
-    let engine_cfg = Arc::new(engine_config(&config, server.local_addrs()));
+    let listeners: Vec<Listener> =
+        server.local_addrs().iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
+    let engine_cfg = Arc::new(config.engine_config(&listeners, Arc::new(KernelRoutes::new())));
     tracing::info!(
         listeners = ?server.local_addrs().iter().map(|b| format!("{}/{}", b.transport, b.addr)).collect::<Vec<_>>(),
         domains = ?engine_cfg.identity.domains,
         workers = server.workers(),
         "herald serving"
     );
-    let registrar_cfg = RegistrarConfig {
-        default_expires: config.registrar.default_expires,
-        min_expires: config.registrar.min_expires,
-        max_expires: config.registrar.max_expires,
-        max_bindings_per_aor: config.registrar.max_bindings_per_aor as usize,
-        domains: Vec::new(), // the engine already decided the request is for a served domain
-    };
     // One registrar, cloned into every shard: the clones share its counters. They and the
     // authenticator's and the engines' own responses are exported with the server's (metrics
     // endpoint: herald_registrar_*, herald_auth_*, herald_local_responses_total; Stats::snapshot).
-    let registrar = Registrar::new(registrar_cfg);
+    let registrar = Registrar::new(config.registrar_config());
     let store = Arc::new(registrar.new_store());
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());
@@ -131,42 +124,13 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
     let realms = config.challenge_realms();
     report_realms(&a.users_file, &credentials.current(), &realms);
     tracing::info!(file = %a.users_file.display(), realms = ?realms, users = credentials.current().len(), "digest authentication on");
-    let policy = AuthPolicy {
-        register: a.register,
-        local_callers: a.local_callers,
-        allow_inbound_to_local: a.allow_inbound_to_local,
-        allow_relay: a.allow_relay,
-        methods: a.methods.iter().map(|m| m.to_ascii_uppercase()).collect(),
-        identity: match a.identity {
-            config::IdentityMode::Exact => IdentityRule::Exact,
-            config::IdentityMode::Any => IdentityRule::Any,
-        },
-        aliases: a.aliases.clone().into_iter().collect(),
-        // Checked by `problems()` above.
-        trusted_peers: a.trusted_peers.iter().filter_map(|p| herald_core::auth::PeerPrefix::parse(p).ok()).collect(),
-    };
-    let algorithms = a
-        .algorithms
-        .iter()
-        .map(|x| match x {
-            config::DigestAlgorithm::Sha512_256 => Algorithm::Sha512_256,
-            config::DigestAlgorithm::Sha256 => Algorithm::Sha256,
-            config::DigestAlgorithm::Md5 => Algorithm::Md5,
-        })
-        .collect();
-    let cfg = AuthConfig {
-        realm,
-        domain_realms: config.domain_realms(),
-        algorithms,
-        nonce_lifetime: Duration::from_secs(a.nonce_lifetime_s),
-        policy,
-    };
     let random = random_bytes().map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
-    let secret: Vec<u8> = if a.secret.is_empty() { random[..32].to_vec() } else { a.secret.as_bytes().to_vec() };
+    let secret = config.nonce_secret(&random[..32]);
     let salt_seed = u64::from_le_bytes(random[32..40].try_into().expect("8 bytes"));
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let shared = credentials.clone();
-    let auth = Authenticator::new(cfg, credentials, &secret, salt_seed, std::time::Instant::now(), unix_now);
+    let auth =
+        Authenticator::new(config.auth_config(), credentials, &secret, salt_seed, std::time::Instant::now(), unix_now);
     std::thread::Builder::new()
         .name("herald-users".into())
         .spawn(move || loop {
@@ -210,42 +174,4 @@ fn random_bytes() -> std::io::Result<[u8; 40]> {
     let mut b = [0u8; 40];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
     Ok(b)
-}
-
-/// Maps the configuration and the sockets actually bound onto what the engine needs.
-fn engine_config(config: &Config, bound: &[BoundAddr]) -> EngineConfig {
-    let interfaces = config::interface_addresses();
-    let mut addrs: Vec<SocketAddr> = Vec::new();
-    for b in bound {
-        if b.addr.ip().is_unspecified() {
-            for ip in interfaces.iter().filter(|ip| ip.is_ipv4() == b.addr.is_ipv4()) {
-                addrs.push(SocketAddr::new(*ip, b.addr.port()));
-            }
-        } else {
-            addrs.push(b.addr);
-        }
-    }
-    addrs.sort();
-    addrs.dedup();
-    let listeners = bound.iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
-    // A wildcard listener is advertised with the address the routing table picks towards each
-    // peer (RFC 3261 §16.6 step 4), never as 0.0.0.0.
-    let wildcard = bound.iter().any(|b| b.addr.ip().is_unspecified());
-    EngineConfig {
-        identity: Identity::new(addrs, config.effective_domains()).with_names(config.own_names()),
-        listeners,
-        timers: Timers { t1: config.timers.t1(), t2: config.timers.t2(), t4: config.timers.t4(), ..Timers::default() },
-        record_route: match config.proxy.record_route {
-            config::RecordRoute::Always => RecordRoute::Always,
-            config::RecordRoute::CrossTransport => RecordRoute::CrossTransport,
-            config::RecordRoute::Never => RecordRoute::Never,
-        },
-        forking: match config.proxy.forking {
-            config::Forking::Parallel => Forking::Parallel,
-            config::Forking::Sequential => Forking::Sequential,
-        },
-        stateless: config.proxy.stateless,
-        timer_c: Duration::from_secs(180),
-        routes: wildcard.then(|| Arc::new(KernelRoutes::new()) as Arc<dyn herald_core::engine::SourceRoute>),
-    }
 }

@@ -5,6 +5,7 @@
 //! every error as `FILE:LINE: key 'a.b.c': message`.
 
 mod auth;
+mod engine;
 mod load;
 mod protect;
 mod tls;
