@@ -3,8 +3,7 @@
 //! all), never a password; `herald serve` reloads it when it changes, so users can be managed
 //! while it runs.
 
-use herald_core::auth::credentials::{file, invalid_realm, invalid_user_name};
-use herald_core::auth::{Credentials, UserHa1};
+use herald_credentials::{file, invalid_realm, invalid_user_name, Credentials, UserHa1};
 use herald_server::config::Config;
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};

@@ -16,12 +16,11 @@
 //!   shards round-robin. Nothing ever scans the whole store (seed 002: a 60-second sweep caused
 //!   CPU spikes and failed calls). Lookups ignore expired bindings that were not yet removed.
 //! * Time is a parameter (`now: Instant`); the store never reads a clock.
-//! * [`credentials`]: the digest credentials (HA1 per user, RFC 7616) in memory, loaded from
-//!   and saved to the users file, reloaded when it changes.
+//!
+//! The users of digest authentication are not here: they are `herald-credentials`.
 
 mod aor;
 mod binding;
-pub mod credentials;
 mod plan;
 mod store;
 

@@ -1,8 +1,8 @@
 //! One Digest answer (an Authorization or Proxy-Authorization value, RFC 7616 §3.4) and the
 //! response it must carry (RFC 7616 §3.4.1, qop=auth).
 
+use herald_credentials::{from_hex, request_digest, to_hex, Algorithm, Qop};
 use herald_sip::headers::AuthValue;
-use herald_store::credentials::{from_hex, to_hex, Algorithm};
 use std::borrow::Cow;
 
 /// Longest value accepted for any parameter: nothing legitimate comes close, and the bounds
@@ -79,24 +79,14 @@ impl<'a> DigestAnswer<'a> {
     }
 
     /// The response the client must have sent for `method`, given the user's HA1 (raw bytes)
-    /// under `alg` (RFC 7616 §3.4.1, qop=auth):
-    /// `H( hex(HA1) ":" nonce ":" nc ":" cnonce ":" qop ":" hex(H(method ":" uri)) )`.
+    /// under `alg` (RFC 7616 §3.4.1, qop=auth; see [`request_digest`]).
     pub fn expected(&self, alg: Algorithm, ha1: &[u8], method: &str) -> Vec<u8> {
-        let ha2 = alg.hex_hash(&[method.as_bytes(), b":", self.uri.as_bytes()]);
-        let ha1 = to_hex(ha1);
-        alg.hash(&[
-            ha1.as_bytes(),
-            b":",
-            self.nonce.as_bytes(),
-            b":",
-            self.nc.as_deref().unwrap_or("").as_bytes(),
-            b":",
-            self.cnonce.as_deref().unwrap_or("").as_bytes(),
-            b":",
-            self.qop.as_deref().unwrap_or("").as_bytes(),
-            b":",
-            ha2.as_bytes(),
-        ])
+        let qop = Qop {
+            qop: self.qop.as_deref().unwrap_or(""),
+            nc: self.nc.as_deref().unwrap_or(""),
+            cnonce: self.cnonce.as_deref().unwrap_or(""),
+        };
+        request_digest(alg, &to_hex(ha1), &self.nonce, method, &self.uri, Some(qop))
     }
 
     /// The client's response as bytes, when it is hex of the algorithm's length.

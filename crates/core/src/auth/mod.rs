@@ -33,9 +33,10 @@ mod stats;
 #[cfg(test)]
 pub(crate) mod tests;
 
-/// The credentials table and users file (`herald_store::credentials`), for `herald users`.
-pub use herald_store::credentials;
-pub use herald_store::credentials::{Algorithm, Credentials, FileWatcher, Reload, SharedCredentials, UserHa1};
+/// The credentials the authenticator checks answers against (`herald-credentials`): its
+/// configuration names [`Algorithm`]s and it is built over a [`SharedCredentials`], so the
+/// runtime that builds it can name them from here.
+pub use herald_credentials::{Algorithm, Credentials, FileWatcher, Reload, SharedCredentials, UserHa1};
 pub use policy::{AuthPolicy, Challenge, IdentityRule, PeerPrefix, Requirement, RouteFacts};
 pub use route_sig::RouteSigner;
 pub use stats::{AuthStats, AuthStatsSnapshot};

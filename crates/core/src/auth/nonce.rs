@@ -70,14 +70,14 @@ impl NonceKey {
         raw[..8].copy_from_slice(&unix_secs.to_be_bytes());
         raw[8..16].copy_from_slice(&salt.to_be_bytes());
         raw[16..].copy_from_slice(&tag[..TAG_LEN]);
-        herald_store::credentials::to_hex(&raw)
+        herald_credentials::to_hex(&raw)
     }
 
     /// The nonce's issue time and id if herald issued it for this realm (tag checked in
     /// constant time); `None` for anything else.
     pub fn check(&self, nonce: &str) -> Option<NonceInfo> {
         let mut raw = [0u8; RAW_LEN];
-        herald_store::credentials::from_hex(nonce, &mut raw)?;
+        herald_credentials::from_hex(nonce, &mut raw)?;
         let issued = u64::from_be_bytes(raw[..8].try_into().ok()?);
         let salt = u64::from_be_bytes(raw[8..16].try_into().ok()?);
         self.tag(issued, salt).verify_truncated_left(&raw[16..]).ok()?;

@@ -74,14 +74,14 @@ impl RouteSigner {
     /// From tag of the dialog-creating request; empty when it had none, RFC 2543 clients).
     pub fn sign(&self, call_id: &str, tag: &str) -> String {
         let full = self.mac(call_id, tag).finalize().into_bytes();
-        herald_store::credentials::to_hex(&full[..SIG_LEN])
+        herald_credentials::to_hex(&full[..SIG_LEN])
     }
 
     /// Whether `sig` (hex) was made by [`RouteSigner::sign`] for `call_id` and `tag` (compared
     /// in constant time).
     pub fn check(&self, sig: &str, call_id: &str, tag: &str) -> bool {
         let mut raw = [0u8; SIG_LEN];
-        if sig.len() != SIG_LEN * 2 || herald_store::credentials::from_hex(sig, &mut raw).is_none() {
+        if sig.len() != SIG_LEN * 2 || herald_credentials::from_hex(sig, &mut raw).is_none() {
             return false;
         }
         self.mac(call_id, tag).verify_truncated_left(&raw).is_ok()

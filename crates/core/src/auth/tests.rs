@@ -5,9 +5,9 @@ use super::digest::DigestAnswer;
 use super::replay::{NcCheck, NonceCounts, SHARDS};
 use super::*;
 use bytes::Bytes;
+use herald_credentials::to_hex;
 use herald_sip::headers::AuthValue;
 use herald_sip::Limits;
-use herald_store::credentials::to_hex;
 
 const REALM: &str = "example.com";
 

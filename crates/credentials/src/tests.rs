@@ -191,3 +191,33 @@ fn open_refuses_a_broken_file() {
     let e = FileWatcher::open(&path, "example.com").unwrap_err();
     assert_eq!(e.line, 2);
 }
+
+#[test]
+fn request_digest_matches_the_rfc_examples() {
+    // RFC 2617 §3.5: Mufasa / testrealm@host.com / "Circle Of Life", MD5, qop=auth.
+    let ha1 = to_hex(&Algorithm::Md5.ha1("Mufasa", "testrealm@host.com", "Circle Of Life"));
+    assert_eq!(ha1, "939e7578ed9e3c518a452acee763bce9");
+    let qop = Qop { qop: "auth", nc: "00000001", cnonce: "0a4f113b" };
+    let r =
+        request_digest(Algorithm::Md5, &ha1, "dcd98b7102dd2f0e8b11d0f600bfb0c093", "GET", "/dir/index.html", Some(qop));
+    assert_eq!(to_hex(&r), "6629fae49393a05397450978507c4ef1");
+
+    // RFC 7616 §3.9.1: the same exchange with SHA-256 (password "Circle of Life").
+    let ha1 = UserHa1::from_password("Mufasa", "http-auth@example.org", "Circle of Life");
+    let qop = Qop { qop: "auth", nc: "00000001", cnonce: "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ" };
+    let nonce = "7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v";
+    let r = request_digest(Algorithm::Sha256, &to_hex(&ha1.sha256), nonce, "GET", "/dir/index.html", Some(qop));
+    assert_eq!(to_hex(&r), "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1");
+    assert_eq!(r.len(), Algorithm::Sha256.output_len());
+}
+
+#[test]
+fn request_digest_without_qop_and_session_ha1_hash_what_the_rfcs_say() {
+    // RFC 2617 §3.2.2.1 without qop: H(HA1:nonce:HA2).
+    let alg = Algorithm::Sha512_256;
+    let ha2 = alg.hex_hash(&[b"REGISTER:sip:r"]);
+    let expected = alg.hash(&[format!("h:n:{ha2}").as_bytes()]);
+    assert_eq!(request_digest(alg, "h", "n", "REGISTER", "sip:r", None), expected);
+    // RFC 7616 §3.4.2 -sess: H(HA1:nonce:cnonce) in hex.
+    assert_eq!(session_ha1(Algorithm::Md5, "h", "n", "c"), Algorithm::Md5.hex_hash(&[b"h:n:c"]));
+}

@@ -1,7 +1,7 @@
 //! The credentials table in use, swapped atomically when the file changes.
 
-use super::file::{self, CredentialsError};
-use super::Credentials;
+use crate::file::{self, CredentialsError};
+use crate::table::Credentials;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};

@@ -1,6 +1,7 @@
 //! The digest hash algorithms herald offers (RFC 7616 §3.2, RFC 8760 §2.1) and the HA1 of a user
 //! under each of them.
 
+use crate::hex::to_hex;
 use md5::Md5;
 use sha2::{Digest, Sha256, Sha512_256};
 
@@ -54,6 +55,12 @@ impl Algorithm {
         to_hex(&self.hash(parts))
     }
 
+    /// HA1 = H(username ":" realm ":" password) as raw bytes (RFC 7616 §3.4.2): what a client
+    /// computes from the password it was given, and what the users file keeps instead of it.
+    pub fn ha1(self, user: &str, realm: &str, password: &str) -> Vec<u8> {
+        self.hash(&[user.as_bytes(), b":", realm.as_bytes(), b":", password.as_bytes()])
+    }
+
     /// Length of the hash in bytes.
     pub fn output_len(self) -> usize {
         match self {
@@ -74,11 +81,10 @@ pub struct UserHa1 {
 
 impl UserHa1 {
     pub fn from_password(user: &str, realm: &str, password: &str) -> UserHa1 {
-        let parts: [&[u8]; 5] = [user.as_bytes(), b":", realm.as_bytes(), b":", password.as_bytes()];
         let mut out = UserHa1 { md5: [0; 16], sha256: [0; 32], sha512_256: [0; 32] };
-        out.md5.copy_from_slice(&Algorithm::Md5.hash(&parts));
-        out.sha256.copy_from_slice(&Algorithm::Sha256.hash(&parts));
-        out.sha512_256.copy_from_slice(&Algorithm::Sha512_256.hash(&parts));
+        out.md5.copy_from_slice(&Algorithm::Md5.ha1(user, realm, password));
+        out.sha256.copy_from_slice(&Algorithm::Sha256.ha1(user, realm, password));
+        out.sha512_256.copy_from_slice(&Algorithm::Sha512_256.ha1(user, realm, password));
         out
     }
 
@@ -90,35 +96,4 @@ impl UserHa1 {
             Algorithm::Sha512_256 => &self.sha512_256,
         }
     }
-}
-
-/// Lowercase hex.
-pub fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
-}
-
-/// Parses hex (either case) into exactly `out.len()` bytes.
-pub fn from_hex(text: &str, out: &mut [u8]) -> Option<()> {
-    let t = text.as_bytes();
-    if t.len() != out.len() * 2 {
-        return None;
-    }
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = (nibble(t[2 * i])? << 4) | nibble(t[2 * i + 1])?;
-    }
-    Some(())
 }

@@ -12,7 +12,9 @@
 //! accounts). Each user line holds the MD5, SHA-256 and SHA-512/256 HA1 in hex. Blank lines
 //! and lines starting with `#` are ignored. Errors name the file and the line.
 
-use super::{from_hex, invalid_realm, invalid_user_name, to_hex, Credentials, UserHa1};
+use crate::algorithm::UserHa1;
+use crate::hex::{from_hex, to_hex};
+use crate::table::{invalid_realm, invalid_user_name, Credentials};
 use std::fmt;
 use std::fs;
 use std::io::{Read, Write};

@@ -1,25 +1,6 @@
-//! Digest credentials: HA1 hashes per user for one realm, kept in memory (seed 002: a database
-//! round trip per request cost 3x; an in-memory credential table removed it), stored in a text
-//! file that never holds a password, and reloaded when the file changes.
-//!
-//! * [`Credentials`]: the in-memory table (realm → user → [`UserHa1`]); one realm per served
-//!   domain, or one for all.
-//! * [`file`]: the file format (a `realm NAME` line, then `USER MD5 SHA-256 SHA-512-256` lines;
-//!   one such section per realm),
-//!   parsing with `FILE:LINE` errors and an atomic, mode-0600 writer.
-//! * [`SharedCredentials`] and [`FileWatcher`]: the current table behind an `Arc` swapped
-//!   atomically on reload; a file that fails to parse keeps the previous table.
+//! The in-memory table: realm → user → [`UserHa1`], and which names may be stored.
 
-mod algorithm;
-pub mod file;
-mod shared;
-#[cfg(test)]
-mod tests;
-
-pub use algorithm::{from_hex, to_hex, Algorithm, UserHa1};
-pub use file::CredentialsError;
-pub use shared::{FileWatcher, Reload, SharedCredentials};
-
+use crate::algorithm::UserHa1;
 use std::collections::HashMap;
 
 /// Longest user name accepted (bytes): names go into quoted strings of every challenge answer.
