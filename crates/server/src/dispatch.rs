@@ -45,7 +45,6 @@ use herald_core::{Input, Output, Peer, ResolveRequest, SipHandler, Transport};
 use herald_sip::{Message, Method};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -349,15 +348,15 @@ impl<H: SipHandler> Dispatcher<H> {
                 continue;
             }
             let queue = std::mem::take(&mut self.queues[i]);
-            let fd = self.common.udp[i].as_raw_fd();
+            let sock = self.common.udp[i].clone();
             let mut at = 0;
             while at < queue.len() {
-                let (n, failed) = udp::send_batch(fd, &queue[at..]);
+                let (n, failed) = udp::send_batch(&sock, &queue[at..]);
                 at += n;
                 self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
                 let Some(e) = failed else { continue };
                 if e.kind() == io::ErrorKind::WouldBlock {
-                    if !udp::wait_writable(fd, SEND_STALL) {
+                    if !udp::wait_writable(&sock, SEND_STALL) {
                         tracing::warn!(worker = self.id(), dropped = queue.len() - at, "UDP send buffer full");
                         // One report per shard and destination, however many datagrams.
                         let mut told = std::collections::HashSet::new();

@@ -25,6 +25,9 @@
 //! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
 //! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).
 
+// System calls std does not wrap live in herald-sys.
+#![forbid(unsafe_code)]
+
 mod bind;
 pub mod config;
 mod conn_limit;

@@ -48,7 +48,7 @@ impl Trimmer {
         }
         let before = rss_bytes();
         let start = Instant::now();
-        if !trim() {
+        if !herald_sys::malloc_trim() {
             return false;
         }
         let after = rss_bytes();
@@ -79,25 +79,11 @@ fn estimate(transactions: usize, held_bytes: usize) -> usize {
     transactions.saturating_mul(TRANSACTION_BYTES).saturating_add(held_bytes)
 }
 
-/// `malloc_trim(0)`: false where the allocator has none (not glibc).
-fn trim() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only walks malloc's own arenas, under their locks.
-        unsafe { libc::malloc_trim(0) };
-        true
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    false
-}
-
 /// This process's resident memory (`/proc/self/statm`, in pages).
 pub(crate) fn rss_bytes() -> Option<usize> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no memory effects.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * usize::try_from(page).ok().filter(|&p| p > 0)?)
+    Some(pages * herald_sys::page_size()?)
 }
 
 #[cfg(test)]
@@ -147,7 +133,7 @@ mod tests {
         let survivor = blocks.pop();
         let full = rss_bytes().unwrap();
         drop(blocks);
-        assert!(trim());
+        assert!(herald_sys::malloc_trim());
         let trimmed = rss_bytes().unwrap();
         assert!(
             trimmed + 32 * MIB < full,

@@ -18,12 +18,11 @@ use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
 use crate::shared::WorkerCommon;
 use crate::stats::Bump;
-use crate::udp::{self, Received, RecvBuffers, BATCH};
+use crate::udp::{self, Received, BATCH};
 use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::{Peer, SipHandler};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +33,7 @@ pub(crate) struct UdpReceiver<H> {
     index: usize,
     sock: Arc<UdpSocket>,
     local: SocketAddr,
-    recv: RecvBuffers,
+    recv: herald_sys::RecvBatch,
     received: Vec<Received>,
     drops: DropTracker,
     /// Kernel receive timestamps are on: metrics or overload control need them.
@@ -69,7 +68,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         sock.set_read_timeout(Some(TICK))?;
         let stamps = d.shared.config.metrics.listen.is_some() || d.shared.config.overload.enabled;
         if stamps {
-            if let Err(e) = udp::enable_rx_metadata(sock.as_raw_fd()) {
+            if let Err(e) = udp::enable_rx_metadata(&sock) {
                 tracing::warn!(worker = d.id(), %local, error = %e, "no kernel timestamps: queue wait not measured");
             }
         }
@@ -84,7 +83,7 @@ impl<H: SipHandler> UdpReceiver<H> {
             index,
             sock,
             local,
-            recv: RecvBuffers::new(slot),
+            recv: herald_sys::RecvBatch::new(slot),
             received: Vec::with_capacity(BATCH),
             drops: DropTracker::default(),
             stamps,
@@ -101,9 +100,8 @@ impl<H: SipHandler> UdpReceiver<H> {
         // Outputs start tasks on the worker's runtime (TCP connects, DNS lookups).
         let rt = self.d.common.rt.clone();
         let _rt = rt.enter();
-        let fd = self.sock.as_raw_fd();
         while !self.d.shared.stopped.load(Ordering::Relaxed) {
-            let read = udp::recv_batch(fd, &mut self.recv, &mut self.received);
+            let read = udp::recv_batch(&self.sock, &mut self.recv, &mut self.received);
             let now = Instant::now();
             match read {
                 Ok(n) => {

@@ -483,51 +483,10 @@ fn host_literal(ip: IpAddr) -> String {
     }
 }
 
-fn hostname() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success when the
-    // name fits, and we stop at the first NUL or the buffer end either way.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if r != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    let name = std::str::from_utf8(&buf[..end]).ok()?.trim().to_string();
-    (!name.is_empty()).then_some(name)
-}
-
-/// Every address configured on the machine's interfaces (getifaddrs).
+// gethostname(2) and getifaddrs(3) live in herald-sys, with the rest of the unsafe.
+use herald_sys::hostname;
 /// Every IP address of this machine's interfaces (getifaddrs), loopback included.
-pub fn interface_addresses() -> Vec<IpAddr> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we walk read-only and free exactly once.
-    unsafe {
-        if libc::getifaddrs(&mut head) != 0 {
-            return out;
-        }
-        let mut cur = head;
-        while !cur.is_null() {
-            let sa = (*cur).ifa_addr;
-            if !sa.is_null() {
-                match (*sa).sa_family as libc::c_int {
-                    libc::AF_INET => {
-                        let sin = &*(sa as *const libc::sockaddr_in);
-                        out.push(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()));
-                    }
-                    libc::AF_INET6 => {
-                        let sin6 = &*(sa as *const libc::sockaddr_in6);
-                        out.push(IpAddr::from(sin6.sin6_addr.s6_addr));
-                    }
-                    _ => {}
-                }
-            }
-            cur = (*cur).ifa_next;
-        }
-        libc::freeifaddrs(head);
-    }
-    out
-}
+pub use herald_sys::interface_addresses;
 
 #[cfg(test)]
 mod tests;
