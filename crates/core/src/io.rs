@@ -26,13 +26,56 @@ pub struct ResolveRequest {
     pub secure: bool,
 }
 
+/// Why a name gave no target to send to. The runtime maps its resolver's errors onto these; the
+/// engine answers every kind the same way (a 503 for the branch, RFC 3263 §4.3 and RFC 3261
+/// §16.7 step 6, which do not tell the causes apart), and the kind says in logs and traces
+/// whether to look at the name, the network or the name server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResolveError {
+    /// The name does not exist (NXDOMAIN, RFC 1035 §4.1.1 RCODE 3).
+    NoSuchName,
+    /// The name exists, but no record leads to a target herald can use: no address records,
+    /// or only transports it does not send on (a sips URI without TLS, RFC 3263 §4.1).
+    NoUsableTarget,
+    /// No name server answered in time.
+    Timeout,
+    /// A name server answered with a failure (SERVFAIL, REFUSED, ...), or could not be reached.
+    ServerFailure,
+    /// The NAPTR/SRV chain needed more lookups than one resolution may make.
+    TooManyLookups,
+}
+
+impl ResolveError {
+    /// A short lower-case phrase, for logs and `Display`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolveError::NoSuchName => "no such name",
+            ResolveError::NoUsableTarget => "no usable target",
+            ResolveError::Timeout => "timed out",
+            ResolveError::ServerFailure => "name server failure",
+            ResolveError::TooManyLookups => "too many DNS lookups",
+        }
+    }
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+/// The answer to one [`Output::Resolve`]: targets in preference order, or why there are none.
+pub type Resolution = Result<Vec<Target>, ResolveError>;
+
 /// Inputs to a handler.
 #[derive(Debug)]
 pub enum Input {
     /// A parsed message from `from`, received on the local address `local`.
     Message { from: Peer, local: SocketAddr, msg: Message },
     /// The answer to an [`Output::Resolve`] with the same token; targets in preference order.
-    Resolved { token: u64, result: Result<Vec<Target>, String> },
+    Resolved { token: u64, result: Resolution },
     /// Sending to `to` failed (ICMP error, connection refused or reset) - RFC 3261 §17.1.1.2.
     TransportError { to: Peer },
 }

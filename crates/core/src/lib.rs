@@ -18,8 +18,10 @@ pub mod io;
 pub mod peer;
 pub mod proxy;
 pub mod registrar;
+pub mod seed;
 pub mod transaction;
 
-pub use io::{Input, Output, ResolveRequest, SipHandler, Target};
+pub use io::{Input, Output, Resolution, ResolveError, ResolveRequest, SipHandler, Target};
 pub use peer::{ConnId, Peer, Transport};
 pub use registrar::{Location, Registrar, RegistrarConfig};
+pub use seed::Seed;

@@ -4,9 +4,10 @@
 //! it, never the worker.
 
 use crate::rfc3263::{self, Naptr, Next, Query, Records, Srv};
-use herald_core::{ResolveRequest, Target, Transport};
+use herald_core::{ResolveError, ResolveRequest, Target, Transport};
 use hickory_resolver::config::{LookupIpStrategy, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::{DnsError, NetError};
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 use std::hash::{BuildHasher, Hasher};
@@ -52,36 +53,42 @@ impl Resolver {
     }
 
     /// Resolves a SIP URI's host to targets in the order to try them (RFC 3263 §4).
-    pub async fn resolve(&self, req: &ResolveRequest) -> Result<Vec<Target>, String> {
+    pub async fn resolve(&self, req: &ResolveRequest) -> Result<Vec<Target>, ResolveFailure> {
         let mut records = Records::default();
         let mut rng = Rng::new();
-        let mut last_error: Option<String> = None;
+        // The failure of the last lookup: with no address found, it says why (an address
+        // lookup ends every chain of RFC 3263 §4).
+        let mut last_error: Option<(ResolveError, String)> = None;
+        let fail = |error, detail| Err(ResolveFailure { host: req.host.clone(), error, detail });
         for _ in 0..MAX_QUERIES {
             let q = match rfc3263::next(req, &records, &self.supported, &mut |n| rng.upto(n)) {
                 Next::Done(t) if t.is_empty() => {
-                    return Err(match last_error {
-                        Some(e) => format!("{}: no usable target ({e})", req.host),
-                        None => format!("{}: no usable target", req.host),
-                    })
+                    // Addresses were found but none is usable (a transport herald does not send
+                    // on): the name is fine. Otherwise the last failure says why.
+                    let found = records.addrs.values().any(|a| !a.is_empty());
+                    return match last_error {
+                        Some((error, detail)) if !found => fail(error, Some(detail)),
+                        _ => fail(ResolveError::NoUsableTarget, None),
+                    };
                 }
                 Next::Done(t) => return Ok(t),
                 Next::Query(q) => q,
             };
             if let Err(e) = self.answer(&q, &mut records).await {
                 tracing::debug!(query = ?q, error = %e, "DNS lookup failed");
-                last_error = Some(e);
+                last_error = Some((error_kind(&e), e.to_string()));
                 records.insert_empty(&q);
             }
         }
-        Err(format!("{}: too many DNS lookups", req.host))
+        fail(ResolveError::TooManyLookups, None)
     }
 
     /// Performs one query and stores its answer (an empty answer on "no such records").
-    async fn answer(&self, q: &Query, records: &mut Records) -> Result<(), String> {
+    async fn answer(&self, q: &Query, records: &mut Records) -> Result<(), NetError> {
         let fqdn = |n: &str| format!("{n}.");
         match q {
             Query::Naptr(name) => {
-                let lookup = self.inner.lookup(fqdn(name), RecordType::NAPTR).await.map_err(|e| e.to_string())?;
+                let lookup = self.inner.lookup(fqdn(name), RecordType::NAPTR).await?;
                 let list = lookup
                     .answers()
                     .iter()
@@ -99,7 +106,7 @@ impl Resolver {
                 records.naptr.insert(name.clone(), list);
             }
             Query::Srv(name) => {
-                let lookup = self.inner.lookup(fqdn(name), RecordType::SRV).await.map_err(|e| e.to_string())?;
+                let lookup = self.inner.lookup(fqdn(name), RecordType::SRV).await?;
                 let list = lookup
                     .answers()
                     .iter()
@@ -116,11 +123,44 @@ impl Resolver {
                 records.srv.insert(name.clone(), list);
             }
             Query::Addr(name) => {
-                let lookup = self.inner.lookup_ip(fqdn(name)).await.map_err(|e| e.to_string())?;
+                let lookup = self.inner.lookup_ip(fqdn(name)).await?;
                 records.addrs.insert(name.clone(), lookup.iter().collect());
             }
         }
         Ok(())
+    }
+}
+
+/// A resolution that found nothing to send to: the name, the kind of failure the engine is told
+/// ([`herald_core::Input::Resolved`]) and, for logs, the resolver's own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveFailure {
+    pub host: String,
+    pub error: ResolveError,
+    pub detail: Option<String>,
+}
+
+impl std::fmt::Display for ResolveFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.host, self.error)?;
+        match &self.detail {
+            Some(d) => write!(f, " ({d})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ResolveFailure {}
+
+/// What a failed hickory lookup means for SIP: NXDOMAIN (the name does not exist), NODATA (it
+/// exists without such records), no answer in time, or a name server that failed or refused.
+fn error_kind(e: &NetError) -> ResolveError {
+    match e {
+        _ if e.is_nx_domain() => ResolveError::NoSuchName,
+        _ if e.is_no_records_found() => ResolveError::NoUsableTarget,
+        NetError::Timeout => ResolveError::Timeout,
+        NetError::Dns(DnsError::ResponseCode(_)) => ResolveError::ServerFailure,
+        _ => ResolveError::ServerFailure,
     }
 }
 
@@ -149,5 +189,38 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         let r = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
         ((r >> 32) % (u64::from(n) + 1)) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_resolver::net::NoRecords;
+    use hickory_resolver::proto::op::{Query as DnsQuery, ResponseCode};
+
+    fn no_records(code: ResponseCode) -> NetError {
+        NetError::Dns(DnsError::NoRecordsFound(NoRecords::new(DnsQuery::default(), code)))
+    }
+
+    #[test]
+    fn hickory_errors_map_to_the_kinds_the_engine_is_told() {
+        assert_eq!(error_kind(&no_records(ResponseCode::NXDomain)), ResolveError::NoSuchName);
+        assert_eq!(error_kind(&no_records(ResponseCode::NoError)), ResolveError::NoUsableTarget);
+        assert_eq!(error_kind(&NetError::Timeout), ResolveError::Timeout);
+        assert_eq!(
+            error_kind(&NetError::Dns(DnsError::ResponseCode(ResponseCode::ServFail))),
+            ResolveError::ServerFailure
+        );
+        assert_eq!(
+            error_kind(&NetError::Dns(DnsError::ResponseCode(ResponseCode::Refused))),
+            ResolveError::ServerFailure
+        );
+        assert_eq!(error_kind(&NetError::NoConnections), ResolveError::ServerFailure);
+    }
+
+    #[test]
+    fn a_failure_names_the_host_and_the_kind() {
+        let f = ResolveFailure { host: "sip.example.com".into(), error: ResolveError::Timeout, detail: None };
+        assert_eq!(f.to_string(), "sip.example.com: timed out");
     }
 }

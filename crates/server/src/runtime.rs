@@ -40,7 +40,7 @@ pub(crate) enum Ctl {
     Resolved {
         shard: usize,
         token: u64,
-        result: Result<Vec<Target>, String>,
+        result: herald_core::Resolution,
     },
     /// Sending to `to` failed: tell the shard that asked, or every shard when it is not known
     /// (an outgoing TCP connection that other shards may have queued on too).

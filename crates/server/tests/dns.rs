@@ -8,7 +8,7 @@ fn resolve(host: &str, port: Option<u16>, transport: Option<Transport>, secure: 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let r = Resolver::hosts_only(vec![Transport::Udp, Transport::Tcp]);
-        r.resolve(&ResolveRequest { host: host.into(), port, transport, secure }).await
+        r.resolve(&ResolveRequest { host: host.into(), port, transport, secure }).await.map_err(|e| e.to_string())
     })
 }
 
@@ -40,6 +40,23 @@ fn unusable_requests_are_errors() {
     assert!(e.contains("no usable target"), "{e}");
     let e = resolve("localhost", Some(5060), Some(Transport::Ws), false).unwrap_err();
     assert!(e.contains("localhost"), "{e}");
+}
+
+#[test]
+fn failures_are_typed() {
+    use herald_core::ResolveError;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let r = Resolver::hosts_only(vec![Transport::Udp, Transport::Tcp]);
+    let mut ask = |host: &str, secure: bool| {
+        rt.block_on(r.resolve(&ResolveRequest { host: host.into(), port: None, transport: None, secure }))
+    };
+    // localhost resolves, but a sips URI needs TLS, which this resolver was not given.
+    let e = ask("localhost", true).unwrap_err();
+    assert_eq!((e.host.as_str(), e.error), ("localhost", ResolveError::NoUsableTarget));
+    // No name servers: a name outside the hosts file has no address, whatever the reason.
+    let e = ask("nothing.invalid", false).unwrap_err();
+    assert_ne!(e.error, ResolveError::TooManyLookups, "{e}");
+    assert!(e.to_string().starts_with("nothing.invalid: "), "{e}");
 }
 
 #[test]

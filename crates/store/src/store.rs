@@ -4,9 +4,10 @@ use crate::plan::Plan;
 use crate::{Aor, Binding, StoreError, Update};
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
+use siphasher::sip::SipHasher13;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
@@ -33,7 +34,9 @@ impl Default for StoreConfig {
 pub struct LocationStore<S> {
     slots: Box<[Slot<S>]>,
     mask: u64,
-    hasher: RandomState,
+    /// SipHash-1-3 keys of the shard and table hash: secret, since peers choose the AoRs (hash
+    /// flooding); fixed by a seeded engine so that a run replays exactly.
+    hash_keys: [u64; 2],
     /// Times are stored as seconds since this instant: the first `now` the store is given.
     epoch: OnceLock<Instant>,
     /// Next shard [`LocationStore::expire`] looks at.
@@ -100,7 +103,15 @@ impl<S: Clone> LocationStore<S> {
         Self::with_config(StoreConfig::default())
     }
 
+    /// A store whose hash keys are random (drawn from std's per-process randomness).
     pub fn with_config(config: StoreConfig) -> Self {
+        let random = RandomState::new();
+        Self::with_hash_keys(config, [random.hash_one(0u8), random.hash_one(1u8)])
+    }
+
+    /// A store that hashes with the given SipHash keys (a seeded engine derives them from its
+    /// seed: same keys, same shard of every AoR, same expiry order).
+    pub fn with_hash_keys(config: StoreConfig, hash_keys: [u64; 2]) -> Self {
         let n = config.shards.clamp(1, 1 << 16).next_power_of_two();
         let slots = (0..n)
             .map(|_| Slot {
@@ -111,7 +122,7 @@ impl<S: Clone> LocationStore<S> {
         LocationStore {
             slots,
             mask: n as u64 - 1,
-            hasher: RandomState::new(),
+            hash_keys,
             epoch: OnceLock::new(),
             cursor: AtomicUsize::new(0),
             max_bindings: config.max_bindings_per_aor.max(1),
@@ -133,7 +144,10 @@ impl<S: Clone> LocationStore<S> {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        // What `RandomState::hash_one` does, with our keys: length prefix, then the bytes.
+        let mut h = SipHasher13::new_with_keys(self.hash_keys[0], self.hash_keys[1]);
+        key.hash(&mut h);
+        h.finish()
     }
 
     fn slot(&self, hash: u64) -> &Slot<S> {

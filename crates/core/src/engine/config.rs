@@ -2,6 +2,7 @@
 
 use crate::peer::Transport;
 use crate::proxy::Identity;
+use crate::seed::Seed;
 use crate::transaction::Timers;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -63,6 +64,10 @@ pub struct EngineConfig {
     /// The routing table, for wildcard listeners. `None`: the first non-loopback address of
     /// the identity of the destination's family.
     pub routes: Option<Arc<dyn SourceRoute>>,
+    /// Keys everything peers must not predict: branches and local tags (quinn's `rng_seed`).
+    /// The runtime passes [`Seed::random`]; tests, the simulator and fuzz replays fix one, and
+    /// the engine is then a pure function of its inputs.
+    pub seed: Seed,
 }
 
 impl EngineConfig {
@@ -147,6 +152,7 @@ mod tests {
             stateless: false,
             timer_c: Duration::from_secs(180),
             routes,
+            seed: Seed::fixed(0),
         }
     }
 

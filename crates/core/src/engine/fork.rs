@@ -10,7 +10,7 @@ use crate::io::Output;
 use crate::peer::Peer;
 use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
-use crate::transaction::{new_branch, TxId};
+use crate::transaction::TxId;
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message, Method};
 use std::collections::VecDeque;
@@ -123,7 +123,7 @@ impl Engine {
         &mut self,
         now: Instant,
         token: u64,
-        result: Result<Vec<crate::io::Target>, String>,
+        result: crate::io::Resolution,
         out: &mut Vec<Output>,
     ) {
         let Some((sid, idx)) = self.resolving.remove(&token) else { return };
@@ -154,7 +154,7 @@ impl Engine {
         };
         let planned = ctx.branches[idx].planned.clone();
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
-        let branch = loop_branch(new_branch(), ctx.loop_hash);
+        let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener);
         let mut pre = match preprocess(&req, &self.cfg.identity) {

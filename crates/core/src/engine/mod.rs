@@ -31,7 +31,7 @@ use crate::hash::{fnv1a_parts, IdMap};
 use crate::io::{Input, Output, SipHandler};
 use crate::peer::Peer;
 use crate::registrar::Registrar;
-use crate::transaction::{Actions, TransactionTable, TxAction, TxId};
+use crate::transaction::{Actions, BranchGen, TransactionTable, TxAction, TxId};
 use context::Context;
 use herald_sip::{Message, ResponseBuilder};
 use herald_store::LocationStore;
@@ -63,7 +63,10 @@ pub struct Engine {
     timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
     next_expire: Option<Instant>,
     next_token: u64,
+    /// Keys the local tags (from the config's seed and this engine's index).
     tag_seed: u64,
+    /// Branches of the requests this engine sends (from the same seed).
+    branches: BranchGen,
     /// Digest authentication (RFC 3261 §22), shared by all engines; `None`: nobody is challenged.
     auth: Option<Arc<Authenticator>>,
     /// The responses this engine builds itself, by status (shared by the shards when given).
@@ -71,11 +74,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// `index` tells engines of one process apart (the runtime's shard index): it seeds local tags
-    /// and is the top 16 bits of this engine's DNS tokens.
+    /// `index` tells engines of one process apart (the runtime's shard index): with the config's
+    /// seed it keys local tags and branches, and it is the top 16 bits of this engine's DNS
+    /// tokens and branch counter.
     pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, index: usize) -> Engine {
         let txs = TransactionTable::new(cfg.timers);
-        let seed = fnv1a_parts([&index.to_le_bytes()[..], crate::transaction::new_branch().as_bytes()]);
+        let tag_seed = cfg.seed.derive("local tag", index as u64).keys()[0];
+        let branches = BranchGen::new(cfg.seed, index as u16);
         Engine {
             cfg,
             store,
@@ -88,7 +93,8 @@ impl Engine {
             timer_c: BinaryHeap::new(),
             next_expire: None,
             next_token: (index as u64) << 48,
-            tag_seed: seed,
+            tag_seed,
+            branches,
             auth: None,
             responses: Arc::default(),
         }

@@ -37,6 +37,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         stateless,
         timer_c: Duration::from_secs(180),
         routes: None,
+        seed: crate::seed::Seed::fixed(0),
     }
 }
 
@@ -311,7 +312,7 @@ fn failed_lookups_give_500_upstream() {
     let token =
         out.iter().find_map(|o| if let Output::Resolve { token, .. } = o { Some(*token) } else { None }).unwrap();
     let mut out = Vec::new();
-    h.engine.handle(h.now, Input::Resolved { token, result: Err("NXDOMAIN".into()) }, &mut out);
+    h.engine.handle(h.now, Input::Resolved { token, result: Err(crate::io::ResolveError::NoSuchName) }, &mut out);
     // RFC 3263 §4.3 makes it a 503 for the branch, which §16.7 step 6 forwards as 500.
     assert_eq!(sent(&out).last().unwrap().1.status(), Some(500));
 }

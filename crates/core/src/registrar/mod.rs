@@ -35,12 +35,13 @@ mod tests;
 mod tests_torture;
 
 use crate::peer::Peer;
+use crate::seed::{Seed, SeededState};
 use bytes::BytesMut;
 use herald_sip::{HeaderName, Message, ResponseBuilder};
 use herald_store::{Binding, StoreConfig, StoreError, Update};
 use request::{Action, Register};
 use std::fmt::Write as _;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -68,6 +69,10 @@ pub struct RegistrarConfig {
     pub max_bindings_per_aor: usize,
     /// Domains whose AoRs this registrar holds (case-insensitive); empty accepts any.
     pub domains: Vec<String>,
+    /// Keys the To tags of its responses and the hash of the store it builds
+    /// ([`Registrar::new_store`]). The default is random; tests and the simulator fix it, and the
+    /// same seed then gives the same tags.
+    pub seed: Seed,
 }
 
 impl Default for RegistrarConfig {
@@ -78,6 +83,7 @@ impl Default for RegistrarConfig {
             max_expires: 86_400,
             max_bindings_per_aor: 20,
             domains: Vec::new(),
+            seed: Seed::random(),
         }
     }
 }
@@ -117,7 +123,7 @@ pub struct Registrar {
     config: RegistrarConfig,
     /// Keys the To tags of responses (RFC 3261 §19.3: unguessable, here 64 bits of a keyed
     /// hash of the request's identifiers).
-    tags: RandomState,
+    tags: SeededState,
     /// Every answer counted by outcome; refusals by reason.
     stats: Arc<RegistrarStats>,
 }
@@ -128,7 +134,8 @@ impl Registrar {
     pub fn new(mut config: RegistrarConfig) -> Registrar {
         config.max_expires = config.max_expires.max(config.min_expires).max(1);
         config.default_expires = config.default_expires.clamp(config.min_expires, config.max_expires);
-        Registrar { config, tags: RandomState::new(), stats: Arc::default() }
+        let tags = config.seed.derive("registrar to-tag", 0).build();
+        Registrar { config, tags, stats: Arc::default() }
     }
 
     pub fn config(&self) -> &RegistrarConfig {
@@ -146,9 +153,10 @@ impl Registrar {
         self.stats.clone()
     }
 
-    /// A store that enforces this registrar's binding limit.
+    /// A store that enforces this registrar's binding limit, its hash keyed from the seed.
     pub fn new_store(&self) -> Location {
-        LocationStore::with_config(self.config.store_config())
+        let keys = self.config.seed.derive("location store", 0).keys();
+        LocationStore::with_hash_keys(self.config.store_config(), keys)
     }
 
     /// Answers one REGISTER (RFC 3261 §10.3) and returns the complete response. A request with

@@ -4,14 +4,11 @@
 //! built from a parsed message and return `None` when a header they need is missing or
 //! malformed; such a message matches no transaction.
 
+use crate::seed::Seed;
 use herald_sip::headers::{Via, MAGIC_COOKIE};
 use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 /// A method as a key component, without allocating for the methods herald knows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -161,22 +158,33 @@ fn sent_by(via: &Via<'_>) -> String {
     s
 }
 
-fn process_hasher() -> &'static RandomState {
-    static SEED: OnceLock<RandomState> = OnceLock::new();
-    SEED.get_or_init(RandomState::new)
+/// Fresh branches for the requests one engine sends (§8.1.1.7, §16.6 step 8): unique within
+/// the process (a counter whose top 16 bits are the engine's index, as for its DNS tokens) and
+/// unpredictable to peers (a keyed hash of the counter, keyed from the engine's [`Seed`], so a
+/// peer that sees one branch cannot guess the next and forge responses). Each carries the magic
+/// cookie. The same seed gives the same sequence of branches: a run replays exactly.
+#[derive(Debug, Clone)]
+pub struct BranchGen {
+    seed: Seed,
+    next: u64,
 }
 
-/// A fresh branch, unique within this process (a counter) and unpredictable across processes
-/// (a keyed hash of the counter with a per-process random key, so a peer that sees one branch
-/// cannot guess the next and forge responses). Carries the magic cookie (§8.1.1.7).
-pub fn new_branch() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut b = String::with_capacity(48);
-    b.push_str(MAGIC_COOKIE);
-    text::push_hex(&mut b, process_hasher().hash_one(n), 16);
-    text::push_hex(&mut b, n, 0);
-    b
+impl BranchGen {
+    /// Branches for engine `index` of a process, from the engine's seed.
+    pub fn new(seed: Seed, index: u16) -> BranchGen {
+        BranchGen { seed: seed.derive("branch", index.into()), next: u64::from(index) << 48 }
+    }
+
+    /// The next branch: `z9hG4bK`, 16 hex digits of keyed hash, then the counter in hex.
+    pub fn next_branch(&mut self) -> String {
+        let n = self.next;
+        self.next += 1;
+        let mut b = String::with_capacity(48);
+        b.push_str(MAGIC_COOKIE);
+        text::push_hex(&mut b, self.seed.hash_one(n), 16);
+        text::push_hex(&mut b, n, 0);
+        b
+    }
 }
 
 /// FNV-1a, 128 bits: deterministic across processes and Rust versions, so several stateless

@@ -46,7 +46,7 @@ mod tests_table;
 pub use ack::{build_ack, build_trying};
 pub use client_invite::ClientInvite;
 pub use client_non_invite::ClientNonInvite;
-pub use key::{new_branch, stateless_branch, ClientKey, LegacyKey, MethodKey, ServerKey};
+pub use key::{stateless_branch, BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
 pub use table::{TransactionTable, TxError, TxId};

@@ -153,7 +153,7 @@ impl TransactionTable {
     }
 
     /// Starts a client transaction sending `request` to `peer` (its top Via carries this
-    /// element's branch, e.g. from [`super::new_branch`]). Returns the first send.
+    /// element's branch, e.g. from [`super::BranchGen`]). Returns the first send.
     pub fn insert_client(&mut self, now: Instant, request: Message, peer: Peer) -> Result<(TxId, Actions), TxError> {
         let is_invite = match request.method() {
             None => return Err(TxError::NotARequest),

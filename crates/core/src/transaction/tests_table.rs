@@ -1,7 +1,7 @@
 //! Matching (§17.1.3, §17.2.3, §9.2), the table's heap and removal, and branch generation.
 
 use super::tests_support::*;
-use super::{new_branch, stateless_branch, ServerKey, TimerKind, Timers, TransactionTable, TxAction, TxError, TxState};
+use super::{stateless_branch, BranchGen, ServerKey, TimerKind, Timers, TransactionTable, TxAction, TxError, TxState};
 use crate::peer::{Peer, Transport};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -220,7 +220,8 @@ fn explicit_remove_unlinks_the_key() {
 
 #[test]
 fn fresh_branches_are_unique_and_rfc3261() {
-    let set: HashSet<String> = (0..10_000).map(|_| new_branch()).collect();
+    let mut branches = BranchGen::new(crate::seed::Seed::fixed(1), 0);
+    let set: HashSet<String> = (0..10_000).map(|_| branches.next_branch()).collect();
     assert_eq!(set.len(), 10_000);
     for b in set.iter().take(10) {
         assert!(b.starts_with("z9hG4bK") && b.len() > 7 + 16);
