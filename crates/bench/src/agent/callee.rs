@@ -2,16 +2,25 @@
 //! time with To-tag, Contact and the copied Record-Route (§12.1.1), 2xx retransmitted until the
 //! ACK arrives (§13.3.1.4), 200 for BYE, 200 + 487 for CANCEL while ringing, and retransmitted
 //! requests answered with the last response instead of starting anew (§17.2).
+//!
+//! [`Callee`] owns the dialogs; each entry point takes the run's [`Context`] and pushes what
+//! should happen into an [`Outbox`].
 
-use super::engine::{Engine, Mode, Side, MAX_DIALOGS, T1_US, T2_US, TIMEOUT_US};
-use super::timers::{Timer, TimerKind};
+use super::context::Context;
+use super::output::{Measure, Outbox, SendKind, Side};
+use super::slab::Slab;
+use super::timers::{next_interval, Timer, TimerKind, T1_US, T2_US, TIMEOUT_US};
+use super::users::User;
 use super::wire::{echo, RING_HEADER};
 use bytes::Bytes;
 use herald_sip::Message;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// Longest ring a caller may ask for in [`RING_HEADER`]: one hour.
 const MAX_RING_MS: u64 = 3_600_000;
+/// Dialogs held at once; an INVITE beyond this gets 503 (bounded memory under floods).
+pub const MAX_DIALOGS: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DialogState {
@@ -41,20 +50,47 @@ pub struct Dialog {
     pub interval_us: u64,
 }
 
-impl Engine {
-    pub fn on_callee_request(&mut self, msg: &Message, from: SocketAddr) {
+/// The callee side's dialogs, by `(slot, generation)` handle and by Call-ID.
+pub struct Callee {
+    dialogs: Slab<Dialog>,
+    ids: HashMap<String, (u32, u32)>,
+    /// User name → index: the Request-URI of an INVITE is the Contact we registered.
+    user_index: HashMap<String, usize>,
+    /// How long to ring when the INVITE does not say ([`RING_HEADER`]).
+    default_ring_us: u64,
+}
+
+impl Callee {
+    pub fn new(users: &[User], default_ring_us: u64) -> Callee {
+        Callee {
+            dialogs: Slab::default(),
+            ids: HashMap::new(),
+            user_index: users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect(),
+            default_ring_us,
+        }
+    }
+
+    /// Dialogs held (ended ones included until forgotten).
+    pub fn len(&self) -> usize {
+        self.dialogs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dialogs.is_empty()
+    }
+
+    pub fn on_request(&mut self, ctx: &mut Context, msg: &Message, from: SocketAddr, out: &mut Outbox) {
         let (Some(method), Ok(call_id)) = (msg.method(), msg.call_id()) else {
-            self.stats.stray += 1;
+            out.record(Measure::Stray);
             return;
         };
-        let handle = self.dialog_ids.get(call_id).copied();
+        let handle = self.ids.get(call_id).copied();
         match (method.as_str(), handle) {
-            ("INVITE", None) => self.on_new_invite(msg, from),
+            ("INVITE", None) => self.on_new_invite(ctx, msg, from, out),
             ("INVITE", Some((slot, generation))) => {
                 // A retransmission (§17.2.1): repeat the last response.
                 if let Some(d) = self.dialogs.get_mut(slot, generation) {
-                    let last = d.last.clone();
-                    self.send(Side::Callee, last, from);
+                    out.send(Side::Callee, d.last.clone(), from, SendKind::Plain);
                 }
             }
             ("ACK", Some((slot, generation))) => {
@@ -65,49 +101,39 @@ impl Engine {
                     _ => {}
                 }
             }
-            ("BYE", Some((slot, generation))) => self.on_bye(msg, from, slot, generation),
-            ("CANCEL", Some((slot, generation))) => self.on_cancel(msg, from, slot, generation),
-            ("ACK", None) => self.stats.stray += 1,
-            ("BYE" | "CANCEL", None) => self.reply(msg, from, 481, "Call/Transaction Does Not Exist"),
-            ("OPTIONS", _) => self.reply(msg, from, 200, "OK"),
-            _ => self.reply(msg, from, 501, "Not Implemented"),
+            ("BYE", Some((slot, generation))) => self.on_bye(ctx, msg, from, slot, generation, out),
+            ("CANCEL", Some((slot, generation))) => self.on_cancel(ctx, msg, from, slot, generation, out),
+            ("ACK", None) => out.record(Measure::Stray),
+            ("BYE" | "CANCEL", None) => reply(ctx, msg, from, 481, "Call/Transaction Does Not Exist", out),
+            ("OPTIONS", _) => reply(ctx, msg, from, 200, "OK", out),
+            _ => reply(ctx, msg, from, 501, "Not Implemented", out),
         }
     }
 
-    /// A stateless response (RFC 3261 §8.2.6) with a fresh To tag.
-    fn reply(&mut self, msg: &Message, to: SocketAddr, status: u16, reason: &str) {
-        let (lines, to_line) = echo(msg, false, "bench");
-        let response = self.callee_local.response(status, reason, &lines, &to_line, None);
-        self.send(Side::Callee, response, to);
-    }
-
-    fn on_new_invite(&mut self, msg: &Message, from: SocketAddr) {
+    fn on_new_invite(&mut self, ctx: &mut Context, msg: &Message, from: SocketAddr, out: &mut Outbox) {
         // The Request-URI is the Contact we registered: its user part names the user.
         let user = msg
             .request_uri()
             .ok()
             .and_then(|u| u.as_sip().and_then(|s| s.user).and_then(|name| self.user_index.get(name).copied()));
         let Some(user) = user else {
-            self.reply(msg, from, 404, "Not Found");
+            reply(ctx, msg, from, 404, "Not Found", out);
             return;
         };
         if self.dialogs.len() >= MAX_DIALOGS || !msg.to_tag().is_ok_and(|t| t.is_none()) {
             // Over the memory bound, or a re-INVITE this generator never sends.
-            self.reply(msg, from, 503, "Service Unavailable");
+            reply(ctx, msg, from, 503, "Service Unavailable", out);
             return;
         }
         let ring_us = msg
             .get_by_name(RING_HEADER)
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
             .map(|ms| ms.min(MAX_RING_MS) * 1000)
-            .unwrap_or(match self.mode {
-                Mode::Calls { ring_us, .. } => ring_us,
-                _ => 0,
-            });
+            .unwrap_or(self.default_ring_us);
         let mut tag = String::with_capacity(16);
-        herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut self.rng), 0);
+        herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let (lines, to_line) = echo(msg, true, &tag);
-        let ringing = self.callee_local.response(180, "Ringing", &lines, &to_line, Some(&self.users[user].name));
+        let ringing = ctx.callee_local.response(180, "Ringing", &lines, &to_line, Some(&ctx.users[user].name));
         let call_id = msg.call_id().unwrap_or_default().to_string();
         let dialog = Dialog {
             call_id: call_id.clone(),
@@ -120,79 +146,69 @@ impl Engine {
             interval_us: T1_US,
         };
         let (slot, generation) = self.dialogs.insert(dialog);
-        self.dialog_ids.insert(call_id, (slot, generation));
-        self.send(Side::Callee, ringing, from);
-        self.timers.arm(self.now + ring_us, Timer { kind: TimerKind::CalleeAnswer, slot, generation });
+        self.ids.insert(call_id, (slot, generation));
+        out.send(Side::Callee, ringing, from, SendKind::Plain);
+        out.arm(ctx.now + ring_us, Timer { kind: TimerKind::CalleeAnswer, slot, generation });
     }
 
-    fn on_bye(&mut self, msg: &Message, from: SocketAddr, slot: u32, generation: u32) {
-        let stream = self.stream();
+    fn on_bye(&mut self, ctx: &Context, msg: &Message, from: SocketAddr, slot: u32, generation: u32, out: &mut Outbox) {
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
         if d.state != DialogState::Ended {
             let (lines, to_line) = echo(msg, false, "bench");
-            d.last = self.callee_local.response(200, "OK", &lines, &to_line, None);
+            d.last = ctx.callee_local.response(200, "OK", &lines, &to_line, None);
             d.state = DialogState::Ended;
-            if !stream {
+            if !ctx.reliable {
                 // Absorb BYE retransmissions for 64·T1 (Timer J of §17.2.2).
-                self.timers.arm(self.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeForget, slot, generation });
+                out.arm(ctx.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeForget, slot, generation });
             }
         }
-        let last = d.last.clone();
-        self.send(Side::Callee, last, from);
-        if stream {
+        out.send(Side::Callee, d.last.clone(), from, SendKind::Plain);
+        if ctx.reliable {
             self.forget(slot, generation);
         }
     }
 
-    fn on_cancel(&mut self, msg: &Message, from: SocketAddr, slot: u32, generation: u32) {
-        let stream = self.stream();
-        self.reply(msg, from, 200, "OK");
+    fn on_cancel(
+        &mut self,
+        ctx: &Context,
+        msg: &Message,
+        from: SocketAddr,
+        slot: u32,
+        generation: u32,
+        out: &mut Outbox,
+    ) {
+        reply(ctx, msg, from, 200, "OK", out);
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
         if d.state != DialogState::Ringing {
             return; // already answered: the CANCEL has no effect (§9.2)
         }
         d.state = DialogState::Cancelled;
-        d.last = self.callee_local.response(487, "Request Terminated", &d.echo, &d.to_line, None);
-        let (last, peer) = (d.last.clone(), d.peer);
-        self.send(Side::Callee, last, peer);
-        self.arm_final_timers(slot, generation, stream);
-    }
-
-    /// Timer G (or the 2xx retransmission of §13.3.1.4) over UDP, and the 64·T1 bound.
-    fn arm_final_timers(&mut self, slot: u32, generation: u32, stream: bool) {
-        if !stream {
-            self.timers.arm(self.now + T1_US, Timer { kind: TimerKind::CalleeRetransmit, slot, generation });
-        }
-        self.timers.arm(self.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeAckTimeout, slot, generation });
+        d.last = ctx.callee_local.response(487, "Request Terminated", &d.echo, &d.to_line, None);
+        out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Plain);
+        arm_final_timers(ctx, slot, generation, out);
     }
 
     fn forget(&mut self, slot: u32, generation: u32) {
         if let Some(d) = self.dialogs.remove(slot, generation) {
-            self.dialog_ids.remove(&d.call_id);
+            self.ids.remove(&d.call_id);
         }
     }
 
-    pub fn on_callee_timer(&mut self, t: Timer) {
-        let stream = self.stream();
+    pub fn on_timer(&mut self, ctx: &Context, t: Timer, out: &mut Outbox) {
         let (slot, generation) = (t.slot, t.generation);
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
         match (t.kind, d.state) {
             (TimerKind::CalleeAnswer, DialogState::Ringing) => {
                 d.state = DialogState::Answering;
-                let user = &self.users[d.user].name;
-                d.last = self.callee_local.response(200, "OK", &d.echo, &d.to_line, Some(user));
-                let (last, peer) = (d.last.clone(), d.peer);
-                self.send(Side::Callee, last, peer);
-                self.arm_final_timers(slot, generation, stream);
+                let user = &ctx.users[d.user].name;
+                d.last = ctx.callee_local.response(200, "OK", &d.echo, &d.to_line, Some(user));
+                out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Plain);
+                arm_final_timers(ctx, slot, generation, out);
             }
             (TimerKind::CalleeRetransmit, DialogState::Answering | DialogState::Cancelled) => {
-                let (last, peer) = (d.last.clone(), d.peer);
-                d.interval_us = (d.interval_us * 2).min(T2_US);
-                let next = self.now + d.interval_us;
-                if self.send(Side::Callee, last, peer) {
-                    self.stats.retransmissions += 1;
-                }
-                self.timers.arm(next, Timer { kind: TimerKind::CalleeRetransmit, slot, generation });
+                d.interval_us = next_interval(d.interval_us, true, T2_US);
+                out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Retransmission);
+                out.arm(ctx.now + d.interval_us, Timer { kind: TimerKind::CalleeRetransmit, slot, generation });
             }
             // §13.3.1.4: no ACK within 64·T1. The caller's BYE may still come (and a BYE
             // implies the 2xx arrived), so keep the dialog; a 487 without ACK is just dropped.
@@ -203,9 +219,19 @@ impl Engine {
             _ => {}
         }
     }
+}
 
-    /// Dialogs held by the callee side (ended ones included until forgotten).
-    pub fn callee_dialogs(&self) -> usize {
-        self.dialogs.len()
+/// A stateless response (RFC 3261 §8.2.6) with a fresh To tag.
+fn reply(ctx: &Context, msg: &Message, to: SocketAddr, status: u16, reason: &str, out: &mut Outbox) {
+    let (lines, to_line) = echo(msg, false, "bench");
+    let response = ctx.callee_local.response(status, reason, &lines, &to_line, None);
+    out.send(Side::Callee, response, to, SendKind::Plain);
+}
+
+/// Timer G (or the 2xx retransmission of §13.3.1.4) over UDP, and the 64·T1 bound.
+fn arm_final_timers(ctx: &Context, slot: u32, generation: u32, out: &mut Outbox) {
+    if !ctx.reliable {
+        out.arm(ctx.now + T1_US, Timer { kind: TimerKind::CalleeRetransmit, slot, generation });
     }
+    out.arm(ctx.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeAckTimeout, slot, generation });
 }

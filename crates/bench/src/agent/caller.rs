@@ -1,12 +1,18 @@
-//! The calling side (UAC, RFC 3261 §13.2, §12.2.1, §15): INVITE with Timers A/B, provisional
-//! and final responses, ACK for 2xx along the dialog's route set, ACK for non-2xx finals on the
-//! INVITE's branch (§17.1.1.3), BYE after the hold time, CANCEL while ringing (§9.1), and digest
-//! answers to 401/407 (§22.2).
+//! The calling side (UAC, RFC 3261 §13.2, §12.2.1, §15): INVITE, provisional and final
+//! responses, ACK for 2xx along the dialog's route set, BYE after the hold time, CANCEL while
+//! ringing (§9.1), and digest answers to 401/407 (§22.2). The client transactions (Timers A/B/E/F,
+//! the ACK of a non-2xx final, §17.1.1.3) are herald-core's, through [`super::client_tx`].
+//!
+//! [`Calls`] owns every call in flight; each entry point takes the run's [`Context`] and pushes
+//! what should happen (sends, timers, measurements) into an [`Outbox`].
 
-use super::engine::{ClientTx, Engine, Side, T1_US, TIMEOUT_US};
+use super::client_tx::{ClientTx, NewRequest, Reply, TimerSlot};
+use super::context::Context;
+use super::output::{Measure, Outbox, Owner, SendKind, Side};
 use super::route::{dialog_from_2xx, InDialog};
+use super::slab::Slab;
 use super::stats::status_reason;
-use super::timers::{Timer, TimerKind};
+use super::timers::{Timer, TimerKind, TIMEOUT_US};
 use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
 use herald_sip::text::{push_dec, push_hex};
@@ -61,16 +67,43 @@ pub struct Call {
     pub cancel_answered: bool,
 }
 
-impl Engine {
-    fn request_uri(&self, user: usize) -> String {
-        ["sip:", &self.users[user].name, "@", &self.caller_local.domain].concat()
+/// Which of a call's two transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Invite,
+    /// BYE or CANCEL.
+    Other,
+}
+
+impl Call {
+    fn tx(&mut self, which: Which) -> &mut Option<ClientTx> {
+        match which {
+            Which::Invite => &mut self.invite,
+            Which::Other => &mut self.other,
+        }
+    }
+}
+
+/// Every call in flight, by `(slot, generation)` handle (its Call-ID names the handle).
+#[derive(Default)]
+pub struct Calls {
+    calls: Slab<Call>,
+}
+
+impl Calls {
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
     }
 
     /// Starts one call from user `caller` to user `callee`.
-    pub fn start_call(&mut self, caller: usize, callee: usize, plan: Plan) {
-        self.stats.attempted += 1;
-        let mut from = ["<sip:", &self.users[caller].name, "@", &self.caller_local.domain, ">;tag="].concat();
-        push_hex(&mut from, rand::RngExt::random::<u64>(&mut self.rng), 0);
+    pub fn start(&mut self, ctx: &mut Context, caller: usize, callee: usize, plan: Plan, out: &mut Outbox) {
+        out.record(Measure::Attempt);
+        let mut from = ["<sip:", &ctx.users[caller].name, "@", &ctx.caller_local.domain, ">;tag="].concat();
+        push_hex(&mut from, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let call = Call {
             call_id: String::new(),
             from,
@@ -81,7 +114,7 @@ impl Engine {
             plan,
             invite: None,
             other: None,
-            invite_started_us: self.now,
+            invite_started_us: ctx.now,
             srd_recorded: false,
             challenged: false,
             dialog: None,
@@ -97,67 +130,71 @@ impl Engine {
         call_id.push('.');
         push_dec(&mut call_id, u64::from(generation));
         call_id.push('.');
-        push_hex(&mut call_id, u64::from(self.run_id), 0);
+        push_hex(&mut call_id, u64::from(ctx.run_id), 0);
         call_id.push_str("@bench");
         if let Some(c) = self.calls.get_mut(slot, generation) {
             c.call_id = call_id;
         }
         if let Some(after) = plan.cancel_after_us {
-            self.timers.arm(self.now + after, Timer { kind: TimerKind::CallerCancel, slot, generation });
+            out.arm(ctx.now + after, Timer { kind: TimerKind::CallerCancel, slot, generation });
         }
-        self.send_invite(slot, generation, None);
+        self.send_invite(ctx, slot, generation, None, out);
     }
 
-    fn send_invite(&mut self, slot: u32, generation: u32, auth: Option<(&'static str, String)>) {
+    fn send_invite(
+        &mut self,
+        ctx: &mut Context,
+        slot: u32,
+        generation: u32,
+        auth: Option<(&'static str, String)>,
+        out: &mut Outbox,
+    ) {
         let Some(call) = self.calls.get_mut(slot, generation) else { return };
         call.cseq += 1;
-        let (cseq, callee, caller, ring_ms) = (call.cseq, call.callee, call.caller, call.plan.ring_us / 1000);
-        let (call_id, from) = (call.call_id.clone(), call.from.clone());
-        let uri = self.request_uri(callee);
-        let (id, branch) = self.new_tx();
+        let uri = ctx.user_uri(call.callee);
+        let (id, branch) = ctx.new_tx();
         let mut extra = [RING_HEADER, ": "].concat();
-        push_dec(&mut extra, ring_ms);
+        push_dec(&mut extra, call.plan.ring_us / 1000);
         extra.push_str("\r\n");
-        let request = self.caller_local.request(&Request {
+        let bytes = ctx.caller_local.request(&Request {
             method: "INVITE",
             uri: &uri,
             branch: &branch,
-            from: &from,
+            from: &call.from,
             to: &["<", &uri, ">"].concat(),
-            call_id: &call_id,
-            cseq,
+            call_id: &call.call_id,
+            cseq: call.cseq,
             routes: &[],
-            contact_user: Some(&self.users[caller].name),
+            contact_user: Some(&ctx.users[call.caller].name),
             auth: auth.as_ref().map(|(n, v)| (*n, v.as_str())),
             extra: &extra,
             body: Some(("application/sdp", SDP_OFFER)),
         });
-        let tx = ClientTx {
-            id,
-            method: "INVITE",
-            branch,
-            request,
-            dest: self.proxy,
-            sent_us: self.now,
-            interval_us: T1_US,
-            proceeding: false,
-        };
-        self.start_caller_tx(slot, generation, tx, |call| &mut call.invite);
+        let request = NewRequest { id, method: "INVITE", branch, bytes, dest: ctx.proxy };
+        self.start_tx(ctx, slot, generation, Which::Invite, request, out);
     }
 
     /// Sends BYE (§15.1.1) or CANCEL (§9.1) as the call's second transaction.
-    fn send_other(&mut self, slot: u32, generation: u32, method: &'static str, auth: Option<(&'static str, String)>) {
+    fn send_other(
+        &mut self,
+        ctx: &mut Context,
+        slot: u32,
+        generation: u32,
+        method: &'static str,
+        auth: Option<(&'static str, String)>,
+        out: &mut Outbox,
+    ) {
         if self.calls.get_mut(slot, generation).is_none() {
             return;
         }
-        let (id, branch) = self.new_tx();
+        let (id, branch) = ctx.new_tx();
         let call = self.calls.get_mut(slot, generation).expect("checked above");
-        let local = &self.caller_local;
-        let tx = if method == "CANCEL" {
+        let local = &ctx.caller_local;
+        let request = if method == "CANCEL" {
             // §9.1: same Request-URI, Call-ID, From, To, CSeq number and branch as the INVITE.
             let Some(invite) = &call.invite else { return };
-            let uri = format!("sip:{}@{}", self.users[call.callee].name, local.domain);
-            let request = local.request(&Request {
+            let uri = ctx.user_uri(call.callee);
+            let bytes = local.request(&Request {
                 method,
                 uri: &uri,
                 branch: &invite.branch,
@@ -171,21 +208,11 @@ impl Engine {
                 extra: "",
                 body: None,
             });
-            let branch = invite.branch.clone();
-            ClientTx {
-                id,
-                method,
-                branch,
-                request,
-                dest: invite.dest,
-                sent_us: self.now,
-                interval_us: T1_US,
-                proceeding: false,
-            }
+            NewRequest { id, method, branch: invite.branch.clone(), bytes, dest: invite.dest }
         } else {
             let Some(dialog) = &call.dialog else { return };
             call.cseq += 1;
-            let request = local.request(&Request {
+            let bytes = local.request(&Request {
                 method,
                 uri: &dialog.request_uri,
                 branch: &branch,
@@ -199,59 +226,70 @@ impl Engine {
                 extra: "",
                 body: None,
             });
-            ClientTx {
-                id,
-                method,
-                branch,
-                request,
-                dest: dialog.dest,
-                sent_us: self.now,
-                interval_us: T1_US,
-                proceeding: false,
-            }
+            NewRequest { id, method, branch, bytes, dest: dialog.dest }
         };
-        self.start_caller_tx(slot, generation, tx, |call| &mut call.other);
+        self.start_tx(ctx, slot, generation, Which::Other, request, out);
     }
 
-    /// Sends the first copy of `tx`, arms its timers, and keeps it in the call's slot that
-    /// `place` picks; a send that fails at once ends the call with the transport's reason.
-    fn start_caller_tx(
+    /// Starts `request` as the call's `which` transaction. A send the transport refuses ends the
+    /// call with its reason (the loop calls [`Calls::on_send_refused`]).
+    fn start_tx(
         &mut self,
+        ctx: &Context,
         slot: u32,
         generation: u32,
-        tx: ClientTx,
-        place: fn(&mut Call) -> &mut Option<ClientTx>,
+        which: Which,
+        request: NewRequest,
+        out: &mut Outbox,
     ) {
-        let ok = self.start_tx(Side::Caller, &tx, slot, TimerKind::CallerRetransmit, TimerKind::CallerTimeout);
+        let owner = Owner::Call { slot, generation };
+        let timer = TimerSlot { kind: TimerKind::CallerTransaction, slot };
+        let tx = ClientTx::start(ctx, Side::Caller, owner, timer, request, out);
+        let started = tx.is_some();
         if let Some(call) = self.calls.get_mut(slot, generation) {
-            *place(call) = Some(tx);
+            *call.tx(which) = tx;
         }
-        if !ok {
-            let why = self.transport_failure();
-            self.end_call(slot, generation, Err(&why));
+        if !started {
+            self.end(slot, generation, Err("unparsable request"), out);
         }
     }
 
-    /// Ends a call: counts it and, for `bench users`, lets its caller think about the next one.
-    pub fn end_call(&mut self, slot: u32, generation: u32, result: Result<(), &str>) {
+    /// The transport refused a request or the ACK of call `(slot, generation)`: `reason`.
+    pub fn on_send_refused(&mut self, slot: u32, generation: u32, reason: &str, out: &mut Outbox) {
+        self.end(slot, generation, Err(reason), out);
+    }
+
+    /// The request of transaction `id` of the call in `slot` went to the kernel at `at_us`.
+    pub fn stamp(&mut self, slot: u32, id: u32, at_us: u64) {
+        let Some((call, _)) = self.calls.get_slot_mut(slot) else { return };
+        if call.invite.as_ref().is_some_and(|tx| tx.id == id) && !call.challenged {
+            call.invite_started_us = at_us; // SRD starts with the first INVITE out
+        }
+        if let Some(tx) = [call.invite.as_mut(), call.other.as_mut()].into_iter().flatten().find(|tx| tx.id == id) {
+            tx.sent_us = at_us;
+        }
+    }
+
+    /// Ends a call: counts it, and tells the user model its caller is free.
+    pub fn end(&mut self, slot: u32, generation: u32, result: Result<(), &str>, out: &mut Outbox) {
         let Some(call) = self.calls.remove(slot, generation) else { return };
-        match result {
-            Ok(()) => self.stats.succeed(call.plan.outcome),
+        out.record(match result {
+            Ok(()) => Measure::Success(call.plan.outcome),
             // A call that failed after it was answered is told apart: under overload a server
             // must shed new calls, never those already set up (seed 001).
-            Err(reason) if call.dialog.is_some() => self.stats.fail(&format!("after answer: {reason}")),
-            Err(reason) => self.stats.fail(reason),
-        }
-        self.after_call(call.caller);
+            Err(reason) if call.dialog.is_some() => Measure::Failure(format!("after answer: {reason}")),
+            Err(reason) => Measure::Failure(reason.to_string()),
+        });
+        out.call_ended(call.caller);
     }
 
-    pub fn on_caller_response(&mut self, msg: &Message) {
+    pub fn on_response(&mut self, ctx: &mut Context, msg: Message, out: &mut Outbox) {
         let Some((slot, generation)) = msg.call_id().ok().and_then(parse_call_id) else {
-            self.stats.stray += 1;
+            out.record(Measure::Stray);
             return;
         };
         let (Some(status), Ok(cseq), Ok(via)) = (msg.status(), msg.cseq(), msg.top_via()) else {
-            self.stats.stray += 1;
+            out.record(Measure::Stray);
             return;
         };
         let branch = via.branch().unwrap_or("");
@@ -260,106 +298,123 @@ impl Engine {
             // A late final for a finished call: acknowledge a non-2xx so the far end stops
             // retransmitting it (§17.1.1.3); everything else is a stray.
             if method == "INVITE" && status >= 300 {
-                if let Some(ack) = ack_for_failure(msg) {
-                    self.send(Side::Caller, ack, self.proxy);
+                if let Some(ack) = ack_for_failure(&msg) {
+                    out.send(Side::Caller, ack, ctx.proxy, SendKind::Plain);
                 }
             }
-            self.stats.stray += 1;
+            out.record(Measure::Stray);
             return;
         };
-        if method == "INVITE" {
+        let which = if method == "INVITE" {
             // A 2xx retransmission after the INVITE transaction ended: ACK again (§13.2.2.4).
             if status / 100 == 2 && call.invite.is_none() {
                 if let (Some(ack), Some(d)) = (call.ack.clone(), &call.dialog) {
-                    let dest = d.dest;
-                    self.send(Side::Caller, ack, dest);
+                    out.send(Side::Caller, ack, d.dest, SendKind::Plain);
                 }
                 return;
             }
             if call.invite.as_ref().is_none_or(|tx| tx.branch != branch) {
-                self.stats.stray += 1;
+                out.record(Measure::Stray);
                 return;
             }
-            self.on_invite_response(slot, generation, status, msg);
+            Which::Invite
         } else if call.other.as_ref().is_some_and(|tx| tx.branch == branch && tx.method == method) {
-            self.on_other_response(slot, generation, status, msg);
+            Which::Other
         } else {
-            self.stats.stray += 1;
+            out.record(Measure::Stray);
+            return;
+        };
+        let tx = call.tx(which).as_mut().expect("matched above");
+        let first_provisional = which == Which::Invite && !tx.is_proceeding();
+        match tx.on_response(ctx, msg, out) {
+            Reply::Absorbed => {}
+            Reply::Provisional(msg) if which == Which::Invite => {
+                self.on_invite_provisional(ctx, slot, generation, first_provisional, &msg, out)
+            }
+            Reply::Provisional(_) => {}
+            Reply::Final(msg) => {
+                let tx = call.tx(which).take().expect("matched above");
+                out.record(Measure::ResponseTime(tx.method, ctx.rx_us.saturating_sub(tx.sent_us)));
+                match which {
+                    Which::Invite => self.on_invite_final(ctx, slot, generation, &msg, out),
+                    Which::Other => self.on_other_final(ctx, slot, generation, tx.method, tx.sent_us, &msg, out),
+                }
+            }
         }
     }
 
-    fn on_invite_response(&mut self, slot: u32, generation: u32, status: u16, msg: &Message) {
-        let (now, rx) = (self.now, self.rx_us);
+    fn on_invite_provisional(
+        &mut self,
+        ctx: &mut Context,
+        slot: u32,
+        generation: u32,
+        first: bool,
+        msg: &Message,
+        out: &mut Outbox,
+    ) {
+        let Some(call) = self.calls.get_mut(slot, generation) else { return };
+        if first {
+            // Timer B stops with the first provisional (§17.1.1.2); bound the ringing instead
+            // so a callee that never answers cannot hold the call forever.
+            let id = call.invite.as_ref().map_or(0, |tx| tx.id);
+            let limit = call.plan.ring_us + TIMEOUT_US;
+            out.arm(ctx.now + limit, Timer { kind: TimerKind::CallerRingLimit, slot, generation: id });
+        }
+        if msg.status().unwrap_or(0) > 100 {
+            record_srd(call, ctx.rx_us, out);
+            if call.state == CallState::Calling {
+                call.state = CallState::Early;
+            }
+            if call.cancel_wanted && call.other.is_none() {
+                self.send_other(ctx, slot, generation, "CANCEL", None, out);
+            }
+        }
+    }
+
+    /// The INVITE's final response (its transaction already ACKed a non-2xx, §17.1.1.3).
+    fn on_invite_final(&mut self, ctx: &mut Context, slot: u32, generation: u32, msg: &Message, out: &mut Outbox) {
+        let status = msg.status().unwrap_or(0);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
-        let tx = call.invite.as_mut().expect("caller checked");
-        if status < 200 {
-            if !tx.proceeding {
-                tx.proceeding = true;
-                // Timer B stops with the first provisional (§17.1.1.2); bound the ringing instead
-                // so a callee that never answers cannot hold the call forever.
-                let limit = call.plan.ring_us + TIMEOUT_US;
-                self.timers.arm(now + limit, Timer { kind: TimerKind::CallerTimeout, slot, generation: tx.id });
-            }
-            if status > 100 {
-                record_srd(&mut self.stats, call, rx);
-                if call.state == CallState::Calling {
-                    call.state = CallState::Early;
-                }
-                if call.cancel_wanted && call.other.is_none() {
-                    self.send_other(slot, generation, "CANCEL", None);
-                }
-            }
-            return;
-        }
-        let tx = call.invite.take().expect("caller checked");
-        self.stats.response_time("INVITE", rx.saturating_sub(tx.sent_us));
         if status < 300 {
-            record_srd(&mut self.stats, call, rx);
-            self.stats.transaction(true);
-            self.on_invite_2xx(slot, generation, msg);
+            record_srd(call, ctx.rx_us, out);
+            out.record(Measure::Transaction(true));
+            self.on_invite_2xx(ctx, slot, generation, msg, out);
             return;
         }
-        // Non-2xx final: the INVITE transaction ACKs it on the same branch (§17.1.1.3).
         let (challenged, cancelling, caller, callee) =
             (call.challenged, call.state == CallState::Cancelling, call.caller, call.callee);
-        if let Some(ack) = ack_for_failure(msg) {
-            self.send(Side::Caller, ack, tx.dest);
-        }
         if (status == 401 || status == 407) && !challenged && !cancelling {
-            self.stats.transaction(true);
-            if let Some(call) = self.calls.get_mut(slot, generation) {
-                call.challenged = true;
-            }
-            let uri = self.request_uri(callee);
-            match self.credentials(caller, msg, status, "INVITE", &uri) {
-                Some(auth) => self.send_invite(slot, generation, Some(auth)),
-                None => self.end_call(slot, generation, Err(&status_reason(status))),
+            out.record(Measure::Transaction(true));
+            call.challenged = true;
+            let uri = ctx.user_uri(callee);
+            match ctx.credentials(caller, msg, status, "INVITE", &uri) {
+                Some(auth) => self.send_invite(ctx, slot, generation, Some(auth), out),
+                None => self.end(slot, generation, Err(&status_reason(status)), out),
             }
             return;
         }
         if status == 487 && cancelling {
-            self.stats.transaction(true);
-            let Some(call) = self.calls.get_mut(slot, generation) else { return };
+            out.record(Measure::Transaction(true));
             call.invite_ended = true;
             if call.cancel_answered {
-                self.end_call(slot, generation, Ok(()));
+                self.end(slot, generation, Ok(()), out);
             }
             return;
         }
-        self.stats.transaction(false);
-        self.end_call(slot, generation, Err(&status_reason(status)));
+        out.record(Measure::Transaction(false));
+        self.end(slot, generation, Err(&status_reason(status)), out);
     }
 
     /// 2xx to the INVITE: the dialog is set up (§12.1.2), the ACK goes along its route set
     /// (§13.2.2.4) and the hold time starts.
-    fn on_invite_2xx(&mut self, slot: u32, generation: u32, msg: &Message) {
-        let Some(dialog) = dialog_from_2xx(msg, self.proxy) else {
-            self.end_call(slot, generation, Err("bad 2xx"));
+    fn on_invite_2xx(&mut self, ctx: &mut Context, slot: u32, generation: u32, msg: &Message, out: &mut Outbox) {
+        let Some(dialog) = dialog_from_2xx(msg, ctx.proxy) else {
+            self.end(slot, generation, Err("bad 2xx"), out);
             return;
         };
-        let branch = self.new_tx().1;
+        let branch = ctx.new_tx().1;
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
-        let ack = self.caller_local.request(&Request {
+        let ack = ctx.caller_local.request(&Request {
             method: "ACK",
             uri: &dialog.request_uri,
             branch: &branch,
@@ -379,62 +434,70 @@ impl Engine {
         // A call we tried to cancel but that was answered first is hung up at once.
         let hold = if call.cancel_wanted { 0 } else { call.plan.hold_us };
         call.state = CallState::Confirmed;
-        if !self.send(Side::Caller, ack, dest) {
-            let why = self.transport_failure();
-            self.end_call(slot, generation, Err(&why));
-            return;
-        }
-        self.timers.arm(self.now + hold, Timer { kind: TimerKind::CallerHangUp, slot, generation });
+        out.send(Side::Caller, ack, dest, SendKind::Essential(Owner::Call { slot, generation }));
+        out.arm(ctx.now + hold, Timer { kind: TimerKind::CallerHangUp, slot, generation });
     }
 
-    fn on_other_response(&mut self, slot: u32, generation: u32, status: u16, msg: &Message) {
-        let rx = self.rx_us;
+    /// The final response to the call's BYE or CANCEL, sent at `sent_us`.
+    #[allow(clippy::too_many_arguments)]
+    fn on_other_final(
+        &mut self,
+        ctx: &mut Context,
+        slot: u32,
+        generation: u32,
+        method: &'static str,
+        sent_us: u64,
+        msg: &Message,
+        out: &mut Outbox,
+    ) {
+        let status = msg.status().unwrap_or(0);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
-        let tx = call.other.as_mut().expect("caller checked");
-        if status < 200 {
-            tx.proceeding = true;
-            return;
-        }
-        let tx = call.other.take().expect("caller checked");
-        let method = tx.method;
-        self.stats.response_time(method, rx.saturating_sub(tx.sent_us));
         if method == "CANCEL" {
             // 200 for the CANCEL; a 481 means the INVITE was already answered, whose final then
             // decides the call (§9.1).
-            self.stats.transaction(status < 300 || status == 481);
+            out.record(Measure::Transaction(status < 300 || status == 481));
             call.cancel_answered = true;
             if call.invite_ended {
-                self.end_call(slot, generation, Ok(()));
+                self.end(slot, generation, Ok(()), out);
             }
             return;
         }
         if status < 300 {
-            self.stats.sdd.record_us(rx.saturating_sub(tx.sent_us));
-            self.stats.transaction(true);
-            self.end_call(slot, generation, Ok(()));
+            out.record(Measure::Sdd(ctx.rx_us.saturating_sub(sent_us)));
+            out.record(Measure::Transaction(true));
+            self.end(slot, generation, Ok(()), out);
         } else if (status == 401 || status == 407) && !call.challenged {
             call.challenged = true;
-            self.stats.transaction(true);
+            out.record(Measure::Transaction(true));
             let (caller, uri) = (call.caller, call.dialog.as_ref().map(|d| d.request_uri.clone()).unwrap_or_default());
-            match self.credentials(caller, msg, status, "BYE", &uri) {
-                Some(auth) => self.send_other(slot, generation, "BYE", Some(auth)),
-                None => self.end_call(slot, generation, Err(&status_reason(status))),
+            match ctx.credentials(caller, msg, status, "BYE", &uri) {
+                Some(auth) => self.send_other(ctx, slot, generation, "BYE", Some(auth), out),
+                None => self.end(slot, generation, Err(&status_reason(status)), out),
             }
         } else {
-            self.stats.transaction(false);
-            self.end_call(slot, generation, Err(&status_reason(status)));
+            out.record(Measure::Transaction(false));
+            self.end(slot, generation, Err(&status_reason(status)), out);
         }
     }
 
-    pub fn on_caller_timer(&mut self, t: Timer) {
+    pub fn on_timer(&mut self, ctx: &mut Context, t: Timer, out: &mut Outbox) {
         match t.kind {
-            TimerKind::CallerRetransmit | TimerKind::CallerTimeout => self.on_caller_tx_timer(t),
+            TimerKind::CallerTransaction => self.on_transaction_timer(ctx, t, out),
+            TimerKind::CallerRingLimit => {
+                // The generation is the INVITE transaction's id: a later INVITE of the call (after
+                // a challenge) has its own limit.
+                let Some((call, generation)) = self.calls.get_slot_mut(t.slot) else { return };
+                if call.invite.as_ref().is_some_and(|tx| tx.id == t.generation && tx.is_proceeding()) {
+                    out.record(Measure::Transaction(false));
+                    self.end(t.slot, generation, Err("timeout"), out);
+                }
+            }
             TimerKind::CallerHangUp => {
                 let Some(c) = self.calls.get_mut(t.slot, t.generation) else { return };
                 if c.state == CallState::Confirmed {
                     c.state = CallState::Ending;
                     c.challenged = false;
-                    self.send_other(t.slot, t.generation, "BYE", None);
+                    self.send_other(ctx, t.slot, t.generation, "BYE", None, out);
                 }
             }
             TimerKind::CallerCancel => {
@@ -445,7 +508,7 @@ impl Engine {
                     CallState::Calling => call.state = CallState::Cancelling,
                     CallState::Early => {
                         call.state = CallState::Cancelling;
-                        self.send_other(t.slot, t.generation, "CANCEL", None);
+                        self.send_other(ctx, t.slot, t.generation, "CANCEL", None, out);
                     }
                     _ => {}
                 }
@@ -454,60 +517,45 @@ impl Engine {
         }
     }
 
-    fn on_caller_tx_timer(&mut self, t: Timer) {
-        // The generation of a transaction timer is the transaction id, unique across calls.
-        let Some(call) = self.calls.get_slot_mut(t.slot) else { return };
-        let generation_of_call = call.1;
-        let call = call.0;
+    /// A deadline of one of the call's transactions (the timer's generation is the transaction
+    /// id, unique across calls): retransmit, or time out (Timer B or F).
+    fn on_transaction_timer(&mut self, ctx: &Context, t: Timer, out: &mut Outbox) {
+        let Some((call, generation)) = self.calls.get_slot_mut(t.slot) else { return };
         let which = if call.invite.as_ref().is_some_and(|tx| tx.id == t.generation) {
-            0
+            Which::Invite
         } else if call.other.as_ref().is_some_and(|tx| tx.id == t.generation) {
-            1
+            Which::Other
         } else {
             return;
         };
-        if t.kind == TimerKind::CallerTimeout {
-            let proceeding_invite = which == 0 && call.invite.as_ref().is_some_and(|tx| tx.proceeding);
-            // The Timer B armed at send time is superseded by the ringing bound once proceeding.
-            if proceeding_invite && self.now < call.invite_started_us + call.plan.ring_us + TIMEOUT_US {
-                return;
-            }
-            self.stats.transaction(false);
-            self.end_call(t.slot, generation_of_call, Err("timeout"));
-            return;
-        }
-        let mut tx = if which == 0 { call.invite.take() } else { call.other.take() }.expect("matched above");
-        self.retransmit_tx(Side::Caller, &mut tx, t.slot, TimerKind::CallerRetransmit);
-        if let Some(call) = self.calls.get_mut(t.slot, generation_of_call) {
-            if which == 0 {
-                call.invite = Some(tx);
-            } else {
-                call.other = Some(tx);
-            }
+        let tx = call.tx(which).as_mut().expect("matched above");
+        if tx.on_timer(ctx, out) {
+            out.record(Measure::Transaction(false));
+            self.end(t.slot, generation, Err("timeout"), out);
         }
     }
 
     /// Drain: hang up every held call now instead of at the end of its hold.
-    pub fn hang_up_all(&mut self) {
+    pub fn hang_up_all(&mut self, ctx: &Context, out: &mut Outbox) {
         for (slot, generation) in self.calls.handles() {
             if self.calls.get_mut(slot, generation).is_some_and(|c| c.state == CallState::Confirmed) {
-                self.timers.arm(self.now, Timer { kind: TimerKind::CallerHangUp, slot, generation });
+                out.arm(ctx.now, Timer { kind: TimerKind::CallerHangUp, slot, generation });
             }
         }
     }
 
-    /// Counts every call still running as unfinished.
-    pub fn abandon_calls(&mut self) {
+    /// Ends every call still running, failed with `reason`.
+    pub fn fail_all(&mut self, reason: &str, out: &mut Outbox) {
         for (slot, generation) in self.calls.handles() {
-            self.end_call(slot, generation, Err("unfinished"));
+            self.end(slot, generation, Err(reason), out);
         }
     }
 }
 
-fn record_srd(stats: &mut super::stats::Stats, call: &mut Call, rx_us: u64) {
+fn record_srd(call: &mut Call, rx_us: u64, out: &mut Outbox) {
     if !call.srd_recorded {
         call.srd_recorded = true;
-        stats.srd.record_us(rx_us.saturating_sub(call.invite_started_us));
+        out.record(Measure::Srd(rx_us.saturating_sub(call.invite_started_us)));
     }
 }
 

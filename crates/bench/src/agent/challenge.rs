@@ -1,12 +1,12 @@
 //! Answering a 401/407 (RFC 3261 §22.2, §22.3): pick the strongest Digest challenge of the
 //! response and compute the matching Authorization or Proxy-Authorization value.
 
+use super::context::Context;
 use super::digest::Challenge;
-use super::engine::Engine;
 use herald_sip::{HeaderName, Message};
 use rand::RngExt;
 
-impl Engine {
+impl Context {
     /// (header name, value) answering `msg`'s challenge for `user`; None when the user has no
     /// password or the response carries no usable challenge (the request then fails with that
     /// status).

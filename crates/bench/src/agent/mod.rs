@@ -9,21 +9,35 @@
 //! Library entry points (the CLI in `src/bench/` and the capacity search call these):
 //! [`run_calls`], [`run_register`], [`run_users`], each taking its options and a [`StopFlag`].
 //!
-//! Layout: [`engine`] (state, sockets, timers, dispatch) and [`driver`] (arrivals, window, drain);
-//! [`caller`], [`callee`], [`registration`], [`user_workload`] (protocol roles); [`wire`] and
+//! Layout, in the style of the sans-IO core: the protocol roles [`caller`] ([`caller::Calls`]),
+//! [`callee`] ([`callee::Callee`]), [`registration`] ([`registration::Registrations`]) and
+//! [`user_workload`] each own their state, read the run's [`context`] and return [`output`]s
+//! (send these bytes there, arm this timer, record this measurement); their client transactions
+//! are herald-core's, wrapped by [`client_tx`]. The thin driver carries the outputs out:
+//! [`event_loop`] ([`event_loop::Agent`]: sockets, timer heap, statistics, dispatch), [`driver`]
+//! (arrivals, window, drain, set-up) and [`run`] (the three runs). Beside them: [`wire`] and
 //! [`route`] (messages and dialog routing); [`digest`] and `challenge` (authentication); [`net`]
-//! (UDP mmsg / TCP framing), [`tls`] and [`tls_config`] (TLS over that stream); [`timers`],
-//! [`slab`]; [`stats`], [`measure`], [`progress`].
+//! (UDP mmsg, TCP), [`framing`] (stream framing), [`tls`] and [`tls_config`] (TLS over that
+//! stream); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`].
+//!
+//! Imports run one way: `run` → `driver` → `event_loop` → roles → `client_tx` → `context`,
+//! `output`, `timers`; callers, callee and registrations do not import each other (only the user
+//! model names the calls and registrations it starts), and nothing below the driver imports the
+//! event loop.
 
 pub mod callee;
 pub mod caller;
 mod challenge;
+pub mod client_tx;
+pub mod context;
 pub mod digest;
 pub mod driver;
-pub mod engine;
+pub mod event_loop;
+pub mod framing;
 pub mod measure;
 pub mod net;
 pub mod options;
+pub mod output;
 pub mod progress;
 pub mod registration;
 pub mod route;
@@ -34,6 +48,8 @@ pub mod stop;
 pub mod timers;
 pub mod tls;
 pub mod tls_config;
+#[cfg(test)]
+mod tls_tests;
 pub mod user_workload;
 pub mod users;
 pub mod wire;

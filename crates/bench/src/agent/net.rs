@@ -7,10 +7,11 @@
 //! further sends fail (the call is counted as a transport failure), and the stream framer rejects
 //! a message larger than the parser limits.
 
+pub use super::framing::Incoming;
+use super::framing::{cut_frames, MAX_TCP_BUFFER, STREAM_CHUNK};
 use super::tls::TlsEndpoint;
 use super::tls_config::TlsClient;
 use bytes::{Bytes, BytesMut};
-use herald_sip::framing::{next_frame, Frame};
 use herald_sip::Limits;
 use socket2::SockAddr;
 use std::io::{self, Read, Write};
@@ -23,25 +24,12 @@ use std::time::Duration;
 const BATCH: usize = 32;
 /// Receive slot size: the largest UDP payload.
 const SLOT: usize = 65_535;
-/// Queued datagrams or stream bytes beyond which sends fail instead of buffering more.
+/// Queued datagrams beyond which sends fail instead of buffering more.
 const MAX_UDP_QUEUE: usize = 65_536;
-pub(super) const MAX_TCP_BUFFER: usize = 32 << 20;
-/// Read size of stream sockets (TCP, and the plaintext drained from TLS).
-pub(super) const STREAM_CHUNK: usize = 16 * 1024;
 
 /// Control bytes per received datagram: room for one SCM_TIMESTAMPNS (CMSG_SPACE of a
 /// timespec, 32 bytes on 64-bit Linux) with margin; too small would only set MSG_CTRUNC.
 const CTRL_WORDS: usize = 8;
-
-/// One received message and where it came from.
-#[derive(Debug)]
-pub struct Incoming {
-    pub bytes: Bytes,
-    pub from: SocketAddr,
-    /// When the kernel received it (SO_TIMESTAMPNS: CLOCK_REALTIME, ns since the epoch); None
-    /// on TCP or when the kernel attached no stamp.
-    pub kernel_ns: Option<u64>,
-}
 
 pub enum Endpoint {
     Udp(UdpEndpoint),
@@ -60,7 +48,7 @@ impl Endpoint {
         let _ = s2.set_recv_buffer_size(8 << 20);
         let _ = s2.set_send_buffer_size(8 << 20);
         // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
-        // scheduling quantum after a datagram arrived (see the engine's `step`).
+        // scheduling quantum after a datagram arrived (see the event loop's `step`).
         let on: libc::c_int = 1;
         // SAFETY: a valid socket and a c_int option value of the size passed.
         unsafe {
@@ -224,31 +212,6 @@ fn connect_stream(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<TcpStrea
     stream.set_nodelay(true)?;
     stream.set_nonblocking(true)?;
     Ok(stream)
-}
-
-/// Cuts the complete messages at the front of `input` (RFC 3261 §18.3: Content-Length frames a
-/// stream) into `out`, answering RFC 5626 §3.5.1 double-CRLF pings with a CRLF pong queued on
-/// `output`. False when framing is lost: nothing after that point of the stream can be trusted,
-/// and the caller closes the connection.
-pub(super) fn cut_frames(
-    input: &mut BytesMut,
-    limits: &Limits,
-    peer: SocketAddr,
-    out: &mut Vec<Incoming>,
-    output: &mut Vec<u8>,
-) -> bool {
-    loop {
-        match next_frame(input, limits) {
-            Ok(Some(Frame::Message(bytes))) => out.push(Incoming { bytes, from: peer, kernel_ns: None }),
-            Ok(Some(Frame::Ping)) => output.extend_from_slice(b"\r\n"),
-            Ok(Some(Frame::KeepAlive)) => {}
-            Ok(None) => return true,
-            Err(_) => {
-                input.clear();
-                return false;
-            }
-        }
-    }
 }
 
 pub struct UdpEndpoint {

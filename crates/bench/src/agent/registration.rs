@@ -1,9 +1,15 @@
 //! REGISTER client (RFC 3261 §10.2): one registration per user with a constant Call-ID and
-//! increasing CSeq across refreshes (§10.2.4), Contact on the callee socket, Timers E/F over UDP,
-//! and digest answers to 401/407 (§22.2). Used for the callees of `bench calls`, as the load of
-//! `bench register`, and for the periodic registrations of `bench users`.
+//! increasing CSeq across refreshes (§10.2.4), Contact on the callee socket, and digest answers to
+//! 401/407 (§22.2); the REGISTER transactions (Timers E/F) are herald-core's, through
+//! [`super::client_tx`]. Used for the callees of `bench calls`, as the load of `bench register`,
+//! and for the periodic registrations of `bench users`.
+//!
+//! [`Registrations`] owns every user's registration; each entry point takes the run's
+//! [`Context`] and pushes what should happen into an [`Outbox`].
 
-use super::engine::{ClientTx, Engine, Side, T1_US};
+use super::client_tx::{ClientTx, NewRequest, Reply, TimerSlot};
+use super::context::Context;
+use super::output::{Measure, Outbox, Owner, Side};
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind};
 use super::wire::Request;
@@ -23,7 +29,7 @@ pub struct Registration {
 }
 
 impl Registration {
-    pub fn new(user: usize, run_id: u32, _domain: &str) -> Registration {
+    pub fn new(user: usize, run_id: u32) -> Registration {
         Registration {
             call_id: format!("r{user}.{run_id:x}@bench"),
             cseq: 0,
@@ -36,30 +42,73 @@ impl Registration {
     }
 }
 
-impl Engine {
+/// One registration per user (index = user).
+pub struct Registrations {
+    list: Vec<Registration>,
+    /// Registrations count as the run's attempts (`bench register`), not as set-up.
+    pub count_attempts: bool,
+    /// Registering or unregistering the users around a window (not measured): a 503 is retried
+    /// after its Retry-After instead of failing the run.
+    pub setting_up: bool,
+    /// Expires of every REGISTER sent.
+    pub expires_s: u32,
+}
+
+impl Registrations {
+    pub fn new(users: usize, run_id: u32) -> Registrations {
+        Registrations {
+            list: (0..users).map(|u| Registration::new(u, run_id)).collect(),
+            count_attempts: false,
+            setting_up: false,
+            expires_s: 3600,
+        }
+    }
+
+    pub fn get(&self, user: usize) -> Option<&Registration> {
+        self.list.get(user)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Registration> + '_ {
+        self.list.iter()
+    }
+
+    /// REGISTERs in flight.
+    pub fn in_flight(&self) -> usize {
+        self.list.iter().filter(|r| r.tx.is_some()).count()
+    }
+
+    /// Forgets the outcome of `user`'s latest registration (before unregistering it).
+    pub fn reset(&mut self, user: usize) {
+        if let Some(reg) = self.list.get_mut(user) {
+            reg.registered = false;
+            reg.error = None;
+        }
+    }
+
     /// Starts (or refreshes) user `user`'s registration; false when one is already in flight.
-    pub fn register(&mut self, user: usize) -> bool {
-        if self.registrations[user].tx.is_some() {
+    pub fn register(&mut self, ctx: &mut Context, user: usize, out: &mut Outbox) -> bool {
+        let Some(reg) = self.list.get_mut(user) else { return false };
+        if reg.tx.is_some() {
             return false;
         }
-        if self.count_registrations {
-            self.stats.attempted += 1;
+        if self.count_attempts {
+            out.record(Measure::Attempt);
         }
-        self.registrations[user].challenged = false;
-        self.registrations[user].retried_brief = false;
-        self.send_register(user, None);
+        reg.challenged = false;
+        reg.retried_brief = false;
+        self.send(ctx, user, None, out);
         true
     }
 
-    fn send_register(&mut self, user: usize, auth: Option<(&'static str, String)>) {
-        let (id, branch) = self.new_tx();
-        let local = &self.callee_local;
-        let name = &self.users[user].name;
-        let reg = &mut self.registrations[user];
+    fn send(&mut self, ctx: &mut Context, user: usize, auth: Option<(&'static str, String)>, out: &mut Outbox) {
+        let (id, branch) = ctx.new_tx();
+        let local = &ctx.callee_local;
+        let name = &ctx.users[user].name;
+        let reg = &mut self.list[user];
         reg.cseq += 1;
         let aor = format!("<sip:{name}@{}>", local.domain);
-        let extra = format!("Expires: {}\r\n", self.register_expires_s);
-        let request = local.request(&Request {
+        let extra = format!("Expires: {}\r\n", self.expires_s);
+        let bytes = local.request(&Request {
             method: "REGISTER",
             uri: &format!("sip:{}", local.domain),
             branch: &branch,
@@ -73,52 +122,51 @@ impl Engine {
             extra: &extra,
             body: None,
         });
-        let tx = ClientTx {
-            id,
-            method: "REGISTER",
-            branch,
-            request,
-            dest: self.proxy,
-            sent_us: self.now,
-            interval_us: T1_US,
-            proceeding: false,
-        };
-        let ok =
-            self.start_tx(Side::Callee, &tx, user as u32, TimerKind::RegisterRetransmit, TimerKind::RegisterTimeout);
-        self.registrations[user].tx = Some(tx);
-        if !ok {
-            self.registration_done(user, Err(self.transport_failure()));
+        let request = NewRequest { id, method: "REGISTER", branch, bytes, dest: ctx.proxy };
+        let timer = TimerSlot { kind: TimerKind::RegisterTransaction, slot: user as u32 };
+        reg.tx = ClientTx::start(ctx, Side::Callee, Owner::Registration(user), timer, request, out);
+        if reg.tx.is_none() {
+            self.done(user, Err("unparsable request".into()), out);
         }
     }
 
-    pub fn on_register_response(&mut self, msg: &Message) {
-        let user = msg.call_id().ok().and_then(parse_call_id).filter(|&u| u < self.registrations.len());
-        let (Some(user), Some(status), Ok(via)) = (user, msg.status(), msg.top_via()) else {
-            self.stats.stray += 1;
-            return;
-        };
-        let reg = &mut self.registrations[user];
-        let Some(tx) = reg.tx.as_mut().filter(|tx| Some(tx.branch.as_str()) == via.branch()) else {
-            self.stats.stray += 1;
-            return;
-        };
-        if status < 200 {
-            tx.proceeding = true;
-            return;
+    /// The transport refused `user`'s REGISTER: `reason`.
+    pub fn on_send_refused(&mut self, user: usize, reason: String, out: &mut Outbox) {
+        self.done(user, Err(reason), out);
+    }
+
+    /// The REGISTER of transaction `id` of `user` went to the kernel at `at_us`.
+    pub fn stamp(&mut self, user: usize, id: u32, at_us: u64) {
+        if let Some(tx) = self.list.get_mut(user).and_then(|r| r.tx.as_mut()).filter(|tx| tx.id == id) {
+            tx.sent_us = at_us;
         }
+    }
+
+    pub fn on_response(&mut self, ctx: &mut Context, msg: Message, out: &mut Outbox) {
+        let user = msg.call_id().ok().and_then(parse_call_id).filter(|&u| u < self.list.len());
+        let (Some(user), Some(status), Ok(via)) = (user, msg.status(), msg.top_via()) else {
+            out.record(Measure::Stray);
+            return;
+        };
+        let reg = &mut self.list[user];
+        let Some(tx) = reg.tx.as_mut().filter(|tx| Some(tx.branch.as_str()) == via.branch()) else {
+            out.record(Measure::Stray);
+            return;
+        };
+        let Reply::Final(msg) = tx.on_response(ctx, msg, out) else { return };
         let sent = tx.sent_us;
         reg.tx = None;
-        self.stats.response_time("REGISTER", self.rx_us.saturating_sub(sent));
+        out.record(Measure::ResponseTime("REGISTER", ctx.rx_us.saturating_sub(sent)));
         if status < 300 {
-            self.stats.transaction(true);
-            self.registration_done(user, Ok(()));
+            out.record(Measure::Transaction(true));
+            self.done(user, Ok(()), out);
         } else if (status == 401 || status == 407) && !reg.challenged {
             reg.challenged = true;
-            self.stats.transaction(true);
-            let uri = format!("sip:{}", self.callee_local.domain);
-            match self.credentials(user, msg, status, "REGISTER", &uri) {
-                Some(auth) => self.send_register(user, Some(auth)),
-                None => self.registration_done(user, Err(status_reason(status))),
+            out.record(Measure::Transaction(true));
+            let uri = format!("sip:{}", ctx.callee_local.domain);
+            match ctx.credentials(user, &msg, status, "REGISTER", &uri) {
+                Some(auth) => self.send(ctx, user, Some(auth), out),
+                None => self.done(user, Err(status_reason(status)), out),
             }
         } else if status == 503 && self.setting_up {
             // RFC 3261 §21.5.4: the registrar is overloaded (or the AoR is full for now) and
@@ -126,76 +174,66 @@ impl Engine {
             // failure: retry after Retry-After (1 s without one, at most 10 s); the caller's
             // deadline still bounds the whole.
             let wait_s = msg.retry_after().ok().flatten().map_or(1, |r| r.seconds.clamp(1, 10));
-            let at = self.now + u64::from(wait_s) * 1_000_000;
-            self.timers.arm(at, Timer { kind: TimerKind::RegisterRetry, slot: user as u32, generation: 0 });
-        } else if let Some(min) = Self::interval_too_brief(status, msg).filter(|_| !reg.retried_brief) {
+            let at = ctx.now + u64::from(wait_s) * 1_000_000;
+            out.arm(at, Timer { kind: TimerKind::RegisterRetry, slot: user as u32, generation: 0 });
+        } else if let Some(min) = interval_too_brief(status, &msg).filter(|_| !reg.retried_brief) {
             // RFC 3261 §10.2.8: 423 Interval Too Brief names the shortest expiry the registrar
             // accepts; retry with it (for every user: the registrar's minimum is the same).
             // Refreshes keep their own schedule, so a time-scaled workload still refreshes as
             // often as its model says.
-            self.stats.transaction(true);
+            out.record(Measure::Transaction(true));
             reg.retried_brief = true;
-            self.register_expires_s = self.register_expires_s.max(min);
-            self.send_register(user, None);
+            self.expires_s = self.expires_s.max(min);
+            self.send(ctx, user, None, out);
         } else {
-            self.stats.transaction(false);
-            self.registration_done(user, Err(status_reason(status)));
+            out.record(Measure::Transaction(false));
+            self.done(user, Err(status_reason(status)), out);
         }
     }
 
-    /// The Min-Expires of a 423 (retried once per registration: a registrar that refuses its
-    /// own minimum would otherwise loop us).
-    fn interval_too_brief(status: u16, msg: &Message) -> Option<u32> {
-        (status == 423).then(|| msg.min_expires().ok().flatten()).flatten()
-    }
-
-    fn registration_done(&mut self, user: usize, result: Result<(), String>) {
-        let reg = &mut self.registrations[user];
+    fn done(&mut self, user: usize, result: Result<(), String>, out: &mut Outbox) {
+        let reg = &mut self.list[user];
         reg.tx = None;
         reg.registered = result.is_ok();
         match &result {
-            Ok(()) if self.count_registrations => self.stats.succeed(None),
-            Err(reason) if self.count_registrations => self.stats.fail(reason),
+            Ok(()) if self.count_attempts => out.record(Measure::Success(None)),
+            Err(reason) if self.count_attempts => out.record(Measure::Failure(reason.clone())),
             _ => {}
         }
         reg.error = result.err();
     }
 
-    pub fn on_register_timer(&mut self, t: Timer) {
+    pub fn on_timer(&mut self, ctx: &mut Context, t: Timer, out: &mut Outbox) {
         let user = t.slot as usize;
-        if t.kind == TimerKind::RegisterRefresh {
-            self.on_refresh_timer(user);
-            return;
-        }
         if t.kind == TimerKind::RegisterRetry {
-            if self.setting_up && user < self.registrations.len() {
-                self.register(user);
+            if self.setting_up && user < self.list.len() {
+                self.register(ctx, user, out);
             }
             return;
         }
-        let Some(mut tx) = self.registrations.get_mut(user).and_then(|r| r.tx.take()) else { return };
-        if tx.id != t.generation {
-            self.registrations[user].tx = Some(tx);
+        let Some(tx) = self.list.get_mut(user).and_then(|r| r.tx.as_mut()).filter(|tx| tx.id == t.generation) else {
             return;
+        };
+        if tx.on_timer(ctx, out) {
+            out.record(Measure::Transaction(false));
+            self.done(user, Err("timeout".into()), out);
         }
-        if t.kind == TimerKind::RegisterTimeout {
-            self.stats.transaction(false);
-            self.registration_done(user, Err("timeout".into()));
-            return;
-        }
-        self.retransmit_tx(Side::Callee, &mut tx, t.slot, TimerKind::RegisterRetransmit);
-        self.registrations[user].tx = Some(tx);
     }
 
-    /// Marks every registration still in flight as unfinished (end of run).
-    pub fn abandon_registrations(&mut self) {
-        let reason = if self.transport_lost() { self.transport_failure() } else { "unfinished".into() };
-        for user in 0..self.registrations.len() {
-            if self.registrations[user].tx.is_some() {
-                self.registration_done(user, Err(reason.clone()));
+    /// Marks every registration still in flight as failed with `reason` (end of run).
+    pub fn fail_all(&mut self, reason: &str, out: &mut Outbox) {
+        for user in 0..self.list.len() {
+            if self.list[user].tx.is_some() {
+                self.done(user, Err(reason.to_string()), out);
             }
         }
     }
+}
+
+/// The Min-Expires of a 423 (retried once per registration: a registrar that refuses its own
+/// minimum would otherwise loop us).
+fn interval_too_brief(status: u16, msg: &Message) -> Option<u32> {
+    (status == 423).then(|| msg.min_expires().ok().flatten()).flatten()
 }
 
 /// `r{user}.{run}@bench` → user index.

@@ -2,14 +2,15 @@
 //! the [`RunResult`].
 
 use super::caller::Plan;
-use super::driver::OnArrival;
-use super::engine::{Engine, Mode, TIMEOUT_US};
+use super::driver::{self, OnArrival};
+use super::event_loop::{Agent, Mode};
 use super::measure;
 use super::net::Endpoint;
 use super::options::{CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions};
 use super::progress::Progress;
 use super::stats::Stats;
 use super::stop::StopFlag;
+use super::timers::TIMEOUT_US;
 use crate::arrivals::Arrivals;
 use crate::results::{RunResult, UsersOutcome, SCHEMA_VERSION};
 use rand::rngs::SmallRng;
@@ -20,7 +21,7 @@ fn us(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128 / 4) as u64
 }
 
-fn engine(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Engine, String> {
+fn agent(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Agent, String> {
     if opts.users.is_empty() {
         return Err("no users".into());
     }
@@ -41,15 +42,15 @@ fn engine(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Engine, S
             ^ std::process::id() as u64
     }));
     let run_id = seed_rng.random::<u32>();
-    let mut engine = Engine::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id);
-    engine.quantum_us = opts.quantum_us;
-    engine.connect(stop)?;
-    Ok(engine)
+    let mut agent = Agent::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id);
+    agent.quantum_us = opts.quantum_us;
+    driver::connect(&mut agent, stop)?;
+    Ok(agent)
 }
 
-/// Measures `window` with the engine's registrations already in place.
+/// Measures `window` with the agent's registrations already in place.
 fn measured(
-    engine: &mut Engine,
+    agent: &mut Agent,
     opts: &CommonOptions,
     arrivals: Option<(&mut Arrivals, OnArrival)>,
     arrivals_name: String,
@@ -59,11 +60,11 @@ fn measured(
 ) -> Result<RunResult, String> {
     let before = measure::begin(opts)?;
     let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    engine.stats = Stats::default();
-    let mut progress = Progress::new(opts.progress, what, engine.clock());
-    let window = engine.run_window(us(opts.duration), arrivals, stop, &mut progress, grace_us);
-    let after = measure::end(before, opts, engine.stats.attempted);
-    let s = &engine.stats;
+    agent.stats = Stats::default();
+    let mut progress = Progress::new(opts.progress, what, agent.clock());
+    let window = driver::run_window(agent, us(opts.duration), arrivals, stop, &mut progress, grace_us);
+    let after = measure::end(before, opts, agent.stats.attempted);
+    let s = &agent.stats;
     let seconds = (window.length_us as f64 / 1e6).max(1e-6);
     Ok(RunResult {
         schema: SCHEMA_VERSION,
@@ -96,9 +97,9 @@ fn measured(
     })
 }
 
-/// Unregisters the run's users (see [`Engine::unregister_all`]) and records the outcome.
-fn unregistered(engine: &mut Engine, mut result: RunResult) -> RunResult {
-    let (failed, error) = engine.unregister_all();
+/// Unregisters the run's users (see [`driver::unregister_all`]) and records the outcome.
+fn unregistered(agent: &mut Agent, mut result: RunResult) -> RunResult {
+    let (failed, error) = driver::unregister_all(agent);
     result.unregister_failed = failed as u64;
     result.unregister_error = error;
     result
@@ -109,61 +110,61 @@ fn unregistered(engine: &mut Engine, mut result: RunResult) -> RunResult {
 pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
     let (ring_us, hold_us) = (us(opts.ring), us(opts.hold));
-    let mut engine = engine(c, Mode::Calls { ring_us, hold_us }, stop)?;
+    let mut agent = agent(c, Mode::Calls { ring_us, hold_us }, stop)?;
     let grace = ring_us + hold_us + TIMEOUT_US + 2_000_000;
     // Registrations must outlive the window and its drain without refreshing.
-    engine.register_expires_s = ((us(c.duration) + grace) / 1_000_000 + 120).min(u32::MAX as u64) as u32;
-    engine.register_all(stop)?;
+    agent.registrations.expires_s = ((us(c.duration) + grace) / 1_000_000 + 120).min(u32::MAX as u64) as u32;
+    driver::register_all(&mut agent, stop)?;
     let mut arrivals = opts.arrivals.clone();
     let name = arrivals.name();
-    let start: OnArrival = |e: &mut Engine| {
-        let callee = e.round_robin();
-        let caller = (callee + 1) % e.users.len();
-        let Mode::Calls { ring_us, hold_us } = e.mode else { return };
-        e.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
+    let start: OnArrival = |a: &mut Agent| {
+        let callee = a.round_robin();
+        let caller = (callee + 1) % a.users().len();
+        let Mode::Calls { ring_us, hold_us } = a.mode else { return };
+        a.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
     };
-    let result = measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, grace, "calls")?;
-    Ok(unregistered(&mut engine, result))
+    let result = measured(&mut agent, c, Some((&mut arrivals, start)), name, stop, grace, "calls")?;
+    Ok(unregistered(&mut agent, result))
 }
 
 /// `herald bench register`: each arrival refreshes the next idle user's registration.
 pub fn run_register(opts: &RegisterOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
-    let mut engine = engine(c, Mode::Register { expires_s: opts.expires.as_secs().min(u32::MAX as u64) as u32 }, stop)?;
-    engine.register_expires_s = opts.expires.as_secs().min(u32::MAX as u64) as u32;
-    engine.count_registrations = true;
+    let mut agent = agent(c, Mode::Register { expires_s: opts.expires.as_secs().min(u32::MAX as u64) as u32 }, stop)?;
+    agent.registrations.expires_s = opts.expires.as_secs().min(u32::MAX as u64) as u32;
+    agent.registrations.count_attempts = true;
     let mut arrivals = opts.arrivals.clone();
     let name = arrivals.name();
-    let start: OnArrival = |e: &mut Engine| {
+    let start: OnArrival = |a: &mut Agent| {
         // A user whose previous REGISTER is still open is skipped (§10.2: one at a time per
         // registration); when every user is busy the arrival fails rather than queueing.
-        for _ in 0..e.users.len() {
-            let user = e.round_robin();
-            if e.register(user) {
+        for _ in 0..a.users().len() {
+            let user = a.round_robin();
+            if a.register(user) {
                 return;
             }
         }
-        e.stats.attempted += 1;
-        e.stats.fail("all users busy");
+        a.stats.attempted += 1;
+        a.stats.fail("all users busy");
     };
     let result =
-        measured(&mut engine, c, Some((&mut arrivals, start)), name, stop, TIMEOUT_US + 1_000_000, "registrations")?;
-    Ok(unregistered(&mut engine, result))
+        measured(&mut agent, c, Some((&mut arrivals, start)), name, stop, TIMEOUT_US + 1_000_000, "registrations")?;
+    Ok(unregistered(&mut agent, result))
 }
 
 /// `herald bench users`: registers every user, then runs the SPEC SIP user model for the window.
 pub fn run_users(opts: &UsersOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
     let model = opts.model;
-    let mut engine = engine(c, Mode::Users { model }, stop)?;
-    engine.register_expires_s = model.register_expires().as_secs().max(1).min(u32::MAX as u64) as u32;
-    engine.register_all(stop)?;
-    engine.clock();
-    engine.start_users();
+    let mut agent = agent(c, Mode::Users { model }, stop)?;
+    agent.registrations.expires_s = model.register_expires().as_secs().max(1).min(u32::MAX as u64) as u32;
+    driver::register_all(&mut agent, stop)?;
+    agent.clock();
+    agent.start_users();
     // Ringing can last 25 s (model time) and a BYE or CANCEL may need 64·T1 after it.
     let grace = 2 * TIMEOUT_US + us(Duration::from_secs_f64(25.0 / model.time_scale()));
-    let mut result = measured(&mut engine, c, None, "spec-users".into(), stop, grace, "calls")?;
-    let s = &engine.stats;
+    let mut result = measured(&mut agent, c, None, "spec-users".into(), stop, grace, "calls")?;
+    let s = &agent.stats;
     result.users = Some(UsersOutcome {
         users: c.users.len() as u64,
         time_scale: model.time_scale(),
@@ -172,5 +173,5 @@ pub fn run_users(opts: &UsersOptions, stop: &StopFlag) -> Result<RunResult, Stri
         meets_criterion: s.transactions > 0 && (s.transactions_failed as f64) < 0.0001 * s.transactions as f64,
         calls_by_outcome: s.outcomes.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
     });
-    Ok(unregistered(&mut engine, result))
+    Ok(unregistered(&mut agent, result))
 }

@@ -1,6 +1,7 @@
 //! What a run counts while it runs: calls (or registrations) by outcome, failures by reason,
 //! retransmissions, RFC 6076 delays and per-method response times.
 
+use super::output::Measure;
 use crate::latency::LatencyRecorder;
 use std::collections::BTreeMap;
 
@@ -51,6 +52,20 @@ impl Stats {
         self.transactions += 1;
         if !ok {
             self.transactions_failed += 1;
+        }
+    }
+
+    /// Counts one measurement a protocol role reported.
+    pub fn record(&mut self, measure: Measure) {
+        match measure {
+            Measure::Attempt => self.attempted += 1,
+            Measure::Success(outcome) => self.succeed(outcome),
+            Measure::Failure(reason) => self.fail(&reason),
+            Measure::Srd(us) => self.srd.record_us(us),
+            Measure::Sdd(us) => self.sdd.record_us(us),
+            Measure::ResponseTime(method, us) => self.response_time(method, us),
+            Measure::Transaction(ok) => self.transaction(ok),
+            Measure::Stray => self.stray += 1,
         }
     }
 }

@@ -1,18 +1,28 @@
-//! The generator's timers: one binary heap of deadlines for everything (ring, hold, RFC 3261
-//! retransmission timers A/B/E/F/G and the 2xx retransmissions of §13.3.1.4, registration
-//! refreshes, user think times). Cancelling is lazy: an entry carries the generation of the object
-//! it belongs to, and the owner ignores entries whose generation has moved on.
+//! The generator's timers: one binary heap of deadlines for everything (ring, hold, the next
+//! deadline of each client transaction, the callee's 2xx and 487 retransmissions of §13.3.1.4 and
+//! §17.2.1, registration refreshes, user think times). Cancelling is lazy: an entry carries the
+//! generation of the object it belongs to, and the owner ignores entries whose generation has
+//! moved on.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// RFC 3261 §17.1.1.1 defaults, µs (the client transactions take theirs from
+/// `herald_core::transaction::Timers::default()`, the same values).
+pub const T1_US: u64 = 500_000;
+pub const T2_US: u64 = 4_000_000;
+/// Timer B / F / H: 64·T1.
+pub const TIMEOUT_US: u64 = 64 * T1_US;
+
 /// What a timer is for; the owner is identified by `slot` and `generation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TimerKind {
-    /// Caller: retransmit the pending request (Timer A or E).
-    CallerRetransmit,
-    /// Caller: the pending transaction timed out (Timer B or F).
-    CallerTimeout,
+    /// Caller: the next deadline of a call's client transaction (Timer A, B, E or F, kept by
+    /// `herald_core::transaction`); the generation is the transaction's id.
+    CallerTransaction,
+    /// Caller: the INVITE has rung too long (Timer B stops with the first provisional, §17.1.1.2,
+    /// so this bounds the ringing instead); the generation is the INVITE transaction's id.
+    CallerRingLimit,
     /// Caller: ringing long enough, send CANCEL.
     CallerCancel,
     /// Caller: holding long enough, send BYE.
@@ -25,10 +35,9 @@ pub enum TimerKind {
     CalleeAckTimeout,
     /// Callee: forget a finished dialog (after absorbing retransmissions).
     CalleeForget,
-    /// Registration: retransmit the REGISTER (Timer E).
-    RegisterRetransmit,
-    /// Registration: the REGISTER timed out (Timer F).
-    RegisterTimeout,
+    /// Registration: the next deadline of the REGISTER transaction (Timer E or F); the
+    /// generation is the transaction's id.
+    RegisterTransaction,
     /// Registration: time to refresh.
     RegisterRefresh,
     /// Registration: retry a REGISTER refused with 503 while setting up or tearing down.
@@ -47,13 +56,12 @@ impl TimerKind {
         use TimerKind::*;
         matches!(
             self,
-            CallerRetransmit
-                | CallerTimeout
+            CallerTransaction
+                | CallerRingLimit
                 | CalleeRetransmit
                 | CalleeAckTimeout
                 | CalleeForget
-                | RegisterRetransmit
-                | RegisterTimeout
+                | RegisterTransaction
         )
     }
 }
@@ -105,7 +113,8 @@ impl TimerQueue {
 
 /// RFC 3261 §17.1.1.2 / §17.1.2.2 retransmission schedule: the interval after `interval_us`.
 /// INVITE requests (Timer A) keep doubling; non-INVITE requests and responses (Timers E, G, and
-/// 2xx retransmission) are capped at T2.
+/// 2xx retransmission) are capped at T2. The callee's response retransmissions use it; client
+/// requests are retransmitted by `herald_core::transaction` on the same schedule.
 pub fn next_interval(interval_us: u64, capped: bool, t2_us: u64) -> u64 {
     let doubled = interval_us.saturating_mul(2);
     if capped {
@@ -141,9 +150,9 @@ mod tests {
     fn lax_timers_share_grid_steps_and_exact_ones_keep_their_moment() {
         let mut q = TimerQueue::default();
         // Three retransmission and timeout timers within one grid step: one wake-up, at its end.
-        q.arm(500_001, t(TimerKind::CallerRetransmit, 1));
+        q.arm(500_001, t(TimerKind::CallerTransaction, 1));
         q.arm(503_000, t(TimerKind::CalleeRetransmit, 2));
-        q.arm(509_999, t(TimerKind::CallerTimeout, 3));
+        q.arm(509_999, t(TimerKind::CallerRingLimit, 3));
         q.arm(510_000, t(TimerKind::CalleeForget, 4));
         // A hold timer in the same step fires when it was set for.
         q.arm(504_321, t(TimerKind::CallerHangUp, 5));
@@ -155,7 +164,7 @@ mod tests {
         due.sort();
         assert_eq!(due, [1, 2, 3, 4]);
         // On the grid already: unchanged.
-        q.arm(520_000, t(TimerKind::RegisterTimeout, 6));
+        q.arm(520_000, t(TimerKind::RegisterTransaction, 6));
         assert_eq!(q.next_due(), Some(520_000));
     }
 

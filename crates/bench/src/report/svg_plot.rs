@@ -10,6 +10,7 @@
 use super::html::{escape, shorten};
 use super::scale::{Scale, ScaleKind};
 use super::svg_marks::{guide_svg, label_svg, line_svg, marker_svg};
+pub use super::svg_marks::{Dash, Guide, Line, Shape, Style};
 use std::fmt::Write;
 
 /// Colour-blind-safe colours (Okabe & Ito), one per series in input order.
@@ -30,61 +31,6 @@ const LEGEND_ROW: f64 = 20.0;
 const CHAR_WIDTH: f64 = 7.0;
 /// Longest legend label before it is cut with "…".
 const LEGEND_CHARS: usize = 48;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    Circle,
-    Square,
-    Triangle,
-    Diamond,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dash {
-    Solid,
-    Dashed,
-    Dotted,
-}
-
-impl Dash {
-    pub(super) fn attribute(self) -> &'static str {
-        match self {
-            Dash::Solid => "",
-            Dash::Dashed => " stroke-dasharray=\"7 4\"",
-            Dash::Dotted => " stroke-dasharray=\"2 3\"",
-        }
-    }
-}
-
-/// How a line and its markers look.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Style {
-    pub colour: &'static str,
-    pub dash: Dash,
-    pub shape: Option<Shape>,
-    /// Hollow markers flag points that are not what they seem (a zero drawn at a log floor).
-    pub hollow: bool,
-}
-
-/// One data series: `connect` draws the polyline, `style.shape` the markers.
-#[derive(Debug, Clone)]
-pub struct Line {
-    pub points: Vec<(f64, f64)>,
-    pub style: Style,
-    pub connect: bool,
-}
-
-/// A reference line drawn in grey (or the given colour) behind the data.
-#[derive(Debug, Clone)]
-pub enum Guide {
-    /// y = x across the common range of both axes.
-    Diagonal { label: String },
-    /// y = const, labelled above the line at its left end (or right end with `label_right`: put
-    /// the label where the data is not, e.g. a criterion at low load, a floor at high load).
-    Horizontal { y: f64, label: String, label_right: bool },
-    /// x = const in a series colour, e.g. the capacity a search found.
-    Vertical { x: f64, colour: &'static str },
-}
 
 #[derive(Debug, Clone)]
 pub struct Axis {

@@ -1,8 +1,9 @@
-//! The single-threaded event loop that plays both ends: it owns the caller and callee sockets,
-//! the timer heap, the calls, callee dialogs and registrations, and dispatches every received
-//! message to the caller ([`super::caller`]), callee ([`super::callee`]) or registration
-//! ([`super::registration`]) logic. One thread keeps the generator's CPU per call low and
-//! measurements free of lock contention.
+//! The single-threaded event loop that plays both ends: [`Agent`] owns the caller and callee
+//! sockets, the timer heap, the statistics and the protocol roles ([`Calls`], [`Callee`],
+//! [`Registrations`], the [`UserWorkload`]). It hands every received message and every due timer
+//! to the role it belongs to, then carries out what the role asked for ([`Output`]): sends, timers,
+//! measurements. The roles hold no socket, clock or statistics, and do not know each other. One
+//! thread keeps the generator's CPU per call low and measurements free of lock contention.
 //!
 //! CPU: measured against herald at 300 calls/s, the generator spent ~85% of its CPU in the
 //! kernel, because the loop woke for nearly every datagram (~13 per call) and paid a ppoll, a
@@ -15,38 +16,22 @@
 //! measurements do not suffer: a received message is timed by its kernel receive stamp
 //! (SO_TIMESTAMPNS), a sent request by the moment its datagram is handed to the kernel.
 
-use super::callee::Dialog;
-use super::caller::Call;
-use super::net::{wait, Endpoint, Incoming};
-use super::registration::Registration;
-use super::slab::Slab;
+use super::callee::Callee;
+use super::caller::{Calls, Plan};
+use super::context::Context;
+use super::framing::Incoming;
+use super::net::{wait, Endpoint};
+use super::output::{Measure, Outbox, Output, Owner, SendKind, Side};
+use super::registration::Registrations;
 use super::stats::Stats;
-use super::timers::{next_interval, Timer, TimerKind, TimerQueue};
+use super::timers::{Timer, TimerKind, TimerQueue};
+use super::user_workload::UserWorkload;
 use super::users::User;
 use super::wire::Local;
 use crate::workload::UserModel;
-use bytes::Bytes;
-use herald_sip::text::push_hex;
-use herald_sip::{Framing, Limits, Message};
+use herald_sip::{Framing, Message};
 use rand::rngs::SmallRng;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Instant;
-
-/// RFC 3261 §17.1.1.1 defaults.
-pub const T1_US: u64 = 500_000;
-pub const T2_US: u64 = 4_000_000;
-/// Timer B / F / H: 64·T1.
-pub const TIMEOUT_US: u64 = 64 * T1_US;
-/// Callee dialogs held at once; an INVITE beyond this gets 503 (bounded memory under floods).
-pub const MAX_DIALOGS: usize = 1 << 20;
-
-/// Which of the generator's two sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Caller,
-    Callee,
-}
 
 /// What the run does besides answering.
 pub enum Mode {
@@ -58,65 +43,33 @@ pub enum Mode {
     Users { model: UserModel },
 }
 
-/// A client transaction in flight (RFC 3261 §17.1): the request kept for retransmission.
-pub struct ClientTx {
-    /// Unique per transaction; timers carry it, so a stale timer never touches a newer one.
-    pub id: u32,
-    pub method: &'static str,
-    pub branch: String,
-    pub request: Bytes,
-    pub dest: SocketAddr,
-    pub sent_us: u64,
-    pub interval_us: u64,
-    /// A provisional response arrived (stops Timer A; Timer E continues at T2, §17.1.2.2).
-    pub proceeding: bool,
-}
-
-pub struct Engine {
-    epoch: Instant,
-    pub now: u64,
-    pub timers: TimerQueue,
-    pub caller_ep: Endpoint,
-    pub callee_ep: Endpoint,
-    pub caller_local: Local,
-    pub callee_local: Local,
-    pub proxy: SocketAddr,
-    pub users: Vec<User>,
-    pub user_index: HashMap<String, usize>,
-    pub calls: Slab<Call>,
-    pub dialogs: Slab<Dialog>,
-    pub dialog_ids: HashMap<String, (u32, u32)>,
-    pub registrations: Vec<Registration>,
-    pub stats: Stats,
-    pub rng: SmallRng,
-    pub run_id: u32,
-    next_tx: u32,
-    pub limits: Limits,
+pub struct Agent {
+    pub ctx: Context,
+    caller_ep: Endpoint,
+    callee_ep: Endpoint,
+    timers: TimerQueue,
+    pub calls: Calls,
+    pub callee: Callee,
+    pub registrations: Registrations,
+    workload: Option<UserWorkload>,
     pub mode: Mode,
-    /// New calls, registrations and refreshes may start (false while draining).
-    pub accepting: bool,
-    /// Registrations count as the run's attempts (`bench register`), not as set-up.
-    pub count_registrations: bool,
-    /// Registering or unregistering the users around a window (not measured): a 503 is retried
-    /// after its Retry-After instead of failing the run.
-    pub setting_up: bool,
-    /// Round-robin position for calls and registrations.
-    pub next_user: usize,
-    /// Expires of every REGISTER sent.
-    pub register_expires_s: u32,
+    pub stats: Stats,
+    /// What the roles asked for and the loop has not yet carried out.
+    out: Outbox,
+    /// The batch being carried out (kept for its allocation).
+    batch: Vec<Output>,
     inbox: Vec<Incoming>,
     /// Scheduling quantum, µs (0: wake for every datagram).
     pub quantum_us: u64,
     /// When the sockets last had input to handle.
     last_input_us: u64,
-    /// Receive time (engine clock) of the message being dispatched: its kernel stamp when there
-    /// is one, else the time it was read. Latencies end here.
-    pub rx_us: u64,
-    /// Requests queued but not yet flushed: (side, slot, transaction id), stamped at the flush.
-    unstamped: Vec<(Side, u32, u32)>,
+    /// Requests queued but not yet flushed: (owner, transaction id), stamped at the flush.
+    unstamped: Vec<(Owner, u32)>,
+    /// Round-robin position for calls and registrations.
+    next_user: usize,
 }
 
-impl Engine {
+impl Agent {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         caller_ep: Endpoint,
@@ -127,122 +80,104 @@ impl Engine {
         mode: Mode,
         rng: SmallRng,
         run_id: u32,
-    ) -> Engine {
+    ) -> Agent {
         let local = |ep: &Endpoint| Local {
             transport: ep.via_transport(),
             hostport: ep.local_addr().to_string(),
             uri_param: ep.uri_param(),
             domain: domain.to_string(),
         };
-        let user_index = users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
-        let registrations = (0..users.len()).map(|i| Registration::new(i, run_id, domain)).collect();
-        Engine {
-            epoch: Instant::now(),
-            now: 0,
-            timers: TimerQueue::default(),
-            caller_local: local(&caller_ep),
-            callee_local: local(&callee_ep),
+        let default_ring_us = match mode {
+            Mode::Calls { ring_us, .. } => ring_us,
+            _ => 0,
+        };
+        let workload = match mode {
+            Mode::Users { model } => Some(UserWorkload::new(model)),
+            _ => None,
+        };
+        let callee = Callee::new(&users, default_ring_us);
+        let registrations = Registrations::new(users.len(), run_id);
+        let reliable = caller_ep.is_stream();
+        let ctx = Context::new(local(&caller_ep), local(&callee_ep), proxy, reliable, users, rng, run_id);
+        Agent {
+            ctx,
             caller_ep,
             callee_ep,
-            proxy,
-            users,
-            user_index,
-            calls: Slab::default(),
-            dialogs: Slab::default(),
-            dialog_ids: HashMap::new(),
+            timers: TimerQueue::default(),
+            calls: Calls::default(),
+            callee,
             registrations,
-            stats: Stats::default(),
-            rng,
-            run_id,
-            next_tx: 1,
-            limits: Limits::default(),
+            workload,
             mode,
-            accepting: true,
-            count_registrations: false,
-            setting_up: false,
-            next_user: 0,
-            register_expires_s: 3600,
+            stats: Stats::default(),
+            out: Outbox::default(),
+            batch: Vec::new(),
             inbox: Vec::with_capacity(64),
             quantum_us: 0,
             last_input_us: 0,
-            rx_us: 0,
             unstamped: Vec::new(),
+            next_user: 0,
         }
     }
 
-    /// Microseconds since the engine was created.
+    /// Microseconds since the agent was created.
     pub fn clock(&mut self) -> u64 {
-        self.now = self.epoch.elapsed().as_micros() as u64;
-        self.now
+        self.ctx.clock()
     }
 
-    pub fn stream(&self) -> bool {
-        self.caller_ep.is_stream()
+    pub fn now(&self) -> u64 {
+        self.ctx.now
     }
 
-    pub fn endpoint(&mut self, side: Side) -> &mut Endpoint {
+    pub fn users(&self) -> &[User] {
+        &self.ctx.users
+    }
+
+    pub fn proxy(&self) -> SocketAddr {
+        self.ctx.proxy
+    }
+
+    fn endpoint(&mut self, side: Side) -> &mut Endpoint {
         match side {
             Side::Caller => &mut self.caller_ep,
             Side::Callee => &mut self.callee_ep,
         }
     }
 
-    pub fn local(&self, side: Side) -> &Local {
-        match side {
-            Side::Caller => &self.caller_local,
-            Side::Callee => &self.callee_local,
-        }
+    /// Starts one call from user `caller` to user `callee`.
+    pub fn start_call(&mut self, caller: usize, callee: usize, plan: Plan) {
+        self.calls.start(&mut self.ctx, caller, callee, plan, &mut self.out);
+        self.execute();
     }
 
-    /// Queues a message; false when the transport refused it.
-    pub fn send(&mut self, side: Side, bytes: Bytes, dest: SocketAddr) -> bool {
-        self.endpoint(side).send(bytes, dest)
+    /// Starts (or refreshes) user `user`'s registration; false when one is already in flight.
+    pub fn register(&mut self, user: usize) -> bool {
+        let started = self.registrations.register(&mut self.ctx, user, &mut self.out);
+        self.execute();
+        started
     }
 
-    /// A fresh RFC 3261 branch (§8.1.1.7: starts with the magic cookie, unique per transaction).
-    pub fn new_tx(&mut self) -> (u32, String) {
-        let id = self.next_tx;
-        self.next_tx = self.next_tx.wrapping_add(1).max(1);
-        let mut branch = String::from("z9hG4bK");
-        push_hex(&mut branch, u64::from(self.run_id), 0);
-        branch.push('.');
-        push_hex(&mut branch, u64::from(id), 0);
-        (id, branch)
+    /// Starts the user model (`bench users`; nothing otherwise).
+    pub fn start_users(&mut self) {
+        if let Some(w) = &self.workload {
+            w.start(&mut self.ctx, &mut self.out);
+        }
+        self.execute();
     }
 
-    /// Sends a new client transaction's request and arms its timers: A/E (UDP only, RFC 3261
-    /// §17.1.1.2, §17.1.2.2) and B/F (all transports). False on a transport error.
-    pub fn start_tx(
-        &mut self,
-        side: Side,
-        tx: &ClientTx,
-        slot: u32,
-        retransmit: TimerKind,
-        timeout: TimerKind,
-    ) -> bool {
-        if !self.send(side, tx.request.clone(), tx.dest) {
-            return false;
-        }
-        self.unstamped.push((side, slot, tx.id));
-        if !self.stream() {
-            self.timers.arm(self.now + tx.interval_us, Timer { kind: retransmit, slot, generation: tx.id });
-        }
-        self.timers.arm(self.now + TIMEOUT_US, Timer { kind: timeout, slot, generation: tx.id });
-        true
+    /// Drain: hang up every held call now instead of at the end of its hold.
+    pub fn hang_up_all(&mut self) {
+        self.calls.hang_up_all(&self.ctx, &mut self.out);
+        self.execute();
     }
 
-    /// A retransmission timer of `tx` fired: resend unless a provisional stopped Timer A, and arm
-    /// the next one.
-    pub fn retransmit_tx(&mut self, side: Side, tx: &mut ClientTx, slot: u32, kind: TimerKind) {
-        let invite = tx.method == "INVITE";
-        if invite && tx.proceeding {
-            return;
-        }
-        if self.send(side, tx.request.clone(), tx.dest) {
-            self.stats.retransmissions += 1;
-        }
-        tx.interval_us = if tx.proceeding { T2_US } else { next_interval(tx.interval_us, !invite, T2_US) };
-        self.timers.arm(self.now + tx.interval_us, Timer { kind, slot, generation: tx.id });
+    /// Ends every call and registration still in flight: failed with the transport's reason
+    /// when the connection is gone, else as unfinished.
+    pub fn fail_in_flight(&mut self) {
+        let reason = if self.transport_lost() { self.transport_failure() } else { "unfinished".into() };
+        self.calls.fail_all(&reason, &mut self.out);
+        self.registrations.fail_all(&reason, &mut self.out);
+        self.execute();
     }
 
     /// Runs due timers, flushes, waits for input until `until_us` at the latest, and handles what
@@ -251,7 +186,7 @@ impl Engine {
     pub fn step(&mut self, until_us: u64) {
         self.clock();
         let mut fired = false;
-        while let Some(t) = self.timers.pop_due(self.now) {
+        while let Some(t) = self.timers.pop_due(self.ctx.now) {
             self.on_timer(t);
             fired = true;
         }
@@ -299,36 +234,28 @@ impl Engine {
         let at = self.clock();
         self.caller_ep.flush();
         self.callee_ep.flush();
-        for (side, slot, id) in std::mem::take(&mut self.unstamped) {
-            let tx = match side {
-                Side::Caller => self.calls.get_slot_mut(slot).and_then(|(call, _)| {
-                    if call.invite.as_ref().is_some_and(|tx| tx.id == id) && !call.challenged {
-                        call.invite_started_us = at; // SRD starts with the first INVITE out
-                    }
-                    [call.invite.as_mut(), call.other.as_mut()].into_iter().flatten().find(|tx| tx.id == id)
-                }),
-                Side::Callee => self.registrations.get_mut(slot as usize).and_then(|r| r.tx.as_mut()),
-            };
-            if let Some(tx) = tx.filter(|tx| tx.id == id) {
-                tx.sent_us = at;
+        for (owner, id) in self.unstamped.drain(..) {
+            match owner {
+                Owner::Call { slot, .. } => self.calls.stamp(slot, id, at),
+                Owner::Registration(user) => self.registrations.stamp(user, id, at),
             }
         }
     }
 
     fn receive(&mut self, side: Side) {
         let mut inbox = std::mem::take(&mut self.inbox);
-        let limits = self.limits.clone();
+        let limits = self.ctx.limits.clone();
         self.endpoint(side).receive(&mut inbox, &limits);
-        let transport = if self.stream() { Framing::Stream } else { Framing::Datagram };
+        let framing = if self.ctx.reliable { Framing::Stream } else { Framing::Datagram };
         let (read_us, realtime_ns) = (self.clock(), realtime_ns());
         for incoming in inbox.drain(..) {
-            self.rx_us = match incoming.kernel_ns {
+            self.ctx.rx_us = match incoming.kernel_ns {
                 Some(ns) => kernel_stamp_us(ns, realtime_ns, read_us),
                 None => read_us,
             };
             // Hostile input is simply not ours: anything that does not parse is counted and
             // dropped (a UA may discard a malformed response, RFC 3261 §8.1.3.1).
-            match Message::parse_as(incoming.bytes, &self.limits, transport) {
+            match Message::parse_as(incoming.bytes, &self.ctx.limits, framing) {
                 Ok(msg) => self.dispatch(side, msg, incoming.from),
                 Err(_) => self.stats.stray += 1,
             }
@@ -337,29 +264,96 @@ impl Engine {
     }
 
     fn dispatch(&mut self, side: Side, msg: Message, from: SocketAddr) {
+        let (ctx, out) = (&mut self.ctx, &mut self.out);
         match (side, msg.is_request()) {
-            (Side::Callee, true) => self.on_callee_request(&msg, from),
-            (Side::Callee, false) => self.on_register_response(&msg),
-            (Side::Caller, false) => self.on_caller_response(&msg),
+            (Side::Callee, true) => self.callee.on_request(ctx, &msg, from, out),
+            (Side::Callee, false) => self.registrations.on_response(ctx, msg, out),
+            (Side::Caller, false) => self.calls.on_response(ctx, msg, out),
             // Nobody calls the callers: requests there are answered 403 by nobody, just dropped.
-            (Side::Caller, true) => self.stats.stray += 1,
+            (Side::Caller, true) => out.record(Measure::Stray),
         }
+        self.execute();
     }
 
     fn on_timer(&mut self, t: Timer) {
         use TimerKind::*;
+        let (ctx, out) = (&mut self.ctx, &mut self.out);
         match t.kind {
-            CallerRetransmit | CallerTimeout | CallerCancel | CallerHangUp => self.on_caller_timer(t),
-            CalleeAnswer | CalleeRetransmit | CalleeAckTimeout | CalleeForget => self.on_callee_timer(t),
-            RegisterRetransmit | RegisterTimeout | RegisterRefresh | RegisterRetry => self.on_register_timer(t),
-            UserCall => self.on_user_call_timer(t),
+            CallerTransaction | CallerRingLimit | CallerCancel | CallerHangUp => self.calls.on_timer(ctx, t, out),
+            CalleeAnswer | CalleeRetransmit | CalleeAckTimeout | CalleeForget => self.callee.on_timer(ctx, t, out),
+            RegisterTransaction | RegisterRetry => self.registrations.on_timer(ctx, t, out),
+            RegisterRefresh => {
+                if let Some(w) = &self.workload {
+                    w.on_refresh_timer(ctx, t.slot as usize, &mut self.registrations, out);
+                }
+            }
+            UserCall => {
+                if let Some(w) = &self.workload {
+                    w.on_call_timer(ctx, t.slot as usize, &mut self.calls, out);
+                }
+            }
+        }
+        self.execute();
+    }
+
+    /// Carries out what the roles asked for, in order, including what that in turn asks for
+    /// (a refused send fails its call, whose end lets the user model schedule the next one).
+    fn execute(&mut self) {
+        while !self.out.is_empty() {
+            let mut batch = std::mem::take(&mut self.batch);
+            self.out.swap_into(&mut batch);
+            for output in batch.drain(..) {
+                match output {
+                    Output::Send { side, bytes, dest, kind } => self.send(side, bytes, dest, kind),
+                    Output::Arm { at_us, timer } => self.timers.arm(at_us, timer),
+                    Output::Record(measure) => self.stats.record(measure),
+                    Output::CallEnded { caller } => {
+                        if let Some(w) = &self.workload {
+                            w.after_call(&mut self.ctx, caller, &mut self.out);
+                        }
+                    }
+                }
+            }
+            self.batch = batch;
+        }
+    }
+
+    /// Queues one message on `side`'s socket; a refusal is handled as `kind` says.
+    fn send(&mut self, side: Side, bytes: bytes::Bytes, dest: SocketAddr, kind: SendKind) {
+        let ok = self.endpoint(side).send(bytes, dest);
+        match kind {
+            SendKind::Plain => {}
+            SendKind::Retransmission => self.stats.retransmissions += u64::from(ok),
+            SendKind::Request { owner, id } if ok => self.unstamped.push((owner, id)),
+            SendKind::Request { owner, .. } | SendKind::Essential(owner) if !ok => self.refused(owner),
+            SendKind::Essential(_) | SendKind::Request { .. } => {}
+        }
+    }
+
+    /// The transport refused a request or 2xx ACK of `owner`: that call or registration fails
+    /// with the transport's reason.
+    fn refused(&mut self, owner: Owner) {
+        let why = self.transport_failure();
+        match owner {
+            Owner::Call { slot, generation } => self.calls.on_send_refused(slot, generation, &why, &mut self.out),
+            Owner::Registration(user) => self.registrations.on_send_refused(user, why, &mut self.out),
         }
     }
 
     /// Nothing of the run is still in flight (callee dialogs lingering to absorb retransmissions
     /// do not count).
     pub fn idle(&self) -> bool {
-        self.calls.is_empty() && self.registrations.iter().all(|r| r.tx.is_none())
+        self.calls.is_empty() && self.registrations.in_flight() == 0
+    }
+
+    /// Calls and REGISTERs in flight.
+    pub fn in_flight(&self) -> usize {
+        self.calls.len() + self.registrations.in_flight()
+    }
+
+    /// Both connections are ready to carry SIP (TLS handshakes done; at once for UDP and TCP).
+    pub fn is_connecting(&self) -> bool {
+        self.caller_ep.is_connecting() || self.callee_ep.is_connecting()
     }
 
     /// A stream transport (TCP, TLS) broke; it cannot recover, so every later send fails.
@@ -380,7 +374,7 @@ impl Engine {
 
     /// Picks the next user round-robin.
     pub fn round_robin(&mut self) -> usize {
-        let u = self.next_user % self.users.len();
+        let u = self.next_user % self.ctx.users.len();
         self.next_user = self.next_user.wrapping_add(1);
         u
     }
@@ -407,10 +401,10 @@ fn realtime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// A kernel receive stamp (`kernel_ns`, CLOCK_REALTIME) on the engine clock, given that the
-/// engine read `now_us` when CLOCK_REALTIME said `realtime_ns`: the message is as much older than
+/// A kernel receive stamp (`kernel_ns`, CLOCK_REALTIME) on the agent's clock, given that the
+/// agent read `now_us` when CLOCK_REALTIME said `realtime_ns`: the message is as much older than
 /// `now_us` as its stamp is older than `realtime_ns`. A stamp from the future (the wall clock
-/// was stepped back) counts as `now_us`; one older than the engine itself as its start.
+/// was stepped back) counts as `now_us`; one older than the agent itself as its start.
 pub fn kernel_stamp_us(kernel_ns: u64, realtime_ns: u64, now_us: u64) -> u64 {
     now_us.saturating_sub(realtime_ns.saturating_sub(kernel_ns) / 1000)
 }

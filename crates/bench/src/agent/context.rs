@@ -1,0 +1,101 @@
+//! What every protocol role reads: the run's constants (users, the two sides' message pieces,
+//! the proxy, the transport's reliability), the clock as the loop last read it, the run's seeded
+//! randomness and the transaction counter. The event loop owns it and lends it to one role at a
+//! time.
+
+use super::users::User;
+use super::wire::Local;
+use herald_core::transaction::Timers;
+use herald_sip::text::push_hex;
+use herald_sip::Limits;
+use rand::rngs::SmallRng;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+pub struct Context {
+    /// The instant the run's clock counts from (`now` and every deadline are µs since then).
+    epoch: Instant,
+    /// µs since `epoch`, as the loop last read it.
+    pub now: u64,
+    /// Receive time (same clock) of the message being handled: its kernel stamp when there is
+    /// one, else the time it was read. Latencies end here.
+    pub rx_us: u64,
+    pub users: Vec<User>,
+    pub caller_local: Local,
+    pub callee_local: Local,
+    pub proxy: SocketAddr,
+    /// A stream transport (TCP, TLS): no retransmissions (RFC 3261 §17.1.1.2, §17.1.2.2).
+    pub reliable: bool,
+    pub rng: SmallRng,
+    pub run_id: u32,
+    next_tx: u32,
+    pub limits: Limits,
+    /// T1, T2, T4 and Timer D of the client transactions (RFC 3261 defaults).
+    pub timers: Timers,
+    /// New calls, registrations and refreshes may start (false while draining).
+    pub accepting: bool,
+}
+
+impl Context {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        caller_local: Local,
+        callee_local: Local,
+        proxy: SocketAddr,
+        reliable: bool,
+        users: Vec<User>,
+        rng: SmallRng,
+        run_id: u32,
+    ) -> Context {
+        Context {
+            epoch: Instant::now(),
+            now: 0,
+            rx_us: 0,
+            users,
+            caller_local,
+            callee_local,
+            proxy,
+            reliable,
+            rng,
+            run_id,
+            next_tx: 1,
+            limits: Limits::default(),
+            timers: Timers::default(),
+            accepting: true,
+        }
+    }
+
+    /// Reads the clock: µs since the run's epoch.
+    pub fn clock(&mut self) -> u64 {
+        self.now = self.epoch.elapsed().as_micros() as u64;
+        self.now
+    }
+
+    /// `us` on the run's clock as an [`Instant`] (the transaction machines' time).
+    pub fn instant(&self, us: u64) -> Instant {
+        self.epoch + Duration::from_micros(us)
+    }
+
+    /// An [`Instant`] on the run's clock, µs (rounded up, so a deadline is never early).
+    pub fn micros(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.epoch);
+        d.as_micros() as u64 + u64::from(!d.subsec_nanos().is_multiple_of(1000))
+    }
+
+    /// A fresh transaction id and its RFC 3261 branch (§8.1.1.7: starts with the magic cookie,
+    /// unique per transaction).
+    pub fn new_tx(&mut self) -> (u32, String) {
+        let id = self.next_tx;
+        self.next_tx = self.next_tx.wrapping_add(1).max(1);
+        let mut branch = String::from("z9hG4bK");
+        push_hex(&mut branch, u64::from(self.run_id), 0);
+        branch.push('.');
+        push_hex(&mut branch, u64::from(id), 0);
+        (id, branch)
+    }
+
+    /// The address of record `sip:user@domain` of user `user` (the Request-URI of calls to it).
+    pub fn user_uri(&self, user: usize) -> String {
+        ["sip:", &self.users[user].name, "@", &self.caller_local.domain].concat()
+    }
+}
