@@ -4,11 +4,10 @@
 //! §26.3.2.2), or the explicit choice to verify nothing. Turned into a rustls [`ClientConfig`]
 //! once per run.
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use herald_tls::AcceptAnyServerCert;
+use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,7 +59,9 @@ impl TlsOptions {
             .map_err(|e| format!("TLS: {e}"))?;
         let builder = match &self.ca {
             Some(ca) => builder.with_root_certificates(roots(ca)?),
-            None => builder.dangerous().with_custom_certificate_verifier(Arc::new(SkipVerify(provider))),
+            // `--tls-insecure-skip-verify`: any chain and name pass, handshake signatures are
+            // still checked (herald-tls).
+            None => builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert::new(provider))),
         };
         let config = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => {
@@ -98,46 +99,6 @@ fn roots(path: &Path) -> Result<RootCertStore, String> {
         roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(roots)
-}
-
-/// `--tls-insecure-skip-verify`: any certificate chain and name pass; the handshake signatures
-/// are still verified with the provider's algorithms (a forged CertificateVerify still fails).
-#[derive(Debug)]
-struct SkipVerify(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SkipVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,6 @@
 //! which name each TLS address was resolved from ([`TlsContext::learn`]); an address reached
 //! from an IP literal is checked against the certificate's IP subjectAltNames.
 
-mod verify;
-
 use crate::config::{ClientVerify, Tls};
 use crate::pem;
 use herald_core::{Target, Transport};
@@ -124,7 +122,7 @@ fn client_config(cfg: &Tls, identity: Option<pem::Identity>) -> Result<ClientCon
         builder.with_root_certificates(roots)
     } else {
         tracing::warn!("[tls] verify_server = false: certificates of next hops are not checked");
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(verify::AnyServer::new(provider())))
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(herald_tls::AcceptAnyServerCert::new(provider())))
     };
     // herald's own certificate doubles as client certificate (mutual TLS between proxies,
     // RFC 5922 §7.4): a next hop that asks for one gets it.
