@@ -15,11 +15,10 @@
 //! thread making the system call (CLOCK_THREAD_CPUTIME_ID around it, the clock's own cost
 //! subtracted): the same accounting as the utime + stime the benchmarks read from /proc.
 
+use herald_sys::{send_batch, thread_cpu_ns, RecvBatch, Wait, BATCH};
 use serde::{Deserialize, Serialize};
 use std::io;
-use std::mem::zeroed;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,8 +31,8 @@ pub const PROXY_RECEIVES: u32 = 6;
 pub const GENERATOR_SENDS: u32 = 6;
 /// Datagrams they receive per call (100, 180, 200, 200; INVITE, ACK, BYE).
 pub const GENERATOR_RECEIVES: u32 = 7;
-/// Datagrams per sendmmsg/recvmmsg in the batched measurements (the server's batch size).
-const BATCH: usize = 32;
+/// Receive slot size: room for any datagram these measurements send.
+const SLOT: usize = 2048;
 
 /// What to measure with.
 #[derive(Debug, Clone, Copy)]
@@ -105,14 +104,6 @@ pub fn measure(opts: Options) -> io::Result<Floor> {
     Ok(Floor::from_costs(opts.size, opts.count, costs))
 }
 
-/// This thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes one timespec.
-    let mut ts: libc::timespec = unsafe { zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// What one pair of [`thread_cpu_ns`] reads adds to a measured interval, ns.
 fn clock_cost_ns() -> u64 {
     const N: u64 = 2000;
@@ -140,63 +131,20 @@ fn pair() -> io::Result<(UdpSocket, UdpSocket)> {
     Ok((a, b))
 }
 
-/// Sends `n` copies of `payload` with one sendmmsg on a connected socket.
+/// Sends `n` (at most [`BATCH`]) copies of `payload` with one sendmmsg on a connected socket,
+/// waiting for room as a blocking socket does.
 fn send_n(sock: &UdpSocket, payload: &[u8], n: usize) -> io::Result<usize> {
-    // SAFETY: iovec and mmsghdr are plain old data; the pointers refer to `payload` and `iov`,
-    // alive across the call.
-    let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
-    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-    let n = n.min(BATCH);
-    for i in 0..n {
-        iov[i] = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
-        hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-        hdrs[i].msg_hdr.msg_iovlen = 1;
+    let copies = [payload; BATCH];
+    match send_batch(sock, &copies[..n.min(BATCH)], Wait::IfBlocking) {
+        (0, Some(e)) => Err(e),
+        (sent, _) => Ok(sent),
     }
-    // SAFETY: `n` initialised headers.
-    let sent = unsafe { libc::sendmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(sent as usize)
 }
 
-/// Reusable receive buffers for up to [`BATCH`] datagrams.
-struct Slots {
-    data: Vec<u8>,
-    iov: [libc::iovec; BATCH],
-    hdrs: [libc::mmsghdr; BATCH],
-}
-
-impl Slots {
-    fn new() -> Box<Slots> {
-        const SLOT: usize = 2048;
-        // SAFETY: plain old data; the pointers set below refer into the box, which does not move.
-        let mut s =
-            Box::new(Slots { data: vec![0; SLOT * BATCH], iov: unsafe { zeroed() }, hdrs: unsafe { zeroed() } });
-        let Slots { data, iov, hdrs } = &mut *s;
-        for (i, chunk) in data.chunks_mut(SLOT).enumerate() {
-            iov[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: SLOT };
-            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
-        }
-        s
-    }
-
-    /// One recvmmsg of up to `max` datagrams with `flags`; how many it read (0 on EAGAIN or
-    /// timeout).
-    fn recv(&mut self, sock: &UdpSocket, max: usize, flags: libc::c_int) -> usize {
-        // SAFETY: the headers point into this box, alive across the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                max.min(BATCH) as libc::c_uint,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        n.max(0) as usize
-    }
+/// One recvmmsg of up to `max` datagrams (payloads only, as a bare measurement of the call);
+/// how many it read (0 on EAGAIN or timeout).
+fn recv(slots: &mut RecvBatch, sock: &UdpSocket, max: usize, wait: Wait) -> usize {
+    slots.recv_at_most(sock, max, wait).unwrap_or(0)
 }
 
 /// (send to a sleeping reader, the reader's wake-up and receive), µs per datagram. The writer
@@ -210,10 +158,10 @@ fn send_to_sleeping_reader(opts: Options, clock: u64) -> io::Result<(f64, f64)> 
     let reader = {
         let (stop, reader_ns, got) = (stop.clone(), reader_ns.clone(), got.clone());
         std::thread::spawn(move || {
-            let mut slots = Slots::new();
+            let mut slots = RecvBatch::payload_only(SLOT);
             let start = thread_cpu_ns();
             while !stop.load(Ordering::Relaxed) {
-                let n = slots.recv(&rx, BATCH, libc::MSG_WAITFORONE);
+                let n = recv(&mut slots, &rx, BATCH, Wait::IfBlocking);
                 got.fetch_add(n as u64, Ordering::Relaxed);
             }
             reader_ns.store(thread_cpu_ns() - start, Ordering::Relaxed);
@@ -249,9 +197,9 @@ fn send_batched_to_busy_reader(opts: Options, clock: u64) -> io::Result<f64> {
     let reader = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let mut slots = Slots::new();
+            let mut slots = RecvBatch::payload_only(SLOT);
             while !stop.load(Ordering::Relaxed) {
-                slots.recv(&rx, BATCH, libc::MSG_DONTWAIT);
+                recv(&mut slots, &rx, BATCH, Wait::Never);
             }
         })
     };
@@ -274,7 +222,7 @@ fn receive(opts: Options, clock: u64, batch: usize) -> io::Result<f64> {
     let (tx, rx) = pair()?;
     rx.set_nonblocking(true)?;
     let payload = vec![b'x'; opts.size];
-    let mut slots = Slots::new();
+    let mut slots = RecvBatch::payload_only(SLOT);
     let (mut spent, mut read) = (0, 0);
     let rounds = opts.count.div_ceil(batch).max(1);
     for _ in 0..rounds {
@@ -282,11 +230,11 @@ fn receive(opts: Options, clock: u64, batch: usize) -> io::Result<f64> {
         while queued < batch {
             queued += send_n(&tx, &payload, batch - queued)?;
         }
-        let (n, ns) = cpu_of(clock, || slots.recv(&rx, batch, libc::MSG_DONTWAIT));
+        let (n, ns) = cpu_of(clock, || recv(&mut slots, &rx, batch, Wait::Never));
         read += n;
         spent += ns;
         // Anything the batch call missed (it should not) is drained outside the measurement.
-        while slots.recv(&rx, BATCH, libc::MSG_DONTWAIT) > 0 {}
+        while recv(&mut slots, &rx, BATCH, Wait::Never) > 0 {}
     }
     Ok(spent as f64 / read.max(1) as f64 / 1000.0)
 }

@@ -12,6 +12,9 @@
 //! - [`model`]: M/G/1 (Pollaczek–Khinchine) and M/M/c/K queueing models (seed 003).
 //! - [`report`]: the HTML report with SVG plots.
 
+// System calls std does not wrap live in herald-sys.
+#![forbid(unsafe_code)]
+
 pub mod agent;
 pub mod arrivals;
 pub mod capacity;

@@ -102,21 +102,11 @@ fn invalid(path: &str, message: &str) -> Error {
 
 /// sysconf(_SC_CLK_TCK): the unit of the stat CPU fields (100 on every common Linux build).
 fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
+    herald_sys::clock_ticks_per_second().map_or(100.0, |t| t as f64)
 }
 
 fn own_rusage() -> libc::rusage {
-    // SAFETY: rusage is plain data, so all-zero is a valid value; getrusage only writes into it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF is valid and `usage` is a valid, writable rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    usage
+    herald_sys::rusage_self()
 }
 
 #[cfg(test)]

@@ -247,7 +247,7 @@ impl Agent {
         let limits = self.ctx.limits.clone();
         self.endpoint(side).receive(&mut inbox, &limits);
         let framing = if self.ctx.reliable { Framing::Stream } else { Framing::Datagram };
-        let (read_us, realtime_ns) = (self.clock(), realtime_ns());
+        let (read_us, realtime_ns) = (self.clock(), herald_sys::realtime_ns());
         for incoming in inbox.drain(..) {
             self.ctx.rx_us = match incoming.kernel_ns {
                 Some(ns) => kernel_stamp_us(ns, realtime_ns, read_us),
@@ -391,14 +391,6 @@ pub fn plan_wait(now: u64, due: u64, last_input_us: u64, quantum_us: u64) -> (u6
     } else {
         (due.saturating_sub(now).min(100_000), true)
     }
-}
-
-/// CLOCK_REALTIME in ns since the epoch, the clock of SO_TIMESTAMPNS.
-fn realtime_ns() -> u64 {
-    // SAFETY: clock_gettime writes one timespec.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A kernel receive stamp (`kernel_ns`, CLOCK_REALTIME) on the agent's clock, given that the

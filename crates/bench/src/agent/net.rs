@@ -13,23 +13,16 @@ use super::tls::TlsEndpoint;
 use super::tls_config::TlsClient;
 use bytes::{Bytes, BytesMut};
 use herald_sip::Limits;
-use socket2::SockAddr;
+use herald_sys::{RecvBatch, Wait, BATCH};
 use std::io::{self, Read, Write};
-use std::mem::zeroed;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-/// Datagrams per recvmmsg/sendmmsg call.
-const BATCH: usize = 32;
 /// Receive slot size: the largest UDP payload.
 const SLOT: usize = 65_535;
 /// Queued datagrams beyond which sends fail instead of buffering more.
 const MAX_UDP_QUEUE: usize = 65_536;
-
-/// Control bytes per received datagram: room for one SCM_TIMESTAMPNS (CMSG_SPACE of a
-/// timespec, 32 bytes on 64-bit Linux) with margin; too small would only set MSG_CTRUNC.
-const CTRL_WORDS: usize = 8;
 
 pub enum Endpoint {
     Udp(UdpEndpoint),
@@ -49,19 +42,9 @@ impl Endpoint {
         let _ = s2.set_send_buffer_size(8 << 20);
         // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
         // scheduling quantum after a datagram arrived (see the event loop's `step`).
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket and a c_int option value of the size passed.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        let _ = herald_sys::enable_rx_timestamps(&socket);
         let local = socket.local_addr()?;
-        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), recv: RecvSlots::new() }))
+        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), recv: RecvBatch::new(SLOT) }))
     }
 
     /// A TCP connection from `ip` to `peer`.
@@ -218,78 +201,16 @@ pub struct UdpEndpoint {
     socket: UdpSocket,
     local: SocketAddr,
     queue: Vec<(Bytes, SocketAddr)>,
-    recv: Box<RecvSlots>,
-}
-
-/// What one recvmmsg call reads into, set up once: the slots, the address and control buffers,
-/// and the headers that point at them. Building and zeroing these 8.5 KB for every call cost
-/// the generator more instructions than parsing the messages it read (callgrind: 24k per call).
-/// Boxed, so the pointers in the headers stay valid wherever the endpoint moves.
-struct RecvSlots {
-    data: Vec<u8>,
-    names: [libc::sockaddr_storage; BATCH],
-    ctrl: [[u64; CTRL_WORDS]; BATCH],
-    iov: [libc::iovec; BATCH],
-    hdrs: [libc::mmsghdr; BATCH],
-}
-
-impl RecvSlots {
-    fn new() -> Box<RecvSlots> {
-        // SAFETY: sockaddr_storage, iovec and mmsghdr are plain old data; all-zero is valid.
-        let mut r = Box::new(RecvSlots {
-            data: vec![0; BATCH * SLOT],
-            names: unsafe { zeroed() },
-            ctrl: [[0; CTRL_WORDS]; BATCH],
-            iov: unsafe { zeroed() },
-            hdrs: unsafe { zeroed() },
-        });
-        let RecvSlots { data, names, ctrl, iov, hdrs } = &mut *r;
-        for (i, chunk) in data.chunks_mut(SLOT).enumerate() {
-            iov[i] = libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: SLOT };
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_iov = &mut iov[i];
-            h.msg_iovlen = 1;
-            h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_control = ctrl[i].as_mut_ptr().cast();
-        }
-        r
-    }
-
-    /// Resets what the kernel overwrites on each call: the buffer lengths.
-    fn rearm(&mut self) {
-        for (h, ctrl) in self.hdrs.iter_mut().zip(&self.ctrl) {
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_controllen = std::mem::size_of_val(ctrl) as _;
-            h.msg_hdr.msg_flags = 0;
-        }
-    }
+    recv: RecvBatch,
 }
 
 impl UdpEndpoint {
     fn flush(&mut self) {
-        let fd = self.socket.as_raw_fd();
         let mut sent_total = 0;
-        while sent_total < self.queue.len() {
-            let chunk = &self.queue[sent_total..self.queue.len().min(sent_total + BATCH)];
-            let addrs: Vec<SockAddr> = chunk.iter().map(|(_, a)| SockAddr::from(*a)).collect();
-            // SAFETY: iovec and mmsghdr are plain old data (all-zero is valid); every pointer set
-            // below refers to `chunk` or `addrs`, which outlive the sendmmsg call.
-            let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
-            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-            for (i, ((bytes, _), addr)) in chunk.iter().zip(&addrs).enumerate() {
-                iov[i] = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
-                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-                hdrs[i].msg_hdr.msg_iovlen = 1;
-                hdrs[i].msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
-                hdrs[i].msg_hdr.msg_namelen = addr.len();
-            }
-            // SAFETY: hdrs holds chunk.len() initialised headers.
-            let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, libc::MSG_DONTWAIT) };
-            if n > 0 {
-                sent_total += n as usize;
-                continue;
-            }
-            let err = io::Error::last_os_error();
+        loop {
+            let (n, err) = herald_sys::send_batch(&self.socket, &self.queue[sent_total..], Wait::Never);
+            sent_total += n;
+            let Some(err) = err else { break };
             match err.kind() {
                 io::ErrorKind::WouldBlock => break, // retried when poll says writable
                 io::ErrorKind::Interrupted => continue,
@@ -304,66 +225,18 @@ impl UdpEndpoint {
     /// Drains the socket: recvmmsg until a batch comes back less than full (then the queue is
     /// empty, so no extra call just to see EAGAIN).
     fn receive(&mut self, out: &mut Vec<Incoming>) {
-        let fd = self.socket.as_raw_fd();
-        let r = &mut *self.recv;
         loop {
-            r.rearm();
-            // SAFETY: the headers point into `r` (boxed, alive across the call): BATCH slots of
-            // SLOT bytes, their address and control buffers.
-            let n = unsafe {
-                libc::recvmmsg(fd, r.hdrs.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut())
-            };
-            if n <= 0 {
-                return; // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later
-            }
-            for i in 0..n as usize {
-                let len = (r.hdrs[i].msg_len as usize).min(SLOT);
-                if let Some(from) = socket_addr(&r.names[i]) {
-                    // SAFETY: the kernel filled this header's control buffer, still alive.
-                    let kernel_ns = unsafe { receive_stamp(&r.hdrs[i].msg_hdr) };
-                    let bytes = Bytes::copy_from_slice(&r.data[i * SLOT..i * SLOT + len]);
-                    out.push(Incoming { bytes, from, kernel_ns });
+            // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later.
+            let Ok(n) = self.recv.recv(&self.socket, Wait::Never) else { return };
+            for d in self.recv.iter() {
+                if let Some(from) = d.source {
+                    out.push(Incoming { bytes: Bytes::copy_from_slice(d.payload), from, kernel_ns: d.kernel_ns });
                 }
             }
-            if (n as usize) < BATCH {
+            if n < BATCH {
                 return;
             }
         }
-    }
-}
-
-/// The SCM_TIMESTAMPNS stamp among the control messages of one received datagram, in ns.
-///
-/// # Safety
-/// `h` must be a msghdr filled by recvmmsg whose control buffer is still alive.
-unsafe fn receive_stamp(h: &libc::msghdr) -> Option<u64> {
-    let mut c = libc::CMSG_FIRSTHDR(h);
-    while !c.is_null() {
-        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-            let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-            return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-        }
-        c = libc::CMSG_NXTHDR(h, c);
-    }
-    None
-}
-
-/// The IPv4 or IPv6 address recvmmsg wrote into `storage`.
-fn socket_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    use std::net::{Ipv4Addr, Ipv6Addr};
-    match storage.ss_family as libc::c_int {
-        libc::AF_INET => {
-            // SAFETY: ss_family says the storage holds a sockaddr_in, which it is large and
-            // aligned enough for.
-            let a = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::new(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).into(), u16::from_be(a.sin_port)))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: as above, for sockaddr_in6.
-            let a = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::new(Ipv6Addr::from(a.sin6_addr.s6_addr).into(), u16::from_be(a.sin6_port)))
-        }
-        _ => None,
     }
 }
 
@@ -421,12 +294,7 @@ pub fn wait<const N: usize>(endpoints: [&Endpoint; N], timeout_us: u64) -> [bool
         events: libc::POLLIN | if e.wants_write() { libc::POLLOUT } else { 0 },
         revents: 0,
     });
-    let ts = libc::timespec {
-        tv_sec: (timeout_us / 1_000_000) as libc::time_t,
-        tv_nsec: ((timeout_us % 1_000_000) * 1000) as _,
-    };
-    // SAFETY: fds is a valid array of N pollfd; ts outlives the call; no signal mask.
-    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), N as libc::nfds_t, &ts, std::ptr::null()) };
+    let n = herald_sys::poll(&mut fds, Duration::from_micros(timeout_us)).unwrap_or(0);
     fds.map(|p| n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
 }
 

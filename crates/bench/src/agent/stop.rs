@@ -4,13 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Set from the signal handler: an async-signal-safe store and nothing else.
-static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_signal: libc::c_int) {
-    SIGINT_SEEN.store(true, Ordering::SeqCst);
-}
-
 /// Shared "stop now" flag. Cloning shares it.
 #[derive(Debug, Clone, Default)]
 pub struct StopFlag {
@@ -26,15 +19,7 @@ impl StopFlag {
     /// A flag that also turns true on Ctrl-C. Installs a SIGINT handler for the process (the
     /// default action, termination, would lose the results of the run).
     pub fn stop_on_sigint() -> StopFlag {
-        // SAFETY: sigaction with a handler that only stores to an atomic; the struct is zeroed
-        // and then filled, as sigaction(2) expects.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
-        }
+        herald_sys::catch_sigint();
         StopFlag { own: Arc::default(), sigint: true }
     }
 
@@ -43,7 +28,7 @@ impl StopFlag {
     }
 
     pub fn is_stopped(&self) -> bool {
-        self.own.load(Ordering::Relaxed) || (self.sigint && SIGINT_SEEN.load(Ordering::Relaxed))
+        self.own.load(Ordering::Relaxed) || (self.sigint && herald_sys::sigint_seen())
     }
 }
 
