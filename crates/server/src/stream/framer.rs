@@ -2,6 +2,7 @@
 //! bytes read into messages, answer pings (RFC 5626 §3.5.1) and malformed messages, hand the
 //! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
 
+use super::codec::Codec;
 use crate::conns::Conn;
 use crate::runtime::Incoming;
 use crate::shared::Shared;
@@ -9,7 +10,8 @@ use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
 use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::Peer;
-use herald_sip::framing::{next_frame, Frame};
+use herald_sip::framing::Frame;
+use herald_sip::ParseError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -27,7 +29,7 @@ pub(crate) enum End {
     Incomplete,
     Overflow,
     FramingLost,
-    /// The TLS handshake failed or did not finish in time.
+    /// The codec's handshake (TLS) failed or did not finish in time.
     Handshake(String),
     Error(io::Error),
 }
@@ -78,16 +80,18 @@ impl Framer {
     }
 
     /// Frames and delivers what the last read appended to `rbuf`. `Err` ends the connection.
-    pub(crate) async fn consume(
+    pub(crate) async fn consume<C: Codec>(
         &mut self,
         shared: &Arc<Shared>,
         worker: usize,
         conn: &Conn,
         local: SocketAddr,
+        codec: &mut C,
     ) -> Result<(), End> {
         let before = self.rbuf.len();
         loop {
-            match next_message(shared, worker, conn, &mut self.rbuf, local) {
+            let frame = codec.next_frame(&mut self.rbuf, &shared.limits);
+            match next_message(shared, worker, conn, frame, &self.rbuf, local) {
                 Step::More => continue,
                 Step::NeedBytes => break,
                 Step::Close => {
@@ -131,12 +135,20 @@ fn peer(conn: &Conn) -> Peer {
     Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) }
 }
 
-/// Cuts one frame off `rbuf` and deals with it (RFC 3261 §18.3, RFC 5626 §3.5.1).
-fn next_message(shared: &Shared, worker: usize, conn: &Conn, rbuf: &mut BytesMut, local: SocketAddr) -> Step {
+/// Deals with one frame cut off the read buffer (`rbuf`: what is left of it), or with the
+/// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1).
+fn next_message(
+    shared: &Shared,
+    worker: usize,
+    conn: &Conn,
+    frame: Result<Option<Frame>, ParseError>,
+    rbuf: &[u8],
+    local: SocketAddr,
+) -> Step {
     let limits = &shared.limits;
     let stats = &shared.stats.workers[worker];
     let cap = shared.config.limits.tcp_write_queue_bytes;
-    let frame = match next_frame(rbuf, limits) {
+    let frame = match frame {
         Ok(Some(f)) => f,
         Ok(None) => return Step::NeedBytes,
         Err(e) => {

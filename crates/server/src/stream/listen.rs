@@ -1,7 +1,8 @@
 //! Accepting stream connections.
 
+use super::codec::Plain;
 use super::task::{self, register};
-use super::tls_task;
+use super::tls::TlsCodec;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use herald_core::Transport;
@@ -12,8 +13,8 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 /// Accepts on one listener (`transport` TCP or TLS) until the task is aborted (drain) or the
-/// runtime stops. A TLS connection's handshake runs in its own task: a slow client holds no
-/// other.
+/// runtime stops. A TLS connection's handshake runs in its own task, the connection's: a slow
+/// client holds no other.
 pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener, transport: Transport) {
     let stats = &shared.stats.workers[worker];
     let max = shared.config.limits.max_tcp_connections;
@@ -40,10 +41,17 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
                 let _ = stream.set_nodelay(true);
                 let local = stream.local_addr().unwrap_or_else(|_| listener.local_addr().expect("bound"));
                 let guard = register(&shared, transport, peer, true);
-                if transport == Transport::Tls {
-                    tokio::spawn(tls_task::run_accepted(guard, worker, stream, local));
-                } else {
-                    tokio::spawn(task::run(guard, worker, stream, local));
+                if transport != Transport::Tls {
+                    tokio::spawn(task::run(guard, worker, stream, local, Plain));
+                    continue;
+                }
+                let tls = shared.tls.as_ref().and_then(|t| Some((t.server.clone()?, t.handshake_timeout)));
+                match tls.map(|(config, timeout)| TlsCodec::accept(config, timeout)) {
+                    Some(Ok(codec)) => {
+                        tokio::spawn(task::run(guard, worker, stream, local, codec));
+                    }
+                    Some(Err(e)) => tracing::warn!(worker, error = %e, "cannot start a TLS connection"),
+                    None => {}
                 }
             }
             Err(e) => {

@@ -3,12 +3,17 @@
 //! frames, answers keep-alive pings and writes; the messages it reads go, in order, through the
 //! owning worker's inbox to that worker's loop. Any worker sends on it by pushing bytes into its
 //! bounded write queue, found through the registry (module `conns`).
+//!
+//! One connection loop (module `task`) serves every stream transport; what differs is the
+//! [`codec::Codec`] between the socket and the SIP bytes: plain TCP (`codec::Plain`) or TLS
+//! (`tls::TlsCodec`, rustls driven sans-IO), and WebSocket next.
 
+mod codec;
 mod framer;
 mod listen;
 mod open;
 mod task;
-mod tls_task;
+mod tls;
 
 pub(crate) use listen::accept_loop;
 pub(crate) use open::send;

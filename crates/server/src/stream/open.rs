@@ -1,11 +1,14 @@
 //! Sending on a stream connection, opening one when none to the peer exists.
 
+use super::codec::Plain;
+use super::framer::End;
 use super::task::{self, register};
-use super::tls_task;
+use super::tls::TlsCodec;
 use crate::conns::{Conn, PushError};
 use crate::runtime::Ctl;
 use crate::shared::Shared;
 use crate::stats::Bump;
+use crate::tls::shown;
 use bytes::Bytes;
 use herald_core::{Peer, Transport};
 use std::sync::atomic::Ordering;
@@ -76,10 +79,27 @@ pub(crate) fn send(
         };
         let _ = stream.set_nodelay(true);
         let Ok(local) = stream.local_addr() else { return };
-        if to.transport == Transport::Tls {
-            tls_task::run_connected(guard, worker, stream, local, ctl, to).await;
-        } else {
-            task::run(guard, worker, stream, local).await;
+        if to.transport != Transport::Tls {
+            task::run(guard, worker, stream, local, Plain).await;
+            return;
+        }
+        // RFC 5922 §7: the next hop must prove the name it was looked up by.
+        let Some(tls) = guard.shared.tls.clone() else { return };
+        let name = tls.server_name(to.addr);
+        let codec = match TlsCodec::connect(tls.client.clone(), name.clone(), tls.handshake_timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(peer = %to.addr, error = %e, "cannot start a TLS connection");
+                drop(guard);
+                let _ = ctl.send(Ctl::TransportError { shard: None, to });
+                return;
+            }
+        };
+        // A failed handshake is a transport error for every shard that queued on the connection
+        // (RFC 3261 §18.4).
+        if let End::Handshake(why) = task::run(guard, worker, stream, local, codec).await {
+            tracing::warn!(peer = %to.addr, "TLS connection to next hop failed: to {} as {}: {why}", to.addr, shown(&name));
+            let _ = ctl.send(Ctl::TransportError { shard: None, to });
         }
     });
     true

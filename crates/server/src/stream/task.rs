@@ -1,16 +1,18 @@
-//! The task of one connection: its registration ([`Guard`]), its I/O loop, and how it ended.
+//! The task of one stream connection, whatever its codec (module `codec`): its registration
+//! ([`Guard`]), its I/O loop ([`run`]), and how it ended.
 //!
 //! Memory: an idle connection holds its task, a registry entry and an empty queue; the read
-//! buffer is allocated when bytes arrive and released as soon as it is empty again.
+//! buffer is allocated when bytes arrive and released as soon as it is empty again. Plain TCP's
+//! codec is a zero-sized type, so its task is no larger than one written for TCP alone.
 
+use super::codec::Codec;
 use super::framer::{End, Framer};
 use crate::conns::Conn;
 use crate::shared::Shared;
 use crate::stats::Bump;
-use bytes::BytesMut;
 use herald_core::Transport;
 use std::future::{poll_fn, Future};
-use std::io::{self, IoSlice};
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,12 +21,13 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Bytes read per system call.
-pub(crate) const READ_CHUNK: usize = 4096;
 /// How long a connection that must close (framing lost) may take to flush its answer.
-pub(crate) const CLOSE_FLUSH: Duration = Duration::from_secs(5);
-/// Messages gathered into one vectored write.
-const WRITE_BATCH: usize = 16;
+const CLOSE_FLUSH: Duration = Duration::from_secs(5);
+/// How long a closing connection may take to send its codec's last bytes (TLS close_notify):
+/// the peer may be gone.
+const CLOSE_NOTIFY: Duration = Duration::from_millis(200);
+/// Queued messages offered to the codec per write.
+const WRITE_BATCH: usize = super::codec::WRITE_BATCH;
 
 /// What woke a connection task.
 enum Event {
@@ -33,7 +36,7 @@ enum Event {
     Closed,
     Writable(io::Result<()>),
     Readable(io::Result<()>),
-    Idle,
+    Timer,
 }
 
 /// Keeps the registry and the open-connection gauge right however the task ends (including the
@@ -60,25 +63,51 @@ pub(crate) fn register(shared: &Arc<Shared>, transport: Transport, peer: SocketA
     Guard { shared: shared.clone(), conn: shared.registry.open(transport, peer), accepted }
 }
 
-/// The life of one TCP connection: read and frame, answer pings, write queued bytes, time out.
-pub(crate) async fn run(guard: Guard, worker: usize, stream: TcpStream, local: SocketAddr) {
+/// The life of one connection: handshake (if the codec has one), then read and frame, answer
+/// pings, write queued bytes, time out; then the codec's closing bytes. Returns how it ended
+/// (counted already).
+pub(crate) async fn run<C: Codec>(
+    guard: Guard,
+    worker: usize,
+    stream: TcpStream,
+    local: SocketAddr,
+    mut codec: C,
+) -> End {
     let shared = guard.shared.clone();
     let conn = guard.conn.clone();
-    let end = serve(&shared, worker, &stream, &conn, local).await;
-    ended(&shared, worker, &conn, &end);
+    let end = serve(&shared, worker, &stream, &conn, local, &mut codec).await;
+    if !matches!(end, End::Error(_)) {
+        codec.close();
+        if codec.wants_write() {
+            let flush = poll_fn(|cx| loop {
+                if let Err(e) = std::task::ready!(stream.poll_write_ready(cx)) {
+                    return Poll::Ready(Err(e));
+                }
+                match codec.flush(&mut Socket(&stream)) {
+                    Ok(()) if codec.wants_write() => continue, // WouldBlock: wait for readiness
+                    done => return Poll::Ready(done),
+                }
+            });
+            let _ = tokio::time::timeout(CLOSE_NOTIFY, flush).await;
+        }
+    }
+    ended::<C>(&shared, worker, &conn, &end);
     drop(guard);
+    end
 }
 
 /// Counts how a stream connection ended.
-pub(crate) fn ended(shared: &Shared, worker: usize, conn: &Conn, end: &End) {
+fn ended<C: Codec>(shared: &Shared, worker: usize, conn: &Conn, end: &End) {
     let stats = &shared.stats.workers[worker];
     match end {
         End::Idle => stats.tcp_idle_closed.bump(),
         End::Incomplete => stats.tcp_incomplete_timeouts.bump(),
         End::FramingLost => stats.tcp_framing_errors.bump(),
         End::Handshake(e) => {
-            stats.tls_handshake_failures.bump();
-            tracing::debug!(peer = %conn.peer, error = %e, "TLS handshake failed");
+            if let Some((_, failed)) = C::handshake_counters(stats) {
+                failed.bump();
+            }
+            tracing::debug!(peer = %conn.peer, transport = %conn.transport, error = %e, "handshake failed");
         }
         End::Error(e) => {
             tracing::debug!(peer = %conn.peer, transport = %conn.transport, error = %e, "connection error")
@@ -88,33 +117,71 @@ pub(crate) fn ended(shared: &Shared, worker: usize, conn: &Conn, end: &End) {
     tracing::trace!(peer = %conn.peer, id = conn.id.0, transport = %conn.transport, ?end, "connection closed");
 }
 
+/// The non-blocking socket as the codec sees it: `WouldBlock` when the kernel has nothing to
+/// read or no room to write (tokio then waits for readiness again).
+struct Socket<'a>(&'a TcpStream);
+
+impl Read for Socket<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for Socket<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The connection loop. It awaits one `poll_fn` over the write queue, socket readiness and one
 /// timer, so the task stores no readiness futures (the socket keeps one waker per direction)
 /// and stays small: an idle connection's whole task is a few hundred bytes.
 ///
-/// The timer serves two deadlines: idleness (no byte either way for `tcp_idle_timeout_s`) and an
+/// The timer serves three deadlines: the handshake (`[tls] handshake_timeout_s`, while the
+/// codec has one under way), idleness (no byte either way for `tcp_idle_timeout_s`) and an
 /// incomplete message (see [`Framer::timed_out`]).
-async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &Arc<Conn>, local: SocketAddr) -> End {
+async fn serve<C: Codec>(
+    shared: &Arc<Shared>,
+    worker: usize,
+    stream: &TcpStream,
+    conn: &Arc<Conn>,
+    local: SocketAddr,
+    codec: &mut C,
+) -> End {
     let idle = Duration::from_secs(shared.config.limits.tcp_idle_timeout_s);
     let mut idle_at = Instant::now() + idle;
-    let sleep = tokio::time::sleep_until(idle_at);
+    // The handshake's deadline, while one is under way.
+    let mut handshake_at = codec.handshaking().then(|| Instant::now() + codec.handshake_timeout());
+    let deadline = |framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>| {
+        handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)))
+    };
+    let sleep = tokio::time::sleep_until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
     tokio::pin!(sleep);
     let mut framer = Framer::new(shared);
-    let mut written = 0usize; // bytes of the front queued item already written
+    let mut written = 0usize; // bytes of the front queued item already taken by the codec
     loop {
         let closing = framer.closing;
+        let (wants_write, handshaking) = (codec.wants_write(), codec.handshaking());
         let event = poll_fn(|cx| {
             let q = conn.poll_state(cx);
             if q.overflow {
                 return Poll::Ready(Event::Overflow);
             }
-            if closing && !q.pending {
+            if closing && !q.pending && !wants_write {
                 return Poll::Ready(Event::Flushed);
             }
             if q.closed && !closing {
                 return Poll::Ready(Event::Closed);
             }
-            if q.pending {
+            if (q.pending && !handshaking) || wants_write {
                 if let Poll::Ready(r) = stream.poll_write_ready(cx) {
                     return Poll::Ready(Event::Writable(r));
                 }
@@ -125,7 +192,7 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
                 }
             }
             if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Event::Idle);
+                return Poll::Ready(Event::Timer);
             }
             Poll::Pending
         })
@@ -134,83 +201,83 @@ async fn serve(shared: &Arc<Shared>, worker: usize, stream: &TcpStream, conn: &A
             Event::Overflow => return End::Overflow,
             Event::Flushed => return End::FramingLost,
             Event::Closed => return End::PeerClosed,
-            Event::Idle if closing => return End::Idle,
-            Event::Idle => {
+            Event::Timer if closing => return End::Idle,
+            Event::Timer => {
                 let now = Instant::now();
+                if handshake_at.is_some_and(|h| h <= now) {
+                    return End::Handshake("timed out".into());
+                }
                 if framer.timed_out(now) {
                     return End::Incomplete;
                 }
                 if idle_at <= now {
                     return End::Idle;
                 }
-                sleep.as_mut().reset(framer.deadline(idle_at));
+                sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
             }
             Event::Writable(r) => {
-                if let Err(e) = r.and_then(|()| write_some(stream, conn, &mut written)) {
-                    return End::Error(e);
+                if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
+                    return failed(e, handshaking);
                 }
                 if !closing {
                     idle_at = Instant::now() + idle;
-                    sleep.as_mut().reset(framer.deadline(idle_at));
+                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
                 }
             }
             Event::Readable(r) => {
                 if let Err(e) = r {
-                    return End::Error(e);
+                    return failed(e, handshaking);
                 }
-                match read_some(stream, &mut framer.rbuf) {
+                match codec.read(&mut Socket(stream), &mut framer.rbuf) {
+                    Ok(0) if handshaking => return End::Handshake("closed by the peer".into()),
                     Ok(0) => return End::PeerClosed,
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return End::Error(e),
+                    Err(e) => return failed(e, handshaking),
                 }
                 idle_at = Instant::now() + idle;
-                if let Err(end) = framer.consume(shared, worker, conn, local).await {
+                if handshake_at.is_some() && !codec.handshaking() {
+                    handshake_at = None;
+                    if let Some((done, _)) = C::handshake_counters(&shared.stats.workers[worker]) {
+                        done.bump();
+                    }
+                }
+                if let Err(end) = framer.consume(shared, worker, conn, local, codec).await {
                     return end;
                 }
                 if framer.closing {
                     sleep.as_mut().reset(Instant::now() + CLOSE_FLUSH.min(idle));
                 } else {
-                    sleep.as_mut().reset(framer.deadline(idle_at));
+                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
                 }
             }
         }
     }
 }
 
-/// One non-blocking read appended to `rbuf`. An empty buffer is not allocated until bytes have
-/// arrived (a spurious wake-up or a closed peer costs nothing), and then only as large as needed.
-fn read_some(stream: &TcpStream, rbuf: &mut BytesMut) -> io::Result<usize> {
-    if rbuf.is_empty() {
-        let mut first = [0u8; READ_CHUNK];
-        let n = stream.try_read(&mut first)?;
-        if n > 0 {
-            *rbuf = BytesMut::with_capacity(n);
-            rbuf.extend_from_slice(&first[..n]);
-        }
-        return Ok(n);
+/// An I/O or codec error ends the connection; during a handshake it is a failed handshake.
+fn failed(e: io::Error, handshaking: bool) -> End {
+    if handshaking {
+        End::Handshake(e.to_string())
+    } else {
+        End::Error(e)
     }
-    let old = rbuf.len();
-    if rbuf.capacity() - old < READ_CHUNK / 2 {
-        rbuf.reserve(READ_CHUNK);
-    }
-    let room = rbuf.capacity() - old;
-    rbuf.resize(old + room, 0);
-    let r = stream.try_read(&mut rbuf[old..]);
-    rbuf.truncate(old + *r.as_ref().unwrap_or(&0));
-    r
 }
 
-/// Writes as much of the queue as the socket takes now, several messages per system call.
-fn write_some(stream: &TcpStream, conn: &Conn, written: &mut usize) -> io::Result<()> {
+/// Hands as much of the write queue to the codec as the socket takes now, several messages per
+/// system call, and flushes the codec's own bytes.
+fn write_some<C: Codec>(stream: &TcpStream, conn: &Conn, codec: &mut C, written: &mut usize) -> io::Result<()> {
+    let mut wire = Socket(stream);
     loop {
-        let batch = conn.front(WRITE_BATCH);
+        let batch = if codec.handshaking() { Vec::new() } else { conn.front(WRITE_BATCH) };
         if batch.is_empty() {
-            return Ok(());
+            return match codec.flush(&mut wire) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+                other => other,
+            };
         }
-        let slices: Vec<IoSlice> =
-            batch.iter().enumerate().map(|(i, b)| IoSlice::new(if i == 0 { &b[*written..] } else { b })).collect();
-        match stream.try_write_vectored(&slices) {
+        match codec.write(&batch, *written, &mut wire) {
+            Ok(0) => return Ok(()),
             Ok(n) => conn.advance(n, written),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) => return Err(e),

@@ -1,7 +1,6 @@
-//! The TLS transport (RFC 3261 §26.2, RFC 5630) with rustls: the handshake of accepted and
-//! opened connections, and the certificate checks. After the handshake a TLS connection is a
-//! stream connection like TCP (module `tcp`: registry, write queue, reuse; module `framer`:
-//! the read side); only its I/O loop (module `conn`) differs.
+//! The TLS transport (RFC 3261 §26.2, RFC 5630) with rustls: the server and client
+//! configurations built from `[tls]`, and the names next hops must prove. A TLS connection is a
+//! stream connection like TCP whose codec is a rustls connection (`stream::tls`).
 //!
 //! Name checks (RFC 5922 §7): herald verifies a next hop's certificate against the host it was
 //! asked to reach. The engine hands the runtime addresses, not names, so the runtime remembers
@@ -19,7 +18,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// Names remembered for TLS addresses at most; past it the table starts over (a lost name
 /// makes one connection check the IP instead, it never lets a wrong certificate through).
@@ -29,8 +27,9 @@ const MAX_NAMES: usize = 65_536;
 pub(crate) struct TlsContext {
     /// `None` when no certificate is configured (then herald has no TLS listener, but can
     /// still open TLS connections to next hops).
-    pub(crate) acceptor: Option<TlsAcceptor>,
-    pub(crate) connector: TlsConnector,
+    pub(crate) server: Option<Arc<ServerConfig>>,
+    /// For connections herald opens to next hops.
+    pub(crate) client: Arc<ClientConfig>,
     pub(crate) handshake_timeout: Duration,
     names: Mutex<HashMap<SocketAddr, String>>,
 }
@@ -46,12 +45,12 @@ impl TlsContext {
             (Some(c), Some(k)) => Some(pem::Identity::load(c, k)?),
             _ => None,
         };
-        let acceptor = match &identity {
-            Some(id) => Some(TlsAcceptor::from(Arc::new(server_config(cfg, id)?))),
+        let server = match &identity {
+            Some(id) => Some(Arc::new(server_config(cfg, id)?)),
             None => None,
         };
-        let connector = TlsConnector::from(Arc::new(client_config(cfg, identity)?));
-        Ok(TlsContext { acceptor, connector, handshake_timeout: cfg.handshake_timeout(), names: Mutex::default() })
+        let client = Arc::new(client_config(cfg, identity)?);
+        Ok(TlsContext { server, client, handshake_timeout: cfg.handshake_timeout(), names: Mutex::default() })
     }
 
     /// Remembers that `targets` were resolved from `host`, for the name check of TLS

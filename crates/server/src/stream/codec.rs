@@ -1,0 +1,123 @@
+//! What a stream connection's socket bytes mean: the [`Codec`] between the socket, which the
+//! connection loop (module `task`) owns, and the SIP stream, which the loop frames and hands on.
+
+use crate::stats::WorkerStats;
+use bytes::{Bytes, BytesMut};
+use herald_sip::framing::{self, Frame};
+use herald_sip::{Limits, ParseError};
+use std::io::{self, IoSlice, Read, Write};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// Bytes read per system call.
+pub(crate) const READ_CHUNK: usize = 4096;
+
+/// Turns the bytes of one connection's socket into SIP bytes and SIP messages into socket bytes.
+///
+/// The connection loop (`task::serve`) is the same for every stream transport: it owns the
+/// socket, waits for readiness, the write queue and the deadlines, cuts frames and hands them to
+/// the runtime's ingress, counts and closes. A codec only transforms bytes, through the `Read`
+/// and `Write` the loop gives it over the non-blocking socket (`WouldBlock`: nothing more now),
+/// as rustls's own `read_tls`/`write_tls` do. Plain TCP ([`Plain`]) passes bytes through; TLS
+/// (`tls::TlsCodec`) drives a rustls connection sans-IO.
+///
+/// A third transport plugs in here without touching the loop. WebSocket (RFC 7118) would be a
+/// codec that answers the HTTP upgrade while [`Codec::handshaking`], unwraps frames in
+/// [`Codec::read`] (answering pings itself: [`Codec::wants_write`]), cuts one SIP message per
+/// WebSocket message in [`Codec::next_frame`] (RFC 7118 §5), wraps each queued message in a
+/// frame in [`Codec::write`] and sends a close frame in [`Codec::close`]; WSS the same over a
+/// TLS codec it owns.
+pub(crate) trait Codec {
+    /// Reads what `wire` has now and appends the SIP bytes it carries to `sip`. `Ok(0)`: the
+    /// peer closed the connection. `Err(WouldBlock)`: nothing to read (yet).
+    fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize>;
+
+    /// Writes queued SIP messages (`queued`, the first from byte `skip` on) towards `wire`,
+    /// with whatever the codec must send itself. Returns how many SIP bytes it took (0: none
+    /// now, wait for the socket). `Err(WouldBlock)` also means: wait for the socket.
+    fn write(&mut self, queued: &[Bytes], skip: usize, wire: &mut dyn Write) -> io::Result<usize>;
+
+    /// Cuts the next SIP message off the bytes read so far (RFC 3261 §18.3 stream framing,
+    /// unless the codec frames messages itself).
+    fn next_frame(&mut self, sip: &mut BytesMut, limits: &Limits) -> Result<Option<Frame>, ParseError> {
+        framing::next_frame(sip, limits)
+    }
+
+    /// The codec holds bytes of its own for the socket (a handshake message, records, an
+    /// alert): the loop waits for the socket to be writable and calls [`Codec::flush`].
+    fn wants_write(&self) -> bool {
+        false
+    }
+
+    /// Writes the codec's own bytes towards `wire`, as far as it takes them.
+    fn flush(&mut self, _wire: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// A handshake is under way: no SIP flows yet, and the loop applies the handshake deadline.
+    fn handshaking(&self) -> bool {
+        false
+    }
+
+    /// How long the handshake may take (`[tls] handshake_timeout_s`), counted from the start.
+    fn handshake_timeout(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// The connection ends: queue the codec's closing bytes (TLS close_notify), if any.
+    fn close(&mut self) {}
+
+    /// The counters of this codec's handshakes, completed and failed (none: no handshake).
+    fn handshake_counters(_stats: &WorkerStats) -> Option<(&AtomicU64, &AtomicU64)>
+    where
+        Self: Sized,
+    {
+        None
+    }
+}
+
+/// Plain TCP: the socket's bytes are the SIP stream.
+pub(crate) struct Plain;
+
+impl Codec for Plain {
+    fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize> {
+        append(wire, sip)
+    }
+
+    /// Several queued messages per system call, written from the queue itself (no copy).
+    fn write(&mut self, queued: &[Bytes], skip: usize, wire: &mut dyn Write) -> io::Result<usize> {
+        let mut slices = [IoSlice::new(&[]); WRITE_BATCH];
+        let n = queued.len().min(WRITE_BATCH);
+        for (i, b) in queued[..n].iter().enumerate() {
+            slices[i] = IoSlice::new(if i == 0 { &b[skip..] } else { b });
+        }
+        wire.write_vectored(&slices[..n])
+    }
+}
+
+/// Messages gathered into one vectored write.
+pub(crate) const WRITE_BATCH: usize = 16;
+
+/// One read from `src` appended to `sip`. An empty buffer is not allocated until bytes have
+/// arrived (a spurious wake-up or a closed peer costs nothing), and then only as large as needed:
+/// an idle connection keeps no read buffer.
+pub(crate) fn append(src: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize> {
+    if sip.is_empty() {
+        let mut first = [0u8; READ_CHUNK];
+        let n = src.read(&mut first)?;
+        if n > 0 {
+            *sip = BytesMut::with_capacity(n);
+            sip.extend_from_slice(&first[..n]);
+        }
+        return Ok(n);
+    }
+    let old = sip.len();
+    if sip.capacity() - old < READ_CHUNK / 2 {
+        sip.reserve(READ_CHUNK);
+    }
+    let room = sip.capacity() - old;
+    sip.resize(old + room, 0);
+    let r = src.read(&mut sip[old..]);
+    sip.truncate(old + *r.as_ref().unwrap_or(&0));
+    r
+}
