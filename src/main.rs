@@ -1,5 +1,7 @@
 //! The `herald` command.
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod inspect;
 mod serve;

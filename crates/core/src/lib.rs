@@ -10,6 +10,8 @@
 //! draws no process-global randomness: time comes in as `now`, randomness from the engine
 //! config's seed, so one seed and one input sequence replay a run exactly.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod engine;
 pub mod hash;

@@ -19,6 +19,8 @@
 //!
 //! The users of digest authentication are not here: they are `herald-credentials`.
 
+#![forbid(unsafe_code)]
+
 mod aor;
 mod binding;
 mod plan;
