@@ -6,10 +6,11 @@
 //! * [`Algorithm`]: the digest hashes (MD5, SHA-256, SHA-512/256) and [`UserHa1`], a user's
 //!   H(user:realm:password) under each of them; [`to_hex`] / [`from_hex`], their wire form.
 //! * [`request_digest`]: the `response=` value of an answer, computed the same way by the
-//!   server that checks it and the client that sends it.
+//!   server that checks it and the client that sends it; [`Answer`]: the whole header value a
+//!   client sends (the bench agent, simulated user agents, tests).
 //! * [`Credentials`]: the in-memory table realm → user → HA1 (seed 002: a database round trip
 //!   per request cost 3x; an in-memory table removed it), and the names it accepts.
-//! * [`file`]: the users file (a `realm NAME` line, then `USER MD5 SHA-256 SHA-512-256` lines;
+//! * [`file`](mod@file): the users file (a `realm NAME` line, then `USER MD5 SHA-256 SHA-512-256` lines;
 //!   one such section per realm), parsed with `FILE:LINE` errors, written atomically with mode
 //!   0600. It never holds a password.
 //! * [`SharedCredentials`] and [`FileWatcher`]: the table in use behind an `Arc` swapped
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+mod answer;
 pub mod file;
 mod hex;
 mod response;
@@ -27,8 +29,9 @@ mod table;
 mod tests;
 
 pub use algorithm::{Algorithm, UserHa1};
+pub use answer::Answer;
 pub use file::CredentialsError;
 pub use hex::{from_hex, to_hex};
-pub use response::{request_digest, session_ha1, Qop};
+pub use response::{request_digest, Qop};
 pub use shared::{FileWatcher, Reload, SharedCredentials};
 pub use table::{invalid_realm, invalid_user_name, Credentials, MAX_REALM_LEN, MAX_USER_LEN};

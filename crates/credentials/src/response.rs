@@ -53,6 +53,6 @@ pub fn request_digest(
 /// The HA1 of a `-sess` algorithm in hex: H(HA1 ":" nonce ":" cnonce) over the plain HA1 in hex
 /// (RFC 7616 §3.4.2). herald never offers `-sess` (it would need per-session state), but a
 /// client answers servers that do.
-pub fn session_ha1(alg: Algorithm, ha1_hex: &str, nonce: &str, cnonce: &str) -> String {
+pub(crate) fn session_ha1(alg: Algorithm, ha1_hex: &str, nonce: &str, cnonce: &str) -> String {
     alg.hex_hash(&[ha1_hex.as_bytes(), b":", nonce.as_bytes(), b":", cnonce.as_bytes()])
 }

@@ -1,4 +1,5 @@
 use super::file::{format, load, parse, save};
+use super::response::session_ha1;
 use super::*;
 use std::path::PathBuf;
 
@@ -220,4 +221,38 @@ fn request_digest_without_qop_and_session_ha1_hash_what_the_rfcs_say() {
     assert_eq!(request_digest(alg, "h", "n", "REGISTER", "sip:r", None), expected);
     // RFC 7616 §3.4.2 -sess: H(HA1:nonce:cnonce) in hex.
     assert_eq!(session_ha1(Algorithm::Md5, "h", "n", "c"), Algorithm::Md5.hex_hash(&[b"h:n:c"]));
+}
+
+#[test]
+fn a_client_answer_carries_the_rfc_response_and_every_parameter() {
+    // RFC 7616 §3.9.1, SHA-256.
+    let answer = Answer {
+        algorithm: Algorithm::Sha256,
+        sess: false,
+        user: "Mufasa",
+        realm: "http-auth@example.org",
+        nonce: "7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v",
+        uri: "/dir/index.html",
+        nc: Some(1),
+        cnonce: "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ",
+        opaque: Some("FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS"),
+    };
+    assert_eq!(
+        answer.header_value("GET", "Circle of Life"),
+        "Digest username=\"Mufasa\", realm=\"http-auth@example.org\", \
+         nonce=\"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v\", uri=\"/dir/index.html\", \
+         response=\"753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1\", algorithm=SHA-256, \
+         qop=auth, nc=00000001, cnonce=\"f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ\", \
+         opaque=\"FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS\""
+    );
+
+    // -sess: HA1 = H(H(user:realm:password):nonce:cnonce); without qop no nc or cnonce is sent.
+    let sess = Answer { algorithm: Algorithm::Md5, sess: true, nc: None, opaque: None, ..answer };
+    let ha1 = Algorithm::Md5.hex_hash(&[
+        to_hex(&Algorithm::Md5.ha1("Mufasa", "http-auth@example.org", "pw")).as_bytes(),
+        b":7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v:f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ",
+    ]);
+    let response = to_hex(&request_digest(Algorithm::Md5, &ha1, sess.nonce, "GET", sess.uri, None));
+    let value = sess.header_value("GET", "pw");
+    assert!(value.ends_with(&format!("response=\"{response}\", algorithm=MD5-sess")), "{value}");
 }

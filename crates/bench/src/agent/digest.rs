@@ -1,12 +1,11 @@
 //! Digest authentication, client side (RFC 3261 §22, RFC 2617 §3.2.2, RFC 7616 §3.4; RFC 8760
 //! adds SHA-256 to SIP): answers a 401 WWW-Authenticate or 407 Proxy-Authenticate challenge with
-//! an Authorization or Proxy-Authorization value. The hashing is herald-credentials', the same
-//! code herald's authenticator checks answers with; this module only reads challenges and
-//! writes answers.
+//! an Authorization or Proxy-Authorization value. The answer is herald-credentials' [`Answer`],
+//! hashed by the same code herald's authenticator checks answers with; this module only reads
+//! challenges and picks one.
 
-use herald_credentials::{request_digest, session_ha1, to_hex, Algorithm as Hash, Qop};
+use herald_credentials::{Algorithm as Hash, Answer};
 use herald_sip::headers::AuthValue;
-use std::fmt::Write;
 
 /// The algorithm a challenge asks for (RFC 7616 §3.3 `algorithm`, absent = MD5): a hash, plain
 /// or `-sess`. SHA-512-256 is not answered: SIP phones rarely implement it, and against herald,
@@ -40,15 +39,6 @@ impl Algorithm {
         match self {
             Algorithm::Md5 | Algorithm::Md5Sess => Hash::Md5,
             Algorithm::Sha256 | Algorithm::Sha256Sess => Hash::Sha256,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Algorithm::Md5 => "MD5",
-            Algorithm::Md5Sess => "MD5-sess",
-            Algorithm::Sha256 => "SHA-256",
-            Algorithm::Sha256Sess => "SHA-256-sess",
         }
     }
 
@@ -118,30 +108,18 @@ impl Challenge {
     /// The credentials value (RFC 7616 §3.4) for `method` on `uri`. `nc` counts the requests sent
     /// with this nonce; `cnonce` must be fresh per request.
     pub fn answer(&self, user: &str, password: &str, method: &str, uri: &str, nc: u32, cnonce: &str) -> String {
-        let alg = self.algorithm;
-        let hash = alg.hash();
-        let mut ha1 = to_hex(&hash.ha1(user, &self.realm, password));
-        if alg.is_sess() {
-            // RFC 7616 §3.4.2: the session variant hashes in both nonces.
-            ha1 = session_ha1(hash, &ha1, &self.nonce, cnonce);
+        Answer {
+            algorithm: self.algorithm.hash(),
+            sess: self.algorithm.is_sess(),
+            user,
+            realm: &self.realm,
+            nonce: &self.nonce,
+            uri,
+            nc: self.qop_auth.then_some(nc),
+            cnonce,
+            opaque: self.opaque.as_deref(),
         }
-        let nc = format!("{nc:08x}");
-        // Without qop: the RFC 2617 §3.2.2.1 compatibility form.
-        let qop = self.qop_auth.then_some(Qop { qop: "auth", nc: &nc, cnonce });
-        let response = to_hex(&request_digest(hash, &ha1, &self.nonce, method, uri, qop));
-        let mut out = format!(
-            "Digest username=\"{user}\", realm=\"{}\", nonce=\"{}\", uri=\"{uri}\", response=\"{response}\", algorithm={}",
-            self.realm,
-            self.nonce,
-            alg.name()
-        );
-        if self.qop_auth {
-            let _ = write!(out, ", qop=auth, nc={nc}, cnonce=\"{cnonce}\"");
-        }
-        if let Some(opaque) = &self.opaque {
-            let _ = write!(out, ", opaque=\"{opaque}\"");
-        }
-        out
+        .header_value(method, password)
     }
 }
 

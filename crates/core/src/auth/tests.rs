@@ -5,7 +5,7 @@ use super::digest::DigestAnswer;
 use super::replay::{NcCheck, NonceCounts, SHARDS};
 use super::*;
 use bytes::Bytes;
-use herald_credentials::to_hex;
+use herald_credentials::{to_hex, Answer};
 use herald_sip::headers::AuthValue;
 use herald_sip::Limits;
 
@@ -37,25 +37,9 @@ pub(crate) fn client_answer(
     uri: &str,
     nc: u32,
 ) -> String {
-    let cnonce = "0a4f113b";
-    let nc = format!("{nc:08x}");
-    let ha1 = alg.hex_hash(&[user.as_bytes(), b":", realm.as_bytes(), b":", password.as_bytes()]);
-    let ha2 = alg.hex_hash(&[method.as_bytes(), b":", uri.as_bytes()]);
-    let resp = alg.hex_hash(&[
-        ha1.as_bytes(),
-        b":",
-        nonce.as_bytes(),
-        b":",
-        nc.as_bytes(),
-        b":",
-        cnonce.as_bytes(),
-        b":auth:",
-        ha2.as_bytes(),
-    ]);
-    format!(
-        "Digest username=\"{user}\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{resp}\", algorithm={}, qop=auth, nc={nc}, cnonce=\"{cnonce}\"",
-        alg.name()
-    )
+    let answer =
+        Answer { algorithm: alg, sess: false, user, realm, nonce, uri, nc: Some(nc), cnonce: "0a4f113b", opaque: None };
+    answer.header_value(method, password)
 }
 
 /// The nonce of a challenge header value.
