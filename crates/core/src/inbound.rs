@@ -5,7 +5,6 @@
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::{ErrorKind, Framing, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder};
-use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 
 mod salvage;
@@ -66,7 +65,7 @@ fn answer(msg: &Message, e: &ParseError) -> Inbound {
         return Inbound::Drop(Dropped::Request);
     }
     let (code, reason) = e.response();
-    let tag = fresh_tag();
+    let tag = stateless_tag(msg);
     // RFC 3261 §8.2.6.2: a final response gets a To tag when the request had none.
     let bytes = ResponseBuilder::new(msg, code, &reason).to_tag(&tag).build();
     Inbound::Answer { bytes, close: e.breaks_stream_framing() }
@@ -171,11 +170,20 @@ pub fn is_new_request(msg: &Message) -> bool {
     }
 }
 
-/// A To tag for runtime-generated responses: 64 random bits in hex.
-fn fresh_tag() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
-    format!("{:016x}", h.finish())
+/// The To tag of a stateless answer: a function of the request (RFC 3261 §8.2.7: a stateless
+/// UAS gives the same request the same tag), 64 bits of FNV-1a over its Call-ID, From tag,
+/// CSeq and top Via, in hex. So a retransmission gets the same answer and the core draws no
+/// randomness (a run replays exactly). Being guessable costs nothing: the answer creates no
+/// dialog, and the tag only lets the runtime absorb its ACK.
+fn stateless_tag(msg: &Message) -> String {
+    let field = |name| msg.get(name).unwrap_or_default();
+    let h = crate::hash::fnv1a_parts([
+        field(HeaderName::CallId),
+        field(HeaderName::From),
+        field(HeaderName::CSeq),
+        field(HeaderName::Via),
+    ]);
+    format!("{h:016x}")
 }
 
 /// The To tag prefix of herald's stateless 503s, so that their ACKs are recognised (as
@@ -187,7 +195,7 @@ const BUSY_TAG: &str = "hb503-";
 /// from the request's Via, From, To, Call-ID and CSeq alone, which costs far less than handling
 /// the request; a retransmission gets another such answer.
 pub fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
-    let tag = format!("{BUSY_TAG}{}", fresh_tag());
+    let tag = format!("{BUSY_TAG}{}", stateless_tag(msg));
     let retry = retry_after_s.to_string();
     ResponseBuilder::new(msg, 503, "Service Unavailable")
         .to_tag(&tag)
@@ -358,6 +366,19 @@ mod tests {
             seen[s] += 1;
         }
         assert!(seen.iter().all(|n| *n > 150), "{seen:?}");
+    }
+
+    #[test]
+    fn a_stateless_answer_gives_the_same_request_the_same_tag() {
+        let tag = |req: &[u8]| {
+            let answer = busy(&Message::parse(Bytes::copy_from_slice(req), &Limits::default()).unwrap(), 5);
+            let answer = Message::parse(answer, &Limits::default()).unwrap();
+            answer.to_tag().unwrap().unwrap().to_owned()
+        };
+        assert_eq!(tag(OK), tag(OK), "a retransmission (RFC 3261 §8.2.7)");
+        let other = String::from_utf8_lossy(OK).replace("CSeq: 1", "CSeq: 2");
+        assert_ne!(tag(OK), tag(other.as_bytes()));
+        assert!(tag(OK).starts_with(BUSY_TAG));
     }
 
     #[test]
