@@ -37,7 +37,6 @@ pub struct Context {
 }
 
 impl Context {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         caller_local: Local,
         callee_local: Local,

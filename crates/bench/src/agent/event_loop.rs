@@ -406,12 +406,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernel_stamps_map_onto_the_engine_clock() {
+    fn kernel_stamps_map_onto_the_agent_clock() {
         let real = 1_700_000_000_000_000_000;
-        // Received 250.5 µs before the engine read 10 000 µs.
+        // Received 250.5 µs before the agent read 10 000 µs.
         assert_eq!(kernel_stamp_us(real - 250_500, real, 10_000), 9_750);
         assert_eq!(kernel_stamp_us(real, real, 10_000), 10_000);
-        // Wall clock stepped: never in the future, never before the engine's start.
+        // Wall clock stepped: never in the future, never before the agent's start.
         assert_eq!(kernel_stamp_us(real + 5_000_000, real, 10_000), 10_000);
         assert_eq!(kernel_stamp_us(real - 20_000_000, real, 10_000), 0);
     }

@@ -45,6 +45,8 @@ pub mod run;
 pub mod slab;
 pub mod stats;
 pub mod stop;
+#[cfg(test)]
+mod tests_flow;
 pub mod timers;
 pub mod tls;
 pub mod tls_config;

@@ -1,0 +1,160 @@
+//! Whole calls between the caller and callee roles on a virtual clock, with no socket: the
+//! roles' outputs are carried out here the way the event loop would, every message the caller
+//! sends reaching the callee at once (a transparent proxy) and back. What the sans-IO shape of
+//! the roles buys: RFC 3261 timer behaviour is tested in microseconds, losses included.
+
+use super::callee::Callee;
+use super::caller::{Calls, Plan};
+use super::context::Context;
+use super::output::{Outbox, Output, SendKind, Side};
+use super::stats::Stats;
+use super::timers::{Timer, TimerKind, T1_US};
+use super::users::User;
+use super::wire::Local;
+use herald_sip::{Limits, Message};
+use rand::SeedableRng;
+use std::collections::BTreeMap;
+
+struct Pair {
+    ctx: Context,
+    calls: Calls,
+    callee: Callee,
+    out: Outbox,
+    stats: Stats,
+    /// (due, sequence) → timer: deterministic order for equal deadlines.
+    timers: BTreeMap<(u64, u64), Timer>,
+    seq: u64,
+    /// Messages the caller sent, by method or status line start.
+    sent_by_caller: Vec<String>,
+    /// Caller sends to drop, counted from the first.
+    drop_caller_sends: Vec<usize>,
+    caller_sends: usize,
+}
+
+fn local(port: u16) -> Local {
+    Local { transport: "UDP", hostport: format!("127.0.0.1:{port}"), uri_param: "", domain: "example.com".into() }
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let users = vec![User { name: "alice".into(), password: None }, User { name: "bob".into(), password: None }];
+        let proxy = "127.0.0.1:5060".parse().unwrap();
+        let rng = rand::rngs::SmallRng::seed_from_u64(17);
+        Pair {
+            callee: Callee::new(&users, 0),
+            ctx: Context::new(local(7001), local(7002), proxy, false, users, rng, 1),
+            calls: Calls::default(),
+            out: Outbox::default(),
+            stats: Stats::default(),
+            timers: BTreeMap::new(),
+            seq: 0,
+            sent_by_caller: Vec::new(),
+            drop_caller_sends: Vec::new(),
+            caller_sends: 0,
+        }
+    }
+
+    /// Carries out the outputs: sends are delivered at once (or dropped), timers queued.
+    fn execute(&mut self) {
+        while !self.out.is_empty() {
+            let mut batch = Vec::new();
+            self.out.swap_into(&mut batch);
+            for output in batch {
+                match output {
+                    Output::Send { side, bytes, kind, .. } => {
+                        if kind == SendKind::Retransmission {
+                            self.stats.retransmissions += 1;
+                        }
+                        let msg = Message::parse(bytes, &Limits::default()).unwrap();
+                        match side {
+                            Side::Caller => {
+                                self.caller_sends += 1;
+                                let first = String::from_utf8_lossy(&msg.as_bytes()[..msg.as_bytes().len().min(8)]);
+                                self.sent_by_caller.push(first.split(' ').next().unwrap_or("").to_string());
+                                if self.drop_caller_sends.contains(&self.caller_sends) {
+                                    continue;
+                                }
+                                let from = "127.0.0.1:7001".parse().unwrap();
+                                self.callee.on_request(&mut self.ctx, &msg, from, &mut self.out);
+                            }
+                            Side::Callee => self.calls.on_response(&mut self.ctx, msg, &mut self.out),
+                        }
+                    }
+                    Output::Arm { at_us, timer } => {
+                        self.seq += 1;
+                        self.timers.insert((at_us, self.seq), timer);
+                    }
+                    Output::Record(m) => self.stats.record(m),
+                    Output::CallEnded { .. } => {}
+                }
+            }
+        }
+    }
+
+    /// Runs timers in deadline order until none is left before `until_us`.
+    fn run_until(&mut self, until_us: u64) {
+        while let Some((&(at, seq), &t)) = self.timers.iter().next() {
+            if at > until_us {
+                break;
+            }
+            self.timers.remove(&(at, seq));
+            self.ctx.now = at;
+            self.ctx.rx_us = at;
+            match t.kind {
+                TimerKind::CalleeAnswer
+                | TimerKind::CalleeRetransmit
+                | TimerKind::CalleeAckTimeout
+                | TimerKind::CalleeForget => self.callee.on_timer(&self.ctx, t, &mut self.out),
+                _ => self.calls.on_timer(&mut self.ctx, t, &mut self.out),
+            }
+            self.execute();
+        }
+    }
+
+    fn call(&mut self, ring_us: u64, hold_us: u64) {
+        let plan = Plan { ring_us, hold_us, cancel_after_us: None, outcome: None };
+        self.calls.start(&mut self.ctx, 0, 1, plan, &mut self.out);
+        self.execute();
+    }
+}
+
+#[test]
+fn a_call_completes_and_records_its_delays() {
+    let mut p = Pair::new();
+    p.call(1_000, 2_000);
+    p.run_until(10_000);
+    assert_eq!((p.stats.attempted, p.stats.succeeded, p.stats.failed), (1, 1, 0));
+    assert!(p.calls.is_empty());
+    assert_eq!(p.sent_by_caller, ["INVITE", "ACK", "BYE"]);
+    assert_eq!(p.stats.srd.count(), 1);
+    assert_eq!(p.stats.sdd.count(), 1);
+    assert_eq!(p.stats.retransmissions, 0);
+    assert_eq!(p.stats.transactions_failed, 0);
+}
+
+#[test]
+fn a_lost_invite_is_retransmitted_on_timer_a_and_a_lost_bye_on_timer_e() {
+    let mut p = Pair::new();
+    // The first INVITE and the first BYE are lost on the way.
+    p.drop_caller_sends = vec![1, 4];
+    p.call(0, 0);
+    p.run_until(T1_US - 1);
+    assert_eq!(p.stats.succeeded, 0, "nothing before Timer A");
+    p.run_until(10 * T1_US);
+    assert_eq!((p.stats.attempted, p.stats.succeeded, p.stats.failed), (1, 1, 0));
+    assert_eq!(p.sent_by_caller, ["INVITE", "INVITE", "ACK", "BYE", "BYE"]);
+    assert_eq!(p.stats.retransmissions, 2);
+}
+
+#[test]
+fn a_callee_that_never_answers_times_out_the_call_on_timer_b() {
+    let mut p = Pair::new();
+    p.drop_caller_sends = (1..100).collect();
+    p.call(0, 0);
+    p.run_until(u64::MAX);
+    assert_eq!((p.stats.attempted, p.stats.succeeded, p.stats.failed), (1, 0, 1));
+    assert_eq!(p.stats.failures.get("timeout"), Some(&1));
+    // Timer A over 64·T1: 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s.
+    assert_eq!(p.sent_by_caller.len(), 7);
+    assert!(p.calls.is_empty());
+}
