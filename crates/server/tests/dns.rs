@@ -47,7 +47,7 @@ fn failures_are_typed() {
     use herald_core::ResolveError;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let r = Resolver::hosts_only(vec![Transport::Udp, Transport::Tcp]);
-    let mut ask = |host: &str, secure: bool| {
+    let ask = |host: &str, secure: bool| {
         rt.block_on(r.resolve(&ResolveRequest { host: host.into(), port: None, transport: None, secure }))
     };
     // localhost resolves, but a sips URI needs TLS, which this resolver was not given.
