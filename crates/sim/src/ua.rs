@@ -132,7 +132,10 @@ impl Ua {
             answer: Answer::pick_up(Duration::from_millis(500)),
             password: None,
             start,
-            txs: TransactionTable::new(Default::default()),
+            txs: TransactionTable::seeded(
+                Default::default(),
+                Seed::fixed(seed).derive("ua transactions", index.into()),
+            ),
             branches: BranchGen::new(Seed::fixed(seed).derive("ua", index.into()), index),
             clients: BTreeMap::new(),
             servers: BTreeMap::new(),

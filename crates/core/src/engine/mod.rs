@@ -78,7 +78,7 @@ impl Engine {
     /// seed it keys local tags and branches, and it is the top 16 bits of this engine's DNS
     /// tokens and branch counter.
     pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, index: usize) -> Engine {
-        let txs = TransactionTable::new(cfg.timers);
+        let txs = TransactionTable::seeded(cfg.timers, cfg.seed.derive("transactions", index as u64));
         let tag_seed = cfg.seed.derive("local tag", index as u64).keys()[0];
         let branches = BranchGen::new(cfg.seed, index as u16);
         Engine {

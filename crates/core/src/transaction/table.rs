@@ -20,6 +20,7 @@ use super::{
 };
 use crate::hash::IdMap;
 use crate::peer::Peer;
+use crate::seed::{Seed, SeededState};
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
 use std::cmp::Reverse;
@@ -97,21 +98,29 @@ pub struct TransactionTable {
     /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
     /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
     entries: IdMap<TxId, Box<Entry>>,
-    clients: HashMap<ClientKey, TxId>,
-    servers: HashMap<ServerKey, TxId>,
+    /// Keyed by what peers send (branches, Call-IDs): SipHash with keys from the engine's seed
+    /// (hash flooding), the same keys on every run with the same seed.
+    clients: HashMap<ClientKey, TxId, SeededState>,
+    servers: HashMap<ServerKey, TxId, SeededState>,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
     /// The sum of the entries' `held`.
     held_bytes: usize,
 }
 
 impl TransactionTable {
+    /// A table whose hash keys come from the process's randomness ([`Seed::random`]).
     pub fn new(timers: Timers) -> TransactionTable {
+        Self::seeded(timers, Seed::random())
+    }
+
+    /// A table whose hash keys come from `seed` (an engine passes one derived from its own).
+    pub fn seeded(timers: Timers, seed: Seed) -> TransactionTable {
         TransactionTable {
             timers,
             next_id: 1,
             entries: IdMap::default(),
-            clients: HashMap::new(),
-            servers: HashMap::new(),
+            clients: HashMap::with_hasher(seed.derive("client transactions", 0).build()),
+            servers: HashMap::with_hasher(seed.derive("server transactions", 0).build()),
             heap: BinaryHeap::new(),
             held_bytes: 0,
         }
