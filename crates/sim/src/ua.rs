@@ -120,9 +120,12 @@ pub struct Ua {
 pub type Sends = Vec<(SocketAddr, Bytes)>;
 
 impl Ua {
-    /// `index` keeps the branches of the simulation's UAs apart; `seed` fixes them.
+    /// A UA named (and, until [`Ua::set_user`], registering as) `name` at `addr`. Its branches
+    /// and transaction keys come from `seed` and its address: every run with the seed is the
+    /// same, and no two UAs of a run share a branch.
     pub fn new(name: &str, domain: &str, addr: SocketAddr, proxy: SocketAddr, start: Instant, seed: u64) -> Ua {
-        let index = addr.port();
+        // Keyed by the whole address: two UAs on one port of different hosts differ too.
+        let own = Seed::fixed(seed).derive(&format!("ua {addr}"), 0);
         Ua {
             name: name.to_owned(),
             user: name.to_owned(),
@@ -132,11 +135,8 @@ impl Ua {
             answer: Answer::pick_up(Duration::from_millis(500)),
             password: None,
             start,
-            txs: TransactionTable::seeded(
-                Default::default(),
-                Seed::fixed(seed).derive("ua transactions", index.into()),
-            ),
-            branches: BranchGen::new(Seed::fixed(seed).derive("ua", index.into()), index),
+            txs: TransactionTable::seeded(Default::default(), own.derive("transactions", 0)),
+            branches: BranchGen::new(own, addr.port()),
             clients: BTreeMap::new(),
             servers: BTreeMap::new(),
             calls: BTreeMap::new(),
