@@ -5,6 +5,7 @@
 use herald_core::auth::{Authenticator, FileWatcher, Reload};
 use herald_core::engine::{Engine, Listener, ResponseStats};
 use herald_core::registrar::Registrar;
+use herald_core::Seed;
 use herald_server::config::{Config, Listen, ListenTransport};
 use herald_server::{shutdown_signal, KernelRoutes, Server};
 use std::net::SocketAddr;
@@ -65,9 +66,11 @@ pub fn run(args: Args) -> ExitCode {
             None => a,
         })
     });
+    // Unpredictable branches and tags; one seed per process (tests and the simulator fix it).
+    let seed = Seed::random();
     let listeners: Vec<Listener> =
         server.local_addrs().iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
-    let engine_cfg = Arc::new(config.engine_config(&listeners, Arc::new(KernelRoutes::new())));
+    let engine_cfg = Arc::new(config.engine_config(&listeners, Arc::new(KernelRoutes::new()), seed));
     tracing::info!(
         listeners = ?server.local_addrs().iter().map(|b| format!("{}/{}", b.transport, b.addr)).collect::<Vec<_>>(),
         domains = ?engine_cfg.identity.domains,
@@ -77,7 +80,7 @@ pub fn run(args: Args) -> ExitCode {
     // One registrar, cloned into every shard: the clones share its counters. They and the
     // authenticator's and the engines' own responses are exported with the server's (metrics
     // endpoint: herald_registrar_*, herald_auth_*, herald_local_responses_total; Stats::snapshot).
-    let registrar = Registrar::new(config.registrar_config());
+    let registrar = Registrar::new(config.registrar_config(seed.derive("registrar", 0)));
     let store = Arc::new(registrar.new_store());
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());

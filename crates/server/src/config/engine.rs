@@ -3,7 +3,8 @@
 //! its translation in one crate (the `herald serve` command only wires the results together).
 //!
 //! What needs the machine stays with the caller: the sockets actually bound (their real ports),
-//! the routing table for wildcard listeners, the random bytes of a per-process nonce secret.
+//! the routing table for wildcard listeners, the seed and the random bytes of a per-process
+//! nonce secret.
 
 use super::{Config, DigestAlgorithm, Forking, IdentityMode, RecordRoute};
 use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, IdentityRule, PeerPrefix};
@@ -11,6 +12,7 @@ use herald_core::engine::{self, EngineConfig, Listener, SourceRoute};
 use herald_core::proxy::Identity;
 use herald_core::registrar::RegistrarConfig;
 use herald_core::transaction::Timers;
+use herald_core::Seed;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +25,9 @@ impl Config {
     /// What the engines need, given the sockets actually bound (`bound`: a wildcard or port 0
     /// is resolved only there). `source_routes` answers "which address do I send from towards
     /// X" for wildcard listeners (the runtime's `KernelRoutes`); it is kept only when some
-    /// listener is on a wildcard address.
-    pub fn engine_config(&self, bound: &[Listener], source_routes: Arc<dyn SourceRoute>) -> EngineConfig {
+    /// listener is on a wildcard address. `seed` keys the engines' branches and tags
+    /// (`Seed::random()` in a real process).
+    pub fn engine_config(&self, bound: &[Listener], source_routes: Arc<dyn SourceRoute>, seed: Seed) -> EngineConfig {
         let interfaces = super::interface_addresses();
         let mut addrs: Vec<SocketAddr> = Vec::new();
         for b in bound {
@@ -57,12 +60,14 @@ impl Config {
             stateless: self.proxy.stateless,
             timer_c: TIMER_C,
             routes: wildcard.then_some(source_routes),
+            seed,
         }
     }
 
     /// `[registrar]` for the core's registrar. Its domain check is left to the engine, which
-    /// hands it only REGISTERs for a served domain (RFC 3261 §10.3 step 1).
-    pub fn registrar_config(&self) -> RegistrarConfig {
+    /// hands it only REGISTERs for a served domain (RFC 3261 §10.3 step 1). `seed` keys its
+    /// To tags and the location store's hash.
+    pub fn registrar_config(&self, seed: Seed) -> RegistrarConfig {
         let r = &self.registrar;
         RegistrarConfig {
             default_expires: r.default_expires,
@@ -70,6 +75,7 @@ impl Config {
             max_expires: r.max_expires,
             max_bindings_per_aor: r.max_bindings_per_aor as usize,
             domains: Vec::new(),
+            seed,
         }
     }
 
@@ -162,7 +168,7 @@ stateless = true
 "#,
         );
         let bound = [listener(Transport::Udp, "127.0.0.1:5070"), listener(Transport::Tcp, "127.0.0.1:5070")];
-        let e = c.engine_config(&bound, Arc::new(NoRoute));
+        let e = c.engine_config(&bound, Arc::new(NoRoute), Seed::fixed(1));
         assert_eq!(e.identity.domains, vec!["example.com".to_string()]);
         assert_eq!(e.identity.addrs, vec!["127.0.0.1:5070".parse::<SocketAddr>().unwrap()]);
         assert!(e.identity.names.contains(&"pbx.example.net".to_string()), "{:?}", e.identity.names);
@@ -174,11 +180,16 @@ stateless = true
         assert!(e.stateless);
         assert_eq!(e.timer_c, Duration::from_secs(180));
         assert!(e.routes.is_none(), "no wildcard listener: the routing table is not asked");
+        assert!(e.seed == Seed::fixed(1));
     }
 
     #[test]
     fn the_defaults_reach_the_engine() {
-        let e = Config::default().engine_config(&[listener(Transport::Udp, "127.0.0.1:5060")], Arc::new(NoRoute));
+        let e = Config::default().engine_config(
+            &[listener(Transport::Udp, "127.0.0.1:5060")],
+            Arc::new(NoRoute),
+            Seed::fixed(0),
+        );
         assert_eq!(e.record_route, engine::RecordRoute::Always);
         assert_eq!(e.forking, engine::Forking::Parallel);
         assert!(!e.stateless);
@@ -188,7 +199,7 @@ stateless = true
     #[test]
     fn a_wildcard_listener_is_expanded_and_asks_the_routing_table() {
         let c = Config::default();
-        let e = c.engine_config(&[listener(Transport::Udp, "0.0.0.0:5080")], Arc::new(NoRoute));
+        let e = c.engine_config(&[listener(Transport::Udp, "0.0.0.0:5080")], Arc::new(NoRoute), Seed::fixed(0));
         assert!(e.routes.is_some());
         // Every IPv4 interface address, loopback included, on the bound port; never 0.0.0.0.
         assert!(e.identity.addrs.contains(&"127.0.0.1:5080".parse().unwrap()), "{:?}", e.identity.addrs);
@@ -200,9 +211,10 @@ stateless = true
         let c = load(
             "[registrar]\ndefault_expires = 600\nmin_expires = 30\nmax_expires = 7200\nmax_bindings_per_aor = 4\n",
         );
-        let r = c.registrar_config();
+        let r = c.registrar_config(Seed::fixed(2));
         assert_eq!((r.default_expires, r.min_expires, r.max_expires, r.max_bindings_per_aor), (600, 30, 7200, 4));
         assert!(r.domains.is_empty(), "the engine decides which domains are served");
+        assert!(r.seed == Seed::fixed(2));
     }
 
     #[test]
