@@ -1,5 +1,6 @@
 //! A UDP receiver: one thread per UDP socket of a worker, blocked in recvmmsg(2) until datagrams
-//! arrive, which it then handles itself (module `dispatch`) and answers with one sendmmsg(2).
+//! arrive, which it hands to the runtime's ingress (module `ingress`), admits and handles itself
+//! (module `dispatch`) and answers with one sendmmsg(2) (module `egress`).
 //!
 //! Why a plain blocking thread and not the worker's tokio reactor: at a moderate load datagrams
 //! arrive one at a time, and through the reactor each one cost an epoll_wait, the recvmmsg that
@@ -13,14 +14,14 @@
 //! its overload detector a zero wait when no datagram came for a whole tick.
 
 use crate::dispatch::{Balance, Dispatcher};
+use crate::ingress::{self, Arrival};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
 use crate::shared::WorkerCommon;
-use crate::stats::Bump;
 use crate::udp::{self, Received, BATCH};
-use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::{Peer, SipHandler};
+use herald_sip::Framing;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -114,7 +115,7 @@ impl<H: SipHandler> UdpReceiver<H> {
                         self.on_datagram(d, now, clock.as_mut());
                     }
                     self.received = batch;
-                    self.d.flush_udp();
+                    self.d.egress.flush();
                 }
                 // SO_RCVTIMEO passed with nothing to read.
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
@@ -174,7 +175,6 @@ impl<H: SipHandler> UdpReceiver<H> {
     /// `read_at`: when its batch was read. `clock`: the batch's clock when measuring; the
     /// datagram's service time ends here.
     fn on_datagram(&mut self, d: Received, read_at: Instant, clock: Option<&mut BatchClock>) {
-        self.d.stats().udp_received.bump();
         if let Some(n) = d.drops {
             let new = self.drops.advance(n);
             if new > 0 {
@@ -182,14 +182,15 @@ impl<H: SipHandler> UdpReceiver<H> {
             }
         }
         let local = d.dst.map_or(self.local, |ip| SocketAddr::new(ip, self.local.port()));
-        match inbound::classify(d.bytes, &self.d.shared.limits, herald_sip::Framing::Datagram, d.truncated) {
-            Inbound::Message(msg) => {
+        let from = Peer::udp(d.src);
+        match ingress::receive(&self.d.shared, self.d.id(), d.bytes, &from, Framing::Datagram, d.truncated) {
+            Arrival::Message(msg) => {
                 // The wait decides this very message's fate, so it is fed before routing.
                 if let Some(wait) = clock.as_deref().and_then(|c| c.wait(d.kernel_ns)) {
                     self.observe(wait, read_at);
                 }
                 let kind = self.d.measure.then(|| MsgType::of(&msg));
-                self.d.route(Peer::udp(d.src), local, msg);
+                self.d.route(from, local, msg);
                 if let Some(c) = clock {
                     let (service, wait) = c.lap(d.kernel_ns);
                     if let Some(kind) = kind {
@@ -198,26 +199,8 @@ impl<H: SipHandler> UdpReceiver<H> {
                 }
                 return;
             }
-            Inbound::Answer { bytes, .. } => {
-                // RFC 3261 §18.2.2 would use the Via; a malformed request's Via is not trusted,
-                // so the answer goes back where the datagram came from (as rport does). That
-                // address may be forged: the answer counts against its rate (issue 16 item 6).
-                if !crate::protect::may_answer(self.d.shared.flood.as_deref(), &Peer::udp(d.src)) {
-                    self.d.stats().malformed_dropped.bump();
-                    if let Some(c) = clock {
-                        c.lap(None);
-                    }
-                    return;
-                }
-                self.d.stats().malformed_answered.bump();
-                if self.d.measure {
-                    self.d.metrics().sent(MsgType::of_bytes(&bytes), Wire::Udp);
-                }
-                self.d.queue_answer(self.index, d.src, bytes.freeze());
-            }
-            Inbound::Drop(Dropped::KeepAlive) => {}
-            Inbound::Drop(Dropped::Response) => self.d.stats().malformed_responses_dropped.bump(),
-            Inbound::Drop(Dropped::Request) => self.d.stats().malformed_dropped.bump(),
+            Arrival::Answer { bytes, .. } => self.d.egress.reply(self.index, d.src, bytes),
+            Arrival::Dropped { .. } => {}
         }
         // Not a message of any type: its time is nobody's service time.
         if let Some(c) = clock {

@@ -163,7 +163,7 @@ impl<H: SipHandler> Worker<H> {
                 }
             }
             self.ctl_buf = ctl;
-            self.d.flush_udp();
+            self.d.egress.flush();
             // Sent: the receivers that handed these messages over may overtake them now.
             for origin in self.handed.drain(..) {
                 origin.fetch_sub(1, Ordering::Release);

@@ -1,20 +1,19 @@
-//! The read side of a stream connection, the same over TCP and TLS (RFC 3261 §18.3): cut the
+//! The read side of a stream connection, the same for every codec (RFC 3261 §18.3): cut the
 //! bytes read into messages, answer pings (RFC 5626 §3.5.1) and malformed messages, hand the
 //! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
 
 use super::codec::Codec;
 use crate::conns::Conn;
+use crate::ingress::{self, Arrival};
 use crate::runtime::Incoming;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
-use herald_core::inbound::{self, Dropped, Inbound};
 use herald_core::Peer;
 use herald_sip::framing::Frame;
-use herald_sip::ParseError;
+use herald_sip::{Framing, ParseError};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -136,7 +135,8 @@ fn peer(conn: &Conn) -> Peer {
 }
 
 /// Deals with one frame cut off the read buffer (`rbuf`: what is left of it), or with the
-/// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1).
+/// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1): pings are answered
+/// here, messages go through the runtime's ingress (module `ingress`).
 fn next_message(
     shared: &Shared,
     worker: usize,
@@ -145,68 +145,31 @@ fn next_message(
     rbuf: &[u8],
     local: SocketAddr,
 ) -> Step {
-    let limits = &shared.limits;
-    let stats = &shared.stats.workers[worker];
     let cap = shared.config.limits.tcp_write_queue_bytes;
-    let frame = match frame {
-        Ok(Some(f)) => f,
-        Ok(None) => return Step::NeedBytes,
-        Err(e) => {
-            // RFC 4475 §3.1.2.3, §3.3.9: framing lost - answer if possible, then close.
-            match inbound::answer_unparsed(rbuf, &e, limits) {
-                Inbound::Answer { bytes, .. } if crate::protect::may_answer(shared.flood.as_deref(), &peer(conn)) => {
-                    stats.malformed_answered.bump();
-                    let _ = conn.push(bytes.freeze(), cap);
-                }
-                _ => stats.malformed_dropped.bump(),
-            }
-            return Step::Close;
-        }
-    };
-    let bytes = match frame {
-        Frame::Ping => {
+    let arrival = match frame {
+        Ok(Some(Frame::Message(bytes))) => ingress::receive(shared, worker, bytes, &peer(conn), Framing::Stream, false),
+        Ok(Some(Frame::Ping)) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
-            stats.tcp_pings.bump();
+            shared.stats.workers[worker].tcp_pings.bump();
             let _ = conn.push(Bytes::from_static(b"\r\n"), cap);
             return Step::More;
         }
-        Frame::KeepAlive => return Step::More,
-        Frame::Message(bytes) => bytes,
+        Ok(Some(Frame::KeepAlive)) => return Step::More,
+        Ok(None) => return Step::NeedBytes,
+        Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, &peer(conn)),
     };
-    stats.tcp_received.bump();
-    match inbound::classify(bytes, limits, herald_sip::Framing::Stream, false) {
-        Inbound::Message(msg) => {
-            if shared.draining.load(Ordering::Relaxed) && inbound::is_new_request(&msg) {
-                stats.drain_dropped.bump();
-                return Step::More;
-            }
-            Step::Deliver(Incoming { from: peer(conn), local, msg, handed: None })
-        }
-        Inbound::Answer { close, .. } if !crate::protect::may_answer(shared.flood.as_deref(), &peer(conn)) => {
-            // Over its rate: banned now (a connection proves its address), no answer.
-            stats.malformed_dropped.bump();
+    match arrival {
+        Arrival::Message(msg) => Step::Deliver(Incoming { from: peer(conn), local, msg, handed: None }),
+        Arrival::Answer { bytes, close } => {
+            // On the connection's own write queue: the answer goes back the way it came.
+            let _ = conn.push(bytes, cap);
             if close {
                 Step::Close
             } else {
                 Step::More
             }
         }
-        Inbound::Answer { bytes, close } => {
-            stats.malformed_answered.bump();
-            let _ = conn.push(bytes.freeze(), cap);
-            if close {
-                Step::Close
-            } else {
-                Step::More
-            }
-        }
-        Inbound::Drop(Dropped::Response) => {
-            stats.malformed_responses_dropped.bump();
-            Step::More
-        }
-        Inbound::Drop(_) => {
-            stats.malformed_dropped.bump();
-            Step::More
-        }
+        Arrival::Dropped { close: true } => Step::Close,
+        Arrival::Dropped { close: false } => Step::More,
     }
 }

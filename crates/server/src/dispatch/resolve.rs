@@ -1,0 +1,24 @@
+//! `Output::Resolve`: RFC 3263 lookups as tasks of the asking worker's runtime.
+
+use crate::dns;
+use crate::runtime::Ctl;
+use crate::shared::{Shared, WorkerCommon};
+use herald_core::ResolveRequest;
+
+/// Looks `request` up in a task of the worker's runtime; the answer goes back to engine shard
+/// `shard` through the worker's control queue.
+pub(crate) fn spawn(shared: &Shared, common: &WorkerCommon, shard: usize, token: u64, request: ResolveRequest) {
+    let supported = &shared.supported;
+    let resolver = common.resolver.get_or_init(|| dns::Resolver::system(supported.clone())).clone();
+    let tx = common.ctl_tx.clone();
+    let tls = shared.tls.clone();
+    tokio::spawn(async move {
+        // The engine is told the kind of failure; the resolver already logged its detail.
+        let result = resolver.resolve(&request).await.map_err(|f| f.error);
+        // RFC 5922 §7.1: a TLS next hop must prove the name it was looked up by.
+        if let (Some(tls), Ok(targets)) = (&tls, &result) {
+            tls.learn(&request.host, targets);
+        }
+        let _ = tx.send(Ctl::Resolved { shard, token, result });
+    });
+}

@@ -1,0 +1,150 @@
+//! The one way out: every message herald sends - an engine's output, a stateless 503, the
+//! answer to a malformed datagram - leaves through an [`Egress`], which sends it over UDP
+//! (queued per socket, flushed with one sendmmsg(2) per batch) or over a stream connection (its
+//! write queue, found or opened by module `stream`), counts it, and reports what cannot be sent
+//! to the engine shard that asked (`Ctl::TransportError`). A stream connection's own replies to
+//! its peer (a pong, the answer to a message that broke its framing) go straight into its write
+//! queue, the same queue this type pushes to.
+
+use crate::metrics::{MsgType, Wire};
+use crate::runtime::Ctl;
+use crate::shared::{Shared, WorkerCommon};
+use crate::stats::{Bump, WorkerStats};
+use crate::stream;
+use crate::udp::{self, Outgoing};
+use bytes::Bytes;
+use herald_core::{Peer, Transport};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a full UDP send buffer may hold a thread before the queued datagrams are dropped.
+const SEND_STALL: Duration = Duration::from_millis(100);
+
+/// One thread's send path (each thread of a worker has its own: the datagram queues are not
+/// shared).
+pub(crate) struct Egress {
+    shared: Arc<Shared>,
+    common: Arc<WorkerCommon>,
+    /// `[metrics] listen` is set: count every message sent by type.
+    measure: bool,
+    /// Datagrams waiting for the next [`Egress::flush`], per UDP socket of the worker.
+    queues: Vec<Vec<Outgoing>>,
+}
+
+impl Egress {
+    pub(crate) fn new(shared: Arc<Shared>, common: Arc<WorkerCommon>) -> Egress {
+        let queues = common.udp.iter().map(|_| Vec::new()).collect();
+        let measure = shared.config.metrics.listen.is_some();
+        Egress { shared, common, measure, queues }
+    }
+
+    fn stats(&self) -> &WorkerStats {
+        &self.shared.stats.workers[self.common.id]
+    }
+
+    fn sent(&self, bytes: &[u8], wire: Wire) {
+        if self.measure {
+            self.shared.stats.metrics[self.common.id].sent(MsgType::of_bytes(bytes), wire);
+        }
+    }
+
+    /// Sends `bytes` to `to`: for engine shard `origin`, which is told if it cannot be sent, or
+    /// for the runtime itself (`None`: a stateless answer, nobody to tell). A datagram leaves
+    /// from the worker's first UDP socket of `to`'s address family, at the next flush.
+    pub(crate) fn send(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>) {
+        let sent = match to.transport {
+            Transport::Udp => match self.udp_socket_for(&to.addr) {
+                Some(i) => {
+                    self.sent(&bytes, Wire::Udp);
+                    self.queues[i].push(Outgoing { to: to.addr, bytes, origin });
+                    true
+                }
+                None => false,
+            },
+            Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
+                let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
+                let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes);
+                if let (true, Some(kind)) = (sent, kind) {
+                    self.shared.stats.metrics[self.common.id].sent(kind, Wire::Tcp);
+                }
+                sent
+            }
+            // WebSocket is not implemented yet; TLS without [tls] has no connector.
+            Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => false,
+        };
+        if !sent {
+            self.transport_error(origin, to);
+        }
+    }
+
+    /// Answers a datagram read from UDP socket `socket` from that same socket (a malformed
+    /// request's answer; nobody to tell if it cannot be sent).
+    pub(crate) fn reply(&mut self, socket: usize, to: SocketAddr, bytes: Bytes) {
+        self.sent(&bytes, Wire::Udp);
+        self.queues[socket].push(Outgoing { to, bytes, origin: None });
+    }
+
+    /// The UDP socket to send to `to` from: the worker's first of the same address family.
+    fn udp_socket_for(&self, to: &SocketAddr) -> Option<usize> {
+        self.common.udp_local.iter().position(|l| l.is_ipv4() == to.is_ipv4())
+    }
+
+    /// Whether stream output on `transport` can be carried out (TLS needs `[tls]`).
+    fn can_stream(&self, transport: Transport) -> bool {
+        transport == Transport::Tcp || (transport == Transport::Tls && self.shared.tls.is_some())
+    }
+
+    /// Reported to the shard (`None`: the runtime's own message, nobody to tell) by the worker's
+    /// tokio thread on its next loop turn (never re-entrantly).
+    fn transport_error(&self, shard: Option<usize>, to: Peer) {
+        self.stats().send_errors.bump();
+        if shard.is_some() {
+            let _ = self.common.ctl_tx.send(Ctl::TransportError { shard, to });
+        }
+    }
+
+    /// Sends every queued datagram, batched with sendmmsg. A full send buffer holds this thread
+    /// for up to [`SEND_STALL`] (poll(2) for room); what is still unsent then is dropped and
+    /// reported to the shards that sent it.
+    pub(crate) fn flush(&mut self) {
+        for i in 0..self.queues.len() {
+            if self.queues[i].is_empty() {
+                continue;
+            }
+            let queue = std::mem::take(&mut self.queues[i]);
+            let sock = self.common.udp[i].clone();
+            let mut at = 0;
+            while at < queue.len() {
+                let (n, failed) = udp::send_batch(&sock, &queue[at..]);
+                at += n;
+                self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
+                let Some(e) = failed else { continue };
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    if !udp::wait_writable(&sock, SEND_STALL) {
+                        tracing::warn!(worker = self.common.id, dropped = queue.len() - at, "UDP send buffer full");
+                        // One report per shard and destination, however many datagrams.
+                        let mut told = std::collections::HashSet::new();
+                        for o in &queue[at..] {
+                            if told.insert((o.origin, o.to)) {
+                                self.transport_error(o.origin, Peer::udp(o.to));
+                            } else {
+                                self.stats().send_errors.bump();
+                            }
+                        }
+                        break;
+                    }
+                } else {
+                    tracing::debug!(worker = self.common.id, to = %queue[at].to, error = %e, "UDP send failed");
+                    self.transport_error(queue[at].origin, Peer::udp(queue[at].to));
+                    at += 1;
+                }
+            }
+            let mut queue = queue;
+            queue.clear();
+            self.queues[i] = queue; // keep the allocation
+        }
+    }
+}
