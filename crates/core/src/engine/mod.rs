@@ -1,6 +1,14 @@
 //! The engine: one per shard of the runtime, used by one thread at a time (docs/design/serve.md).
 //! It drives the transaction layer (RFC 3261 §17), the proxy core (§16) and the registrar (§10.3)
 //! as one `SipHandler`: messages, DNS answers and time in; sends and lookups out.
+//!
+//! `Engine`'s state is defined here and its methods are spread over one file per step:
+//! a request enters in `requests` and passes `validate` (§16.3) and `auth_gate` (§22); `targets`
+//! (§16.5, with `delivery` for registered contacts) says where it goes, or `local_answers` answer
+//! it; `fork` sends its branches (`record_route`, `forward_edits`), `responses` collects their
+//! answers (§16.7), `cancel` handles CANCEL (§16.10) and `stateless` forwards without state
+//! (§16.11). They depend on this file, on leaf modules (`context`, `hop`, `config`) and on one
+//! another one way only (scripts/module_cycles.py finds no cycle).
 
 mod auth_gate;
 mod cancel;
