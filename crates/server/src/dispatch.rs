@@ -23,7 +23,7 @@ pub(crate) use balance::Balance;
 
 use crate::egress::Egress;
 use crate::metrics::WorkerMetrics;
-use crate::runtime::{Handed, Incoming};
+use crate::runtime::{Handed, InboxMessage};
 use crate::shards::Shards;
 use crate::shared::{Shared, WorkerCommon};
 use crate::source_budget;
@@ -90,7 +90,7 @@ impl<H: SipHandler> Dispatcher<H> {
         if let Some(b) = self.balance.as_ref().filter(|b| b.on) {
             if owner != self.common.id && balance::may_hand_over(&self.shared, &from) {
                 let handed = Some(Handed { shard, origin: b.pending.clone() });
-                let it = Incoming { from, local, msg, handed };
+                let it = InboxMessage { from, local, msg, handed };
                 balance::hand_over(&self.shared, self.common.id, owner, it, &b.pending);
                 return;
             }

@@ -1,29 +1,40 @@
-//! herald-server: the runtime of `herald serve` (docs/design/serve.md).
+//! herald-server: the runtime of `herald serve` (docs/design/serve.md). It owns the sockets,
+//! threads and timers around the sans-IO engine of herald-core: configuration (`config`),
+//! workers, UDP and stream transports (TCP, TLS), DNS (RFC 3263), protections, counters and the
+//! metrics endpoint. The engine decides; this crate reads, hands over and sends.
 //!
 //! * One worker per core, each with its own SO_REUSEPORT UDP socket and TCP listener per listen
-//!   address: a thread with a current-thread tokio runtime (TCP, timers, DNS, control) and one
-//!   thread per UDP socket blocked in recvmmsg (module `udp_receiver`).
-//! * The [`SipHandler`]s are `S` engine shards shared by all workers (`S` = 16 × workers, at least
-//!   64, a power of two), each behind its own mutex: a message belongs to shard
-//!   `hash(Call-ID) % S`. The worker that reads a message handles it in that shard (the lock is
-//!   held for the `handle` call only) and carries out the outputs itself. One peer's messages
-//!   reach one worker (the reuseport hash by 4-tuple; a TCP connection's owner) and are handled in
-//!   arrival order, so every dialog keeps its per-direction order. There is no handoff between
-//!   threads and no central dispatcher.
+//!   address: a thread with a current-thread tokio runtime (stream connections, timers, DNS,
+//!   control; module `worker`) and one thread per UDP socket blocked in recvmmsg (module
+//!   `udp_receiver`).
+//! * The [`SipHandler`](herald_core::SipHandler)s are `S` engine shards shared by all workers
+//!   (`S` = 16 × workers, at least 64, a power of two), each behind its own mutex: a message
+//!   belongs to shard `hash(Call-ID) % S`. The worker that reads a message handles it in that
+//!   shard (the lock is held for the `handle` call only) and carries out the outputs itself. One
+//!   peer's messages reach one worker (the reuseport hash by 4-tuple; a TCP connection's owner)
+//!   and are handled in arrival order, so every dialog keeps its per-direction order.
 //! * Timers: shard `s` is serviced by worker `s % workers`, which looks at its shards' cached
 //!   deadlines every 10 ms (so a timer fires up to 10 ms late).
-//! * TCP connections belong to the worker that accepted or opened them; any worker writes to one
-//!   through its bounded write queue (module `tcp`).
-//! * `Output::Resolve` runs RFC 3263 ([`rfc3263`], [`dns`]) in a task of the asking worker; the
-//!   answer goes back to the asking shard.
-//! * Before a request reaches its shard ([`protect`]): a banned source's requests are dropped
-//!   (`[flood]`, one guard shared by all workers, also fed by the authenticator's failures); new
-//!   requests get a stateless 503 while the worker is overloaded (`[overload]`, each worker
-//!   judging its own socket-queue wait) or `limits.max_transactions` or `limits.max_held_bytes` is
-//!   reached.
+//! * Before a request reaches its shard ([`protect`], module `dispatch::admission`): a banned
+//!   source's requests are dropped (`[flood]`); new requests get a stateless 503 while the
+//!   worker is overloaded (`[overload]`) or a limit (`limits.max_transactions`,
+//!   `max_held_bytes`, per-source budgets) is reached, and are dropped while draining.
 //!
-//! Entry points: [`run`] (signals), [`run_with_shutdown`] (any future), [`Server`] (bind first,
-//! then run: tests learn ports and read [`Stats`]), [`serve_main`] (what `herald serve` calls).
+//! The path of a datagram: `udp_receiver::UdpReceiver::run` (recvmmsg) → `on_datagram` →
+//! `ingress::receive` (`herald_core::inbound::classify`, counters, the answer to a malformed
+//! request) → `Dispatcher::route` (`dispatch::admission::admit`: protections and shard) →
+//! `Shards::handle` (the engine) → `Dispatcher::dispatch` → `Egress::send` (queued) →
+//! `Egress::flush` (sendmmsg). Under load a receiver may hand the message to the shard's owner
+//! instead (`dispatch::balance`).
+//!
+//! The path of a TCP message: `stream::listen::accept_loop` → `stream::task::run` with the
+//! `Plain` codec (TLS: `TlsCodec`) → `serve` (the connection loop) → `Codec::read` →
+//! `Framer::consume` → `ingress::receive` → the worker's inbox → `Worker::run` →
+//! `Dispatcher::route` → `Shards::handle` → `Egress::send` → `stream::send` (the connection's
+//! write queue, `conns::Conn::push`) → `serve` → `Codec::write` (writev).
+//!
+//! Entry point: [`Server`] (bind first, then [`Server::run`] until a shutdown future completes,
+//! such as [`shutdown_signal`]; tests learn ports and read [`Stats`]).
 
 // System calls std does not wrap live in herald-sys.
 #![forbid(unsafe_code)]
@@ -60,11 +71,8 @@ pub use server::{shutdown_signal, Server};
 pub use source_route::KernelRoutes;
 pub use stats::{Stats, StatsSnapshot};
 
-use herald_core::SipHandler;
 use std::fmt;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 
 /// Why the server could not start or stopped abnormally.
 #[derive(Debug)]
@@ -123,29 +131,6 @@ impl From<ConfigError> for ServerError {
     }
 }
 
-/// Runs herald until SIGTERM or SIGINT, then drains and returns `Ok`.
-/// `make_handler(i)` builds engine shard `i`'s handler (see [`Server::run`]).
-pub fn run<H, F>(config: Config, make_handler: F) -> Result<(), ServerError>
-where
-    H: SipHandler,
-    F: Fn(usize) -> H + Send + Sync + 'static,
-{
-    Server::bind(config)?.run(make_handler, shutdown_signal())
-}
-
-/// [`run`] with any future in place of the signals.
-pub fn run_with_shutdown<H, F>(
-    config: Config,
-    make_handler: F,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServerError>
-where
-    H: SipHandler,
-    F: Fn(usize) -> H + Send + Sync + 'static,
-{
-    Server::bind(config)?.run(make_handler, shutdown)
-}
-
 /// Installs the global tracing subscriber: `RUST_LOG` if set, else `level` (a level or a filter).
 /// Does nothing if one is installed already.
 pub fn init_logging(level: &str) {
@@ -155,38 +140,4 @@ pub fn init_logging(level: &str) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
-}
-
-/// Everything `herald serve [--config FILE]` does, as an exit status: 0 after a clean shutdown,
-/// 1 when the server fails, 2 when the configuration is wrong (printed as
-/// `FILE:LINE: key 'a.b': message`).
-pub fn serve_main<H, F>(config_path: Option<&Path>, make_handler: F) -> u8
-where
-    H: SipHandler,
-    F: Fn(usize) -> H + Send + Sync + 'static,
-{
-    serve_main_with(config_path, make_handler, shutdown_signal())
-}
-
-/// [`serve_main`] with any shutdown future.
-pub fn serve_main_with<H, F>(config_path: Option<&Path>, make_handler: F, shutdown: impl Future<Output = ()>) -> u8
-where
-    H: SipHandler,
-    F: Fn(usize) -> H + Send + Sync + 'static,
-{
-    let config = match Config::load_or_default(config_path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return 2;
-        }
-    };
-    init_logging(&config.log.level);
-    match run_with_shutdown(config, make_handler, shutdown) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("herald: {e}");
-            1
-        }
-    }
 }

@@ -15,7 +15,7 @@ pub(crate) const TICK: Duration = Duration::from_millis(10);
 /// A message for the worker's loop: read by one of its TCP connection tasks, or handed over by
 /// a busy UDP receiver of any worker (module `dispatch`, "Balancing").
 #[derive(Debug)]
-pub(crate) struct Incoming {
+pub(crate) struct InboxMessage {
     pub from: Peer,
     pub local: SocketAddr,
     pub msg: Message,

@@ -6,7 +6,7 @@ use crate::conn_limit::PerIp;
 use crate::conns::Registry;
 use crate::dns;
 use crate::protect::FloodGuard;
-use crate::runtime::{Ctl, Incoming};
+use crate::runtime::{Ctl, InboxMessage};
 use crate::source_budget::SourceBudgets;
 use crate::stats::Stats;
 use crate::tls::TlsContext;
@@ -23,7 +23,7 @@ pub(crate) struct Shared {
     pub workers: usize,
     /// Per worker: the queue to its loop from its TCP connection tasks (same thread) and from
     /// busy UDP receivers of every worker (messages of shards it owns).
-    pub inboxes: Vec<mpsc::Sender<Incoming>>,
+    pub inboxes: Vec<mpsc::Sender<InboxMessage>>,
     pub ctl: Vec<mpsc::UnboundedSender<Ctl>>,
     pub registry: Registry,
     /// Accepted TCP connections per remote address.

@@ -20,7 +20,7 @@
 
 use crate::dispatch::Dispatcher;
 use crate::metrics::{BatchClock, MsgType, Wire};
-use crate::runtime::{Ctl, Handed, Incoming, TICK};
+use crate::runtime::{Ctl, Handed, InboxMessage, TICK};
 use crate::shards::Shards;
 use crate::shared::{Shared, WorkerCommon};
 use crate::stream;
@@ -46,9 +46,9 @@ pub(crate) struct Worker<H> {
     own: Vec<usize>,
     accept_tasks: Vec<JoinHandle<()>>,
     receivers: Vec<std::thread::JoinHandle<()>>,
-    inbox: mpsc::Receiver<Incoming>,
+    inbox: mpsc::Receiver<InboxMessage>,
     ctl_rx: mpsc::UnboundedReceiver<Ctl>,
-    inbox_buf: Vec<Incoming>,
+    inbox_buf: Vec<InboxMessage>,
     /// The origins of the handed messages handled this turn, released after the flush.
     handed: Vec<Arc<AtomicUsize>>,
     ctl_buf: Vec<Ctl>,
@@ -66,7 +66,7 @@ impl<H: SipHandler> Worker<H> {
         shards: Arc<Shards<H>>,
         udp: Vec<std::net::UdpSocket>,
         tcp: Vec<(std::net::TcpListener, Transport)>,
-        inbox: mpsc::Receiver<Incoming>,
+        inbox: mpsc::Receiver<InboxMessage>,
         ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     ) -> io::Result<Worker<H>> {
         let udp_local = udp.iter().map(|s| s.local_addr()).collect::<io::Result<Vec<_>>>()?;

@@ -3,16 +3,34 @@
 mod common;
 
 use common::*;
-use herald_server::{run_with_shutdown, serve_main_with, Config};
+use herald_server::{Config, Server};
+use std::future::Future;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// `herald serve`'s exit status for a config file: 2 when it does not load, 1 when the server
+/// fails (a port that cannot be bound), 0 after a clean shutdown.
+fn exit_status(
+    path: &Path,
+    make: impl Fn(usize) -> TestHandler + Send + Sync + 'static,
+    shutdown: impl Future<Output = ()>,
+) -> u8 {
+    let Ok(config) = Config::load_or_default(Some(path)) else { return 2 };
+    match Server::bind(config).and_then(|s| s.run(make, shutdown)) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
 #[test]
-fn run_with_shutdown_returns_ok() {
+fn run_returns_ok_once_its_shutdown_future_completes() {
     let config = Config::from_toml("[[listen]]\naddress = \"127.0.0.1:0\"\n[server]\nworkers = 2\n", "t.toml").unwrap();
     let (tx, _rx) = std::sync::mpsc::channel();
     let t0 = Instant::now();
-    let r = run_with_shutdown(config, move |i| TestHandler::new(i, tx.clone()), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = Server::bind(config).and_then(|s| {
+        s.run(move |i| TestHandler::new(i, tx.clone()), async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        })
     });
     assert!(r.is_ok(), "{r:?}");
     assert!(t0.elapsed() < Duration::from_secs(2), "no transactions: no wait ({:?})", t0.elapsed());
@@ -65,22 +83,22 @@ fn drain_is_bounded_by_the_timeout() {
 }
 
 #[test]
-fn serve_main_exit_statuses() {
+fn exit_statuses() {
     let dir = std::env::temp_dir().join(format!("herald-serve-main-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[timers]\nt1_ms = 9000\n").unwrap();
     let make = |i| TestHandler::new(i, std::sync::mpsc::channel().0);
-    assert_eq!(serve_main_with(Some(&bad), make, async {}), 2);
-    assert_eq!(serve_main_with(Some(&dir.join("missing.toml")), make, async {}), 2);
+    assert_eq!(exit_status(&bad, make, async {}), 2);
+    assert_eq!(exit_status(&dir.join("missing.toml"), make, async {}), 2);
     let good = dir.join("good.toml");
     std::fs::write(&good, "[[listen]]\naddress = \"127.0.0.1:0\"\n[server]\nworkers = 1\n").unwrap();
-    assert_eq!(serve_main_with(Some(&good), make, async {}), 0);
+    assert_eq!(exit_status(&good, make, async {}), 0);
     // A port that cannot be bound: the server fails with status 1.
     let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let clash = dir.join("clash.toml");
     std::fs::write(&clash, format!("[[listen]]\naddress = \"127.0.0.1:{port}\"\ntransports = [\"udp\"]\n")).unwrap();
-    assert_eq!(serve_main_with(Some(&clash), make, async {}), 1);
+    assert_eq!(exit_status(&clash, make, async {}), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }

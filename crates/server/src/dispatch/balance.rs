@@ -19,7 +19,7 @@
 //! worker's capacity, and its requests must pass the guard after its earlier ones were handled
 //! (an authentication failure bans before the next guess is admitted).
 
-use crate::runtime::Incoming;
+use crate::runtime::InboxMessage;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use herald_core::Peer;
@@ -72,7 +72,7 @@ pub(crate) fn may_hand_over(shared: &Shared, from: &Peer) -> bool {
 /// loop, counting it in `pending`, its receiver's count. A full inbox holds this thread until
 /// there is room: dropping or handling the message here could lose it or reorder it. Only a
 /// stopping server drops it.
-pub(crate) fn hand_over(shared: &Shared, worker: usize, owner: usize, mut it: Incoming, pending: &AtomicUsize) {
+pub(crate) fn hand_over(shared: &Shared, worker: usize, owner: usize, mut it: InboxMessage, pending: &AtomicUsize) {
     shared.stats.workers[worker].udp_handed_over.bump();
     pending.fetch_add(1, Ordering::Relaxed);
     loop {

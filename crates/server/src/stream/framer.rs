@@ -5,7 +5,7 @@
 use super::codec::Codec;
 use crate::conns::Conn;
 use crate::ingress::{self, Arrival};
-use crate::runtime::Incoming;
+use crate::runtime::InboxMessage;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
@@ -43,7 +43,7 @@ enum Step {
     /// The framing is lost or a fatal error was answered: flush and close.
     Close,
     /// A message for the worker's loop.
-    Deliver(Incoming),
+    Deliver(InboxMessage),
 }
 
 /// The read state of one connection.
@@ -159,7 +159,7 @@ fn next_message(
         Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, &peer(conn)),
     };
     match arrival {
-        Arrival::Message(msg) => Step::Deliver(Incoming { from: peer(conn), local, msg, handed: None }),
+        Arrival::Message(msg) => Step::Deliver(InboxMessage { from: peer(conn), local, msg, handed: None }),
         Arrival::Answer { bytes, close } => {
             // On the connection's own write queue: the answer goes back the way it came.
             let _ = conn.push(bytes, cap);
