@@ -72,6 +72,8 @@ impl RecvBatch {
     }
 
     fn with_meta(slot: usize, meta: bool) -> RecvBatch {
+        // A zero-byte slot could read nothing, not even to say a datagram was truncated.
+        let slot = slot.max(1);
         // sockaddr_storage, iovec and mmsghdr are plain old data: all-zero (null pointers, zero
         // lengths) is a valid value of each.
         let slots = Box::new(Slots {
