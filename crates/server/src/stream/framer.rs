@@ -90,29 +90,26 @@ impl Framer {
         let before = self.rbuf.len();
         loop {
             let frame = codec.next_frame(&mut self.rbuf, &shared.limits);
-            match next_message(shared, worker, conn, frame, &self.rbuf, local) {
+            let inbox = &shared.inboxes[worker];
+            // To this worker's loop, in order (the connection's messages are handled by this
+            // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
+            // is boxed, and decided before it is awaited, so that the task of every connection
+            // carries neither it nor the message.
+            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, local) {
                 Step::More => continue,
                 Step::NeedBytes => break,
                 Step::Close => {
                     self.closing = true;
                     break;
                 }
-                Step::Deliver(item) => {
-                    // To this worker's loop, in order (the connection's messages are handled by
-                    // this worker only). Streams wait for room (back-pressure) instead of
-                    // dropping; the wait is boxed so that the task of every connection does not
-                    // carry it.
-                    let inbox = &shared.inboxes[worker];
-                    match inbox.try_send(item) {
-                        Ok(()) => {}
-                        Err(mpsc::error::TrySendError::Full(item)) => {
-                            if Box::pin(inbox.send(item)).await.is_err() {
-                                return Err(End::PeerClosed);
-                            }
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::PeerClosed),
-                    }
-                }
+                Step::Deliver(item) => match inbox.try_send(item) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::TrySendError::Full(item)) => Box::pin(inbox.send(item)),
+                    Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::PeerClosed),
+                },
+            };
+            if wait.await.is_err() {
+                return Err(End::PeerClosed);
             }
         }
         if self.rbuf.is_empty() || self.closing {
