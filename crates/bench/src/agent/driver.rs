@@ -23,7 +23,7 @@ pub struct Window {
 }
 
 /// REGISTERs in flight at most while registering or unregistering every user.
-const REGISTER_WINDOW: usize = 64;
+pub const REGISTER_WINDOW: usize = 64;
 
 /// What an arrival starts.
 pub type OnArrival = fn(&mut Agent);

@@ -21,7 +21,7 @@
 //! # Where the model stops holding
 //!
 //! At each measured rate the prediction uses that run's own service moments (the thesis'
-//! tables do the same: E[X] grows with load, its α and β factors); the grid of loads up to
+//! tables do the same: E\[X\] grows with load, its α and β factors); the grid of loads up to
 //! ρ = 0.99 uses the moments pooled over all runs. The model is said to break down at the
 //! lowest measured rate where ρ ≥ 1 (no steady state; table 4.4's "N/A"), or where the
 //! predicted wait is off by more than half the measured one (and by more than
@@ -59,7 +59,7 @@ pub const DATAGRAM_TRUESIZE_BYTES: u64 = 1024;
 pub struct ModelPoint {
     /// Calls per second.
     pub offered_rate: f64,
-    /// ρ = λ·E[X]/c.
+    /// ρ = λ·E\[X\]/c.
     pub utilization: f64,
     /// Mean queue wait of a message, µs; infinite when ρ ≥ 1 (serialised as null).
     pub predicted_wait_us: f64,
