@@ -58,6 +58,16 @@ def references(text, here):
             refs.append(m.group(1) + m.group(2) + '::' + p)
     for m in re.finditer(r'\b((?:crate|super|self)(?:::\w+)+)', text):
         refs.append(m.group(1))
+    # relative paths to a child module declared in this file (`mod child;` ... `child::f()`)
+    for child in re.findall(r'^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', text, flags=re.M):
+        for m in re.finditer(r'(?<![\w:])' + child + r'((?:::\w+)*)::\{', text):
+            start = m.end(); depth, i = 1, start
+            while depth and i < len(text):
+                depth += {'{': 1, '}': -1}.get(text[i], 0); i += 1
+            for p in expand_group(text[start:i - 1]):
+                refs.append('self::' + child + m.group(1) + '::' + p)
+        for m in re.finditer(r'(?<![\w:])(' + child + r'(?:::\w+)+)', text):
+            refs.append('self::' + m.group(1))
     out = []
     for r in refs:
         parts = [p for p in r.split('::') if p and not p.startswith(' ')]
@@ -75,45 +85,90 @@ def references(text, here):
         out.append(tuple(base) + tuple(p for p in parts[1:] if p not in ('self',)))
     return out
 
+PUB_USE = re.compile(r'^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);', re.M)
+
+
+def resolve(path, here):
+    """A `crate::`/`super::`/`self::`/child path, already split, to an absolute tuple."""
+    parts = list(path)
+    if parts[0] == 'crate':
+        return tuple(parts[1:])
+    base = list(here)
+    if parts[0] == 'self':
+        return tuple(base + parts[1:])
+    while parts and parts[0] == 'super':
+        base = base[:-1]
+        parts = parts[1:]
+    return tuple(base + parts)
+
+
 def check(src):
     modules = {}
-    is_dir_module = {}
     for f in rust_files(src):
-        mp = module_path(src, f)
-        # test-only modules are leaves that may use anything in their parent
-        modules.setdefault(mp, []).append(f)
+        modules.setdefault(module_path(src, f), []).append(f)
     known = set(modules)
+    texts = {mp: strip_comments('\n'.join(open(f, encoding='utf-8').read() for f in files))
+             for mp, files in modules.items()}
+    # `pub use` re-exports: a name a module offers that is defined elsewhere. A re-export is
+    # namespace, not code: the module that re-exports does not depend on what it re-exports,
+    # and whoever names the re-exported path depends on where the item really lives.
+    reexports = {}
+    for mp, text in texts.items():
+        children = set(re.findall(r'^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', text, flags=re.M))
+        for m in PUB_USE.finditer(text):
+            for p in expand_group(m.group(1)):
+                p = p.strip()
+                alias = None
+                if ' as ' in p:
+                    p, alias = [x.strip() for x in p.split(' as ')]
+                segs = [x for x in p.split('::') if x]
+                if not segs or segs[-1] == '*':
+                    continue
+                if segs[0] in children:
+                    segs = ['self'] + segs
+                if segs[0] not in ('crate', 'super', 'self'):
+                    continue  # another crate's item
+                reexports.setdefault(mp, {})[alias or segs[-1]] = resolve(segs, mp)
+
+    def target_of(ref, depth=0):
+        for k in range(len(ref), -1, -1):
+            if ref[:k] in known:
+                mod = ref[:k]
+                if k < len(ref) and depth < 8:
+                    again = reexports.get(mod, {}).get(ref[k])
+                    if again is not None:
+                        return target_of(again + ref[k + 1:], depth + 1)
+                return mod
+        return ()
+
     edges = set()
-    for mp, files in modules.items():
-        for f in files:
-            text = strip_comments(open(f, encoding='utf-8').read())
-            # inline `mod x { ... }` is ignored: it is part of its file
-            for ref in references(text, mp):
-                # deepest known module that prefixes ref
-                target = ()
-                for k in range(len(ref), -1, -1):
-                    if ref[:k] in known:
-                        target = ref[:k]; break
-                if target != mp:
-                    edges.add((mp, target))
+    for mp, text in texts.items():
+        for ref in references(PUB_USE.sub('', text), mp):
+            target = target_of(ref)
+            if target != mp:
+                edges.add((mp, target))
     cycles = []
-    # at each module level: collapse nodes to the child of `parent` they lie in
+    # at each module level: nodes are the module's own file and its children (each child
+    # standing for everything below it)
     parents = {m[:-1] for m in known if m} | {()}
     for parent in parents:
         def node(m):
-            if m[:len(parent)] != parent: return None
-            if len(m) == len(parent): return 'self'
+            if m[:len(parent)] != parent:
+                return None
+            if len(m) == len(parent):
+                return 'self'
             return m[len(parent)]
         g = {}
         for a, b in edges:
             na, nb = node(a), node(b)
-            if na is None or nb is None or na == nb: continue
-            if na == 'self' and len(b) > len(parent) and False: pass
+            if na is None or nb is None or na == nb:
+                continue
             g.setdefault(na, set()).add(nb)
         for scc in tarjan(g):
             if len(scc) > 1:
                 cycles.append(('::'.join(('crate',) + parent), sorted(scc), g))
     return cycles
+
 
 def tarjan(g):
     index, low, stack, on, out = {}, {}, [], set(), []

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests need: a C++ compiler for libFuzzer, SIPp, Kamailio (with its tls
 # module; openssl makes the test certificates) and baresip (a real phone) as real peers
 # of the integration tests, iproute2 for the network namespaces of tests/netns_phones.rs,
-# Chromium to render `herald bench report` pages.
+# Chromium to render `herald bench report` pages, python3 for scripts/module_cycles.py.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
@@ -17,6 +17,7 @@ command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v kamailio >/dev/null 2>&1 && [ -x /usr/sbin/kamailio ] || need_pkgs+=(kamailio)
 [ -f /usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so ] || need_pkgs+=(kamailio-tls-modules)
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
+command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
@@ -34,6 +35,8 @@ if [ -z "${HERALD_TORTURE_DIR:-}" ] && [ ! -d ../shared/testdata/sip-torture ]; 
     exit 2
 fi
 
+echo "== import cycles between modules (docs/design/architecture.md)"
+python3 scripts/module_cycles.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"

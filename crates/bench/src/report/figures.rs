@@ -3,8 +3,8 @@
 
 use super::html::sig;
 use super::scale::{decade_below, ScaleKind};
+use super::series::{rate_unit, Series};
 use super::svg_plot::{Axis, Dash, Guide, LegendEntry, Line, Plot, Shape, Style};
-use super::{rate_unit, Series};
 use crate::results::{Latency, ResultsFile, RunResult};
 
 /// A plot with its caption title and the notes under it (plain text, escaped when rendered).

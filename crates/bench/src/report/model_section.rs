@@ -5,8 +5,8 @@
 use super::figures::{floor_entry, floored_lines, log_floor, Figure};
 use super::html::{escape, sig, Table};
 use super::scale::ScaleKind;
+use super::series::{rate_unit, Series};
 use super::svg_plot::{Axis, Dash, Guide, LegendEntry, Line, Plot, Style};
-use super::{rate_unit, Series};
 use crate::model::{fit, ModelFit};
 use std::fmt::Write;
 

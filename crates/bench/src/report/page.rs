@@ -2,7 +2,8 @@
 
 use super::figures::{self, CcdfOf, Figure};
 use super::html::escape;
-use super::{model_section, summary, Series};
+use super::series::Series;
+use super::{model_section, summary};
 use std::fmt::Write;
 
 /// Inline style sheet: the page must open from a file with no network, so nothing is linked.

@@ -2,7 +2,7 @@
 //! step table of each capacity search.
 
 use super::html::{escape, ms, percent, sig, Table};
-use super::Series;
+use super::series::Series;
 use crate::results::{ResultsFile, RunResult};
 
 const NONE: &str = "—";

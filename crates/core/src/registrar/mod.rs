@@ -26,6 +26,7 @@
 //! registered over a stream can reuse that connection and NATed contacts can be reached at the
 //! observed address.
 
+mod config;
 mod request;
 mod stats;
 
@@ -35,84 +36,24 @@ mod tests;
 mod tests_torture;
 
 use crate::peer::Peer;
-use crate::seed::{Seed, SeededState};
+use crate::seed::SeededState;
 use bytes::BytesMut;
 use herald_sip::{HeaderName, Message, ResponseBuilder};
-use herald_store::{Binding, StoreConfig, StoreError, Update};
+use herald_store::{Binding, StoreError, Update};
 use request::{Action, Register};
 use std::fmt::Write as _;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use config::RegistrarConfig;
+use config::Reject;
 pub use herald_store::{Aor, LocationStore};
 pub use request::SUPPORTED;
 pub use stats::{RegistrarStats, RegistrarStatsSnapshot};
 
 /// The location store as the registrar fills it: bindings remember the [`Peer`] they came from.
 pub type Location = LocationStore<Peer>;
-
-/// Registrar policy. Intervals are in seconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistrarConfig {
-    /// Interval granted to a contact when neither its `expires` parameter nor an Expires header
-    /// gives one (RFC 3261 §10.2.1.1 suggests 3600).
-    pub default_expires: u32,
-    /// Smallest nonzero interval accepted; shorter ones get 423 Interval Too Brief with this
-    /// value in Min-Expires (§10.3 step 7, §20.23). §10.3 allows the 423 only for intervals
-    /// under one hour, so a minimum above 3600 lets intervals from 3600 on through unchanged.
-    pub min_expires: u32,
-    /// Longer intervals are shortened to this (§10.3: "the registrar MAY shorten").
-    pub max_expires: u32,
-    /// Most bindings one address-of-record may hold; enforced by the store built with
-    /// [`RegistrarConfig::store_config`] (the store's own setting is the one that counts).
-    pub max_bindings_per_aor: usize,
-    /// Domains whose AoRs this registrar holds (case-insensitive); empty accepts any.
-    pub domains: Vec<String>,
-    /// Keys the To tags of its responses and the hash of the store it builds
-    /// ([`Registrar::new_store`]). The default is random; tests and the simulator fix it, and the
-    /// same seed then gives the same tags.
-    pub seed: Seed,
-}
-
-impl Default for RegistrarConfig {
-    fn default() -> Self {
-        RegistrarConfig {
-            default_expires: 3600,
-            min_expires: 60,
-            max_expires: 86_400,
-            max_bindings_per_aor: 20,
-            domains: Vec::new(),
-            seed: Seed::random(),
-        }
-    }
-}
-
-impl RegistrarConfig {
-    /// The store configuration matching this policy.
-    pub fn store_config(&self) -> StoreConfig {
-        StoreConfig { max_bindings_per_aor: self.max_bindings_per_aor, ..StoreConfig::default() }
-    }
-}
-
-/// An error response decided before the store is touched.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reject {
-    pub status: u16,
-    pub reason: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-}
-
-impl Reject {
-    pub fn new(status: u16, reason: &'static str) -> Reject {
-        Reject { status, reason, headers: Vec::new() }
-    }
-
-    pub fn header(mut self, name: &'static str, value: String) -> Reject {
-        self.headers.push((name, value));
-        self
-    }
-}
 
 /// Processes REGISTER requests. Holds no per-request state, so one instance can serve every
 /// worker (`&self` everywhere); the bindings live in the shared [`LocationStore`]. Clones

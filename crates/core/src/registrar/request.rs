@@ -1,7 +1,7 @@
 //! Reading a REGISTER (RFC 3261 §10.3 steps 2, 3 and 6; RFC 3327 Path; RFC 5626 instance and
 //! reg-id) into what it asks of the location service, or the error response it deserves.
 
-use super::{RegistrarConfig, Reject};
+use super::config::{RegistrarConfig, Reject};
 use herald_sip::headers::Contact;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};

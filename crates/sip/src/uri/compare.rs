@@ -1,10 +1,10 @@
 //! URI equivalence: RFC 3261 §19.1.4 (sip/sips), RFC 3966 §4 (tel), and a
 //! conservative rule for other schemes. Allocation-free.
 
+use super::any::{AbsoluteUri, Uri};
 use super::escape::eq_escaped;
 use super::sip::SipUri;
 use super::tel::{is_visual_separator, TelUri};
-use super::{AbsoluteUri, Uri};
 
 impl Uri<'_> {
     /// URI equality per RFC 3261 §19.1.4 (for sip/sips), RFC 3966 §4 for tel, and

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use super::UriError;
+use super::error::UriError;
 
 // Character-class bits of [`CLASS`], one per grammar set used on the parse path
 // (RFC 3261 §25.1 unless noted); the sets themselves are spelled out in `classify`.

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::error::UriError;
+use super::escape;
 use super::host_run::host_run;
-use super::{escape, UriError};
 
 /// A parsed host: `host = hostname / IPv4address / IPv6reference` (RFC 3261 §25.1).
 ///

@@ -9,9 +9,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::error::UriError;
 use super::escape::{self, check_class};
 use super::host::{host_port, host_port_prefix, Host};
-use super::{Uri, UriError};
 use crate::scan;
 
 /// `sip` or `sips` (RFC 3261 §19.1). The scheme is case-insensitive (§19.1.4).
@@ -68,14 +68,6 @@ pub struct SipUri<'a> {
 }
 
 impl<'a> SipUri<'a> {
-    /// Parses a whole sip:/sips: URI; any other scheme is an error.
-    pub fn parse(input: &'a [u8]) -> Result<SipUri<'a>, UriError> {
-        match Uri::parse(input)? {
-            Uri::Sip(u) => Ok(u),
-            _ => Err(UriError::new(0, "not a sip or sips URI")),
-        }
-    }
-
     /// Looks up a uri-parameter. Names are case-insensitive (§19.1.4) and compared
     /// after unescaping, so RFC 4475 §3.1.1.3 esc01's ";%6C%72" is found as "lr".
     /// `Some(None)` for a flag parameter such as ";lr"; the value is raw.

@@ -12,9 +12,9 @@
 
 use std::fmt;
 
+use super::error::UriError;
 use super::escape::{self, check_chars, check_plain};
 use super::sip::{find_param, Params};
-use super::{Uri, UriError};
 
 /// A parsed tel: URI; borrows from the input.
 ///
@@ -30,14 +30,6 @@ pub struct TelUri<'a> {
 }
 
 impl<'a> TelUri<'a> {
-    /// Parses a whole tel: URI; any other scheme is an error.
-    pub fn parse(input: &'a [u8]) -> Result<TelUri<'a>, UriError> {
-        match Uri::parse(input)? {
-            Uri::Tel(t) => Ok(t),
-            _ => Err(UriError::new(0, "not a tel URI")),
-        }
-    }
-
     /// A global number starts with '+' (RFC 3966 §5.1.4).
     pub fn is_global(&self) -> bool {
         self.number.starts_with('+')

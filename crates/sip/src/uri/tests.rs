@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use super::any::screen;
 use super::*;
 
 fn sip(s: &str) -> SipUri<'_> {
