@@ -9,7 +9,7 @@ pub mod wire;
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::framing::{next_frame, Frame};
-use herald_sip::{Limits, Message, Framing};
+use herald_sip::{Framing, Limits, Message};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
