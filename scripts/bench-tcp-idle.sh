@@ -34,19 +34,9 @@ fi
 cargo build --release -j2 -p herald-server --examples >&2
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
-cat >"$tmp/herald.toml" <<TOML
-[server]
-workers = $WORKERS
-[[listen]]
-address = "127.0.0.1:$PORT"
-transports = ["tcp"]
-[limits]
-max_tcp_connections = $((N + 1000))
-max_tcp_connections_per_ip = $((N + 1000))
-tcp_idle_timeout_s = 3600
-[log]
-level = "warn"
-TOML
+# shellcheck source=scripts/lib/procs.sh
+. scripts/lib/procs.sh
+herald_idle_config "$PORT" "$N" >"$tmp/herald.toml"
 
 if [ -x target/release/herald ] && target/release/herald --help 2>/dev/null | grep -q '^  serve'; then
     server=(target/release/herald serve --config "$tmp/herald.toml")
