@@ -49,7 +49,7 @@ impl Engine {
     pub(super) fn auth_gate(&self, now: Instant, from: Peer, msg: &Message) -> Gate {
         let Some(auth) = &self.auth else { return Gate::Pass { authenticated: true } };
         let requirement =
-            auth.policy().requirement(msg, &self.cfg.identity, from.addr.ip(), || self.route_facts(auth, msg));
+            auth.policy().requirement(msg, &self.cfg.identity, from.addr.ip(), || self.route_facts(auth, msg, from));
         let kind = match requirement {
             Requirement::Nothing => return Gate::Pass { authenticated: false },
             // RFC 3261 §9.2: a CANCEL that matches no transaction gets 481.
@@ -77,9 +77,17 @@ impl Engine {
     /// routes it through its location service, and whether it follows a Record-Route herald
     /// signed. Only then is a request from outside "to a local user" (`allow_inbound_to_local`):
     /// a Route to a third party would otherwise turn herald into an unauthenticated relay.
-    fn route_facts(&self, auth: &Authenticator, msg: &Message) -> RouteFacts {
+    /// A Route of ours with a flow token herald minted (RFC 5626 §5.2) that sends the request
+    /// over another flow counts as the location service: herald handed that route out itself,
+    /// to the registrar in a Path or to a dialog's parties in a Record-Route, and it reaches a
+    /// registered UA, nobody else.
+    fn route_facts(&self, auth: &Authenticator, msg: &Message, from: Peer) -> RouteFacts {
         let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return RouteFacts::default() };
-        RouteFacts { to_location_service: self.to_location_service(msg, &pre), signed_dialog: signed(auth, self, msg) }
+        let to_flow = matches!(self.flow_route(&pre, from), Some(Ok(_)));
+        RouteFacts {
+            to_location_service: to_flow || self.to_location_service(msg, &pre),
+            signed_dialog: signed(auth, self, msg),
+        }
     }
 
     fn to_location_service(&self, msg: &Message, pre: &crate::proxy::route::Preprocessed<'_>) -> bool {

@@ -22,9 +22,14 @@ pub struct Planned {
     /// removed, it becomes the Request-URI, and the old Request-URI is appended as the last
     /// Route (this field holds that value).
     pub strict_route_tail: Option<String>,
-    /// Where to try next if `dest` fails at the transport level: the contact URI of a binding
-    /// whose registration connection is gone.
-    pub fallback: Option<String>,
+    /// What to try next, in order, if `dest` fails at the transport level: the contact URI of
+    /// a binding whose registration connection is gone, or another flow of the same Outbound
+    /// instance (RFC 5626 §5.3).
+    pub fallback: Vec<Planned>,
+    /// `dest` is a flow (a connection a UA opened, or the address its requests came from), the
+    /// only way to reach the target: when it fails and no fallback is left, the branch counts
+    /// as this status instead of 503 (see `Engine::retry_or_fail`).
+    pub lost_flow: Option<u16>,
 }
 
 impl Planned {
@@ -36,7 +41,8 @@ impl Planned {
             push_routes: Vec::new(),
             q: 0,
             strict_route_tail: None,
-            fallback: None,
+            fallback: Vec::new(),
+            lost_flow: None,
         }
     }
 }

@@ -1,22 +1,94 @@
-//! Where a request for a registered contact is delivered, guessing NAT from the registration
-//! (RFC 3261 §16.5 leaves it to the location service; RFC 5626 is what phones would need to
-//! say so themselves).
+//! Where a request for a registered contact is delivered (RFC 3261 §16.5 leaves it to the
+//! location service): over the flow the registration came on (RFC 5626 Outbound, RFC 7118
+//! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
-use super::context::PlannedDest;
+use super::context::{Planned, PlannedDest};
 use super::hop::{hop_for, Hop};
-use crate::peer::Peer;
-use herald_sip::uri::Uri;
+use crate::peer::{Peer, Transport};
+use herald_sip::uri::{Host, Uri};
+use herald_store::Binding;
 use std::net::IpAddr;
+
+/// RFC 5626 §5.3 and RFC 3261 §21.4.18: the status a branch counts as when the flow of a
+/// registered binding is gone (its connection closed) and the contact cannot be reached any
+/// other way. 480 Temporarily Unavailable: the user is registered and will be reachable again
+/// when the phone reconnects and registers the new flow (RFC 5626 §4.4 makes it do so at
+/// once). Not 410 Gone, which says the user is permanently gone with no forwarding address
+/// (§21.4.9), nor 430 Flow Failed, which an edge proxy answers the authoritative proxy for one
+/// flow token (§5.3) and which must not reach a UAC; not the default 503 either, which §16.7
+/// turns into 500 and which would blame herald.
+const LOST_FLOW: u16 = 480;
+
+/// The targets for an AoR's bindings, in the store's order (highest q, most recent first).
+/// Outbound bindings (RFC 5626: `+sip.instance` and `reg-id`) are flows of an instance: the
+/// request goes to each instance once, over its most recently registered flow, and another
+/// flow of the same instance is its fallback when that one has failed (§5.3: "the proxy MUST
+/// NOT send the request on more than one flow per instance"; §9 failover).
+pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
+    let mut planned: Vec<Planned> = Vec::with_capacity(bindings.len());
+    let mut instances: Vec<(Box<str>, usize)> = Vec::new();
+    for b in bindings {
+        let plan = plan_binding(&b);
+        let flow_of = b.instance.clone().filter(|_| b.reg_id.is_some());
+        match flow_of {
+            Some(instance) => match instances.iter().find(|(i, _)| *i == instance) {
+                Some(&(_, at)) => planned[at].fallback.push(plan),
+                None => {
+                    instances.push((instance, planned.len()));
+                    planned.push(plan);
+                }
+            },
+            None => planned.push(plan),
+        }
+    }
+    planned
+}
+
+/// One binding's target, with its fallback.
+fn plan_binding(b: &Binding<Peer>) -> Planned {
+    let push_routes = b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default();
+    // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the edge proxy the
+    // registration came through), which routes it on (over its flow, with Outbound).
+    let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
+        Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
+        None => {
+            let dest = delivery(&b.contact, b.source);
+            let over_flow = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable());
+            if over_flow && reachable_by_itself(&b.contact) {
+                // A connection may close while the phone is still there (it reconnects, an
+                // idle timeout): the contact itself is the second try.
+                (dest, vec![contact_plan(b, PlannedDest::Uri(b.contact.to_string()))], None)
+            } else if over_flow {
+                (dest, Vec::new(), Some(LOST_FLOW))
+            } else {
+                (dest, Vec::new(), None)
+            }
+        }
+    };
+    Planned { dest, fallback, lost_flow, push_routes, ..contact_plan(b, PlannedDest::Uri(String::new())) }
+}
+
+fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
+    Planned {
+        request_uri: Some(b.contact.to_string()),
+        dest,
+        push_routes: Vec::new(),
+        q: b.q_or_default(),
+        strict_route_tail: None,
+        fallback: Vec::new(),
+        lost_flow: None,
+    }
+}
 
 /// Where a request for a registered contact goes.
 /// * Registered over a stream: over that connection (the phone may not accept new ones, and
 ///   behind NAT it cannot).
 /// * Over UDP from behind NAT (the contact is a private address, RFC 1918 / RFC 6598 / RFC 4193,
-///   that is not where the REGISTER came from): to the registration's source, like Kamailio's
-///   `fix_nated_register`.
+///   that is not where the REGISTER came from) or with a contact that cannot be reached by
+///   itself: to the registration's source, like Kamailio's `fix_nated_register`.
 /// * Otherwise to the contact URI itself, so third-party registrations work.
 pub(super) fn delivery(contact: &str, source: Peer) -> PlannedDest {
-    if source.transport.is_reliable() {
+    if source.transport.is_reliable() || !reachable_by_itself(contact) {
         return PlannedDest::Peer(source);
     }
     let natted = match Uri::parse(contact.as_bytes()).ok().as_ref().and_then(hop_for) {
@@ -30,6 +102,30 @@ pub(super) fn delivery(contact: &str, source: Peer) -> PlannedDest {
     }
 }
 
+/// Whether a contact URI can be reached without the flow it was registered on. Not when its
+/// host is under `.invalid` (RFC 7118 §5: a WebSocket client "MUST" use a domain that does not
+/// resolve, RFC 2606 §2, since it cannot accept connections), nor when its transport is `ws` or
+/// `wss` (herald opens no WebSocket connections: RFC 7118 §5 has the client open them).
+pub(super) fn reachable_by_itself(contact: &str) -> bool {
+    let Ok(Uri::Sip(u)) = Uri::parse(contact.as_bytes()) else { return true };
+    let invalid = match u.host {
+        Host::Name(name) => {
+            let name = name.trim_end_matches('.');
+            name.len() >= 8 && name[name.len() - 8..].eq_ignore_ascii_case(".invalid")
+                || name.eq_ignore_ascii_case("invalid")
+        }
+        _ => false,
+    };
+    let ws = u.transport().and_then(Transport::parse).is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
+    !invalid && !ws
+}
+
+/// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
+pub(super) fn first_path_uri(path: &str) -> Option<String> {
+    let first = herald_sip::headers::ListIter::new(path.as_bytes()).next()?.ok()?.1;
+    herald_sip::headers::NameAddr::parse(first).ok().map(|a| a.uri.as_str().to_owned())
+}
+
 /// A private address: RFC 1918 (IPv4 private networks), RFC 6598 shared address space
 /// (100.64.0.0/10, carrier-grade NAT), or an RFC 4193 unique local IPv6 address.
 fn is_private(ip: IpAddr) -> bool {
@@ -39,5 +135,80 @@ fn is_private(ip: IpAddr) -> bool {
             v4.is_private() || (o[0] == 100 && (64..128).contains(&o[1]))
         }
         IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peer::ConnId;
+    use std::num::NonZeroU32;
+
+    fn binding(contact: &str, source: Peer, flow: Option<(&str, u32)>) -> Binding<Peer> {
+        Binding {
+            contact: contact.into(),
+            call_id: "c".into(),
+            path: None,
+            instance: flow.map(|(i, _)| i.into()),
+            source,
+            expires_at: 100,
+            cseq: 1,
+            reg_id: flow.and_then(|(_, r)| NonZeroU32::new(r)),
+            q: None,
+        }
+    }
+
+    fn ws(conn: u64) -> Peer {
+        Peer { transport: Transport::Ws, addr: "198.51.100.4:50000".parse().unwrap(), conn: Some(ConnId(conn)) }
+    }
+
+    #[test]
+    fn contacts_that_only_their_flow_reaches() {
+        assert!(!reachable_by_itself("sip:abc@df7jal23ls0d.invalid;transport=ws"));
+        assert!(!reachable_by_itself("sip:abc@DF7JAL23LS0D.INVALID."));
+        assert!(!reachable_by_itself("sip:abc@192.0.2.4;transport=wss"));
+        assert!(reachable_by_itself("sip:abc@192.0.2.4;transport=tcp"));
+        assert!(reachable_by_itself("sip:abc@invalid.example.com"));
+        assert!(reachable_by_itself("tel:+15551234"));
+    }
+
+    #[test]
+    fn a_websocket_binding_has_no_fallback_but_a_tcp_one_does() {
+        let plan = plan_bindings(vec![binding("sip:a@x.invalid;transport=ws", ws(1), None)]);
+        assert_eq!(plan.len(), 1);
+        assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == ws(1)));
+        assert!(plan[0].fallback.is_empty());
+        assert_eq!(plan[0].lost_flow, Some(480));
+        let tcp = Peer { transport: Transport::Tcp, ..ws(2) };
+        let plan = plan_bindings(vec![binding("sip:a@192.0.2.4;transport=tcp", tcp, None)]);
+        assert_eq!(plan[0].fallback.len(), 1);
+        assert!(matches!(&plan[0].fallback[0].dest, PlannedDest::Uri(u) if u == "sip:a@192.0.2.4;transport=tcp"));
+        assert_eq!(plan[0].lost_flow, None);
+        // A UDP registration of an `.invalid` contact: to where it came from.
+        let udp = Peer::udp("203.0.113.9:5062".parse().unwrap());
+        let plan = plan_bindings(vec![binding("sip:a@x.invalid", udp, None)]);
+        assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == udp));
+    }
+
+    #[test]
+    fn one_target_per_outbound_instance_the_other_flows_as_fallbacks() {
+        let a = "<urn:uuid:a>";
+        let plan = plan_bindings(vec![
+            binding("sip:a@x.invalid;transport=ws;ob", ws(2), Some((a, 2))),
+            binding("sip:a@y.invalid;transport=ws", ws(9), None),
+            binding("sip:a@x.invalid;transport=ws;ob", ws(1), Some((a, 1))),
+            binding("sip:a@z.invalid;transport=ws;ob", ws(3), Some(("<urn:uuid:b>", 1))),
+        ]);
+        let dests: Vec<Peer> = plan
+            .iter()
+            .map(|p| match p.dest {
+                PlannedDest::Peer(p) => p,
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(dests, [ws(2), ws(9), ws(3)]);
+        assert_eq!(plan[0].fallback.len(), 1);
+        assert!(matches!(plan[0].fallback[0].dest, PlannedDest::Peer(p) if p == ws(1)));
+        assert_eq!(plan[0].fallback[0].lost_flow, Some(480));
     }
 }

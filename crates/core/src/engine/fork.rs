@@ -7,8 +7,8 @@ use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
 use super::{Engine, Forking};
 use crate::io::Output;
-use crate::peer::Peer;
-use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
+use crate::peer::{Peer, Transport};
+use crate::proxy::forward::{forward, outbound_path_value, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
 use crate::transaction::TxId;
 use herald_sip::uri::Uri;
@@ -94,29 +94,30 @@ impl Engine {
         }
     }
 
-    /// A branch failed at the transport level: try its fallback (the contact URI of a binding
-    /// whose registration connection is gone) before counting it as 503 (RFC 3261 §8.1.3.1).
+    /// A branch failed at the transport level: try its next fallback (the contact URI of a
+    /// binding whose registration connection is gone, another flow of the same Outbound
+    /// instance) before counting it as 503 (RFC 3261 §8.1.3.1), or as the status its plan names
+    /// for a lost flow (480, 430: see `delivery` and `flows`).
     pub(super) fn retry_or_fail(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
-        let fallback = self
-            .contexts
-            .get_mut(&sid)
-            .and_then(|c| c.branches.get_mut(idx))
-            .filter(|b| b.is_pending())
-            .and_then(|b| b.planned.fallback.take());
-        match fallback {
-            Some(uri) => {
-                if let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)) {
-                    if let Some(cid) = b.client.take() {
-                        self.clients.remove(&cid);
-                    }
-                    b.planned.dest = PlannedDest::Uri(uri);
-                    b.state = BranchState::Trying;
-                }
-                self.launch(now, sid, idx, out);
-            }
-            None => self.branch_failed(now, sid, idx, 503, out),
+        let Some(b) = self.contexts.get_mut(&sid).and_then(|c| c.branches.get_mut(idx)).filter(|b| b.is_pending())
+        else {
+            return;
+        };
+        if b.planned.fallback.is_empty() {
+            let status = b.planned.lost_flow.unwrap_or(503);
+            return self.branch_failed(now, sid, idx, status, out);
         }
+        let mut rest = std::mem::take(&mut b.planned.fallback);
+        let mut next = rest.remove(0);
+        next.fallback.extend(rest);
+        b.planned = next;
+        b.state = BranchState::Trying;
+        if let Some(cid) = b.client.take() {
+            self.clients.remove(&cid);
+        }
+        self.launch(now, sid, idx, out);
     }
+
     /// The answer to branch DNS lookup `token` (RFC 3263): the branch goes to the first target
     /// found, unless it stopped waiting meanwhile (cancelled, timed out).
     pub(super) fn on_resolved(
@@ -156,7 +157,18 @@ impl Engine {
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
         let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener);
+        let over_flow = planned.lost_flow.is_some();
+        let flows = self.record_route_flows(&req, ctx.source, to, over_flow);
+        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener, flows);
+        // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
+        // with the flow token, so that the registrar's requests come back over this flow.
+        let edge_path = (req.method() == Some(Method::Register))
+            .then(|| self.edge_path_flow(&req, ctx.source))
+            .flatten()
+            .map(|token| {
+                let t = listener.transport;
+                outbound_path_value((t != Transport::Udp).then(|| t.as_param()), listener.addr, &token)
+            });
         let mut pre = match preprocess(&req, &self.cfg.identity) {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
@@ -172,6 +184,7 @@ impl Engine {
                 push_routes: &planned.push_routes,
                 append_routes: &append,
                 record_route: &record_route,
+                path: edge_path.as_deref(),
                 via: &via,
                 via_fixup: via_fixup(&req, ctx.source.addr),
             },

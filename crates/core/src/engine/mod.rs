@@ -4,7 +4,7 @@
 //!
 //! `Engine`'s state is defined here and its methods are spread over one file per step:
 //! a request enters in `requests` and passes `validate` (§16.3) and `auth_gate` (§22); `targets`
-//! (§16.5, with `delivery` for registered contacts) says where it goes, or `local_answers` answer
+//! (§16.5, with `delivery` for registered contacts and `flows` for RFC 5626 flow tokens) says where it goes, or `local_answers` answer
 //! it; `fork` sends its branches (`record_route`, `forward_edits`), `responses` collects their
 //! answers (§16.7), `cancel` handles CANCEL (§16.10) and `stateless` forwards without state
 //! (§16.11). They depend on this file, on leaf modules (`context`, `hop`, `config`) and on one
@@ -15,6 +15,7 @@ mod cancel;
 mod config;
 mod context;
 mod delivery;
+mod flows;
 mod fork;
 mod forward_edits;
 mod hop;
@@ -38,6 +39,7 @@ use crate::auth::Authenticator;
 use crate::hash::{fnv1a_parts, IdMap};
 use crate::io::{Input, Output, SipHandler};
 use crate::peer::Peer;
+use crate::proxy::flow_token::FlowTokens;
 use crate::registrar::Registrar;
 use crate::transaction::{Actions, BranchGen, TransactionTable, TxAction, TxId};
 use context::Context;
@@ -79,6 +81,9 @@ pub struct Engine {
     auth: Option<Arc<Authenticator>>,
     /// The responses this engine builds itself, by status (shared by the shards when given).
     responses: Arc<ResponseStats>,
+    /// Mints and reads the flow tokens of herald's Path and Record-Route values (RFC 5626 §5.2),
+    /// keyed from the config's seed: every shard reads every other's.
+    flows: FlowTokens,
 }
 
 impl Engine {
@@ -89,6 +94,7 @@ impl Engine {
         let txs = TransactionTable::seeded(cfg.timers, cfg.seed.derive("transactions", index as u64));
         let tag_seed = cfg.seed.derive("local tag", index as u64).keys()[0];
         let branches = BranchGen::new(cfg.seed, index as u16);
+        let flows = FlowTokens::new(cfg.seed);
         Engine {
             cfg,
             store,
@@ -105,6 +111,7 @@ impl Engine {
             branches,
             auth: None,
             responses: Arc::default(),
+            flows,
         }
     }
 

@@ -10,21 +10,29 @@ use herald_sip::{Message, Method};
 impl Engine {
     /// §16.6 step 4, with double record-routing when the request changes transport or address
     /// family (RFC 5658 §3): the top value faces the next hop, the second the previous hop.
-    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any.
+    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any. `flows`: the
+    /// flow tokens for the value facing the next hop and the one facing the previous hop
+    /// (`Engine::record_route_flows`): a value with a token faces a hop only its flow reaches,
+    /// so with any token there are two values, one per side, even on one listener (a WebSocket
+    /// phone calling another), and herald record-routes in `CrossTransport` mode too (RFC 5626
+    /// §5.4: the edge proxy of a flow stays on the dialog's path).
     pub(super) fn record_route_for(
         &self,
         req: &Message,
         branch_uri: Option<&str>,
         inbound: Option<Listener>,
         outbound: Listener,
+        flows: (Option<String>, Option<String>),
     ) -> Vec<String> {
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
                 && req.to_tag().ok().flatten().is_none();
         let crosses = inbound.is_some_and(|i| i != outbound);
+        let (out_flow, back_flow) = flows;
+        let tokens = out_flow.is_some() || back_flow.is_some();
         let wanted = match self.cfg.record_route {
             RecordRoute::Always => true,
-            RecordRoute::CrossTransport => crosses,
+            RecordRoute::CrossTransport => crosses || tokens,
             RecordRoute::Never => false,
         };
         if !creates_dialog || !wanted {
@@ -48,13 +56,14 @@ impl Engine {
             .as_ref()
             .map(|a| a.route_signer().sign(req.call_id().unwrap_or(""), req.from_tag().ok().flatten().unwrap_or("")));
         let sig = signature.as_deref();
-        let rr = |l: Listener| match l.transport {
-            t if secure && t.is_secure() => record_route_value_sips(l.addr, sig),
-            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr, sig),
+        let rr = |l: Listener, flow: Option<&str>| match l.transport {
+            t if secure && t.is_secure() => record_route_value_sips(l.addr, sig, flow),
+            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr, sig, flow),
         };
         match inbound {
-            Some(i) if crosses => vec![rr(outbound), rr(i)],
-            _ => vec![rr(outbound)],
+            Some(i) if crosses || tokens => vec![rr(outbound, out_flow.as_deref()), rr(i, back_flow.as_deref())],
+            None if tokens => vec![rr(outbound, out_flow.as_deref()), rr(outbound, back_flow.as_deref())],
+            _ => vec![rr(outbound, None)],
         }
     }
 }

@@ -64,7 +64,7 @@ impl Engine {
             return;
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
-        let plan = self.plan_targets(now, &msg);
+        let plan = self.plan_targets(now, &msg, from);
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
         if !authenticated {

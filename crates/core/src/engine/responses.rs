@@ -297,6 +297,7 @@ fn reason_for(status: u16) -> &'static str {
         404 => "Not Found",
         408 => "Request Timeout",
         416 => "Unsupported URI Scheme",
+        430 => "Flow Failed",
         480 => "Temporarily Unavailable",
         487 => "Request Terminated",
         500 => "Server Internal Error",

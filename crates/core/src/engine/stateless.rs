@@ -36,7 +36,7 @@ impl Engine {
         if self.pass_gate(now, from, &msg, out).is_none() {
             return;
         }
-        match self.plan_targets(now, &msg) {
+        match self.plan_targets(now, &msg, from) {
             Err(Local::Register) => {
                 let response = self.registrar.handle_register(now, &msg, from, &self.store);
                 out.push(Output::Send { to: response_destination(&msg, from), bytes: response.freeze() });
@@ -59,7 +59,7 @@ impl Engine {
         msg: &Message,
         out: &mut Vec<Output>,
     ) {
-        let Ok(plan) = self.plan_targets(now, msg) else { return };
+        let Ok(plan) = self.plan_targets(now, msg, from) else { return };
         let Some(target) = plan.into_iter().max_by_key(|p| p.q) else { return };
         let to = match &target.dest {
             PlannedDest::Peer(p) => *p,

@@ -4,11 +4,11 @@
 //! it changes nothing.
 
 use super::context::{Planned, PlannedDest};
-use super::delivery::delivery;
+use super::delivery::plan_bindings;
 use super::hop::{hop_for, Hop};
 use super::local_answers::Local;
 use super::Engine;
-use crate::peer::Transport;
+use crate::peer::{Peer, Transport};
 use crate::proxy::route::{next_hop, preprocess};
 use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
@@ -18,8 +18,13 @@ use std::time::Instant;
 
 impl Engine {
     /// RFC 3261 §16.4 and §16.5: where the request goes, or why herald answers it itself.
-    pub(super) fn plan_targets(&self, now: Instant, msg: &Message) -> Result<Vec<Planned>, Local> {
+    /// `from`: the flow it came on (a flow token naming that flow is the UA's own request).
+    pub(super) fn plan_targets(&self, now: Instant, msg: &Message, from: Peer) -> Result<Vec<Planned>, Local> {
         let pre = preprocess(msg, &self.cfg.identity).map_err(|_| Local::Reject(400, "Bad Route"))?;
+        // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
+        if let Some(flow) = self.flow_route(&pre, from) {
+            return flow.map(|p| vec![p]);
+        }
         let ruri_text = match &pre.request_uri {
             Some(u) => u.clone(),
             None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
@@ -38,7 +43,8 @@ impl Engine {
                 push_routes: vec![],
                 q: 1000,
                 strict_route_tail: strict.then(|| format!("<{ruri_text}>")),
-                fallback: None,
+                fallback: Vec::new(),
+                lost_flow: None,
             }]);
         }
         let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
@@ -74,26 +80,8 @@ impl Engine {
                 });
             }
             let secure = ruri.is_sips();
-            let planned: Vec<Planned> = bindings
+            let planned: Vec<Planned> = plan_bindings(bindings)
                 .into_iter()
-                .map(|b| {
-                    // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the
-                    // edge proxy the registration came through), which routes it on.
-                    let dest = match b.path.as_deref().and_then(first_path_uri) {
-                        Some(first) => PlannedDest::Uri(first),
-                        None => delivery(&b.contact, b.source),
-                    };
-                    let fallback = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable())
-                        .then(|| b.contact.to_string());
-                    Planned {
-                        request_uri: Some(b.contact.to_string()),
-                        dest,
-                        push_routes: b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default(),
-                        q: b.q_or_default(),
-                        strict_route_tail: None,
-                        fallback,
-                    }
-                })
                 // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
                 // the last one included (the last-hop exception is deprecated). A phone
                 // registered over UDP or TCP with a sip: contact cannot take it.
@@ -113,15 +101,10 @@ impl Engine {
             push_routes: vec![],
             q: 1000,
             strict_route_tail: None,
-            fallback: None,
+            fallback: Vec::new(),
+            lost_flow: None,
         }])
     }
-}
-
-/// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
-fn first_path_uri(path: &str) -> Option<String> {
-    let first = herald_sip::headers::ListIter::new(path.as_bytes()).next()?.ok()?.1;
-    NameAddr::parse(first).ok().map(|a| a.uri.as_str().to_owned())
 }
 
 /// Whether a branch to `dest` travels over TLS: a connection that is one (the binding's own

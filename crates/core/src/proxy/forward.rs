@@ -23,6 +23,9 @@ pub struct Forward<'a> {
     pub append_routes: &'a [String],
     /// Step 4: Record-Route values to insert on top, in order.
     pub record_route: &'a [String],
+    /// A Path value to insert on top of a REGISTER's (RFC 3327 §4.2; herald as an Outbound edge
+    /// proxy, RFC 5626 §5.1).
+    pub path: Option<&'a str>,
     /// Step 8: the new Via value (with its branch).
     pub via: &'a str,
     /// The received top Via rewritten with received/rport (see [`via_fixup`]).
@@ -59,6 +62,9 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
     }
     for r in f.push_routes {
         e.prepend_header("Route", r.as_bytes());
+    }
+    if let Some(p) = f.path {
+        e.prepend_header("Path", p.as_bytes());
     }
     for r in f.append_routes {
         e.append_header("Route", r.as_bytes());
@@ -126,7 +132,14 @@ pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
 /// `signature`: herald's proof that it record-routed the dialog (`crate::auth::route_sig`),
 /// carried as a URI parameter that the dialog's later requests copy into their Route (§12.1).
-pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr, signature: Option<&str>) -> String {
+/// `flow`: a flow token (RFC 5626 §5.2, [`super::flow_token`]) when the hop this value faces
+/// can only be reached over the flow it came on (a WebSocket phone's `.invalid` Contact).
+pub fn record_route_value(
+    transport_param: Option<&str>,
+    local: SocketAddr,
+    signature: Option<&str>,
+    flow: Option<&str>,
+) -> String {
     let mut v = String::with_capacity(64);
     v.push_str("<sip:");
     push_host_port(&mut v, local);
@@ -136,6 +149,7 @@ pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr, sign
     }
     v.push_str(";lr");
     push_signature(&mut v, signature);
+    push_flow(&mut v, flow);
     v.push('>');
     v
 }
@@ -143,13 +157,31 @@ pub fn record_route_value(transport_param: Option<&str>, local: SocketAddr, sign
 /// The Record-Route value of a TLS listener for a SIPS request: §16.6 step 4 requires a SIPS
 /// URI when the Request-URI or the top Route is one, so that the dialog's later requests also
 /// reach this proxy over TLS (RFC 5630 §4.3).
-pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>) -> String {
+pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>, flow: Option<&str>) -> String {
     let mut v = String::with_capacity(64);
     v.push_str("<sips:");
     push_host_port(&mut v, local);
     v.push_str(";lr");
     push_signature(&mut v, signature);
+    push_flow(&mut v, flow);
     v.push('>');
+    v
+}
+
+/// The Path value herald inserts as an edge proxy into a REGISTER it forwards for an Outbound
+/// UA (RFC 5626 §5.1): its own URI with the flow token of the UA's flow and `ob`, which tells
+/// the registrar that this first hop supports Outbound (§6).
+pub fn outbound_path_value(transport_param: Option<&str>, local: SocketAddr, flow: &str) -> String {
+    let mut v = String::with_capacity(128);
+    v.push_str("<sip:");
+    push_host_port(&mut v, local);
+    if let Some(t) = transport_param {
+        v.push_str(";transport=");
+        v.push_str(t);
+    }
+    v.push_str(";lr");
+    push_flow(&mut v, Some(flow));
+    v.push_str(";ob>");
     v
 }
 
@@ -157,6 +189,15 @@ pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>) -> St
 /// module writes, so it lives here; the auth gate reads it back and `crate::auth::route_sig`
 /// computes the value (the proxy itself does not depend on authentication).
 pub const SIG_PARAM: &str = "hs";
+
+fn push_flow(v: &mut String, flow: Option<&str>) {
+    if let Some(token) = flow {
+        v.push(';');
+        v.push_str(super::flow_token::FLOW_PARAM);
+        v.push('=');
+        v.push_str(token);
+    }
+}
 
 fn push_signature(v: &mut String, signature: Option<&str>) {
     if let Some(sig) = signature {
@@ -184,7 +225,7 @@ mod tests {
         let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
         let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
         let fix = via_fixup(&m, src);
-        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap(), None)];
+        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap(), None, None)];
         let path = vec!["<sip:edge.example.net;lr>".to_owned()];
         let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
         let out = forward(
@@ -226,9 +267,14 @@ mod tests {
     fn ipv6_values() {
         let l: SocketAddr = "[2001:db8::1]:5060".parse().unwrap();
         assert_eq!(via_value("TCP", l, "z9hG4bKx"), "SIP/2.0/TCP [2001:db8::1]:5060;branch=z9hG4bKx;rport");
-        assert_eq!(record_route_value(Some("tcp"), l, None), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
-        assert_eq!(record_route_value_sips(l, None), "<sips:[2001:db8::1]:5060;lr>");
-        assert_eq!(record_route_value(None, l, Some("0a1b")), "<sip:[2001:db8::1]:5060;lr;hs=0a1b>");
-        assert_eq!(record_route_value_sips(l, Some("0a1b")), "<sips:[2001:db8::1]:5060;lr;hs=0a1b>");
+        assert_eq!(record_route_value(Some("tcp"), l, None, None), "<sip:[2001:db8::1]:5060;transport=tcp;lr>");
+        assert_eq!(record_route_value_sips(l, None, None), "<sips:[2001:db8::1]:5060;lr>");
+        assert_eq!(record_route_value(None, l, Some("0a1b"), None), "<sip:[2001:db8::1]:5060;lr;hs=0a1b>");
+        assert_eq!(record_route_value_sips(l, Some("0a1b"), None), "<sips:[2001:db8::1]:5060;lr;hs=0a1b>");
+        assert_eq!(
+            record_route_value(Some("ws"), l, Some("0a1b"), Some("77")),
+            "<sip:[2001:db8::1]:5060;transport=ws;lr;hs=0a1b;ft=77>"
+        );
+        assert_eq!(outbound_path_value(Some("tcp"), l, "77"), "<sip:[2001:db8::1]:5060;transport=tcp;lr;ft=77;ob>");
     }
 }

@@ -1,6 +1,7 @@
 //! The proxy core (RFC 3261 §16): validation, route preprocessing, target determination,
 //! forwarding, response processing, CANCEL.
 
+pub mod flow_token;
 pub mod forward;
 pub mod identity;
 pub mod respond;

@@ -20,8 +20,9 @@ impl Rejection {
     }
 }
 
-/// Option tags herald understands in Proxy-Require (RFC 3261 §16.3 step 5).
-pub const SUPPORTED: &[&str] = &["path"];
+/// Option tags herald understands in Proxy-Require (RFC 3261 §16.3 step 5): Path (RFC 3327) and
+/// Outbound (RFC 5626, as edge proxy and registrar: `crate::engine` flows, `crate::registrar`).
+pub const SUPPORTED: &[&str] = &["path", "outbound"];
 
 /// Steps 2 to 5 of RFC 3261 §16.3 (step 1, syntax, is `Message::validate`; step 6,
 /// authorization, belongs to the authentication layer).

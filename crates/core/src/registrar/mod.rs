@@ -20,7 +20,9 @@
 //!    [`RegistrarConfig::default_expires`]; under an hour and below the minimum → 423 with
 //!    Min-Expires; above the maximum → shortened; then every binding is added, refreshed or
 //!    removed atomically, with the Call-ID/CSeq ordering check;
-//! 8. 200 OK listing every current binding with its remaining lifetime.
+//! 8. 200 OK listing every current binding with its remaining lifetime, and
+//!    `Require: outbound` when RFC 5626 §6 Outbound applied (a flow registered with
+//!    `Supported: outbound` through a first hop that supports it, else 439).
 //!
 //! Every binding remembers the [`Peer`] its REGISTER came from, so that requests for a contact
 //! registered over a stream can reuse that connection and NATed contacts can be reached at the
@@ -161,6 +163,9 @@ impl Registrar {
             bindings.iter().map(|b| ("Contact", contact_value(b, store.expires_in(b, now)))).collect();
         if let (Some(path), true) = (&reg.path, reg.supports_path) {
             headers.push(("Path", path.clone()));
+        }
+        if reg.outbound {
+            headers.push(("Require", "outbound".to_owned()));
         }
         self.respond(req, 200, "OK", &headers)
     }

@@ -8,8 +8,9 @@ use herald_sip::{HeaderName, Message, Method};
 use herald_store::{Aor, ContactUpdate};
 use std::num::NonZeroU32;
 
-/// Option tags the registrar implements (RFC 3261 §8.2.2.3, §20.32): Path (RFC 3327).
-pub const SUPPORTED: &[&str] = &["path"];
+/// Option tags the registrar implements (RFC 3261 §8.2.2.3, §20.32): Path (RFC 3327) and
+/// Outbound (RFC 5626 §6).
+pub const SUPPORTED: &[&str] = &["path", "outbound"];
 
 /// What a well-formed REGISTER asks for.
 #[derive(Debug)]
@@ -22,6 +23,10 @@ pub(super) struct Register<'m> {
     pub path: Option<String>,
     /// Whether the UA listed `path` in Supported: only then is Path echoed (RFC 3327 §5.3).
     pub supports_path: bool,
+    /// RFC 5626 §6: the registrar applied Outbound (the UA supports it, registers a flow with
+    /// `+sip.instance` and `reg-id`, and its first hop supports it): the 200 says
+    /// `Require: outbound`.
+    pub outbound: bool,
 }
 
 #[derive(Debug)]
@@ -113,10 +118,42 @@ impl<'m> Register<'m> {
             }
             path = Some(joined);
         }
-        let supports_path = req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case("path")));
+        let supports =
+            |tag: &str| req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case(tag)));
+        let supports_path = supports("path");
+        let outbound = supports("outbound") && outbound_applies(&action, path.as_deref())?;
 
-        Ok(Register { aor, call_id, cseq: cseq.seq, action, path, supports_path })
+        Ok(Register { aor, call_id, cseq: cseq.seq, action, path, supports_path, outbound })
     }
+}
+
+/// RFC 5626 §6, for a REGISTER whose UA supports Outbound: whether it registers a flow (a
+/// Contact with `+sip.instance` and `reg-id`). Refused: more than one such Contact (400, §4.2:
+/// a UA registers one flow per REGISTER) and a first hop that does not support Outbound (a
+/// first Path URI without `ob`: 439 First Hop Lacks Outbound Support, §6 and §11.5, so that the
+/// UA can pick another edge proxy). Without a Path herald is the first hop itself.
+/// Flows are keyed by instance and reg-id whether or not Outbound applies (the store's rule,
+/// kept as before); what it changes is the `Require: outbound` of the 200.
+fn outbound_applies(action: &Action<'_>, path: Option<&str>) -> Result<bool, Reject> {
+    let Action::Update(contacts) = action else { return Ok(false) };
+    let flows = contacts.iter().filter(|c| c.instance.is_some() && c.reg_id.is_some()).count();
+    match flows {
+        0 => return Ok(false),
+        1 => {}
+        _ => return Err(bad("Bad Request (more than one Contact with reg-id)")),
+    }
+    let first_hop_ob = match path {
+        None => true,
+        Some(p) => herald_sip::headers::ListIter::new(p.as_bytes())
+            .next()
+            .and_then(|v| v.ok())
+            .and_then(|(_, v)| herald_sip::headers::NameAddr::parse(v).ok())
+            .is_some_and(|a| a.uri.as_sip().is_some_and(|u| u.param("ob").is_some())),
+    };
+    if !first_hop_ob {
+        return Err(Reject::new(439, "First Hop Lacks Outbound Support"));
+    }
+    Ok(true)
 }
 
 /// Steps 6 and 7 for each contact: its interval is the `expires` parameter, else the Expires

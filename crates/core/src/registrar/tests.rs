@@ -358,6 +358,37 @@ fn outbound_instance_and_reg_id_are_kept_and_echoed() {
 }
 
 #[test]
+fn outbound_is_applied_and_required_only_for_a_supported_flow_through_an_ob_first_hop() {
+    let f = Fixture::new();
+    let inst = "+sip.instance=\"<urn:uuid:00000000-0000-1000-8000-000A95A0E128>\"";
+    let flow = |reg_id: u32| format!("Contact: <sip:a@x.invalid;transport=ws;ob>;{inst};reg-id={reg_id}\r\n");
+    let require = |resp: &Message| resp.get(HeaderName::Require).map(|v| String::from_utf8_lossy(v).into_owned());
+    // RFC 5626 §6: Supported: outbound and a flow, no Path (herald is the first hop): applied.
+    let resp = f.send(0, &register("c", 1, &format!("Supported: outbound\r\n{}", flow(1))));
+    assert_eq!((status(&resp), require(&resp).as_deref()), (200, Some("outbound")));
+    // A second flow of the instance is a second binding; both are listed.
+    let resp = f.send(0, &register("d", 1, &format!("Supported: outbound\r\n{}", flow(2))));
+    assert_eq!((status(&resp), listed(&resp).len()), (200, 2));
+    // Without Supported: outbound the flow is still keyed by instance and reg-id, but nothing
+    // is required of the UA.
+    let resp = f.send(0, &register("d", 2, &flow(2)));
+    assert_eq!((status(&resp), require(&resp)), (200, None));
+    // A first hop whose Path lacks `ob` does not support Outbound: 439 (§6, §11.5).
+    let path = "Path: <sip:edge.example.net;lr>\r\nSupported: path, outbound\r\n";
+    let resp = f.send(0, &register("e", 1, &format!("{path}{}", flow(3))));
+    assert_eq!(status(&resp), 439);
+    let path = "Path: <sip:edge.example.net;lr;ob>\r\nSupported: path, outbound\r\n";
+    let resp = f.send(0, &register("e", 2, &format!("{path}{}", flow(3))));
+    assert_eq!((status(&resp), require(&resp).as_deref()), (200, Some("outbound")));
+    // Two flows in one REGISTER: 400 (§4.2: one per REGISTER).
+    let resp = f.send(0, &register("g", 1, &format!("Supported: outbound\r\n{}{}", flow(4), flow(5))));
+    assert_eq!(status(&resp), 400);
+    // A contact without reg-id is not a flow: no Outbound, whatever the UA supports.
+    let resp = f.send(0, &register("h", 1, "Supported: outbound\r\nContact: <sip:a@192.0.2.1>\r\n"));
+    assert_eq!((status(&resp), require(&resp)), (200, None));
+}
+
+#[test]
 fn malformed_or_misdirected_requests() {
     let f = Fixture::new();
     assert_eq!(status(&f.send(0, &register("c", 1, "Contact: <sip:a@h\r\n"))), 400);

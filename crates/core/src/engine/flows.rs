@@ -1,0 +1,118 @@
+//! herald as an Outbound edge proxy (RFC 5626 §5) and for WebSocket phones (RFC 7118 §5): the
+//! flow tokens it puts into its Record-Route and Path values, and the requests those bring back,
+//! which leave over the flow the token names. The tokens themselves are
+//! [`crate::proxy::flow_token`]'s (signed: a forged one makes herald send nowhere).
+//!
+//! Keep-alive: on streams (TCP, TLS, WebSocket) the runtime answers RFC 5626 §4.4.1 CRLF pings
+//! with a CRLF pong (and WebSocket has its own ping frames); herald does not implement the STUN
+//! keep-alive of §4.4.2 and §8 for UDP flows (optional for an edge proxy: "MUST support" applies
+//! only to proxies that accept `ob` over UDP and advertise it); a UDP phone keeps its NAT
+//! binding with re-registrations or CRLF datagrams, which the runtime drops as keep-alives.
+//! A UDP flow that died is therefore not seen as a transport error: its branch times out.
+
+use super::context::{Planned, PlannedDest};
+use super::delivery::reachable_by_itself;
+use super::local_answers::Local;
+use super::Engine;
+use crate::peer::Peer;
+use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};
+use crate::proxy::route::Preprocessed;
+use herald_sip::headers::{Contact, NameAddr};
+use herald_sip::uri::Uri;
+use herald_sip::{HeaderName, Message};
+
+/// RFC 5626 §5.3: the status of a branch over a flow token's flow that failed (the connection is
+/// gone): 430 Flow Failed, so that the authoritative proxy that routed through herald tries
+/// another flow of the instance.
+const FLOW_FAILED: u16 = 430;
+
+impl Engine {
+    /// RFC 5626 §5.3: among the Route values of ours at the top (`pre.remove`), the first that
+    /// carries a flow token naming a flow other than the one the request came on says where it
+    /// goes. A token naming the arrival flow is the UA's own request leaving through its edge
+    /// proxy: it is routed as usual. `None`: no such token; `Err`: a token herald did not mint.
+    pub(super) fn flow_route(&self, pre: &Preprocessed<'_>, from: Peer) -> Option<Result<Planned, Local>> {
+        for v in &pre.remove {
+            let Ok(route) = NameAddr::parse(v.bytes) else { continue };
+            let Some(token) = flow_param(&route.uri) else { continue };
+            let flow = match self.flows.read(token) {
+                FlowToken::Valid(flow) => flow,
+                // §5.3: "the proxy SHOULD send a 403 (Forbidden) response" for a tampered token.
+                FlowToken::Forged => return Some(Err(Local::Reject(403, "Forbidden (Bad Flow Token)"))),
+            };
+            if same_flow(flow, from) {
+                continue;
+            }
+            return Some(Ok(Planned {
+                request_uri: pre.request_uri.clone(),
+                dest: PlannedDest::Peer(flow),
+                push_routes: Vec::new(),
+                q: 1000,
+                strict_route_tail: None,
+                fallback: Vec::new(),
+                lost_flow: Some(FLOW_FAILED),
+            }));
+        }
+        None
+    }
+
+    /// The flow tokens of the two Record-Route values of a dialog-creating request: (facing the
+    /// next hop, facing the previous hop). Towards the next hop when the branch goes over a
+    /// flow (a registered WebSocket or Outbound phone: its Contact may be `.invalid`); towards
+    /// the previous hop when that is a UA that herald is the first hop of (one Via) and whose
+    /// Contact cannot be reached by itself or asks for it with `ob` (RFC 5626 §4.3, §5.4;
+    /// RFC 7118 §5).
+    pub(super) fn record_route_flows(
+        &self,
+        req: &Message,
+        from: Peer,
+        to: Peer,
+        over_flow: bool,
+    ) -> (Option<String>, Option<String>) {
+        let out = over_flow.then(|| self.flows.mint(to));
+        let back = (from_ua(req) && contact_needs_flow(req)).then(|| self.flows.mint(from));
+        (out, back)
+    }
+
+    /// The flow token of a Path value herald inserts into a REGISTER it forwards to another
+    /// registrar (RFC 5626 §5.1): when herald is the UA's first hop and the UA registers with
+    /// Outbound (`Supported: outbound`, `+sip.instance` and `reg-id`) or with a Contact only its
+    /// flow reaches.
+    pub(super) fn edge_path_flow(&self, req: &Message, from: Peer) -> Option<String> {
+        let outbound = req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case("outbound")))
+            && req.contacts().filter_map(Result::ok).any(|c| match c {
+                Contact::Address(a) => a.params.get("reg-id").is_some() && a.params.get("+sip.instance").is_some(),
+                Contact::Star => false,
+            });
+        (from_ua(req) && (outbound || contact_needs_flow(req))).then(|| self.flows.mint(from))
+    }
+}
+
+/// The flow token a URI of ours carries.
+fn flow_param<'a>(uri: &Uri<'a>) -> Option<&'a str> {
+    uri.as_sip()?.param(FLOW_PARAM).flatten()
+}
+
+/// One flow: a connection is its id; a UDP flow its transport and address.
+fn same_flow(a: Peer, b: Peer) -> bool {
+    match (a.conn, b.conn) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// herald is the first hop: the request carries one Via value, the UA's own.
+fn from_ua(req: &Message) -> bool {
+    req.vias().take(2).count() == 1
+}
+
+/// The first Contact cannot be reached by itself (RFC 7118 §5) or carries `ob` (RFC 5626 §4.3:
+/// the UA asks its edge proxy to keep the dialog on this flow).
+fn contact_needs_flow(req: &Message) -> bool {
+    match req.contacts().next() {
+        Some(Ok(Contact::Address(a))) => {
+            !reachable_by_itself(a.uri.as_str()) || a.uri.as_sip().is_some_and(|u| u.param("ob").is_some())
+        }
+        _ => false,
+    }
+}
