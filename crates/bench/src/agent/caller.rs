@@ -156,7 +156,7 @@ impl Calls {
         let mut extra = [RING_HEADER, ": "].concat();
         push_dec(&mut extra, call.plan.ring_us / 1000);
         extra.push_str("\r\n");
-        let bytes = ctx.caller_local.request(&Request {
+        let (bytes, ack) = ctx.caller_local.invite(&Request {
             method: "INVITE",
             uri: &uri,
             branch: &branch,
@@ -170,7 +170,7 @@ impl Calls {
             extra: &extra,
             body: Some(("application/sdp", SDP_OFFER)),
         });
-        let request = NewRequest { id, method: "INVITE", branch, bytes, dest: ctx.proxy };
+        let request = NewRequest { id, method: "INVITE", branch, bytes, dest: ctx.proxy, ack: Some(ack) };
         self.start_tx(ctx, slot, generation, Which::Invite, request, out);
     }
 
@@ -208,7 +208,7 @@ impl Calls {
                 extra: "",
                 body: None,
             });
-            NewRequest { id, method, branch: invite.branch.clone(), bytes, dest: invite.dest }
+            NewRequest { id, method, branch: invite.branch.clone(), bytes, dest: invite.dest, ack: None }
         } else {
             let Some(dialog) = &call.dialog else { return };
             call.cseq += 1;
@@ -226,7 +226,7 @@ impl Calls {
                 extra: "",
                 body: None,
             });
-            NewRequest { id, method, branch, bytes, dest: dialog.dest }
+            NewRequest { id, method, branch, bytes, dest: dialog.dest, ack: None }
         };
         self.start_tx(ctx, slot, generation, Which::Other, request, out);
     }
@@ -245,12 +245,8 @@ impl Calls {
         let owner = Owner::Call { slot, generation };
         let timer = TimerSlot { kind: TimerKind::CallerTransaction, slot };
         let tx = ClientTx::start(ctx, Side::Caller, owner, timer, request, out);
-        let started = tx.is_some();
         if let Some(call) = self.calls.get_mut(slot, generation) {
-            *call.tx(which) = tx;
-        }
-        if !started {
-            self.end(slot, generation, Err("unparsable request"), out);
+            *call.tx(which) = Some(tx);
         }
     }
 

@@ -14,7 +14,7 @@ use super::context::Context;
 use super::output::{Outbox, Owner, SendKind, Side};
 use super::timers::{Timer, TimerKind};
 use bytes::Bytes;
-use herald_core::transaction::{ClientInvite, ClientNonInvite, Transaction, TuEvent, TxAction, TxState};
+use herald_core::transaction::{AckSource, ClientInvite, ClientNonInvite, Transaction, TuEvent, TxAction, TxState};
 use herald_sip::Message;
 use std::net::SocketAddr;
 
@@ -59,12 +59,15 @@ pub struct NewRequest {
     pub branch: String,
     pub bytes: Bytes,
     pub dest: SocketAddr,
+    /// Some exactly for an INVITE: what the ACK of a non-2xx final copies from it
+    /// ([`super::wire::Local::invite`]).
+    pub ack: Option<AckSource>,
 }
 
 impl ClientTx {
     /// Sends `request` from `side` as a new client transaction of `owner` and arms its first
-    /// deadline. None when the request does not parse (the generator built it, so never in
-    /// practice; the owner treats it as a failed send).
+    /// deadline. The machine gets the request as written, unparsed (the generator wrote it; see
+    /// [`ClientInvite::written`]).
     pub fn start(
         ctx: &Context,
         side: Side,
@@ -72,23 +75,26 @@ impl ClientTx {
         timer: TimerSlot,
         request: NewRequest,
         out: &mut Outbox,
-    ) -> Option<ClientTx> {
-        let NewRequest { id, method, branch, bytes, dest } = request;
-        let parsed = Message::parse(bytes, &ctx.limits).ok()?;
+    ) -> ClientTx {
+        let NewRequest { id, method, branch, bytes, dest, ack } = request;
+        debug_assert_eq!(method == "INVITE", ack.is_some(), "an INVITE and only an INVITE has an ACK source");
         let now = ctx.instant(ctx.now);
-        let (machine, actions) = if method == "INVITE" {
-            let (m, a) = ClientInvite::new(now, parsed, ctx.reliable, &ctx.timers);
-            (Transaction::ClientInvite(m), a)
-        } else {
-            let (m, a) = ClientNonInvite::new(now, parsed, ctx.reliable, &ctx.timers);
-            (Transaction::ClientNonInvite(m), a)
+        let (machine, actions) = match ack {
+            Some(ack) => {
+                let (m, a) = ClientInvite::written(now, bytes, ack, ctx.reliable, &ctx.timers);
+                (Transaction::ClientInvite(m), a)
+            }
+            None => {
+                let (m, a) = ClientNonInvite::written(now, bytes, ctx.reliable, &ctx.timers);
+                (Transaction::ClientNonInvite(m), a)
+            }
         };
         for bytes in actions.sends() {
             out.send(side, bytes.clone(), dest, SendKind::Request { owner, id });
         }
         let mut tx = ClientTx { id, method, branch, dest, sent_us: ctx.now, side, timer, machine, armed_us: None };
         tx.rearm(ctx, out);
-        Some(tx)
+        tx
     }
 
     /// A provisional response arrived (Timer A has stopped, Timer E runs at T2).
@@ -170,7 +176,7 @@ mod tests {
 
     fn start(ctx: &mut Context, method: &'static str, out: &mut Outbox) -> ClientTx {
         let (id, branch) = ctx.new_tx();
-        let bytes = ctx.caller_local.request(&Request {
+        let (bytes, ack) = ctx.caller_local.invite(&Request {
             method,
             uri: "sip:bob@d",
             branch: &branch,
@@ -187,7 +193,8 @@ mod tests {
         let timer = TimerSlot { kind: TimerKind::CallerTransaction, slot: 3 };
         let owner = Owner::Call { slot: 3, generation: 0 };
         let dest = ctx.proxy;
-        ClientTx::start(ctx, Side::Caller, owner, timer, NewRequest { id, method, branch, bytes, dest }, out).unwrap()
+        let ack = (method == "INVITE").then_some(ack);
+        ClientTx::start(ctx, Side::Caller, owner, timer, NewRequest { id, method, branch, bytes, dest, ack }, out)
     }
 
     /// Runs the transaction's timers at every armed deadline until it times out; returns the

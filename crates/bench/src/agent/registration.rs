@@ -122,12 +122,9 @@ impl Registrations {
             extra: &extra,
             body: None,
         });
-        let request = NewRequest { id, method: "REGISTER", branch, bytes, dest: ctx.proxy };
+        let request = NewRequest { id, method: "REGISTER", branch, bytes, dest: ctx.proxy, ack: None };
         let timer = TimerSlot { kind: TimerKind::RegisterTransaction, slot: user as u32 };
-        reg.tx = ClientTx::start(ctx, Side::Callee, Owner::Registration(user), timer, request, out);
-        if reg.tx.is_none() {
-            self.done(user, Err("unparsable request".into()), out);
-        }
+        reg.tx = Some(ClientTx::start(ctx, Side::Callee, Owner::Registration(user), timer, request, out));
     }
 
     /// The transport refused `user`'s REGISTER: `reason`.

@@ -3,9 +3,11 @@
 //! lines RFC 3261 §8.2.6.2 requires verbatim from the request.
 
 use bytes::Bytes;
+use herald_core::transaction::AckSource;
 use herald_sip::text::push_dec;
 use herald_sip::{HeaderName, Message};
 use std::fmt::Write;
+use std::ops::Range;
 
 /// The SDP offer the caller sends and the answer the callee returns: the size of a real audio
 /// call's bodies, so the proxy parses realistic messages (seed 000's SIPp scenarios carry SDP).
@@ -53,23 +55,77 @@ pub struct Request<'a> {
     pub body: Option<(&'a str, &'a str)>,
 }
 
+/// Where [`Local::write`] put the fields an ACK copies (byte offsets into the request).
+struct Marks {
+    uri: Range<usize>,
+    via: Range<usize>,
+    from: Range<usize>,
+    call_id: Range<usize>,
+    /// Offset of the first `Route: ` line.
+    routes: usize,
+}
+
 impl Local {
     pub fn request(&self, r: &Request<'_>) -> Bytes {
+        Bytes::from(self.write(r).0)
+    }
+
+    /// An INVITE and what the ACK of a non-2xx final copies from it (RFC 3261 §17.1.1.3), as
+    /// slices of the INVITE itself: herald-core's transaction takes them instead of parsing
+    /// back what this generator just wrote.
+    pub fn invite(&self, r: &Request<'_>) -> (Bytes, AckSource) {
+        let (text, marks) = self.write(r);
+        let bytes = Bytes::from(text);
+        let mut at = marks.routes;
+        let routes = r
+            .routes
+            .iter()
+            .map(|route| {
+                let value = at + "Route: ".len()..at + "Route: ".len() + route.len();
+                at = value.end + 2;
+                bytes.slice(value)
+            })
+            .collect();
+        let ack = AckSource {
+            request_uri: bytes.slice(marks.uri),
+            top_via: bytes.slice(marks.via),
+            routes,
+            from: bytes.slice(marks.from),
+            call_id: bytes.slice(marks.call_id),
+            cseq: r.cseq,
+        };
+        (bytes, ack)
+    }
+
+    fn write(&self, r: &Request<'_>) -> (String, Marks) {
         let body = r.body.map(|(_, b)| b).unwrap_or("");
         let mut m = String::with_capacity(512 + body.len());
-        for part in [r.method, " ", r.uri, " SIP/2.0\r\nVia: SIP/2.0/", self.transport, " ", &self.hostport] {
+        let field = |m: &mut String, value: &str| {
+            let start = m.len();
+            m.push_str(value);
+            start..m.len()
+        };
+        m.push_str(r.method);
+        m.push(' ');
+        let uri = field(&mut m, r.uri);
+        m.push_str(" SIP/2.0\r\nVia: ");
+        let via_start = m.len();
+        for part in ["SIP/2.0/", self.transport, " ", &self.hostport, ";branch=", r.branch, ";rport"] {
             m.push_str(part);
         }
-        for part in [";branch=", r.branch, ";rport\r\nMax-Forwards: 70\r\nFrom: ", r.from, "\r\nTo: ", r.to] {
+        let via = via_start..m.len();
+        m.push_str("\r\nMax-Forwards: 70\r\nFrom: ");
+        let from = field(&mut m, r.from);
+        for part in ["\r\nTo: ", r.to, "\r\nCall-ID: "] {
             m.push_str(part);
         }
-        for part in ["\r\nCall-ID: ", r.call_id, "\r\nCSeq: "] {
-            m.push_str(part);
-        }
+        let call_id = field(&mut m, r.call_id);
+        m.push_str("\r\nCSeq: ");
         push_dec(&mut m, u64::from(r.cseq));
         for part in [" ", r.method, "\r\n"] {
             m.push_str(part);
         }
+        let routes = m.len();
         for route in r.routes {
             for part in ["Route: ", route, "\r\n"] {
                 m.push_str(part);
@@ -90,7 +146,7 @@ impl Local {
             }
         }
         push_body(&mut m, body);
-        Bytes::from(m)
+        (m, Marks { uri, via, from, call_id, routes })
     }
 
     /// A response to a request whose copied lines are `echo` (see [`echo`]) and whose To line
@@ -217,6 +273,36 @@ mod tests {
         assert_eq!(m.body(), SDP_OFFER.as_bytes());
         assert_eq!(m.get_by_name(RING_HEADER), Some(&b"100"[..]));
         assert!(m.get(HeaderName::ProxyAuthorization).is_some());
+    }
+
+    /// The fields handed to the INVITE transaction are those a parser finds in the INVITE.
+    #[test]
+    fn invite_ack_source_is_what_the_invite_says() {
+        let routes = vec!["<sip:p1;lr>".to_string(), "<sip:p2;lr>".to_string()];
+        let request = Request {
+            method: "INVITE",
+            uri: "sip:bob@example.com",
+            branch: "z9hG4bK-1",
+            from: "<sip:alice@example.com>;tag=a1",
+            to: "<sip:bob@example.com>",
+            call_id: "c1",
+            cseq: 7,
+            routes: &routes,
+            contact_user: Some("alice"),
+            auth: None,
+            extra: "",
+            body: Some(("application/sdp", SDP_OFFER)),
+        };
+        let (bytes, ack) = local().invite(&request);
+        assert_eq!(bytes, local().request(&request));
+        let m = parse(&bytes);
+        assert_eq!(ack.request_uri, m.request_uri_bytes().unwrap());
+        assert_eq!(ack.top_via, m.list_values(HeaderName::Via).next().unwrap().unwrap().bytes);
+        assert_eq!(ack.from, m.get(HeaderName::From).unwrap());
+        assert_eq!(ack.call_id, m.get(HeaderName::CallId).unwrap());
+        assert_eq!(ack.cseq, m.cseq().unwrap().seq);
+        let parsed: Vec<&[u8]> = m.list_values(HeaderName::Route).map(|r| r.unwrap().bytes).collect();
+        assert_eq!(ack.routes, parsed);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!     └──2xx / 300-699 as from Proceeding        (2xx → TU)
 //! ```
 
-use super::ack::build_ack;
+use super::client_request::{AckSource, Sent};
 use super::timers::{TimerKind, TimerTable, Timers};
 use super::{class, terminated, Actions, Class, TuEvent, TxState};
 use bytes::Bytes;
@@ -24,12 +24,12 @@ enum State {
     /// transaction lingers up to 64*T1 (Timer M) and must stay small.
     Calling {
         a_interval: Duration,
-        request: Message,
+        request: Sent,
     },
     /// A provisional response arrived: no more retransmissions, and Timer B no longer applies
     /// (the proxy's Timer C, §16.6 step 11, bounds this state).
     Proceeding {
-        request: Message,
+        request: Sent,
     },
     /// A non-2xx final response was ACKed; the ACK is kept to answer its retransmissions.
     /// `None` only if the ACK could not be built from a malformed response.
@@ -55,13 +55,30 @@ impl ClientInvite {
     /// Sends `request` (the INVITE) and starts Timer B, and Timer A over unreliable transports
     /// (§17.1.1.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
+        Self::start(now, Sent::Parsed(request), reliable, timers)
+    }
+
+    /// [`ClientInvite::new`] for an INVITE the TU wrote itself and hands over unparsed: `request`
+    /// is sent and resent as is, and `ack` gives what the ACK of a non-2xx final copies from it.
+    /// [`ClientInvite::request`] is None for such a transaction (the TU has its INVITE).
+    pub fn written(
+        now: Instant,
+        request: Bytes,
+        ack: AckSource,
+        reliable: bool,
+        timers: &Timers,
+    ) -> (ClientInvite, Actions) {
+        Self::start(now, Sent::Written { bytes: request, ack: Some(Box::new(ack)) }, reliable, timers)
+    }
+
+    fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::A, now, timers.initial(TimerKind::A, reliable));
         }
         t.arm(TimerKind::B, now, timers.initial(TimerKind::B, reliable));
         let mut out = Actions::new();
-        out.send(request.buffer());
+        out.send(request.bytes());
         let tx = ClientInvite {
             reliable,
             cfg: *timers,
@@ -98,7 +115,7 @@ impl ClientInvite {
                 // retransmissions of the response.
                 self.timers.clear(TimerKind::A);
                 self.timers.clear(TimerKind::B);
-                let ack = build_ack(&request, &msg);
+                let ack = request.ack(&msg);
                 if let Some(a) = &ack {
                     out.send(a);
                 }
@@ -139,7 +156,7 @@ impl ClientInvite {
         match (&mut self.state, kind) {
             (State::Calling { a_interval, request }, TimerKind::A) => {
                 // §17.1.1.2: retransmit and double the interval (no T2 cap for INVITE).
-                out.send(request.buffer());
+                out.send(request.bytes());
                 *a_interval = a_interval.saturating_mul(2);
                 self.timers.arm_retransmit(TimerKind::A, now, *a_interval);
             }
@@ -190,17 +207,17 @@ impl ClientInvite {
     /// ACK of a non-2xx (`limits.max_held_bytes`).
     pub fn held_bytes(&self) -> usize {
         match &self.state {
-            State::Calling { request, .. } | State::Proceeding { request } => request.as_bytes().len(),
+            State::Calling { request, .. } | State::Proceeding { request } => request.bytes().len(),
             State::Completed { ack } => ack.as_ref().map_or(0, Bytes::len),
             State::Accepted | State::Terminated => 0,
         }
     }
 
     /// The INVITE this transaction sends (for CANCEL construction, §9.1), until a final
-    /// response arrives.
+    /// response arrives; None for one the TU wrote ([`ClientInvite::written`]).
     pub fn request(&self) -> Option<&Message> {
         match &self.state {
-            State::Calling { request, .. } | State::Proceeding { request } => Some(request),
+            State::Calling { request, .. } | State::Proceeding { request } => request.message(),
             _ => None,
         }
     }

@@ -7,8 +7,10 @@
 //!    └──200-699 (to TU)──▶ Completed
 //! ```
 
+use super::client_request::Sent;
 use super::timers::{TimerKind, TimerTable, Timers};
 use super::{class, terminated, Actions, Class, TuEvent, TxState};
+use bytes::Bytes;
 use herald_sip::Message;
 use std::time::{Duration, Instant};
 
@@ -20,11 +22,11 @@ enum State {
     /// transaction lingers for Timer K and must stay small.
     Trying {
         e_interval: Duration,
-        request: Message,
+        request: Sent,
     },
     /// A provisional arrived: retransmissions continue, every T2 (§17.1.2.2).
     Proceeding {
-        request: Message,
+        request: Sent,
     },
     /// A final response arrived; Timer K absorbs its retransmissions.
     Completed,
@@ -43,13 +45,23 @@ pub struct ClientNonInvite {
 impl ClientNonInvite {
     /// Sends `request` and starts Timer F, and Timer E over unreliable transports (§17.1.2.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+        Self::start(now, Sent::Parsed(request), reliable, timers)
+    }
+
+    /// [`ClientNonInvite::new`] for a request the TU wrote itself and hands over unparsed: sent
+    /// and resent as is. [`ClientNonInvite::request`] is None for such a transaction.
+    pub fn written(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+        Self::start(now, Sent::Written { bytes: request, ack: None }, reliable, timers)
+    }
+
+    fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::E, now, timers.initial(TimerKind::E, reliable));
         }
         t.arm(TimerKind::F, now, timers.initial(TimerKind::F, reliable));
         let mut out = Actions::new();
-        out.send(request.buffer());
+        out.send(request.bytes());
         let tx = ClientNonInvite {
             reliable,
             cfg: *timers,
@@ -97,12 +109,12 @@ impl ClientNonInvite {
         }
         match (&mut self.state, kind) {
             (State::Trying { e_interval, request }, TimerKind::E) => {
-                out.send(request.buffer());
+                out.send(request.bytes());
                 *e_interval = e_interval.saturating_mul(2).min(self.cfg.t2);
                 self.timers.arm_retransmit(TimerKind::E, now, *e_interval);
             }
             (State::Proceeding { request }, TimerKind::E) => {
-                out.send(request.buffer());
+                out.send(request.bytes());
                 self.timers.arm_retransmit(TimerKind::E, now, self.cfg.t2);
             }
             (State::Trying { .. } | State::Proceeding { .. }, TimerKind::F) => {
@@ -150,15 +162,16 @@ impl ClientNonInvite {
     /// Bytes of messages this transaction holds: the request until a final response.
     pub fn held_bytes(&self) -> usize {
         match &self.state {
-            State::Trying { request, .. } | State::Proceeding { request } => request.as_bytes().len(),
+            State::Trying { request, .. } | State::Proceeding { request } => request.bytes().len(),
             State::Completed | State::Terminated => 0,
         }
     }
 
-    /// The request as sent, until a final response arrives.
+    /// The request as sent, until a final response arrives; None for one the TU wrote
+    /// ([`ClientNonInvite::written`]).
     pub fn request(&self) -> Option<&Message> {
         match &self.state {
-            State::Trying { request, .. } | State::Proceeding { request } => Some(request),
+            State::Trying { request, .. } | State::Proceeding { request } => request.message(),
             _ => None,
         }
     }

@@ -26,6 +26,7 @@
 mod ack;
 mod client_invite;
 mod client_non_invite;
+mod client_request;
 mod key;
 mod server_invite;
 mod server_non_invite;
@@ -46,6 +47,7 @@ mod tests_table;
 pub use ack::{build_ack, build_trying};
 pub use client_invite::ClientInvite;
 pub use client_non_invite::ClientNonInvite;
+pub use client_request::AckSource;
 pub use key::{stateless_branch, BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
