@@ -1,5 +1,5 @@
 //! Balancing UDP load from one peer over two workers, without reordering a dialog
-//! (`crates/server/src/dispatch.rs`, "Balancing").
+//! (`crates/server/src/dispatch/balance.rs`).
 //!
 //! One caller socket is one SO_REUSEPORT flow, so one worker's receiver reads all of it. With
 //! herald stopped (SIGSTOP), the caller queues 40 dialogs x 25 in-dialog requests, interleaved;
@@ -44,6 +44,10 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     let caller = UdpSocket::bind("127.0.0.1:0").unwrap();
     let callee = UdpSocket::bind("127.0.0.1:0").unwrap();
     callee.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    // 1,000 requests and their retransmissions arrive in a burst: with the default 208 KB
+    // buffer a callee that loses the CPU for a moment drops some, and a lost first copy arrives
+    // later as a retransmission, which reads as reordering. Room for all of them.
+    grow_receive_buffer(&callee, 4 << 20);
     let (caller_addr, callee_addr) = (caller.local_addr().unwrap(), callee.local_addr().unwrap());
 
     {
@@ -76,7 +80,12 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     assert_eq!(seen.len(), DIALOGS, "every dialog reached the callee");
     for (call_id, order) in &seen {
         let expected: Vec<u32> = (1..=PER_DIALOG).collect();
-        assert_eq!(order, &expected, "{call_id}: its requests, each once, in order");
+        assert_eq!(
+            order,
+            &expected,
+            "{call_id}: its requests, each once, in order (callee socket drops: {})",
+            udp_drops(callee_addr.port())
+        );
     }
     let s: Scrape = scrape::fetch(&url).unwrap();
     let handed = s.sum("herald_udp_handed_over_total", &[]);
@@ -84,4 +93,32 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     assert!(received >= (DIALOGS * PER_DIALOG as usize) as f64, "{received} datagrams read");
     // About half the shards belong to the worker that did not read the flow.
     assert!(handed > 0.1 * received, "{handed} of {received} handed over: balancing did not engage");
+}
+
+/// SO_RCVBUF up to the system's rmem_max.
+fn grow_receive_buffer(sock: &UdpSocket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor and a c_int option value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+}
+
+/// The kernel's drop count of the IPv4 UDP socket bound to `port` (/proc/net/udp, last column).
+fn udp_drops(port: u16) -> String {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .find(|l| l.split_whitespace().nth(1).is_some_and(|a| a.ends_with(&local)))
+        .and_then(|l| l.split_whitespace().last().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }
