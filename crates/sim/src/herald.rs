@@ -1,6 +1,9 @@
 //! Herald as the simulator runs it: one engine with a registrar, a location store and (when
 //! asked) digest authentication, behind the runtime's ingress checks
-//! ([`herald_core::inbound::classify`]), with DNS answered from a fixed table.
+//! ([`herald_core::inbound::classify`]), with DNS answered from a fixed table, and the stream
+//! flows (WebSocket, TCP) the runtime would hold: a UA's datagrams arrive over its open flow's
+//! [`Peer`] (with its [`ConnId`]), and a send on a closed flow is a transport error, as the
+//! runtime reports it (`Ctl::TransportError`).
 
 use bytes::Bytes;
 use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, Authenticator, Credentials, SharedCredentials, UserHa1};
@@ -9,8 +12,11 @@ use herald_core::inbound::{self, Inbound};
 use herald_core::proxy::Identity;
 use herald_core::registrar::{Location, Registrar, RegistrarConfig};
 use herald_core::transaction::Timers;
-use herald_core::{Input, Output, Peer, Resolution, ResolveError, ResolveRequest, Seed, SipHandler, Target, Transport};
+use herald_core::{
+    ConnId, Input, Output, Peer, Resolution, ResolveError, ResolveRequest, Seed, SipHandler, Target, Transport,
+};
 use herald_sip::{Framing, Limits, Message};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +67,11 @@ pub struct Herald {
     pub domain: String,
     limits: Limits,
     dns: Vec<(String, Target)>,
+    /// Open stream flows by the UA's address.
+    streams: BTreeMap<SocketAddr, Peer>,
+    /// Flows that were closed: a send on one fails.
+    closed: BTreeSet<ConnId>,
+    next_conn: u64,
 }
 
 impl Herald {
@@ -72,6 +83,7 @@ impl Herald {
             listeners: vec![
                 Listener { transport: Transport::Udp, addr: cfg.addr },
                 Listener { transport: Transport::Tcp, addr: cfg.addr },
+                Listener { transport: Transport::Ws, addr: cfg.addr },
             ],
             timers: cfg.timers,
             record_route: cfg.record_route,
@@ -116,6 +128,25 @@ impl Herald {
             domain: cfg.domain.clone(),
             limits: Limits::default(),
             dns: cfg.dns.clone(),
+            streams: BTreeMap::new(),
+            closed: BTreeSet::new(),
+            next_conn: 0,
+        }
+    }
+
+    /// Opens a stream flow of `transport` from `addr` (the UA connected): what arrives from
+    /// `addr` from now on comes over it. Returns the flow's peer.
+    pub fn open_stream(&mut self, addr: SocketAddr, transport: Transport) -> Peer {
+        self.next_conn += 1;
+        let peer = Peer { transport, addr, conn: Some(ConnId(self.next_conn)) };
+        self.streams.insert(addr, peer);
+        peer
+    }
+
+    /// Closes the stream flow from `addr` (the connection died): sends on it fail from now on.
+    pub fn close_stream(&mut self, addr: SocketAddr) {
+        if let Some(c) = self.streams.remove(&addr).and_then(|p| p.conn) {
+            self.closed.insert(c);
         }
     }
 
@@ -123,7 +154,10 @@ impl Herald {
     pub fn receive(&mut self, now: Instant, from: SocketAddr, bytes: Bytes) -> Vec<(SocketAddr, Bytes)> {
         let truncated = bytes.len() > self.limits.max_message_size;
         match inbound::classify(bytes, &self.limits, Framing::Datagram, truncated) {
-            Inbound::Message(msg) => self.handle(now, Peer::udp(from), msg),
+            Inbound::Message(msg) => {
+                let peer = self.streams.get(&from).copied().unwrap_or(Peer::udp(from));
+                self.handle(now, peer, msg)
+            }
             Inbound::Answer { bytes, .. } => vec![(from, bytes.freeze())],
             Inbound::Drop(_) => Vec::new(),
         }
@@ -147,13 +181,18 @@ impl Herald {
         self.engine.poll_timeout()
     }
 
-    /// Sends become datagrams; lookups are answered at once from the table (feeding back
-    /// until nothing is left).
+    /// Sends become datagrams (a send on a closed flow becomes a transport error); lookups are
+    /// answered at once from the table (feeding back until nothing is left).
     fn settle(&mut self, now: Instant, out: Vec<Output>) -> Vec<(SocketAddr, Bytes)> {
         let mut sends = Vec::new();
         let mut queue = std::collections::VecDeque::from(out);
         while let Some(o) = queue.pop_front() {
             match o {
+                Output::Send { to, .. } if to.conn.is_some_and(|c| self.closed.contains(&c)) => {
+                    let mut more = Vec::new();
+                    self.engine.handle(now, Input::TransportError { to }, &mut more);
+                    queue.extend(more);
+                }
                 Output::Send { to, bytes } => sends.push((to.addr, bytes)),
                 Output::Resolve { token, request } => {
                     let mut more = Vec::new();

@@ -1,4 +1,6 @@
-//! A simulated user agent (RFC 3261 §8, §12-§15) over UDP: as a client it registers (answering
+//! A simulated user agent (RFC 3261 §8, §12-§15) over UDP, or over a stream flow (WebSocket,
+//! RFC 7118: its Via and Contact name a `.invalid` host; with [`Ua::set_outbound`] it registers
+//! an RFC 5626 flow with `+sip.instance` and `reg-id`): as a client it registers (answering
 //! digest challenges, RFC 7616 with MD5), calls, acknowledges every 2xx, cancels and hangs up;
 //! as a server it answers by a script and retransmits its 2xx until the ACK (§13.3.1.4). Its
 //! transactions are herald-core's own ([`TransactionTable`]), so request retransmissions,
@@ -8,7 +10,7 @@
 use bytes::Bytes;
 use herald_core::auth::Algorithm;
 use herald_core::transaction::{BranchGen, TransactionTable, TuEvent, TxAction, TxId};
-use herald_core::{Peer, Seed};
+use herald_core::{Peer, Seed, Transport};
 use herald_sip::uri::{Host, Uri};
 use herald_sip::{HeaderName, Limits, Message, Method, ResponseBuilder};
 use std::collections::BTreeMap;
@@ -99,6 +101,11 @@ pub struct Ua {
     /// Where requests outside a dialog go (herald).
     pub proxy: SocketAddr,
     pub answer: Answer,
+    /// UDP, or the transport of its flow to herald (the simulator carries it as datagrams;
+    /// [`crate::Sim::connect`] opens the flow on herald's side).
+    pub transport: Transport,
+    /// RFC 5626: `+sip.instance` URN and `reg-id` of the flow it registers.
+    outbound: Option<(String, u32)>,
     password: Option<String>,
     start: Instant,
     txs: TransactionTable,
@@ -133,6 +140,8 @@ impl Ua {
             addr,
             proxy,
             answer: Answer::pick_up(Duration::from_millis(500)),
+            transport: Transport::Udp,
+            outbound: None,
             password: None,
             start,
             txs: TransactionTable::seeded(Default::default(), own.derive("transactions", 0)),
@@ -158,6 +167,21 @@ impl Ua {
     /// Answers digest challenges with this password.
     pub fn set_password(&mut self, password: &str) -> &mut Ua {
         self.password = Some(password.to_owned());
+        self
+    }
+
+    /// Speaks over a stream flow of `transport` (set by [`crate::Sim::connect`]): reliable, so
+    /// its transactions do not retransmit; a WebSocket UA's Via and Contact name a `.invalid`
+    /// host (RFC 7118 §5).
+    pub fn set_transport(&mut self, transport: Transport) -> &mut Ua {
+        self.transport = transport;
+        self
+    }
+
+    /// Registers as flow `reg_id` of instance `instance` (a URN) with `Supported: outbound`,
+    /// and puts `ob` in its Contact (RFC 5626 §4.2, §4.3).
+    pub fn set_outbound(&mut self, instance: &str, reg_id: u32) -> &mut Ua {
+        self.outbound = Some((instance.to_owned(), reg_id));
         self
     }
 
@@ -214,7 +238,27 @@ impl Ua {
     }
 
     fn contact(&self) -> String {
-        format!("<sip:{}@{}>", self.user, self.addr)
+        let ob = if self.outbound.is_some() { ";ob" } else { "" };
+        match self.transport {
+            Transport::Ws | Transport::Wss => {
+                format!("<sip:{}@{}.invalid;transport={}{ob}>", self.user, self.name, self.transport.as_param())
+            }
+            Transport::Udp => format!("<sip:{}@{}{ob}>", self.user, self.addr),
+            t => format!("<sip:{}@{};transport={}{ob}>", self.user, self.addr, t.as_param()),
+        }
+    }
+
+    /// The sent-by of its Vias: a `.invalid` name over WebSocket (RFC 7118 §5), else its address.
+    fn sent_by(&self) -> String {
+        match self.transport {
+            Transport::Ws | Transport::Wss => format!("{}.invalid", self.name),
+            _ => self.addr.to_string(),
+        }
+    }
+
+    /// A peer over this UA's transport (its transactions are reliable over a stream).
+    fn peer(&self, addr: SocketAddr) -> Peer {
+        Peer { transport: self.transport, addr, conn: None }
     }
 
     fn schedule(&mut self, at: Instant, timer: Timer) {
@@ -226,8 +270,14 @@ impl Ua {
     pub fn register(&mut self, now: Instant, expires: u32) -> (String, Sends) {
         let call_id = self.new_call_id();
         let aor = self.aor();
+        let flow = match &self.outbound {
+            Some((instance, reg_id)) => {
+                format!(";+sip.instance=\"<{instance}>\";reg-id={reg_id}\r\nSupported: outbound, path")
+            }
+            None => String::new(),
+        };
         let head = format!(
-            "REGISTER sip:{} SIP/2.0\r\nTo: <{aor}>\r\nContact: {};expires={expires}\r\n",
+            "REGISTER sip:{} SIP/2.0\r\nTo: <{aor}>\r\nContact: {};expires={expires}{flow}\r\n",
             self.domain,
             self.contact()
         );
@@ -266,14 +316,14 @@ impl Ua {
         auth: Option<String>,
     ) -> Sends {
         let branch = self.branches.next_branch();
-        let (aor, addr, name) = (self.aor(), self.addr, self.name.clone());
+        let (aor, name, via) = (self.aor(), self.name.clone(), format!("{} {}", self.transport, self.sent_by()));
         let call = self.calls.entry(call_id.to_owned()).or_default();
         if call.local_tag.is_empty() {
             call.local_tag = format!("{name}-tag");
         }
         call.cseq += 1;
         let text = format!(
-            "{head}Via: SIP/2.0/UDP {addr};branch={branch};rport\r\nMax-Forwards: 70\r\nFrom: <{aor}>;tag={}\r\nCall-ID: {call_id}\r\nCSeq: {} {method}\r\n{}Content-Length: 0\r\n\r\n",
+            "{head}Via: SIP/2.0/{via};branch={branch};rport\r\nMax-Forwards: 70\r\nFrom: <{aor}>;tag={}\r\nCall-ID: {call_id}\r\nCSeq: {} {method}\r\n{}Content-Length: 0\r\n\r\n",
             call.local_tag,
             call.cseq,
             auth.unwrap_or_default()
@@ -285,7 +335,8 @@ impl Ua {
     }
 
     fn send_in_tx(&mut self, now: Instant, call_id: &str, method: &str, msg: Message, to: SocketAddr) -> Sends {
-        match self.txs.insert_client(now, msg, Peer::udp(to)) {
+        let peer = self.peer(to);
+        match self.txs.insert_client(now, msg, peer) {
             Ok((id, actions)) => {
                 self.clients.insert(id, (call_id.to_owned(), method.to_owned()));
                 let mut sends = Sends::new();
@@ -327,7 +378,7 @@ impl Ua {
     /// set, sent to the first route (loose routing) or to the target. `cseq`: the ACK's number.
     fn in_dialog(&mut self, call_id: &str, method: &str, cseq: Option<u32>) -> Option<(String, SocketAddr)> {
         let branch = self.branches.next_branch();
-        let (aor, addr) = (self.aor(), self.addr);
+        let (aor, via) = (self.aor(), format!("{} {}", self.transport, self.sent_by()));
         let call = self.calls.get_mut(call_id)?;
         let target = call.remote_target.clone()?;
         let seq = match cseq {
@@ -341,7 +392,7 @@ impl Ua {
         let next = call.route_set.first().map(|r| r.trim_matches(|c| c == '<' || c == '>')).unwrap_or(&target);
         let to = uri_addr(next)?;
         let text = format!(
-            "{method} {target} SIP/2.0\r\nVia: SIP/2.0/UDP {addr};branch={branch};rport\r\n{routes}Max-Forwards: 70\r\nFrom: <{aor}>;tag={}\r\n{}\r\nCall-ID: {call_id}\r\nCSeq: {seq} {method}\r\nContent-Length: 0\r\n\r\n",
+            "{method} {target} SIP/2.0\r\nVia: SIP/2.0/{via};branch={branch};rport\r\n{routes}Max-Forwards: 70\r\nFrom: <{aor}>;tag={}\r\n{}\r\nCall-ID: {call_id}\r\nCSeq: {seq} {method}\r\nContent-Length: 0\r\n\r\n",
             call.local_tag,
             call.remote_to.clone()?,
         );
@@ -480,7 +531,7 @@ impl Ua {
         let b = request.as_bytes();
         let line_end = b.iter().position(|c| *c == b'\n')? + 1;
         let mut head = String::from_utf8_lossy(&b[..line_end]).into_owned();
-        for name in [HeaderName::To, HeaderName::Contact] {
+        for name in [HeaderName::To, HeaderName::Contact, HeaderName::Supported] {
             if let Some(h) = request.field(name) {
                 head.push_str(&String::from_utf8_lossy(&b[h.line.range()]));
             }
@@ -517,7 +568,8 @@ impl Ua {
                 }
             }
             Method::Invite => {
-                let Ok((id, actions)) = self.txs.insert_server(now, &msg, Peer::udp(from), true) else { return };
+                let peer = self.peer(from);
+                let Ok((id, actions)) = self.txs.insert_server(now, &msg, peer, true) else { return };
                 self.servers.insert(id, msg.clone());
                 for a in actions {
                     self.on_action(now, id, a, sends);
@@ -541,7 +593,8 @@ impl Ua {
 
     /// Answers a request that has no transaction yet with one response.
     fn respond_new(&mut self, now: Instant, from: SocketAddr, msg: &Message, status: u16, sends: &mut Sends) {
-        if let Ok((id, actions)) = self.txs.insert_server(now, msg, Peer::udp(from), false) {
+        let peer = self.peer(from);
+        if let Ok((id, actions)) = self.txs.insert_server(now, msg, peer, false) {
             self.servers.insert(id, msg.clone());
             for a in actions {
                 self.on_action(now, id, a, sends);
@@ -570,7 +623,12 @@ impl Ua {
         let bytes = builder.build().freeze();
         let actions = self.txs.on_tu_response(now, id, bytes.clone(), status);
         for a in actions {
-            self.on_action(now, id, a, sends);
+            match a {
+                // Over a stream the transaction may end with this response (Timer J is zero,
+                // RFC 3261 §17.2.2): send to the peer read before.
+                TxAction::Send(b) => sends.push((peer.addr, b)),
+                a => self.on_action(now, id, a, sends),
+            }
         }
         if invite && (200..300).contains(&status) {
             let call_id = req.call_id().unwrap_or("").to_owned();

@@ -7,6 +7,7 @@ use crate::herald::{Herald, HeraldConfig};
 use crate::net::{Datagram, Network};
 use crate::ua::{Sends, Ua};
 use bytes::Bytes;
+use herald_core::{Peer, Transport};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,21 @@ impl Sim {
         let domain = self.herald.domain.clone();
         self.uas.push(Ua::new(name, &domain, addr, self.herald.addr, self.start, self.seed));
         UaId(self.uas.len() - 1)
+    }
+
+    /// `id` connects to herald over a stream flow of `transport` (WebSocket, TCP): its requests
+    /// arrive over that flow and herald's sends on it fail once [`Sim::disconnect`] closed it.
+    pub fn connect(&mut self, id: UaId, transport: Transport) -> Peer {
+        self.uas[id.0].set_transport(transport);
+        let addr = self.uas[id.0].addr;
+        self.herald.open_stream(addr, transport)
+    }
+
+    /// `id`'s flow to herald dies (no close handshake reaches anyone: herald learns it when a
+    /// send fails).
+    pub fn disconnect(&mut self, id: UaId) {
+        let addr = self.uas[id.0].addr;
+        self.herald.close_stream(addr);
     }
 
     pub fn ua(&self, id: UaId) -> &Ua {
