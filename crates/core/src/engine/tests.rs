@@ -30,6 +30,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         listeners: vec![
             Listener { transport: Transport::Udp, addr: addr(PROXY) },
             Listener { transport: Transport::Tcp, addr: addr(PROXY) },
+            Listener { transport: Transport::Ws, addr: addr(PROXY) },
         ],
         timers: Timers::default(),
         record_route: RecordRoute::Always,
@@ -466,6 +467,9 @@ mod relay;
 
 #[path = "tests_phones.rs"]
 mod phones;
+
+#[path = "tests_outbound.rs"]
+mod outbound;
 
 #[cfg(test)]
 #[path = "tests_fuzz_findings.rs"]
