@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests need: a C++ compiler for libFuzzer, SIPp, Kamailio (with its tls
 # module; openssl makes the test certificates) and baresip (a real phone) as real peers
 # of the integration tests, iproute2 for the network namespaces of tests/netns_phones.rs,
-# Chromium to render `herald bench report` pages, python3 for scripts/module_cycles.py.
+# Chromium to render `herald bench report` pages and, headless, to run the browser phones of
+# tests/browser_ws.rs (JsSIP is vendored in tests/browser_support: no npm at test time),
+# python3 for scripts/module_cycles.py.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
