@@ -30,6 +30,7 @@
 // Every unsafe block carries its SAFETY argument, and an unsafe fn's body is no blanket licence.
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 
+mod batch;
 mod clock;
 mod cmsg;
 mod host;
@@ -41,6 +42,7 @@ mod signal;
 mod sockaddr;
 mod sockopt;
 
+pub use batch::{Wait, BATCH};
 pub use clock::{clock_ticks_per_second, realtime_ns, rusage_self, thread_cpu_ns};
 pub use host::{hostname, interface_addresses, malloc_trim, page_size};
 pub use poll::{poll, wait_writable};
@@ -49,18 +51,3 @@ pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
 pub use send::{send_batch, Outbound};
 pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
-
-/// Datagrams per recvmmsg/sendmmsg call: enough to empty a socket queue that a burst filled in
-/// few calls, small enough that one batch's slots stay in cache.
-pub const BATCH: usize = 32;
-
-/// Whether a batch call may sleep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Return at once (MSG_DONTWAIT), with `WouldBlock` when nothing could be read or sent.
-    Never,
-    /// As the socket's blocking mode says. On a blocking socket a receive sleeps until the first
-    /// datagram (or SO_RCVTIMEO) and then takes only what is already queued (MSG_WAITFORONE); a
-    /// send sleeps until the send buffer has room.
-    IfBlocking,
-}

@@ -3,7 +3,7 @@
 
 use crate::cmsg::{self, CONTROL_BYTES};
 use crate::sockaddr;
-use crate::{Wait, BATCH};
+use crate::batch::{Wait, BATCH};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, SocketAddr};

@@ -1,6 +1,6 @@
 //! Batched send: sendmmsg(2), up to [`BATCH`] datagrams a call.
 
-use crate::{Wait, BATCH};
+use crate::batch::{Wait, BATCH};
 use socket2::SockAddr;
 use std::io;
 use std::mem::{zeroed, MaybeUninit};
