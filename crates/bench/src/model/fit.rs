@@ -1,7 +1,7 @@
 //! Fitting the models to a results file (see the parent module for the method).
 
 use super::queueing::{mgc_wait, mmck_drop};
-use super::{default_queue_capacity, ModelFit, ModelPoint, DROP_NOISE, MESSAGES_PER_CALL, WAIT_NOISE_US};
+use super::results::{default_queue_capacity, ModelFit, ModelPoint, DROP_NOISE, MESSAGES_PER_CALL, WAIT_NOISE_US};
 use crate::results::{ResultsFile, RunResult, ServerMetrics};
 
 const SOURCE_METRICS: &str = "herald metrics";
