@@ -4,7 +4,7 @@
 //! Any scheme parses, not only Digest: a proxy must forward credentials it does not understand
 //! unmodified (RFC 4475 §3.3.7).
 
-use super::ValueError;
+use super::error::ValueError;
 use crate::scan;
 
 /// `auth-scheme LWS ( auth-param *(COMMA auth-param) / token68 )`.

@@ -1,6 +1,7 @@
 //! Contact (RFC 3261 §20.10): `"*"` or a list of addresses with `q` and `expires` parameters.
 
-use super::{NameAddr, ValueError};
+use super::error::ValueError;
+use super::name_addr::NameAddr;
 use crate::scan;
 
 /// One contact value (the list has been split at top-level commas).

@@ -1,7 +1,7 @@
 //! Splitting a header value into its comma-separated elements (RFC 3261 §7.3.1): commas inside
 //! quoted strings and `<...>` do not separate.
 
-use super::ValueError;
+use super::error::ValueError;
 use crate::scan;
 use crate::span::Span;
 

@@ -1,6 +1,7 @@
 //! Media types for Content-Type and Accept (RFC 3261 §20.15, §20.1; RFC 2045 §5.1).
 
-use super::{Params, ValueError};
+use super::error::ValueError;
+use super::params::Params;
 use crate::scan;
 
 /// `m-type SLASH m-subtype *( SEMI m-parameter )`; `*` is allowed by Accept's media-range.

@@ -1,7 +1,8 @@
 //! name-addr / addr-spec with parameters: From, To, Contact, Route, Record-Route, Path, Reply-To,
 //! Refer-To, Referred-By (RFC 3261 §20, §25.1).
 
-use super::{Params, ValueError};
+use super::error::ValueError;
+use super::params::Params;
 use crate::scan;
 use crate::uri::Uri;
 

@@ -1,7 +1,7 @@
 //! Generic parameters `*( SEMI name [ EQUAL value ] )` used by Via, name-addr headers,
 //! Content-Type, Retry-After and others (RFC 3261 §25.1 generic-param).
 
-use super::ValueError;
+use super::error::ValueError;
 use crate::scan;
 
 /// A validated parameter list, kept as the raw text starting at the first `;`. Lookups re-scan

@@ -1,7 +1,8 @@
 //! Small single-valued headers: CSeq, Call-ID, Max-Forwards, Expires and friends, Retry-After,
 //! Date, and token lists (Require, Supported, Allow, ...).
 
-use super::{Params, ValueError};
+use super::error::ValueError;
+use super::params::Params;
 use crate::method::Method;
 use crate::scan;
 

@@ -1,7 +1,17 @@
 //! One typed view for every header herald knows, used by `herald inspect` and by full
 //! validation. Hot paths use the specific accessors in `access.rs` instead.
 
-use super::*;
+use super::auth::{AuthParams, AuthValue};
+use super::contact::Contact;
+use super::error::ValueError;
+use super::list::ListIter;
+use super::media::MediaType;
+use super::name_addr::NameAddr;
+use super::params::Params;
+use super::simple::{
+    parse_call_id, parse_date, parse_delta_seconds, parse_max_forwards, parse_token, CSeq, RetryAfter,
+};
+use super::via::Via;
 use crate::header_name::HeaderName;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Via (RFC 3261 §20.42, §18.2.1; RFC 3581 rport; RFC 5118 IPv6 forms).
 
-use super::{Params, ValueError};
+use super::error::ValueError;
+use super::params::Params;
 use crate::scan;
 use crate::uri::{parse_host_port, Host};
 
