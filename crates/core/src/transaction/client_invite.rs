@@ -7,9 +7,9 @@
 //!     └──2xx / 300-699 as from Proceeding        (2xx → TU)
 //! ```
 
+use super::actions::{class, terminated, Actions, Class, TuEvent, TxState};
 use super::client_request::{AckSource, Sent};
 use super::timers::{TimerKind, TimerTable, Timers};
-use super::{class, terminated, Actions, Class, TuEvent, TxState};
 use bytes::Bytes;
 use herald_sip::Message;
 use std::time::{Duration, Instant};

@@ -7,9 +7,9 @@
 //!    └──200-699 (to TU)──▶ Completed
 //! ```
 
+use super::actions::{class, terminated, Actions, Class, TuEvent, TxState};
 use super::client_request::Sent;
 use super::timers::{TimerKind, TimerTable, Timers};
-use super::{class, terminated, Actions, Class, TuEvent, TxState};
 use bytes::Bytes;
 use herald_sip::Message;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! §17.1.1.3).
 //!
 //! The engine hands its transactions requests it parsed (it forwards what it received), so they
-//! hold a [`Message`] and build the ACK from its headers ([`super::build_ack`]). A user agent that
+//! hold a [`Message`] and build the ACK from its headers ([`super::ack::build_ack`]). A user agent that
 //! writes its own requests (the load generator) knows every field it put in them; parsing them
 //! back would cost more than building them (about 3,200 instructions for an INVITE with SDP), so
 //! it hands over the bytes and, for an INVITE, the few fields the ACK copies ([`AckSource`]).
@@ -30,7 +30,7 @@ pub struct AckSource {
 
 impl AckSource {
     /// The ACK for `response`, a 300-699 to the INVITE these fields came from: the same message,
-    /// byte for byte, that [`super::build_ack`] writes from the parsed INVITE (To from the
+    /// byte for byte, that [`super::ack::build_ack`] writes from the parsed INVITE (To from the
     /// response, so it carries the UAS's tag; Max-Forwards 70; no body). None when the response
     /// has no To.
     pub fn ack(&self, response: &Message) -> Option<Bytes> {
@@ -88,7 +88,7 @@ impl Sent {
     /// malformed response, or a written request given no [`AckSource`]).
     pub(crate) fn ack(&self, response: &Message) -> Option<Bytes> {
         match self {
-            Sent::Parsed(m) => super::build_ack(m, response),
+            Sent::Parsed(m) => super::ack::build_ack(m, response),
             Sent::Written { ack, .. } => ack.as_ref()?.ack(response),
         }
     }

@@ -9,8 +9,8 @@
 //! ```
 
 use super::ack::build_trying;
+use super::actions::{class, terminated, Actions, Class, TuEvent, TxState};
 use super::timers::{TimerKind, TimerTable, Timers};
-use super::{class, terminated, Actions, Class, TuEvent, TxState};
 use bytes::Bytes;
 use herald_sip::{Message, Method};
 use std::time::{Duration, Instant};

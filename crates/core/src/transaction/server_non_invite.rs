@@ -6,8 +6,8 @@
 //!    └──200-699 from TU──▶ Completed                        │ TU responses: discarded
 //! ```
 
+use super::actions::{class, terminated, Actions, Class, TuEvent, TxState};
 use super::timers::{TimerKind, TimerTable, Timers};
-use super::{class, terminated, Actions, Class, TuEvent, TxState};
 use bytes::Bytes;
 use herald_sip::Message;
 use std::time::Instant;

@@ -14,10 +14,14 @@
 //!   shrinks each one that has become mostly empty ([`shrink`]), so that the memory can go
 //!   back to the allocator (and from there to the kernel: herald-server's `memory` module).
 
+use super::actions::{Actions, TxAction, TxState};
+use super::any::Transaction;
+use super::client_invite::ClientInvite;
+use super::client_non_invite::ClientNonInvite;
 use super::key::{to_tag, ClientKey, ServerKey};
-use super::{
-    Actions, ClientInvite, ClientNonInvite, ServerInvite, ServerNonInvite, Timers, Transaction, TxAction, TxState,
-};
+use super::server_invite::ServerInvite;
+use super::server_non_invite::ServerNonInvite;
+use super::timers::Timers;
 use crate::hash::IdMap;
 use crate::peer::Peer;
 use crate::seed::{Seed, SeededState};
