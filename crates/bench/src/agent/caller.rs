@@ -102,7 +102,10 @@ impl Calls {
     /// Starts one call from user `caller` to user `callee`.
     pub fn start(&mut self, ctx: &mut Context, caller: usize, callee: usize, plan: Plan, out: &mut Outbox) {
         out.record(Measure::Attempt);
-        let mut from = ["<sip:", &ctx.users[caller].name, "@", &ctx.caller_local.domain, ">;tag="].concat();
+        let parts = ["<sip:", &ctx.users[caller].name, "@", &ctx.caller_local.domain, ">;tag="];
+        // Room for the tag too: growing the string afterwards would copy it.
+        let mut from = String::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 16);
+        parts.iter().for_each(|p| from.push_str(p));
         push_hex(&mut from, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let call = Call {
             call_id: String::new(),

@@ -47,7 +47,9 @@ pub struct ClientTx {
     pub sent_us: u64,
     side: Side,
     timer: TimerSlot,
-    machine: Transaction,
+    /// Boxed: a machine is most of a transaction's size (272 bytes), and a call holding two
+    /// transactions is moved into and out of its slab, which a pointer keeps cheap.
+    machine: Box<Transaction>,
     /// The deadline the heap holds an entry for (None: none that matters).
     armed_us: Option<u64>,
 }
@@ -92,6 +94,7 @@ impl ClientTx {
         for bytes in actions.sends() {
             out.send(side, bytes.clone(), dest, SendKind::Request { owner, id });
         }
+        let machine = Box::new(machine);
         let mut tx = ClientTx { id, method, branch, dest, sent_us: ctx.now, side, timer, machine, armed_us: None };
         tx.rearm(ctx, out);
         tx

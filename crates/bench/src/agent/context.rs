@@ -28,6 +28,8 @@ pub struct Context {
     pub reliable: bool,
     pub rng: SmallRng,
     pub run_id: u32,
+    /// `z9hG4bK` and the run id in hex and a dot: what every branch of the run starts with.
+    branch_prefix: String,
     next_tx: u32,
     pub limits: Limits,
     /// T1, T2, T4 and Timer D of the client transactions (RFC 3261 defaults).
@@ -57,6 +59,12 @@ impl Context {
             reliable,
             rng,
             run_id,
+            branch_prefix: {
+                let mut prefix = String::from("z9hG4bK");
+                push_hex(&mut prefix, u64::from(run_id), 0);
+                prefix.push('.');
+                prefix
+            },
             next_tx: 1,
             limits: Limits::default(),
             timers: Timers::default(),
@@ -86,9 +94,8 @@ impl Context {
     pub fn new_tx(&mut self) -> (u32, String) {
         let id = self.next_tx;
         self.next_tx = self.next_tx.wrapping_add(1).max(1);
-        let mut branch = String::from("z9hG4bK");
-        push_hex(&mut branch, u64::from(self.run_id), 0);
-        branch.push('.');
+        let mut branch = String::with_capacity(self.branch_prefix.len() + 8);
+        branch.push_str(&self.branch_prefix);
         push_hex(&mut branch, u64::from(id), 0);
         (id, branch)
     }

@@ -2,7 +2,7 @@
 //! set from its Record-Route in reverse, remote tag; and where in-dialog requests go (§12.2.1.1,
 //! loose routing of §16.12 with the strict-routing fallback).
 
-use herald_sip::uri::Host;
+use herald_sip::uri::{Host, Uri};
 use herald_sip::Message;
 use std::net::{IpAddr, SocketAddr};
 
@@ -25,37 +25,36 @@ pub fn dialog_from_2xx(msg: &Message, proxy: SocketAddr) -> Option<InDialog> {
     let to = String::from_utf8_lossy(msg.get(herald_sip::HeaderName::To)?).into_owned();
     msg.to_tag().ok()??;
     let contact = msg.contacts().next()?.ok()?;
-    let target = contact.address()?.uri.as_str().to_string();
-    let mut routes: Vec<(String, bool)> = Vec::new();
+    let target_uri = &contact.address()?.uri;
+    let target = target_uri.as_str().to_string();
+    // (route value, loose routing, the address it points at), from the URIs as parsed.
+    let mut routes: Vec<(String, bool, SocketAddr)> = Vec::new();
     for rr in msg.record_routes() {
         let rr = rr.ok()?;
         let lr = rr.uri.as_sip().is_some_and(|u| u.lr());
-        routes.push((format!("<{}>", rr.uri.as_str()), lr));
+        routes.push((["<", rr.uri.as_str(), ">"].concat(), lr, next_hop(&rr.uri, proxy)));
     }
     routes.reverse();
-    let first_hop_of = |uri: &str| next_hop(uri.trim_start_matches('<').trim_end_matches('>'), proxy);
     match routes.first() {
-        None => Some(InDialog { dest: next_hop(&target, proxy), request_uri: target, to, routes: Vec::new() }),
-        Some((first, true)) => {
-            let dest = first_hop_of(first);
+        None => Some(InDialog { dest: next_hop(target_uri, proxy), request_uri: target, to, routes: Vec::new() }),
+        Some(&(_, true, dest)) => {
             Some(InDialog { request_uri: target, to, routes: routes.into_iter().map(|r| r.0).collect(), dest })
         }
-        Some((first, false)) => {
+        Some((first, false, dest)) => {
             // §12.2.1.1 strict routing: the first route becomes the Request-URI and the remote
             // target goes to the end of the Route header.
-            let dest = first_hop_of(first);
+            let dest = *dest;
             let request_uri = first.trim_start_matches('<').trim_end_matches('>').to_string();
             let mut rest: Vec<String> = routes.into_iter().skip(1).map(|r| r.0).collect();
-            rest.push(format!("<{target}>"));
+            rest.push(["<", &target, ">"].concat());
             Some(InDialog { request_uri, to, routes: rest, dest })
         }
     }
 }
 
 /// The address a SIP URI points at when its host is an IP literal (port default 5060).
-fn next_hop(uri: &str, proxy: SocketAddr) -> SocketAddr {
-    let Ok(parsed) = herald_sip::uri::Uri::parse(uri.as_bytes()) else { return proxy };
-    let Some(sip) = parsed.as_sip() else { return proxy };
+fn next_hop(uri: &Uri<'_>, proxy: SocketAddr) -> SocketAddr {
+    let Some(sip) = uri.as_sip() else { return proxy };
     let ip: Option<IpAddr> = match &sip.host {
         Host::Ipv4(a) => Some(IpAddr::V4(*a)),
         Host::Ipv6(a) => Some(IpAddr::V6(*a)),
