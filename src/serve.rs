@@ -27,6 +27,14 @@ pub struct Args {
     /// to those, else replaces the config's listeners too.
     #[arg(long, value_name = "ADDR:PORT")]
     listen_tls: Vec<SocketAddr>,
+    /// Listen on ADDR:PORT for SIP over WebSocket (RFC 7118, `[websocket]`); repeatable; as
+    /// --listen-tls.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_ws: Vec<SocketAddr>,
+    /// Listen on ADDR:PORT for SIP over secure WebSocket (certificate from `[tls]`);
+    /// repeatable; as --listen-tls.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_wss: Vec<SocketAddr>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -37,10 +45,16 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !args.listen.is_empty() || !args.listen_tls.is_empty() {
+    let only = |addrs: &[SocketAddr], t: ListenTransport| addrs.iter().map(move |a| (*a, vec![t])).collect::<Vec<_>>();
+    let streams = [
+        only(&args.listen_tls, ListenTransport::Tls),
+        only(&args.listen_ws, ListenTransport::Ws),
+        only(&args.listen_wss, ListenTransport::Wss),
+    ];
+    if !args.listen.is_empty() || streams.iter().any(|s| !s.is_empty()) {
         let plain = args.listen.iter().map(|a| (*a, vec![ListenTransport::Udp, ListenTransport::Tcp]));
-        let tls = args.listen_tls.iter().map(|a| (*a, vec![ListenTransport::Tls]));
-        config.listen = plain.chain(tls).map(|(address, transports)| Listen { address, transports }).collect();
+        let all = plain.chain(streams.into_iter().flatten());
+        config.listen = all.map(|(address, transports)| Listen { address, transports }).collect();
     }
     herald_server::init_logging(&config.log.level);
     let auth = match authenticator(&config) {

@@ -64,7 +64,7 @@ impl Egress {
                 }
                 None => false,
             },
-            Transport::Tcp | Transport::Tls if self.can_stream(to.transport) => {
+            Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss if self.can_stream(to.transport) => {
                 let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
                 let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes);
                 if let (true, Some(kind)) = (sent, kind) {
@@ -72,7 +72,7 @@ impl Egress {
                 }
                 sent
             }
-            // WebSocket is not implemented yet; TLS without [tls] has no connector.
+            // TLS without [tls] has no connector.
             Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss => false,
         };
         if !sent {
@@ -92,9 +92,14 @@ impl Egress {
         self.common.udp_local.iter().position(|l| l.is_ipv4() == to.is_ipv4())
     }
 
-    /// Whether stream output on `transport` can be carried out (TLS needs `[tls]`).
+    /// Whether stream output on `transport` can be carried out (TLS needs `[tls]`; WebSocket
+    /// goes only over the connections browsers opened, which `stream::send` finds).
     fn can_stream(&self, transport: Transport) -> bool {
-        transport == Transport::Tcp || (transport == Transport::Tls && self.shared.tls.is_some())
+        match transport {
+            Transport::Tcp | Transport::Ws | Transport::Wss => true,
+            Transport::Tls => self.shared.tls.is_some(),
+            Transport::Udp => false,
+        }
     }
 
     /// Reported to the shard (`None`: the runtime's own message, nobody to tell) by the worker's

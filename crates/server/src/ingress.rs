@@ -35,9 +35,11 @@ pub(crate) fn receive(
     truncated: bool,
 ) -> Arrival {
     let stats = &shared.stats.workers[worker];
-    match framing {
-        Framing::Datagram => stats.udp_received.bump(),
-        Framing::Stream => stats.tcp_received.bump(),
+    // By transport, not framing: a WebSocket message is parsed as a datagram (RFC 7118 §5.1)
+    // but arrives on a stream connection.
+    match from.transport {
+        herald_core::Transport::Udp => stats.udp_received.bump(),
+        _ => stats.tcp_received.bump(),
     }
     match inbound::classify(bytes, &shared.limits, framing, truncated) {
         Inbound::Message(msg) => Arrival::Message(msg),

@@ -56,7 +56,7 @@ impl Server {
         };
         let flood =
             config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
-        let tls_listener = bound.iter().any(|b| b.transport == Transport::Tls);
+        let tls_listener = bound.iter().any(|b| matches!(b.transport, Transport::Tls | Transport::Wss));
         config
             .tls
             .validate(tls_listener)

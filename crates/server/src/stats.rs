@@ -103,6 +103,20 @@ counters! {
     tls_handshakes,
     /// UDP messages a busy receiver handed to the worker owning their engine shard (balancing).
     udp_handed_over,
+    /// WebSocket upgrades completed (101 sent; on wss after the TLS handshake).
+    ws_handshakes,
+    /// WebSocket openings that failed: upgrade refused (400, 403, 405, 426, 431), timed out, closed, or (wss) TLS failed.
+    ws_handshake_failures,
+    /// WebSocket connections closed by the peer's close frame (RFC 6455 §5.5.1).
+    ws_closed_by_peer,
+    /// WebSocket connections closed with status 1002 or 1007: unmasked or malformed frame, bad opcode or fragments, text not UTF-8.
+    ws_closed_protocol_error,
+    /// WebSocket connections closed with status 1009: a frame or message over the size limit.
+    ws_closed_too_big,
+    /// WebSocket connections closed because nothing came back within a ping interval after a ping (the peer vanished).
+    ws_closed_dead,
+    /// WebSocket keep-alive pings sent (`[websocket] ping_interval_s`).
+    ws_pings_sent,
 }
 
 /// The counters of a running server; cheap to clone, readable from any thread.

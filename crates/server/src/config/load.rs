@@ -113,7 +113,10 @@ impl Config {
         for (i, l) in self.listen.iter().enumerate() {
             let at = |leaf: &str| vec![Seg::Key("listen".into()), Seg::Index(i), Seg::Key(leaf.into())];
             if l.transports.is_empty() {
-                return Err((at("transports"), "list at least one of \"udp\", \"tcp\", \"tls\"".into()));
+                return Err((
+                    at("transports"),
+                    "list at least one of \"udp\", \"tcp\", \"tls\", \"ws\", \"wss\"".into(),
+                ));
             }
             for (j, t) in l.transports.iter().enumerate() {
                 if l.transports[..j].contains(t) {
@@ -124,6 +127,14 @@ impl Config {
                 return Err((
                     at("transports"),
                     "tcp and tls are both TCP listeners: give tls its own address (port 5061)".into(),
+                ));
+            }
+            let streams: Vec<String> =
+                l.transports.iter().filter(|t| t.is_stream()).map(|t| format!("{t:?}").to_lowercase()).collect();
+            if streams.len() > 1 {
+                return Err((
+                    at("transports"),
+                    format!("{} are all TCP listeners: give each its own address", streams.join(" and ")),
                 ));
             }
             for (j, other) in self.listen[..i].iter().enumerate() {
@@ -140,9 +151,12 @@ impl Config {
                 }
             }
         }
-        let has_tls = self.listen.iter().any(|l| l.transports.contains(&ListenTransport::Tls));
+        let has_tls = self.listen.iter().any(|l| l.transports.iter().any(|t| t.needs_certificate()));
         if let Err((leaf, message)) = self.tls.validate(has_tls) {
             return fail(&["tls", leaf], message);
+        }
+        if let Err((leaf, message)) = self.websocket.validate() {
+            return fail(&["websocket", leaf], message);
         }
         for (key, names) in [("domains", &self.domains), ("aliases", &self.aliases)] {
             for (i, d) in names.iter().enumerate() {

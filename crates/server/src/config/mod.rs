@@ -9,11 +9,13 @@ mod engine;
 mod load;
 mod protect;
 mod tls;
+mod websocket;
 
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use load::ConfigError;
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
 pub use tls::{ClientVerify, Tls, SYSTEM_CA_BUNDLE};
+pub use websocket::WebSocket;
 
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -76,6 +78,8 @@ pub struct Config {
     pub overload: Overload,
     /// Certificates for the TLS transport and verification of peers.
     pub tls: Tls,
+    /// SIP over WebSocket (RFC 7118): upgrade, origins, keep-alive pings.
+    pub websocket: WebSocket,
 }
 
 impl Default for Config {
@@ -95,6 +99,7 @@ impl Default for Config {
             flood: Flood::default(),
             overload: Overload::default(),
             tls: Tls::default(),
+            websocket: WebSocket::default(),
         }
     }
 }
@@ -136,9 +141,10 @@ impl Server {
 pub struct Listen {
     /// `IP:PORT` to bind (IPv6 in brackets: `[::]:5060`). Port 0 picks a free port.
     pub address: SocketAddr,
-    /// Transports on this address: any of `"udp"`, `"tcp"`, `"tls"`. Default `["udp", "tcp"]`.
-    /// TLS and TCP are both TCP listeners: they need different ports (conventionally 5061 for
-    /// TLS, RFC 3261 §19.1.2).
+    /// Transports on this address: any of `"udp"`, `"tcp"`, `"tls"`, `"ws"`, `"wss"`. Default
+    /// `["udp", "tcp"]`. TCP, TLS, WS and WSS are all TCP listeners: each needs its own port
+    /// (conventionally 5061 for TLS, RFC 3261 §19.1.2; WebSocket ports are the operator's
+    /// choice, RFC 7118 §2: 80/443 or 8080/8443 are common).
     #[serde(default = "both_transports")]
     pub transports: Vec<ListenTransport>,
 }
@@ -150,6 +156,10 @@ pub enum ListenTransport {
     Udp,
     Tcp,
     Tls,
+    /// SIP over WebSocket (RFC 7118).
+    Ws,
+    /// SIP over secure WebSocket: WebSocket over TLS, with the `[tls]` certificate.
+    Wss,
 }
 
 impl ListenTransport {
@@ -158,12 +168,19 @@ impl ListenTransport {
             ListenTransport::Udp => herald_core::Transport::Udp,
             ListenTransport::Tcp => herald_core::Transport::Tcp,
             ListenTransport::Tls => herald_core::Transport::Tls,
+            ListenTransport::Ws => herald_core::Transport::Ws,
+            ListenTransport::Wss => herald_core::Transport::Wss,
         }
     }
 
-    /// Whether the transport runs over a TCP listener (TCP and TLS cannot share a port).
+    /// Whether the transport runs over a TCP listener (two of them cannot share a port).
     pub fn is_stream(self) -> bool {
         !matches!(self, ListenTransport::Udp)
+    }
+
+    /// Whether the listener needs the `[tls]` certificate.
+    pub fn needs_certificate(self) -> bool {
+        matches!(self, ListenTransport::Tls | ListenTransport::Wss)
     }
 }
 

@@ -72,7 +72,10 @@ impl Tls {
     /// and again at bind (`--listen-tls` adds listeners after the file was loaded).
     pub(crate) fn validate(&self, has_listener: bool) -> Result<(), (&'static str, String)> {
         if has_listener && self.certificate.is_none() {
-            return Err(("certificate", "a \"tls\" listener needs [tls] certificate and private_key".into()));
+            return Err((
+                "certificate",
+                "a \"tls\" or \"wss\" listener needs [tls] certificate and private_key".into(),
+            ));
         }
         match (&self.certificate, &self.private_key) {
             (Some(_), None) => return Err(("private_key", "certificate is set but private_key is not".into())),

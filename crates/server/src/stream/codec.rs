@@ -4,10 +4,11 @@
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
 use herald_sip::framing::{self, Frame};
-use herald_sip::{Limits, ParseError};
+use herald_sip::{Framing, Limits, ParseError};
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Bytes read per system call.
 pub(crate) const READ_CHUNK: usize = 4096;
@@ -21,13 +22,19 @@ pub(crate) const READ_CHUNK: usize = 4096;
 /// as rustls's own `read_tls`/`write_tls` do. Plain TCP ([`Plain`]) passes bytes through; TLS
 /// (`tls::TlsCodec`) drives a rustls connection sans-IO.
 ///
-/// A third transport plugs in here without touching the loop. WebSocket (RFC 7118) would be a
-/// codec that answers the HTTP upgrade while [`Codec::handshaking`], unwraps frames in
-/// [`Codec::read`] (answering pings itself: [`Codec::wants_write`]), cuts one SIP message per
-/// WebSocket message in [`Codec::next_frame`] (RFC 7118 §5), wraps each queued message in a
-/// frame in [`Codec::write`] and sends a close frame in [`Codec::close`]; WSS the same over a
-/// TLS codec it owns.
+/// WebSocket (RFC 7118, `ws::WsCodec`) is the third: it answers the HTTP upgrade while
+/// [`Codec::handshaking`], unwraps frames in [`Codec::read`] (answering pings itself:
+/// [`Codec::wants_write`]), cuts one SIP message per WebSocket message in [`Codec::next_frame`]
+/// (RFC 7118 §5, hence [`Codec::FRAMING`]), wraps each queued message in a frame in
+/// [`Codec::write`], pings an idle peer ([`Codec::deadline`]), ends the connection after a close
+/// handshake ([`Codec::finished`]) and sends a close frame in [`Codec::close`]; WSS is the same
+/// codec over a TLS codec it owns.
 pub(crate) trait Codec {
+    /// How the messages [`Codec::next_frame`] cuts are parsed: `Stream` (RFC 3261 §18.3: cut by
+    /// Content-Length, which must be present) or `Datagram` (the codec's own frames delimit
+    /// messages and Content-Length is optional, as over WebSocket: RFC 7118 §5.1).
+    const FRAMING: Framing = Framing::Stream;
+
     /// Reads what `wire` has now and appends the SIP bytes it carries to `sip`. `Ok(0)`: the
     /// peer closed the connection. `Err(WouldBlock)`: nothing to read (yet).
     fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize>;
@@ -66,6 +73,25 @@ pub(crate) trait Codec {
 
     /// The connection ends: queue the codec's closing bytes (TLS close_notify), if any.
     fn close(&mut self) {}
+
+    /// When the codec must act on its own (a WebSocket keep-alive ping, the end of its wait for
+    /// the pong): the loop calls [`Codec::on_deadline`] then.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The codec's deadline has passed: it may queue bytes ([`Codec::wants_write`]); `Err` ends
+    /// the connection (the peer is gone).
+    fn on_deadline(&mut self, _now: Instant) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The codec's own protocol has ended the connection (a WebSocket close handshake, or a
+    /// close frame sent for a protocol error): the loop reads no more and ends the connection
+    /// once the codec's bytes are out.
+    fn finished(&self) -> bool {
+        false
+    }
 
     /// The counters of this codec's handshakes, completed and failed (none: no handshake).
     fn handshake_counters(_stats: &WorkerStats) -> Option<(&AtomicU64, &AtomicU64)>

@@ -95,7 +95,7 @@ impl Framer {
             // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
             // is boxed, and decided before it is awaited, so that the task of every connection
             // carries neither it nor the message.
-            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, local) {
+            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, local, C::FRAMING) {
                 Step::More => continue,
                 Step::NeedBytes => break,
                 Step::Close => {
@@ -141,10 +141,11 @@ fn next_message(
     frame: Result<Option<Frame>, ParseError>,
     rbuf: &[u8],
     local: SocketAddr,
+    framing: Framing,
 ) -> Step {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let arrival = match frame {
-        Ok(Some(Frame::Message(bytes))) => ingress::receive(shared, worker, bytes, &peer(conn), Framing::Stream, false),
+        Ok(Some(Frame::Message(bytes))) => ingress::receive(shared, worker, bytes, &peer(conn), framing, false),
         Ok(Some(Frame::Ping)) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
             shared.stats.workers[worker].tcp_pings.bump();
@@ -160,7 +161,9 @@ fn next_message(
         Arrival::Answer { bytes, close } => {
             // On the connection's own write queue: the answer goes back the way it came.
             let _ = conn.push(bytes, cap);
-            if close {
+            // A codec that frames messages itself (WebSocket) keeps its framing whatever one
+            // message held: only a Content-Length stream loses it.
+            if close && framing == Framing::Stream {
                 Step::Close
             } else {
                 Step::More

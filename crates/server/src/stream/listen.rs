@@ -3,6 +3,7 @@
 use super::codec::Plain;
 use super::task::{self, register};
 use super::tls::TlsCodec;
+use super::ws::WsCodec;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use herald_core::Transport;
@@ -12,9 +13,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-/// Accepts on one listener (`transport` TCP or TLS) until the task is aborted (drain) or the
-/// runtime stops. A TLS connection's handshake runs in its own task, the connection's: a slow
-/// client holds no other.
+/// Accepts on one listener (`transport` TCP, TLS, WS or WSS) until the task is aborted (drain)
+/// or the runtime stops. A connection's handshake (TLS, WebSocket upgrade) runs in its own task,
+/// the connection's: a slow client holds no other.
 pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: TcpListener, transport: Transport) {
     let stats = &shared.stats.workers[worker];
     let max = shared.config.limits.max_tcp_connections;
@@ -41,12 +42,24 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
                 let _ = stream.set_nodelay(true);
                 let local = stream.local_addr().unwrap_or_else(|_| listener.local_addr().expect("bound"));
                 let guard = register(&shared, transport, peer, true);
-                if transport != Transport::Tls {
-                    tokio::spawn(task::run(guard, worker, stream, local, Plain));
-                    continue;
+                match transport {
+                    Transport::Tls | Transport::Wss => {}
+                    Transport::Ws => {
+                        let codec = WsCodec::new(Plain, shared.clone(), worker);
+                        tokio::spawn(task::run(guard, worker, stream, local, codec));
+                        continue;
+                    }
+                    Transport::Tcp | Transport::Udp => {
+                        tokio::spawn(task::run(guard, worker, stream, local, Plain));
+                        continue;
+                    }
                 }
                 let tls = shared.tls.as_ref().and_then(|t| Some((t.server.clone()?, t.handshake_timeout)));
                 match tls.map(|(config, timeout)| TlsCodec::accept(config, timeout)) {
+                    Some(Ok(codec)) if transport == Transport::Wss => {
+                        let codec = WsCodec::new(codec, shared.clone(), worker);
+                        tokio::spawn(task::run(guard, worker, stream, local, codec));
+                    }
                     Some(Ok(codec)) => {
                         tokio::spawn(task::run(guard, worker, stream, local, codec));
                     }

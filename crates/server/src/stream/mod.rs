@@ -1,12 +1,13 @@
-//! Stream connections, TCP and TLS (RFC 3261 §18.3): no central dispatcher. The worker that
+//! Stream connections, TCP, TLS, WS and WSS (RFC 3261 §18.3, RFC 7118): no central dispatcher. The worker that
 //! accepts (module `listen`) or opens (module `open`) a connection owns it: one task reads,
 //! frames, answers keep-alive pings and writes; the messages it reads go, in order, through the
 //! owning worker's inbox to that worker's loop. Any worker sends on it by pushing bytes into its
 //! bounded write queue, found through the registry (module `conns`).
 //!
 //! One connection loop (module `task`) serves every stream transport; what differs is the
-//! [`codec::Codec`] between the socket and the SIP bytes: plain TCP (`codec::Plain`) or TLS
-//! (`tls::TlsCodec`, rustls driven sans-IO), and WebSocket next.
+//! [`codec::Codec`] between the socket and the SIP bytes: plain TCP (`codec::Plain`), TLS
+//! (`tls::TlsCodec`, rustls driven sans-IO) or WebSocket over either (`ws::WsCodec`,
+//! tungstenite driven sans-IO, its upgrade in `ws_upgrade`).
 
 mod codec;
 mod framer;
@@ -14,6 +15,8 @@ mod listen;
 mod open;
 mod task;
 mod tls;
+mod ws;
+mod ws_upgrade;
 
 pub(crate) use listen::accept_loop;
 pub(crate) use open::send;

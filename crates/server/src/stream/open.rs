@@ -55,6 +55,11 @@ pub(crate) fn send(
             Err(PushError::Closed) => {} // closing under us: open a new one
         }
     }
+    // A WebSocket peer is a browser reached only over the connection it opened (RFC 7118 §5):
+    // herald opens none.
+    if matches!(to.transport, Transport::Ws | Transport::Wss) {
+        return false;
+    }
     shared.stats.tcp_open.fetch_add(1, Ordering::Relaxed);
     let guard = register(shared, to.transport, to.addr, false);
     if pushed(&guard.conn, bytes).is_err() {

@@ -145,9 +145,10 @@ impl Write for Socket<'_> {
 /// timer, so the task stores no readiness futures (the socket keeps one waker per direction)
 /// and stays small: the future of a plain TCP connection is 800 bytes (release build, rustc 1.95).
 ///
-/// The timer serves three deadlines: the handshake (`[tls] handshake_timeout_s`, while the
-/// codec has one under way), idleness (no byte either way for `tcp_idle_timeout_s`) and an
-/// incomplete message (see [`Framer::timed_out`]).
+/// The timer serves four deadlines: the handshake (`[tls] handshake_timeout_s`, while the
+/// codec has one under way), idleness (no byte either way for `tcp_idle_timeout_s`), an
+/// incomplete message (see [`Framer::timed_out`]) and the codec's own ([`Codec::deadline`]:
+/// WebSocket keep-alive).
 async fn serve<C: Codec>(
     shared: &Arc<Shared>,
     worker: usize,
@@ -160,8 +161,9 @@ async fn serve<C: Codec>(
     let mut idle_at = Instant::now() + idle;
     // The handshake's deadline, while one is under way.
     let mut handshake_at = codec.handshaking().then(|| Instant::now() + codec.handshake_timeout());
-    let deadline = |framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>| {
-        handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)))
+    let deadline = |framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>, codec_at: Option<Instant>| {
+        let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
+        codec_at.map_or(at, |c| c.min(at))
     };
     let sleep = tokio::time::sleep_until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
     tokio::pin!(sleep);
@@ -169,11 +171,14 @@ async fn serve<C: Codec>(
     let mut written = 0usize; // bytes of the front queued item already taken by the codec
     loop {
         let closing = framer.closing;
-        let (wants_write, handshaking) = (codec.wants_write(), codec.handshaking());
+        let (wants_write, handshaking, finished) = (codec.wants_write(), codec.handshaking(), codec.finished());
         let event = poll_fn(|cx| {
             let q = conn.poll_state(cx);
             if q.overflow {
                 return Poll::Ready(Event::Overflow);
+            }
+            if finished && !wants_write {
+                return Poll::Ready(Event::Closed);
             }
             if closing && !q.pending && !wants_write {
                 return Poll::Ready(Event::Flushed);
@@ -186,7 +191,7 @@ async fn serve<C: Codec>(
                     return Poll::Ready(Event::Writable(r));
                 }
             }
-            if !closing {
+            if !closing && !finished {
                 if let Poll::Ready(r) = stream.poll_read_ready(cx) {
                     return Poll::Ready(Event::Readable(r));
                 }
@@ -213,7 +218,12 @@ async fn serve<C: Codec>(
                 if idle_at <= now {
                     return End::Idle;
                 }
-                sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
+                if codec.deadline().is_some_and(|d| d <= now) {
+                    if let Err(e) = codec.on_deadline(now) {
+                        return End::Error(e);
+                    }
+                }
+                sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at, codec.deadline()));
             }
             Event::Writable(r) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
@@ -221,7 +231,7 @@ async fn serve<C: Codec>(
                 }
                 if !closing {
                     idle_at = Instant::now() + idle;
-                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
+                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
             Event::Readable(r) => {
@@ -248,7 +258,7 @@ async fn serve<C: Codec>(
                 if framer.closing {
                     sleep.as_mut().reset(Instant::now() + CLOSE_FLUSH.min(idle));
                 } else {
-                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at));
+                    sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
         }
