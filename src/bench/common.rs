@@ -15,7 +15,8 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Shared {
-    /// udp, tcp or tls (TLS over TCP, RFC 3261 §26.2; see the --tls-* options).
+    /// udp, tcp, tls (TLS over TCP, RFC 3261 §26.2; see the --tls-* options), ws or wss (SIP
+    /// over WebSocket, RFC 7118; wss takes the --tls-* options as tls does).
     #[arg(long, default_value = "udp")]
     pub transport: String,
     #[command(flatten)]
@@ -169,8 +170,8 @@ impl Shared {
         // The host as typed (a name stays a name), else the address.
         let host = target.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_else(|| domain_of(addr));
         match o.transport {
-            TransportKind::Tls => o.tls = self.tls.options(&host, addr)?,
-            _ if self.tls.any() => return Err("the --tls-* options need --transport tls".into()),
+            t if t.uses_tls() => o.tls = self.tls.options(&host, addr)?,
+            _ if self.tls.any() => return Err("the --tls-* options need --transport tls or wss".into()),
             _ => {}
         }
         o.domain = self.domain.clone().unwrap_or(host);

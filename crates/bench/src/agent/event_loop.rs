@@ -29,7 +29,7 @@ use super::user_workload::UserWorkload;
 use super::users::User;
 use super::wire::Local;
 use crate::workload::UserModel;
-use herald_sip::{Framing, Message};
+use herald_sip::Message;
 use rand::rngs::SmallRng;
 use std::net::SocketAddr;
 
@@ -83,7 +83,7 @@ impl Agent {
     ) -> Agent {
         let local = |ep: &Endpoint| Local {
             transport: ep.via_transport(),
-            hostport: ep.local_addr().to_string(),
+            hostport: ep.sent_by(),
             uri_param: ep.uri_param(),
             domain: domain.to_string(),
         };
@@ -246,7 +246,7 @@ impl Agent {
         let mut inbox = std::mem::take(&mut self.inbox);
         let limits = self.ctx.limits.clone();
         self.endpoint(side).receive(&mut inbox, &limits);
-        let framing = if self.ctx.reliable { Framing::Stream } else { Framing::Datagram };
+        let framing = self.endpoint(side).framing();
         let (read_us, realtime_ns) = (self.clock(), herald_sys::realtime_ns());
         for incoming in inbox.drain(..) {
             self.ctx.rx_us = match incoming.kernel_ns {
@@ -351,7 +351,8 @@ impl Agent {
         self.calls.len() + self.registrations.in_flight()
     }
 
-    /// Both connections are ready to carry SIP (TLS handshakes done; at once for UDP and TCP).
+    /// Both connections are ready to carry SIP (TLS handshakes and WebSocket upgrades done; at
+    /// once for UDP and TCP).
     pub fn is_connecting(&self) -> bool {
         self.caller_ep.is_connecting() || self.callee_ep.is_connecting()
     }

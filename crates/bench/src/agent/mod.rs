@@ -45,6 +45,7 @@ pub mod run;
 pub mod slab;
 pub mod stats;
 pub mod stop;
+pub mod stream_codec;
 #[cfg(test)]
 mod tests_flow;
 pub mod timers;
@@ -55,6 +56,9 @@ mod tls_tests;
 pub mod user_workload;
 pub mod users;
 pub mod wire;
+pub mod ws;
+#[cfg(test)]
+mod ws_tests;
 
 pub use crate::results::RunResult;
 pub use options::{

@@ -1,6 +1,7 @@
 //! The generator's sockets: non-blocking UDP with recvmmsg(2)/sendmmsg(2) batching, or one TCP
-//! connection to the proxy framed with `herald_sip::framing` (RFC 3261 §18.3), optionally inside
-//! TLS ([`super::tls`], RFC 3261 §26.2). Both ends of the generator (callers, callees) own one
+//! connection to the proxy, optionally inside TLS ([`super::tls`], RFC 3261 §26.2), that carries
+//! SIP framed by Content-Length (RFC 3261 §18.3) or in WebSocket messages (RFC 7118,
+//! [`super::ws`]): see [`StreamCodec`]. Both ends of the generator (callers, callees) own one
 //! endpoint each; the event loop polls them with ppoll(2).
 //!
 //! Memory is bounded: a UDP send queue or TCP write buffer that grows past its limit makes
@@ -8,11 +9,12 @@
 //! a message larger than the parser limits.
 
 pub use super::framing::Incoming;
-use super::framing::{cut_frames, MAX_TCP_BUFFER, STREAM_CHUNK};
+use super::framing::{MAX_TCP_BUFFER, STREAM_CHUNK};
+use super::stream_codec::StreamCodec;
 use super::tls::TlsEndpoint;
 use super::tls_config::TlsClient;
 use bytes::{Bytes, BytesMut};
-use herald_sip::Limits;
+use herald_sip::{Framing, Limits};
 use herald_sys::{RecvBatch, Wait, BATCH};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -57,8 +59,32 @@ impl Endpoint {
             peer,
             input: BytesMut::with_capacity(SLOT),
             output: Vec::new(),
+            codec: StreamCodec::Sip,
             closed: false,
+            error: None,
         }))
+    }
+
+    /// A WebSocket connection (RFC 7118) from `ip` to `peer`, over TLS when `tls` is given
+    /// (`wss`); the upgrade runs in the event loop like a TLS handshake.
+    pub fn ws(
+        ip: std::net::IpAddr,
+        peer: SocketAddr,
+        tls: Option<&TlsClient>,
+        limits: &Limits,
+    ) -> io::Result<Endpoint> {
+        let secure = tls.is_some();
+        let mut endpoint = match tls {
+            Some(client) => Endpoint::tls(ip, peer, client)?,
+            None => Endpoint::tcp(ip, peer)?,
+        };
+        let (codec, output) = match &mut endpoint {
+            Endpoint::Tcp(t) => (&mut t.codec, &mut t.output),
+            Endpoint::Tls(t) => t.codec_and_output(),
+            Endpoint::Udp(_) => unreachable!("opened as a stream above"),
+        };
+        *codec = StreamCodec::ws(peer, secure, limits, output).map_err(io::Error::other)?;
+        Ok(endpoint)
     }
 
     /// A TLS connection from `ip` to `peer`; the handshake runs in the event loop like any other
@@ -79,13 +105,49 @@ impl Endpoint {
         !matches!(self, Endpoint::Udp(_))
     }
 
-    /// The transport token of Via (RFC 3261 §18.2.1, §20.42).
-    pub fn via_transport(&self) -> &'static str {
+    fn codec(&self) -> Option<&StreamCodec> {
         match self {
-            Endpoint::Udp(_) => "UDP",
-            Endpoint::Tcp(_) => "TCP",
-            Endpoint::Tls(_) => "TLS",
+            Endpoint::Udp(_) => None,
+            Endpoint::Tcp(t) => Some(&t.codec),
+            Endpoint::Tls(t) => Some(t.codec()),
         }
+    }
+
+    fn is_ws(&self) -> bool {
+        matches!(self.codec(), Some(StreamCodec::Ws(_)))
+    }
+
+    /// How the messages this endpoint receives are delimited (see [`StreamCodec::framing`]).
+    pub fn framing(&self) -> Framing {
+        self.codec().map_or(Framing::Datagram, StreamCodec::framing)
+    }
+
+    /// The transport token of Via (RFC 3261 §18.2.1, §20.42; RFC 7118 §5.2 for WS and WSS).
+    pub fn via_transport(&self) -> &'static str {
+        match (self, self.is_ws()) {
+            (Endpoint::Udp(_), _) => "UDP",
+            (Endpoint::Tcp(_), false) => "TCP",
+            (Endpoint::Tcp(_), true) => "WS",
+            (Endpoint::Tls(_), false) => "TLS",
+            (Endpoint::Tls(_), true) => "WSS",
+        }
+    }
+
+    /// The host (and port) of Via sent-by and of Contact URIs. A WebSocket client cannot accept
+    /// connections, so RFC 7118 §5 has it name a host under `.invalid` that nobody can resolve
+    /// (as browser phones do): the proxy answers over the connection, and reaches a registered
+    /// contact over the connection its REGISTER came on. The name is made from the local
+    /// address, so the caller and callee sides differ.
+    pub fn sent_by(&self) -> String {
+        let local = self.local_addr();
+        if !self.is_ws() {
+            return local.to_string();
+        }
+        let ip = match local.ip() {
+            std::net::IpAddr::V4(a) => u128::from(u32::from(a)),
+            std::net::IpAddr::V6(a) => u128::from(a),
+        };
+        format!("{ip:x}-{:x}.invalid", local.port())
     }
 
     /// The transport parameter of this side's Contact URIs (RFC 3261 §19.1.1). TLS contacts
@@ -95,10 +157,12 @@ impl Endpoint {
     /// also demand TLS on every hop behind the proxy (RFC 5630 §3.1.3), which the generator
     /// neither needs nor can check.
     pub fn uri_param(&self) -> &'static str {
-        match self {
-            Endpoint::Udp(_) => "",
-            Endpoint::Tcp(_) => ";transport=tcp",
-            Endpoint::Tls(_) => ";transport=tls",
+        match (self, self.is_ws()) {
+            (Endpoint::Udp(_), _) => "",
+            (Endpoint::Tcp(_), false) => ";transport=tcp",
+            (Endpoint::Tcp(_), true) => ";transport=ws",
+            (Endpoint::Tls(_), false) => ";transport=tls",
+            (Endpoint::Tls(_), true) => ";transport=wss",
         }
     }
 
@@ -135,10 +199,9 @@ impl Endpoint {
                 if t.closed || t.output.len() + bytes.len() > MAX_TCP_BUFFER {
                     return false;
                 }
-                t.output.extend_from_slice(&bytes);
-                true
+                t.codec.send(bytes, &mut t.output)
             }
-            Endpoint::Tls(t) => t.send(&bytes),
+            Endpoint::Tls(t) => t.send(bytes),
         }
     }
 
@@ -169,18 +232,22 @@ impl Endpoint {
         }
     }
 
-    /// The connection is still being set up (a TLS handshake in progress).
+    /// The connection is still being set up (a TLS handshake or a WebSocket upgrade in
+    /// progress).
     pub fn is_connecting(&self) -> bool {
-        matches!(self, Endpoint::Tls(t) if t.is_handshaking())
+        let handshaking = matches!(self, Endpoint::Tls(t) if t.is_handshaking());
+        !self.is_closed() && (handshaking || self.codec().is_some_and(StreamCodec::is_upgrading))
     }
 
     /// Why the connection closed, when the transport knows more than "closed": the TLS
-    /// handshake, certificate or alert error as rustls words it. None on UDP and TCP, whose
-    /// failures keep the plain reason "transport".
+    /// handshake, certificate or alert error as rustls words it, a refused WebSocket upgrade, a
+    /// lost stream framing. None on UDP, and on TCP closed by the peer, whose failures keep the
+    /// plain reason "transport".
     pub fn error(&self) -> Option<&str> {
         match self {
             Endpoint::Tls(t) => t.error(),
-            _ => None,
+            Endpoint::Tcp(t) => t.error.as_deref(),
+            Endpoint::Udp(_) => None,
         }
     }
 }
@@ -246,7 +313,9 @@ pub struct TcpEndpoint {
     peer: SocketAddr,
     input: BytesMut,
     output: Vec<u8>,
+    codec: StreamCodec,
     closed: bool,
+    error: Option<String>,
 }
 
 impl TcpEndpoint {
@@ -268,7 +337,12 @@ impl TcpEndpoint {
         let mut chunk = [0u8; STREAM_CHUNK];
         while !self.closed {
             match self.stream.read(&mut chunk) {
-                Ok(0) => self.closed = true,
+                Ok(0) => {
+                    self.closed = true;
+                    if self.codec.is_upgrading() {
+                        self.error = Some("WebSocket: connection closed before the upgrade was answered".into());
+                    }
+                }
                 Ok(n) => self.input.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -276,8 +350,12 @@ impl TcpEndpoint {
             }
             // Cut messages as they complete so that the buffer never holds more than one
             // message's limit of unframed bytes.
-            if !cut_frames(&mut self.input, limits, self.peer, out, &mut self.output) {
+            if let Err(why) = self.codec.receive(&mut self.input, limits, self.peer, out, &mut self.output) {
+                // What the codec answered last (a WebSocket close reply) still goes out, once,
+                // without waiting; the connection is over either way.
+                let _ = self.stream.write(&self.output);
                 self.closed = true;
+                self.error = Some(why);
             }
         }
     }

@@ -14,6 +14,10 @@ pub enum TransportKind {
     Tcp,
     /// TCP inside TLS (RFC 3261 §26.2), configured by [`CommonOptions::tls`].
     Tls,
+    /// SIP over WebSocket (RFC 7118) over TCP.
+    Ws,
+    /// SIP over WebSocket over TLS, configured by [`CommonOptions::tls`] as TLS is.
+    Wss,
 }
 
 impl TransportKind {
@@ -22,7 +26,9 @@ impl TransportKind {
             "udp" => Ok(TransportKind::Udp),
             "tcp" => Ok(TransportKind::Tcp),
             "tls" => Ok(TransportKind::Tls),
-            _ => Err(format!("unknown transport '{s}': use udp, tcp or tls")),
+            "ws" => Ok(TransportKind::Ws),
+            "wss" => Ok(TransportKind::Wss),
+            _ => Err(format!("unknown transport '{s}': use udp, tcp, tls, ws or wss")),
         }
     }
 
@@ -31,7 +37,14 @@ impl TransportKind {
             TransportKind::Udp => "udp",
             TransportKind::Tcp => "tcp",
             TransportKind::Tls => "tls",
+            TransportKind::Ws => "ws",
+            TransportKind::Wss => "wss",
         }
+    }
+
+    /// Whether the connection is inside TLS (and needs [`CommonOptions::tls`]).
+    pub fn uses_tls(self) -> bool {
+        matches!(self, TransportKind::Tls | TransportKind::Wss)
     }
 }
 
@@ -47,7 +60,8 @@ pub struct CommonOptions {
     /// The proxy or registrar.
     pub target: SocketAddr,
     pub transport: TransportKind,
-    /// CA, server name and client certificate when `transport` is TLS (ignored otherwise).
+    /// CA, server name and client certificate when `transport` is TLS or WSS (ignored
+    /// otherwise).
     pub tls: TlsOptions,
     /// Address the generator's sockets bind to (and put in Via and Contact).
     pub local_ip: IpAddr,

@@ -25,14 +25,16 @@ fn agent(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Agent, Str
     if opts.users.is_empty() {
         return Err("no users".into());
     }
-    let tls = match opts.transport {
-        TransportKind::Tls => Some(opts.tls.client(opts.target.ip())?),
-        _ => None,
+    let tls = match opts.transport.uses_tls() {
+        true => Some(opts.tls.client(opts.target.ip())?),
+        false => None,
     };
-    let open = || match (opts.transport, &tls) {
-        (_, Some(client)) => Endpoint::tls(opts.local_ip, opts.target, client),
-        (TransportKind::Tcp, None) => Endpoint::tcp(opts.local_ip, opts.target),
-        _ => Endpoint::udp(opts.local_ip),
+    let limits = herald_sip::Limits::default();
+    let open = || match opts.transport {
+        TransportKind::Udp => Endpoint::udp(opts.local_ip),
+        TransportKind::Tcp => Endpoint::tcp(opts.local_ip, opts.target),
+        TransportKind::Tls => Endpoint::tls(opts.local_ip, opts.target, tls.as_ref().expect("made above")),
+        TransportKind::Ws | TransportKind::Wss => Endpoint::ws(opts.local_ip, opts.target, tls.as_ref(), &limits),
     };
     let what = |e: std::io::Error| format!("{} socket to {}: {e}", opts.transport.name(), opts.target);
     let caller = open().map_err(what)?;

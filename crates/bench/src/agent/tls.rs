@@ -11,9 +11,10 @@
 //! plaintext waiting for rustls is capped at `MAX_TCP_BUFFER`, rustls's own buffers at its
 //! default limit (64 KiB), and received plaintext is framed as soon as it is decrypted.
 
-use super::framing::{cut_frames, Incoming, MAX_TCP_BUFFER, STREAM_CHUNK};
+use super::framing::{Incoming, MAX_TCP_BUFFER, STREAM_CHUNK};
+use super::stream_codec::StreamCodec;
 use super::tls_config::TlsClient;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use herald_sip::Limits;
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};
@@ -34,6 +35,8 @@ pub struct TlsEndpoint {
     input: BytesMut,
     /// Plaintext not yet handed to rustls (it takes more only as its records go out).
     output: Vec<u8>,
+    /// What the plaintext carries: SIP framed by Content-Length, or WebSocket (`wss`).
+    codec: StreamCodec,
     handshake_deadline: Instant,
     closed: bool,
     error: Option<String>,
@@ -52,6 +55,7 @@ impl TlsEndpoint {
             peer,
             input: BytesMut::with_capacity(STREAM_CHUNK),
             output: Vec::new(),
+            codec: StreamCodec::Sip,
             handshake_deadline: Instant::now() + HANDSHAKE_TIMEOUT,
             closed: false,
             error: None,
@@ -82,12 +86,20 @@ impl TlsEndpoint {
     }
 
     /// Queues one message; false when the connection is gone or the buffer is full.
-    pub fn send(&mut self, bytes: &[u8]) -> bool {
+    pub fn send(&mut self, bytes: Bytes) -> bool {
         if self.closed || self.output.len() + bytes.len() > MAX_TCP_BUFFER {
             return false;
         }
-        self.output.extend_from_slice(bytes);
-        true
+        self.codec.send(bytes, &mut self.output)
+    }
+
+    pub(super) fn codec(&self) -> &StreamCodec {
+        &self.codec
+    }
+
+    /// For putting another codec on the connection before anything is sent.
+    pub(super) fn codec_and_output(&mut self) -> (&mut StreamCodec, &mut Vec<u8>) {
+        (&mut self.codec, &mut self.output)
     }
 
     /// Moves plaintext into rustls and its records onto the socket until one of them is full.
@@ -152,8 +164,13 @@ impl TlsEndpoint {
                     }
                 }
             }
-            if !cut_frames(&mut self.input, limits, self.peer, out, &mut self.output) {
-                self.fail("TLS: stream framing lost (RFC 3261 §18.3)".into());
+            if let Err(why) = self.codec.receive(&mut self.input, limits, self.peer, out, &mut self.output) {
+                // What the codec answered last (a WebSocket close reply) still goes out, once,
+                // without waiting.
+                let _ = self.conn.writer().write(&self.output);
+                let _ = self.conn.write_tls(&mut self.stream);
+                let why = if matches!(self.codec, StreamCodec::Sip) { format!("TLS: {why}") } else { why };
+                self.fail(why);
             }
         }
     }
