@@ -47,19 +47,20 @@ pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
 /// One binding's target, with its fallback.
 fn plan_binding(b: &Binding<Peer>) -> Planned {
     let push_routes = b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default();
+    // An Outbound flow (RFC 5626 §5.3) and a contact nothing but its flow reaches (RFC 7118
+    // §5) are reached over the flow the registration came on, and only over it.
+    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !reachable_by_itself(&b.contact);
     // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the edge proxy the
     // registration came through), which routes it on (over its flow, with Outbound).
     let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
         Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
+        None if flow_only => (PlannedDest::Peer(b.source), Vec::new(), Some(LOST_FLOW)),
         None => {
             let dest = delivery(&b.contact, b.source);
-            let over_flow = matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable());
-            if over_flow && reachable_by_itself(&b.contact) {
+            if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
                 (dest, vec![contact_plan(b, PlannedDest::Uri(b.contact.to_string()))], None)
-            } else if over_flow {
-                (dest, Vec::new(), Some(LOST_FLOW))
             } else {
                 (dest, Vec::new(), None)
             }
@@ -84,11 +85,11 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
 /// * Registered over a stream: over that connection (the phone may not accept new ones, and
 ///   behind NAT it cannot).
 /// * Over UDP from behind NAT (the contact is a private address, RFC 1918 / RFC 6598 / RFC 4193,
-///   that is not where the REGISTER came from) or with a contact that cannot be reached by
-///   itself: to the registration's source, like Kamailio's `fix_nated_register`.
+///   that is not where the REGISTER came from): to the registration's source, like Kamailio's
+///   `fix_nated_register`.
 /// * Otherwise to the contact URI itself, so third-party registrations work.
 pub(super) fn delivery(contact: &str, source: Peer) -> PlannedDest {
-    if source.transport.is_reliable() || !reachable_by_itself(contact) {
+    if source.transport.is_reliable() {
         return PlannedDest::Peer(source);
     }
     let natted = match Uri::parse(contact.as_bytes()).ok().as_ref().and_then(hop_for) {
@@ -188,6 +189,11 @@ mod tests {
         let udp = Peer::udp("203.0.113.9:5062".parse().unwrap());
         let plan = plan_bindings(vec![binding("sip:a@x.invalid", udp, None)]);
         assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == udp));
+        assert_eq!(plan[0].lost_flow, Some(480));
+        // An Outbound flow over TCP with a reachable contact: still only its flow (RFC 5626 §5.3).
+        let plan = plan_bindings(vec![binding("sip:a@192.0.2.4;transport=tcp;ob", tcp, Some(("<urn:uuid:c>", 1)))]);
+        assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == tcp));
+        assert!(plan[0].fallback.is_empty());
     }
 
     #[test]

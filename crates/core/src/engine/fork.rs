@@ -157,9 +157,8 @@ impl Engine {
         let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
         let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let over_flow = planned.lost_flow.is_some();
-        let flows = self.record_route_flows(&req, ctx.source, to, over_flow);
-        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener, flows);
+        let hops = (ctx.source, to, planned.lost_flow.is_some());
+        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener, hops);
         // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
         // with the flow token, so that the registrar's requests come back over this flow.
         let edge_path = (req.method() == Some(Method::Register))

@@ -2,7 +2,7 @@
 //! values it inserts, doubled when a request changes transport or address family (RFC 5658).
 
 use super::{Engine, Listener, RecordRoute};
-use crate::peer::Transport;
+use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{record_route_value, record_route_value_sips};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
@@ -10,8 +10,9 @@ use herald_sip::{Message, Method};
 impl Engine {
     /// §16.6 step 4, with double record-routing when the request changes transport or address
     /// family (RFC 5658 §3): the top value faces the next hop, the second the previous hop.
-    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any. `flows`: the
-    /// flow tokens for the value facing the next hop and the one facing the previous hop
+    /// `branch_uri`: the Request-URI this branch rewrites the request's to, if any. `from`, `to`:
+    /// the previous and next hop; `over_flow`: the branch goes over a registered flow. They give
+    /// the flow tokens for the value facing the next hop and the one facing the previous hop
     /// (`Engine::record_route_flows`): a value with a token faces a hop only its flow reaches,
     /// so with any token there are two values, one per side, even on one listener (a WebSocket
     /// phone calling another), and herald record-routes in `CrossTransport` mode too (RFC 5626
@@ -22,13 +23,16 @@ impl Engine {
         branch_uri: Option<&str>,
         inbound: Option<Listener>,
         outbound: Listener,
-        flows: (Option<String>, Option<String>),
+        (from, to, over_flow): (Peer, Peer, bool),
     ) -> Vec<String> {
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
                 && req.to_tag().ok().flatten().is_none();
+        if !creates_dialog || self.cfg.record_route == RecordRoute::Never {
+            return Vec::new();
+        }
         let crosses = inbound.is_some_and(|i| i != outbound);
-        let (out_flow, back_flow) = flows;
+        let (out_flow, back_flow) = self.record_route_flows(req, from, to, over_flow);
         let tokens = out_flow.is_some() || back_flow.is_some();
         let wanted = match self.cfg.record_route {
             RecordRoute::Always => true,
