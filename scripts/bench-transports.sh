@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# CPU cost per call of herald over UDP, TCP and TLS, measured with `herald bench calls` in one
-# run against one herald (release build, WORKERS workers, record-routing, no authentication):
-# the same call shape (INVITE, 180, 200, ACK, hold, BYE, 200) at RATE calls/s for DURATION_S
-# seconds per transport, REPEAT rounds in turn (udp, tcp, tls, udp, ...) so that drift of the
-# machine hits every transport alike, herald restarted before each run. Server CPU comes from --server-pid (utime + stime of
-# herald over the measurement window), per 1,000 calls; the generator's own CPU per call is
-# shown too (it pays for TLS on its side as well). Medians over the rounds in $OUT/summary.md.
+# CPU cost per call of herald over UDP, TCP, TLS, WS and WSS, measured with `herald bench calls`
+# in one run against one herald build (release, WORKERS workers, record-routing, no
+# authentication): the same call shape (INVITE, 180, 200, ACK, hold, BYE, 200) at RATE calls/s
+# for DURATION_S seconds per transport, REPEAT rounds in turn (udp, tcp, tls, udp, ...; with
+# TRANSPORTS="udp ws": udp, ws, udp, ws, ABAB) so that drift of the machine hits every transport
+# alike, herald restarted before each run. Over ws and wss both the generator's callers and its
+# callees are WebSocket clients, so every call is WS-to-WS (RFC 7118). Server CPU comes from
+# --server-pid (utime + stime of herald over the measurement window), per 1,000 calls; the
+# generator's own CPU per call is shown too (it pays for TLS and WebSocket on its side as well).
+# Medians over the rounds in $OUT/summary.md, each transport against the first one listed.
 #
 # Usage: scripts/bench-transports.sh    WORKERS=2 RATE=500 DURATION_S=20 REPEAT=3
-#        OUT=target/transports
-# Ports: 127.0.0.1:17640-17641. Needs the openssl command (test certificates).
+#        TRANSPORTS="udp tcp tls" (any of udp tcp tls ws wss) OUT=target/transports
+# Ports: 127.0.0.1:17640-17643. Needs the openssl command (test certificates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +21,11 @@ RATE=${RATE:-500}
 DURATION_S=${DURATION_S:-20}
 REPEAT=${REPEAT:-3}
 OUT=${OUT:-target/transports}
-PORT=17640 TLS_PORT=17641
+TRANSPORTS=${TRANSPORTS:-udp tcp tls}
+PORT=17640 TLS_PORT=17641 WS_PORT=17642 WSS_PORT=17643
+for t in $TRANSPORTS; do
+    case $t in udp | tcp | tls | ws | wss) ;; *) echo "unknown transport '$t' in TRANSPORTS" >&2; exit 2 ;; esac
+done
 
 cargo build --release -j2 --bin herald >&2
 HERALD=target/release/herald
@@ -46,6 +53,12 @@ openssl x509 -req -in "$tmp/req.pem" -CA "$tmp/ca.pem" -CAkey "$tmp/ca-key.pem" 
 herald_bench_config "$PORT" "[[listen]]
 address = \"127.0.0.1:$TLS_PORT\"
 transports = [\"tls\"]
+[[listen]]
+address = \"127.0.0.1:$WS_PORT\"
+transports = [\"ws\"]
+[[listen]]
+address = \"127.0.0.1:$WSS_PORT\"
+transports = [\"wss\"]
 [tls]
 certificate = \"$tmp/cert.pem\"
 private_key = \"$tmp/key.pem\"
@@ -58,13 +71,17 @@ start_herald() {
 }
 
 for round in $(seq "$REPEAT"); do
-    for t in udp tcp tls; do
+    for t in $TRANSPORTS; do
         # A fresh herald per run: the generator's callees leave their bindings behind (contacts
         # on its closed sockets), which later runs would otherwise fork to.
         start_herald
         port=$PORT
         extra=()
-        if [ "$t" = tls ]; then port=$TLS_PORT extra=(--tls-ca "$tmp/ca.pem"); fi
+        case $t in
+            tls) port=$TLS_PORT extra=(--tls-ca "$tmp/ca.pem") ;;
+            ws) port=$WS_PORT ;;
+            wss) port=$WSS_PORT extra=(--tls-ca "$tmp/ca.pem") ;;
+        esac
         echo "== round $round: $t at $RATE calls/s for $DURATION_S s" >&2
         "$HERALD" bench calls --proxy "127.0.0.1:$port" --domain 127.0.0.1 --transport "$t" "${extra[@]}" \
             --rate "$RATE" --duration "$DURATION_S" --users 100 --hold 0 --server-pid "$server_pid" \
@@ -73,11 +90,12 @@ for round in $(seq "$REPEAT"); do
     done
 done
 
-python3 - "$OUT" "$REPEAT" "$RATE" "$DURATION_S" "$WORKERS" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT" "$REPEAT" "$RATE" "$DURATION_S" "$WORKERS" "$TRANSPORTS" <<'PY' | tee "$OUT/summary.md"
 import json, statistics, sys
 out, repeat, rate, dur, workers = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+transports = sys.argv[6].split()
 rows = {}
-for t in ("udp", "tcp", "tls"):
+for t in transports:
     server, gen, failed, srd = [], [], 0, []
     for r in range(1, repeat + 1):
         run = json.load(open(f"{out}/{t}-{r}.json"))  # kind "calls": the run's fields at top level
@@ -86,9 +104,11 @@ for t in ("udp", "tcp", "tls"):
         failed += run["failed"]
         srd.append(run["srd"]["p50_us"])
     rows[t] = (statistics.median(server), statistics.median(gen), failed, statistics.median(srd))
-base = rows["udp"][0]
-print(f"herald over UDP, TCP and TLS: {rate} calls/s, {dur} s per run, {repeat} rounds, {workers} workers, medians\n")
-print("| transport | herald CPU s / 1,000 calls | vs UDP | generator CPU µs / call | failed calls | SRD p50 |")
+first = transports[0]
+base = rows[first][0]
+names = ", ".join(t.upper() for t in transports)
+print(f"herald over {names}: {rate} calls/s, {dur} s per run, {repeat} rounds, {workers} workers, medians\n")
+print(f"| transport | herald CPU s / 1,000 calls | vs {first.upper()} | generator CPU µs / call | failed calls | SRD p50 |")
 print("|---|---|---|---|---|---|")
 for t, (s, g, f, d) in rows.items():
     print(f"| {t} | {s:.3f} | {s / base:.2f}x | {g:.0f} | {f} | {d / 1000:.2f} ms |")
