@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Memory per idle TCP connection of the herald serve runtime.
+# Memory per idle TCP, WS or WSS connection of the herald serve runtime.
 #
 # Starts a server (`herald serve` once the binary has it, else the herald-server example
 # `options_server`, the same runtime with the test OPTIONS handler) on 127.0.0.1, opens N idle
 # connections from several 127.0.0.x source addresses (each sends one CRLFCRLF ping and waits
 # for the pong), and prints the server's VmRSS before and after, and KB per connection. Also
 # prints the kernel's TCP memory (/proc/net/sockstat), which VmRSS does not include.
+# MODE=ws upgrades each connection to SIP over WebSocket (RFC 7118) first and pings with
+# WebSocket messages; MODE=wss does the same over TLS (a throwaway certificate made with openssl).
 #
-# Usage: scripts/bench-tcp-idle.sh            N=100000 WORKERS=2 PORT=15060 SOURCES=8
+# Usage: scripts/bench-tcp-idle.sh            N=100000 WORKERS=2 PORT=15060 SOURCES=8 MODE=tcp
 # N is capped by the open-file limit: the server and the client each need one descriptor per
 # connection, and `ulimit -n` cannot exceed the hard limit without CAP_SYS_RESOURCE.
 set -euo pipefail
@@ -17,6 +19,7 @@ N=${N:-100000}
 WORKERS=${WORKERS:-2}
 PORT=${PORT:-15060}
 SOURCES=${SOURCES:-8}
+MODE=${MODE:-tcp}
 
 hard=$(ulimit -Hn)
 want=$((N + 1024))
@@ -36,7 +39,11 @@ tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # shellcheck source=scripts/lib/procs.sh
 . scripts/lib/procs.sh
-herald_idle_config "$PORT" "$N" >"$tmp/herald.toml"
+if [ "$MODE" = wss ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+fi
+herald_idle_config "$PORT" "$N" "$MODE" "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/herald.toml"
 
 if [ -x target/release/herald ] && target/release/herald --help 2>/dev/null | grep -q '^  serve'; then
     server=(target/release/herald serve --config "$tmp/herald.toml")
@@ -57,7 +64,7 @@ before=$(rss $spid)
 kbefore=$(tcpmem)
 
 mkfifo "$tmp/hold"
-target/release/examples/tcp_idle_clients "127.0.0.1:$PORT" "$N" "$SOURCES" 3600 <"$tmp/hold" >"$tmp/clients.out" &
+target/release/examples/tcp_idle_clients "127.0.0.1:$PORT" "$N" "$SOURCES" 3600 "$MODE" <"$tmp/hold" >"$tmp/clients.out" &
 cpid=$!
 exec 4>"$tmp/hold"
 while ! grep -q READY "$tmp/clients.out" 2>/dev/null; do
@@ -70,7 +77,7 @@ after=$(rss $spid)
 kafter=$(tcpmem)
 pages=$(getconf PAGESIZE)
 
-echo "connections:        $opened (asked $N, open-file limit $limit)"
+echo "connections:        $opened $MODE (asked $N, open-file limit $limit)"
 echo "server VmRSS:       ${before} KB before, ${after} KB after"
 if [ "$opened" -gt 0 ]; then
     awk -v a="$after" -v b="$before" -v n="$opened" 'BEGIN { printf "per connection:     %.2f KB (user space, VmRSS)\n", (a - b) / n }'

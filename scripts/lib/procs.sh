@@ -81,19 +81,26 @@ floor_of() { # FIELD: runs `herald bench floor` ($HERALD), prints its table inde
     "$HERALD" bench floor --json "$tmp/floor.json" | sed 's/^/    /'
     python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[sys.argv[2]], 1))" "$tmp/floor.json" "$1"
 }
-herald_idle_config() { # PORT N: herald holding N idle TCP connections ($WORKERS workers), for
-    # the idle-connection memory benchmarks (scripts/bench-tcp-idle.sh, scripts/bench-ab.sh)
+herald_idle_config() { # PORT N [TRANSPORT [CERT KEY]]: herald holding N idle connections
+    # ($WORKERS workers) on TRANSPORT (tcp, ws or wss; wss needs CERT and KEY), for the
+    # idle-connection memory benchmarks (scripts/bench-tcp-idle.sh, scripts/bench-ab.sh). The
+    # WebSocket pings are pushed past the measurement (ping_interval_s): idle means idle.
     cat <<TOML
 [server]
 workers = $WORKERS
 [[listen]]
 address = "127.0.0.1:$1"
-transports = ["tcp"]
+transports = ["${3:-tcp}"]
 [limits]
 max_tcp_connections = $(($2 + 1000))
 max_tcp_connections_per_ip = $(($2 + 1000))
 tcp_idle_timeout_s = 3600
+[websocket]
+ping_interval_s = 3600
 [log]
 level = "warn"
 TOML
+    if [ "${3:-tcp}" = wss ]; then
+        printf '[tls]\ncertificate = "%s"\nprivate_key = "%s"\nhandshake_timeout_s = 60\n' "$4" "$5"
+    fi
 }

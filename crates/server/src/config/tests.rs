@@ -333,3 +333,37 @@ fn tls_keys_and_errors_name_line_and_key() {
     assert!(c.tls.verify_server && c.tls.certificate.is_none());
     assert_eq!(c.tls.verify_client, ClientVerify::None);
 }
+
+#[test]
+fn websocket_listeners_and_their_section() {
+    let c = load(
+        "[[listen]]\naddress = \"127.0.0.1:8080\"\ntransports = [\"ws\"]\n\
+         [websocket]\nping_interval_s = 5\nallowed_origins = [\"https://phone.example.com\"]\n\
+         max_message_size = 4096\nhandshake_timeout_s = 3\n",
+    )
+    .unwrap();
+    assert_eq!(c.listen[0].transports, [ListenTransport::Ws]);
+    assert_eq!(c.listen[0].transports[0].to_transport(), herald_core::Transport::Ws);
+    assert_eq!(c.websocket.ping_interval(), Some(Duration::from_secs(5)));
+    assert_eq!(c.websocket.message_limit(65_535), 4096);
+    assert_eq!(c.websocket.allowed_origins, ["https://phone.example.com"]);
+    assert_eq!(WebSocket::default().message_limit(65_535), 65_535);
+    assert_eq!(WebSocket { ping_interval_s: 0, ..WebSocket::default() }.ping_interval(), None);
+}
+
+#[test]
+fn websocket_errors_name_line_and_key() {
+    let listen = "[[listen]]\naddress = \"127.0.0.1:8080\"\n";
+    assert_error(&format!("{listen}transports = [\"ws\", \"tcp\"]\n"), 3, "listen[0].transports", "ws and tcp");
+    assert_error(&format!("{listen}transports = [\"wss\"]\n"), 1, "tls.certificate", "\"wss\" listener needs");
+    assert_error(&format!("{listen}transports = [\"wz\"]\n"), 3, "listen[0].transports[0]", "wz");
+    assert_error(
+        "[websocket]\nallowed_origins = [\"phone.example.com\"]\n",
+        2,
+        "websocket.allowed_origins",
+        "not an origin",
+    );
+    assert_error("[websocket]\nhandshake_timeout_s = 0\n", 2, "websocket.handshake_timeout_s", "between 1 and 300");
+    assert_error("[websocket]\nmax_message_size = 100\n", 2, "websocket.max_message_size", "outside");
+    assert_error("[websocket]\nping_interval = 5\n", 2, "websocket.ping_interval", "unknown field");
+}
