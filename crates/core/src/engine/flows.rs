@@ -60,8 +60,8 @@ impl Engine {
     /// next hop, facing the previous hop). Towards the next hop when the branch goes over a
     /// flow (a registered WebSocket or Outbound phone: its Contact may be `.invalid`); towards
     /// the previous hop when that is a UA that herald is the first hop of (one Via) and whose
-    /// Contact cannot be reached by itself or asks for it with `ob` (RFC 5626 §4.3, §5.4;
-    /// RFC 7118 §5).
+    /// Contact cannot be reached by itself or asks for it with `ob`, in the Contact or in the
+    /// Route to herald its outbound-proxy setting put first (RFC 5626 §4.3, §5.4; RFC 7118 §5).
     pub(super) fn record_route_flows(
         &self,
         req: &Message,
@@ -70,8 +70,17 @@ impl Engine {
         over_flow: bool,
     ) -> (Option<String>, Option<String>) {
         let out = over_flow.then(|| self.flows.mint(to));
-        let back = (from_ua(req) && contact_needs_flow(req)).then(|| self.flows.mint(from));
+        let back =
+            (from_ua(req) && (contact_needs_flow(req) || self.routed_with_ob(req))).then(|| self.flows.mint(from));
         (out, back)
+    }
+
+    /// The UA's top Route names herald with `ob` (its outbound proxy configured for Outbound,
+    /// RFC 5626 §4.3).
+    fn routed_with_ob(&self, req: &Message) -> bool {
+        req.routes().next().and_then(Result::ok).is_some_and(|r| {
+            self.cfg.identity.is_this_proxy(&r.uri) && r.uri.as_sip().is_some_and(|u| u.param("ob").is_some())
+        })
     }
 
     /// The flow token of a Path value herald inserts into a REGISTER it forwards to another

@@ -84,3 +84,22 @@ fn a_websocket_caller_to_a_tcp_callee_gets_two_record_routes_that_route_both_way
     let (to, _) = out.iter().find(|(_, m)| m.is_request()).unwrap();
     assert_eq!((to.transport, to.addr), (Transport::Tcp, addr(BOB)));
 }
+
+#[test]
+fn an_outbound_proxy_route_with_ob_keeps_the_dialog_on_the_callers_flow() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    // A reachable Contact, but the UA's outbound-proxy Route asks for Outbound (RFC 5626 §4.3).
+    let inv = invite("bob", "ob-rt")
+        .replace("Max-Forwards: 70\n", &format!("Route: <sip:{PROXY};lr;ob>\nMax-Forwards: 70\n"));
+    let out = sent(&h.send(ALICE, &inv));
+    let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    let rr: Vec<String> = fwd.record_routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(rr.len(), 2, "{rr:?}");
+    assert_eq!(rr[0], format!("sip:{PROXY};lr"));
+    assert!(rr[1].starts_with(&format!("sip:{PROXY};lr;ft=")), "{rr:?}");
+    // Without `ob` (and a reachable Contact) nothing changes: one value, no token.
+    let out = sent(&h.send(ALICE, &invite("bob", "plain")));
+    let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    assert_eq!(fwd.record_routes().count(), 1);
+}
