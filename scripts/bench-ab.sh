@@ -4,16 +4,17 @@
 # For each round and build: `herald serve` (UDP, record-routing, no auth: the bench job of
 # scripts/lib/procs.sh herald_bench_config) and that build's own `herald bench calls` at RATE
 # calls/s for SECS s; records server CPU µs per call (--server-pid) and generator CPU µs per call.
-# Then the idle-connection memory of that build's server: N idle TCP connections
-# (tcp_idle_clients example of the same build), VmRSS delta per connection.
+# Then the idle-connection memory of that build's server: N idle connections over IDLE_MODE
+# (tcp, tls, ws or wss; tcp_idle_clients example of the same build), VmRSS delta per connection.
 # Prints every sample, the medians per build and the ratio B/A.
 #
 # Usage: scripts/bench-ab.sh A_DIR B_DIR   (each DIR holds herald and examples/tcp_idle_clients,
-#        e.g. target/release)   ROUNDS=2 RATE=300 SECS=20 N=19800 WORKERS=2
+#        e.g. target/release)   ROUNDS=2 RATE=300 SECS=20 N=19800 WORKERS=2 IDLE_MODE=tcp
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$1 B=$2
 ROUNDS=${ROUNDS:-2} RATE=${RATE:-300} SECS=${SECS:-20} N=${N:-19800} WORKERS=${WORKERS:-2}
+IDLE_MODE=${IDLE_MODE:-tcp}
 PORT=17701 TPORT=17702
 HZ=$(getconf CLK_TCK)
 tmp=$(mktemp -d)
@@ -42,7 +43,11 @@ PY
 }
 
 idle() { # DIR LABEL
-    herald_idle_config "$TPORT" "$N" >"$tmp/t.toml"
+    if { [ "$IDLE_MODE" = wss ] || [ "$IDLE_MODE" = tls ]; } && [ ! -f "$tmp/cert.pem" ]; then
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+            -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+    fi
+    herald_idle_config "$TPORT" "$N" "$IDLE_MODE" "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/t.toml"
     "$1/herald" serve --config "$tmp/t.toml" >"$tmp/idle.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$TPORT") 2>/dev/null && break; sleep 0.1; done
@@ -50,7 +55,7 @@ idle() { # DIR LABEL
     local before after opened
     before=$(awk '/^VmRSS/ {print $2}' "/proc/$server_pid/status")
     rm -f "$tmp/hold"; mkfifo "$tmp/hold"
-    "$1/examples/tcp_idle_clients" "127.0.0.1:$TPORT" "$N" 8 3600 <"$tmp/hold" >"$tmp/clients.out" &
+    "$1/examples/tcp_idle_clients" "127.0.0.1:$TPORT" "$N" 8 3600 "$IDLE_MODE" <"$tmp/hold" >"$tmp/clients.out" &
     clients_pid=$!
     exec 4>"$tmp/hold"
     while ! grep -q READY "$tmp/clients.out" 2>/dev/null; do

@@ -7,7 +7,8 @@
 # for the pong), and prints the server's VmRSS before and after, and KB per connection. Also
 # prints the kernel's TCP memory (/proc/net/sockstat), which VmRSS does not include.
 # MODE=ws upgrades each connection to SIP over WebSocket (RFC 7118) first and pings with
-# WebSocket messages; MODE=wss does the same over TLS (a throwaway certificate made with openssl).
+# WebSocket messages; MODE=tls and MODE=wss do the same as tcp and ws over TLS (a throwaway
+# certificate made with openssl).
 #
 # Usage: scripts/bench-tcp-idle.sh            N=100000 WORKERS=2 PORT=15060 SOURCES=8 MODE=tcp
 # N is capped by the open-file limit: the server and the client each need one descriptor per
@@ -39,7 +40,7 @@ tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # shellcheck source=scripts/lib/procs.sh
 . scripts/lib/procs.sh
-if [ "$MODE" = wss ]; then
+if [ "$MODE" = wss ] || [ "$MODE" = tls ]; then
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
         -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 fi

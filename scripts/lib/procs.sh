@@ -82,7 +82,7 @@ floor_of() { # FIELD: runs `herald bench floor` ($HERALD), prints its table inde
     python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[sys.argv[2]], 1))" "$tmp/floor.json" "$1"
 }
 herald_idle_config() { # PORT N [TRANSPORT [CERT KEY]]: herald holding N idle connections
-    # ($WORKERS workers) on TRANSPORT (tcp, ws or wss; wss needs CERT and KEY), for the
+    # ($WORKERS workers) on TRANSPORT (tcp, tls, ws or wss; tls and wss need CERT and KEY), for the
     # idle-connection memory benchmarks (scripts/bench-tcp-idle.sh, scripts/bench-ab.sh). The
     # WebSocket pings are pushed past the measurement (ping_interval_s): idle means idle.
     cat <<TOML
@@ -100,7 +100,7 @@ ping_interval_s = 3600
 [log]
 level = "warn"
 TOML
-    if [ "${3:-tcp}" = wss ]; then
+    if [ "${3:-tcp}" = wss ] || [ "${3:-tcp}" = tls ]; then
         printf '[tls]\ncertificate = "%s"\nprivate_key = "%s"\nhandshake_timeout_s = 60\n' "$4" "$5"
     fi
 }

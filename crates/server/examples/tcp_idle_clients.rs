@@ -1,13 +1,14 @@
 //! Opens many idle TCP, WS or WSS connections to a SIP server, for measuring its memory per
 //! connection.
 //!
-//!     tcp_idle_clients TARGET N [SOURCES] [HOLD_SECONDS] [tcp|ws|wss]
+//!     tcp_idle_clients TARGET N [SOURCES] [HOLD_SECONDS] [tcp|tls|ws|wss]
 //!
 //! Connections come from 127.0.0.2 .. 127.0.0.(1+SOURCES) (bind before connect) so that the
 //! 28k ephemeral ports of one source address do not cap N. Each connection sends one RFC 5626
 //! CRLFCRLF ping, waits for the CRLF pong (proving the server took it), then idles; over `ws`
 //! (RFC 7118) it first upgrades with the `sip` subprotocol and the ping and pong are WebSocket
-//! messages, and `wss` does the same over TLS (any certificate accepted). Prints
+//! messages; `tls` and `wss` do the same as `tcp` and `ws` over TLS (any certificate accepted).
+//! Prints
 //! `READY <opened>` when done, then holds the connections for HOLD_SECONDS (default 3600) or
 //! until standard input closes. The open-file limit is raised to the hard limit first.
 
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Tcp,
+    Tls,
     Ws,
     Wss,
 }
@@ -97,21 +99,31 @@ fn connect(target: SocketAddr, source: Ipv4Addr, mode: Mode, tls: &Arc<rustls::C
             ws_ping(&mut s)?;
             return Ok(Box::new(s));
         }
-        Mode::Wss => {
+        Mode::Tls | Mode::Wss => {
             let name = rustls_pki_types::ServerName::IpAddress(target.ip().into());
             let conn = rustls::ClientConnection::new(tls.clone(), name).map_err(std::io::Error::other)?;
             let mut tls = Box::new(rustls::StreamOwned::new(conn, s));
-            ws_ping(&mut tls)?;
+            if mode == Mode::Wss {
+                ws_ping(&mut tls)?;
+            } else {
+                crlf_ping(&mut tls)?;
+            }
             return Ok(tls);
         }
     }
+    crlf_ping(&mut s)?;
+    Ok(Box::new(s))
+}
+
+/// RFC 5626 §3.5.1: a CRLFCRLF ping and its CRLF pong.
+fn crlf_ping(s: &mut impl ReadWrite) -> std::io::Result<()> {
     s.write_all(b"\r\n\r\n")?;
     let mut pong = [0u8; 2];
     s.read_exact(&mut pong)?;
     if &pong != b"\r\n" {
         return Err(std::io::Error::other("no CRLF pong"));
     }
-    Ok(Box::new(s))
+    Ok(())
 }
 
 fn main() {
@@ -126,9 +138,10 @@ fn main() {
     let hold: u64 = args.get(4).map_or(3600, |s| s.parse().expect("HOLD_SECONDS is a number"));
     let mode = match args.get(5).map_or("tcp", |s| s.as_str()) {
         "tcp" => Mode::Tcp,
+        "tls" => Mode::Tls,
         "ws" => Mode::Ws,
         "wss" => Mode::Wss,
-        other => panic!("mode is tcp, ws or wss, not {other}"),
+        other => panic!("mode is tcp, tls, ws or wss, not {other}"),
     };
     let tls = tls_config();
     let limit = raise_nofile();

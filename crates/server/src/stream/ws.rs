@@ -415,3 +415,29 @@ impl Write for Blocked {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::codec::Plain;
+    use super::super::tls::TlsCodec;
+    use super::*;
+    use std::mem::size_of;
+
+    /// What the codec adds to a connection's task, split into tungstenite's context and
+    /// herald's glue (the numbers of docs/design/serve.md; `-- --nocapture` prints them).
+    #[test]
+    fn the_glue_is_small_beside_the_libraries() {
+        let (ctx, ws, wss, tls) = (
+            size_of::<WebSocketContext>(),
+            size_of::<WsCodec<Plain>>(),
+            size_of::<WsCodec<TlsCodec>>(),
+            size_of::<TlsCodec>(),
+        );
+        eprintln!(
+            "WebSocketContext {ctx} B, WsCodec<Plain> {ws} B (glue {} B), TlsCodec {tls} B, WsCodec<TlsCodec> {wss} B",
+            ws - ctx
+        );
+        assert!(ws - ctx <= 192, "herald's WebSocket glue is {} bytes", ws - ctx);
+        assert!(wss <= ws + tls + 8);
+    }
+}
