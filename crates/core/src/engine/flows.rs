@@ -4,11 +4,11 @@
 //! [`crate::proxy::flow_token`]'s (signed: a forged one makes herald send nowhere).
 //!
 //! Keep-alive: on streams (TCP, TLS, WebSocket) the runtime answers RFC 5626 §4.4.1 CRLF pings
-//! with a CRLF pong (and WebSocket has its own ping frames); herald does not implement the STUN
-//! keep-alive of §4.4.2 and §8 for UDP flows (optional for an edge proxy: "MUST support" applies
-//! only to proxies that accept `ob` over UDP and advertise it); a UDP phone keeps its NAT
-//! binding with re-registrations or CRLF datagrams, which the runtime drops as keep-alives.
-//! A UDP flow that died is therefore not seen as a transport error: its branch times out.
+//! with a CRLF pong (and WebSocket has its own ping frames). Not done: the STUN keep-alive of
+//! §4.4.2 and §8 on UDP flows. A UDP Outbound UA that uses it gets no STUN answer and will count
+//! its flow as failed and register it again; over UDP a phone keeps its NAT binding with
+//! re-registrations or CRLF datagrams (which the runtime drops as keep-alives). A UDP flow that
+//! died is not seen as a transport error either: its branch times out (408).
 
 use super::context::{Planned, PlannedDest};
 use super::delivery::reachable_by_itself;
