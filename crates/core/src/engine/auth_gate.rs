@@ -4,6 +4,7 @@
 //! runs before any server transaction exists: whatever it answers is sent statelessly, so a
 //! request that did not authenticate holds no state (issue 16; Kamailio's `sl_send_reply`).
 
+use super::decisions::Gate;
 use super::Engine;
 use crate::auth::{Authenticator, Requirement, RouteFacts, Verdict};
 use crate::peer::Peer;
@@ -12,18 +13,6 @@ use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, Method};
 use std::time::Instant;
-
-/// What the gate decided.
-pub(super) enum Gate {
-    /// Go on routing the request. `authenticated`: it carried valid credentials (or nobody is
-    /// authenticated here): herald may spend a transaction on answering it itself. Otherwise
-    /// its local answers are sent statelessly, like the gate's own.
-    Pass { authenticated: bool },
-    /// Answer with this status, reason and headers (statelessly).
-    Answer(u16, &'static str, Vec<(&'static str, String)>),
-    /// Neither forward nor answer it (an ACK that may not be relayed).
-    Drop,
-}
 
 impl Engine {
     /// Runs the gate and answers (statelessly) or drops what it stops. `Some(authenticated)`:

@@ -11,8 +11,8 @@
 //! died is not seen as a transport error either: its branch times out (408).
 
 use super::context::{Planned, PlannedDest};
+use super::decisions::Local;
 use super::delivery::reachable_by_itself;
-use super::local_answers::Local;
 use super::Engine;
 use crate::peer::Peer;
 use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};

@@ -4,6 +4,7 @@
 //! request that did not authenticate (issue 16).
 
 use super::context::Planned;
+use super::decisions::Local;
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
@@ -14,13 +15,6 @@ use std::time::Instant;
 
 const ALLOW: &str =
     "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, PRACK, UPDATE, INFO, SUBSCRIBE, NOTIFY, REFER, MESSAGE";
-
-/// Why a request is answered by herald instead of being forwarded.
-pub(super) enum Local {
-    Options,
-    Register,
-    Reject(u16, &'static str),
-}
 
 impl Engine {
     /// Answers server transaction `id` as `answer` says.

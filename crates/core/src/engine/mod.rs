@@ -14,6 +14,7 @@ mod auth_gate;
 mod cancel;
 mod config;
 mod context;
+mod decisions;
 mod delivery;
 mod flows;
 mod fork;

@@ -6,9 +6,9 @@
 //! `targets` (§16.4-§16.5), `local_answers` (OPTIONS, REGISTER, refusals), `fork` (§16.6-§16.7),
 //! `cancel` (§16.10) and `stateless` (§16.11).
 
-use super::auth_gate::Gate;
 use super::context::Planned;
-use super::local_answers::Local;
+use super::decisions::Gate;
+use super::decisions::Local;
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;

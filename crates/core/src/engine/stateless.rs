@@ -3,9 +3,10 @@
 //! retransmission leaves with the same one.
 
 use super::context::PlannedDest;
+use super::decisions::Local;
 use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
-use super::local_answers::{options_headers, Local};
+use super::local_answers::options_headers;
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;

@@ -4,9 +4,9 @@
 //! it changes nothing.
 
 use super::context::{Planned, PlannedDest};
+use super::decisions::Local;
 use super::delivery::plan_bindings;
 use super::hop::{hop_for, Hop};
-use super::local_answers::Local;
 use super::Engine;
 use crate::peer::{Peer, Transport};
 use crate::proxy::route::{next_hop, preprocess};
