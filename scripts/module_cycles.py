@@ -2,10 +2,17 @@
 """Reports import cycles between modules in every crate of the workspace.
 
 For each module directory the graph is: nodes = the module's own file ("self") and its child
-modules; an edge A -> B when a file of A names an item of B by a `crate::`, `super::` or
-`self::` path (also inside `use` groups). A cycle among siblings (or between a child and its
-parent's own file) is reported. Exit status 1 if any cycle exists.
-Usage: scripts/module_cycles.py [CRATE_SRC_DIR ...]   (default: every crates/*/src, src, fuzz)
+modules; an edge A -> B when a file of A names an item of B by a `crate::`, `super::`, `self::`
+or child-module path (also inside `use` groups; a name reached through a `pub use` re-export
+counts for the module that defines it), and from a module to a child whose items it re-exports.
+A cycle among siblings (or between a child and its parent's own file) is reported. Exit status 1
+if any cycle exists. Method calls are not seen (it reads text); cargo-modules sees them:
+`cargo modules dependencies -p CRATE --lib --no-externs --no-sysroot --no-fns --no-traits
+--no-types` gives the same module graph with those edges.
+Usage: scripts/module_cycles.py [CRATE_SRC_DIR ...]   (default: every crates/*/src and src)
+       scripts/module_cycles.py --cargo-modules     the same question asked of cargo-modules
+       (`cargo install cargo-modules --version 0.27.0 --locked`), which sees method calls too:
+       a cycle among the modules of its `uses` graph of each package (tests modules left out)
 """
 import os, re, sys
 
@@ -85,6 +92,25 @@ def references(text, here):
         out.append(tuple(base) + tuple(p for p in parts[1:] if p not in ('self',)))
     return out
 
+def inline_modules(text, here):
+    """The file's text split into its own part and its inline `mod name { ... }` blocks, each
+    with the module path its `super::`/`self::` paths are relative to (the edges still count
+    for the file's module: an inline module is part of its file)."""
+    out, own, pos = [], [], 0
+    for m in re.finditer(r'\bmod\s+(\w+)\s*\{', text):
+        if m.start() < pos:
+            continue
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {'{': 1, '}': -1}.get(text[i], 0)
+            i += 1
+        own.append(text[pos:m.start()])
+        out += inline_modules(text[m.end():i - 1], here + (m.group(1),))
+        pos = i
+    own.append(text[pos:])
+    return [(here, ''.join(own))] + out
+
+
 PUB_USE = re.compile(r'^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);', re.M)
 
 
@@ -143,9 +169,15 @@ def check(src):
 
     edges = set()
     for mp, text in texts.items():
-        for ref in references(PUB_USE.sub('', text), mp):
+        for ref in (r for here, part in inline_modules(text, mp) for r in references(PUB_USE.sub('', part), here)):
             target = target_of(ref)
             if target != mp:
+                edges.add((mp, target))
+        # a re-export is an edge too (as cargo-modules counts it): a module that re-exports its
+        # children must not be needed by them
+        for name, where in reexports.get(mp, {}).items():
+            target = target_of(where)
+            if target != mp and target[:len(mp)] == mp:
                 edges.add((mp, target))
     cycles = []
     # at each module level: nodes are the module's own file and its children (each child
@@ -193,7 +225,41 @@ def tarjan(g):
         if v not in index: visit(v)
     return out
 
+def cargo_modules():
+    """Runs cargo-modules on every package of the workspace; cycles in its `uses` graph."""
+    import json
+    import subprocess
+    meta = json.loads(subprocess.run(['cargo', 'metadata', '--no-deps', '--format-version', '1'],
+                                     capture_output=True, text=True, check=True).stdout)
+    bad = 0
+    for pkg in meta['packages']:
+        for target in pkg['targets']:
+            kind = target['kind'][0]
+            if kind not in ('lib', 'bin'):
+                continue
+            which = ['--lib'] if kind == 'lib' else ['--bin', target['name']]
+            dot = subprocess.run(['cargo', 'modules', 'dependencies', '-p', pkg['name'], *which, '--no-externs',
+                                  '--no-sysroot', '--no-fns', '--no-traits', '--no-types'],
+                                 capture_output=True, text=True, check=True).stdout
+            g = {}
+            for m in re.finditer(r'"([^"]+)" -> "([^"]+)" \[label="uses"', dot):
+                a, b = m.groups()
+                if a != b and '::tests' not in a and '::tests' not in b:
+                    g.setdefault(a, set()).add(b)
+            cycles = [scc for scc in tarjan(g) if len(scc) > 1]
+            for scc in cycles:
+                print(f'{pkg["name"]} ({kind}): cycle: {" <-> ".join(sorted(scc))}')
+            bad += len(cycles)
+            if not cycles:
+                print(f'{pkg["name"]} ({kind}): no cycle among {len(g)} modules that use others')
+    if bad:
+        print(f'{bad} import cycle(s)')
+        sys.exit(1)
+
+
 def main():
+    if sys.argv[1:] == ['--cargo-modules']:
+        return cargo_modules()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     srcs = sys.argv[1:] or sorted(
         [os.path.join(root, 'crates', c, 'src') for c in os.listdir(os.path.join(root, 'crates'))] +

@@ -4,7 +4,7 @@
 //! come from herald-sys; this module decides which to create and resolves port 0.
 
 use crate::config::{Config, ListenTransport};
-use crate::ServerError;
+use crate::error::ServerError;
 use herald_core::Transport;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;

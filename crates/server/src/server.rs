@@ -5,6 +5,7 @@ use crate::config::{Config, ListenTransport};
 use crate::conn_limit::PerIp;
 use crate::conns::Registry;
 use crate::endpoint;
+use crate::error::ServerError;
 use crate::protect::FloodGuard;
 use crate::runtime::Ctl;
 use crate::shards::{shard_count, Shards};
@@ -13,7 +14,6 @@ use crate::source_budget::SourceBudgets;
 use crate::stats::Stats;
 use crate::tls::TlsContext;
 use crate::worker::Worker;
-use crate::ServerError;
 // Declared here, beside its only user (the main thread's loop below).
 #[path = "memory.rs"]
 mod memory;

@@ -1,9 +1,9 @@
 //! Batched receive: one recvmmsg(2) for up to [`BATCH`] datagrams, into slots that are allocated
 //! once and reused for every call.
 
+use crate::batch::{Wait, BATCH};
 use crate::cmsg::{self, CONTROL_BYTES};
 use crate::sockaddr;
-use crate::batch::{Wait, BATCH};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, SocketAddr};

@@ -6,7 +6,8 @@
 //! the routing table for wildcard listeners, the seed and the random bytes of a per-process
 //! nonce secret.
 
-use super::{Config, DigestAlgorithm, Forking, IdentityMode, RecordRoute};
+use super::auth::{DigestAlgorithm, IdentityMode};
+use super::schema::{Config, Forking, RecordRoute};
 use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, IdentityRule, PeerPrefix};
 use herald_core::engine::{self, EngineConfig, Listener, SourceRoute};
 use herald_core::proxy::Identity;
@@ -28,7 +29,7 @@ impl Config {
     /// listener is on a wildcard address. `seed` keys the engines' branches and tags
     /// (`Seed::random()` in a real process).
     pub fn engine_config(&self, bound: &[Listener], source_routes: Arc<dyn SourceRoute>, seed: Seed) -> EngineConfig {
-        let interfaces = super::interface_addresses();
+        let interfaces = herald_sys::interface_addresses();
         let mut addrs: Vec<SocketAddr> = Vec::new();
         for b in bound {
             if b.addr.ip().is_unspecified() {

@@ -1,36 +1,12 @@
 //! Loading and validating the configuration. Every error names the file, the line and the key:
 //! `herald.toml:12: key 'timers.t1_ms': t1_ms (5000) must not exceed t2_ms (4000)`.
 
-use super::{Config, ListenTransport, DEFAULT_CONFIG};
-use std::fmt;
+use super::error::ConfigError;
+use super::schema::{Config, ListenTransport, DEFAULT_CONFIG};
 use std::ops::Range;
 use std::path::Path;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
-
-/// A configuration error: where it is and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file as given (`<built-in>` for [`DEFAULT_CONFIG`]).
-    pub file: String,
-    /// 1-based line; 0 when the file could not be read at all.
-    pub line: usize,
-    /// Dotted key path, array elements as `listen[1]`; empty when the file could not be read.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}:{}: key '{}': {}", self.file, self.line, self.key, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl Config {
     /// Reads and validates a configuration file.
