@@ -129,7 +129,7 @@ fn crlf_ping(s: &mut impl ReadWrite) -> std::io::Result<()> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: tcp_idle_clients TARGET N [SOURCES] [HOLD_SECONDS] [tcp|ws|wss]");
+        eprintln!("usage: tcp_idle_clients TARGET N [SOURCES] [HOLD_SECONDS] [tcp|tls|ws|wss]");
         std::process::exit(2);
     }
     let target: SocketAddr = args[1].parse().expect("TARGET is IP:PORT");

@@ -361,3 +361,30 @@ fn options_round_trip_over_wss_and_a_failed_tls_handshake_is_counted() {
     still_serving(&s, "after-wss");
     let _ = std::fs::remove_dir_all(pair.0.parent().unwrap());
 }
+
+#[test]
+fn the_connection_limits_of_tcp_hold_for_websocket() {
+    let s = start(
+        "[websocket]\nhandshake_timeout_s = 1\nping_interval_s = 0\n\
+         [limits]\nmax_tcp_connections_per_ip = 2\ntcp_idle_timeout_s = 1\n",
+        None,
+    );
+    // A client that connects and never upgrades is closed at the handshake deadline.
+    let mut mute = tcp(s.ws);
+    let t0 = Instant::now();
+    let mut rest = Vec::new();
+    let _ = mute.read_to_end(&mut rest);
+    assert!(t0.elapsed() >= Duration::from_millis(900) && t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    wait_for("the handshake failure", || s.stats.snapshot().ws_handshake_failures == 1);
+    // An upgraded connection silent for tcp_idle_timeout_s (pings off) gets close 1000, then EOF.
+    let mut idle = upgraded(s.ws);
+    assert_eq!(close_status(&mut idle), 1000);
+    wait_for("the idle close", || s.stats.snapshot().tcp_idle_closed == 1);
+    // max_tcp_connections_per_ip: a third connection from 127.0.0.1 is refused at once.
+    let (_a, _b) = (upgraded(s.ws), upgraded(s.ws));
+    let mut third = tcp(s.ws);
+    let mut got = Vec::new();
+    let _ = third.read_to_end(&mut got);
+    assert!(got.is_empty());
+    wait_for("the refusal to be counted", || s.stats.snapshot().tcp_rejected_per_ip == 1);
+}
