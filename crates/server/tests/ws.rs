@@ -366,7 +366,7 @@ fn options_round_trip_over_wss_and_a_failed_tls_handshake_is_counted() {
 fn the_connection_limits_of_tcp_hold_for_websocket() {
     let s = start(
         "[websocket]\nhandshake_timeout_s = 1\nping_interval_s = 0\n\
-         [limits]\nmax_tcp_connections_per_ip = 2\ntcp_idle_timeout_s = 1\n",
+         [limits]\nmax_tcp_connections_per_ip = 2\ntcp_idle_timeout_s = 1\ntcp_incomplete_message_timeout_s = 2\n",
         None,
     );
     // A client that connects and never upgrades is closed at the handshake deadline.
@@ -380,6 +380,21 @@ fn the_connection_limits_of_tcp_hold_for_websocket() {
     let mut idle = upgraded(s.ws);
     assert_eq!(close_status(&mut idle), 1000);
     wait_for("the idle close", || s.stats.snapshot().tcp_idle_closed == 1);
+    // A frame that never completes, trickled a byte at a time (each resetting the idle timer),
+    // is cut off by tcp_incomplete_message_timeout_s as over TCP.
+    let mut slow = upgraded(s.ws);
+    let frame = masked(0x81, options("slow", "WS", true).as_bytes());
+    let t0 = Instant::now();
+    for b in &frame[..40] {
+        if slow.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    wait_for("the incomplete message", || s.stats.snapshot().tcp_incomplete_timeouts == 1);
     // max_tcp_connections_per_ip: a third connection from 127.0.0.1 is refused at once.
     let (_a, _b) = (upgraded(s.ws), upgraded(s.ws));
     let mut third = tcp(s.ws);

@@ -4,7 +4,9 @@
 //! The glue: the inner codec's bytes collect in `input`; until the upgrade is answered they are
 //! the HTTP request (module `ws_upgrade`), then they are frames that a `tungstenite`
 //! [`WebSocketContext`] reads through an in-memory [`Pipe`] (unmasking, fragments, control
-//! frames, the close handshake and the size limits are tungstenite's). Each whole WebSocket
+//! frames, the close handshake and the size limits are tungstenite's). It is handed whole
+//! frames only ([`whole_frames`] reads their headers), so that a message that has begun to
+//! arrive is visible here and held to `tcp_incomplete_message_timeout_s` like a TCP one. Each whole WebSocket
 //! message is one SIP message (RFC 7118 §5), appended to the loop's SIP buffer with its length
 //! remembered for [`Codec::next_frame`]. What tungstenite writes (pongs, close frames, our pings)
 //! and the data frames of queued SIP messages (a header from tungstenite's [`FrameHeader`] and the
@@ -60,6 +62,11 @@ pub(crate) struct WsCodec<I> {
     /// When to ping (or, while `awaiting_pong`, when the peer is taken for dead).
     keepalive: Option<Instant>,
     awaiting_pong: bool,
+    /// When the message that has begun to arrive (a partial frame in `input`, or a fragmented
+    /// message) must be complete (`[limits] tcp_incomplete_message_timeout_s`, as over TCP).
+    partial_until: Option<Instant>,
+    /// A fragmented message has begun (RFC 6455 §5.4) and its final fragment has not come.
+    fragmented: bool,
     /// The inner codec's handshake (TLS) is under way.
     inner_handshaking: bool,
 }
@@ -80,6 +87,8 @@ impl<I: Codec> WsCodec<I> {
             finished: false,
             keepalive: None,
             awaiting_pong: false,
+            partial_until: None,
+            fragmented: false,
         }
     }
 
@@ -133,9 +142,14 @@ impl<I: Codec> WsCodec<I> {
     /// limit sends the close frame RFC 6455 §7.4.1 names, and the connection ends.
     fn receive(&mut self, sip: &mut BytesMut) {
         let Some(ws) = self.ws.as_mut() else { return };
+        let max = ws.get_config().max_frame_size.unwrap_or(usize::MAX);
+        // tungstenite gets whole frames only: a partial one stays in `input`, where its age is
+        // known (a slow sender must not hold a connection with a frame that never completes).
+        let whole = whole_frames(&self.input, max, &mut self.fragmented);
+        let mut frames = self.input.split_to(whole);
         let mut fail = None;
         loop {
-            let mut pipe = Pipe { input: &mut self.input, output: &mut self.control };
+            let mut pipe = Pipe { input: &mut frames, output: &mut self.control };
             match ws.read(&mut pipe) {
                 Ok(Message::Text(text)) => deliver(Bytes::from(text), sip, &mut self.lens),
                 Ok(Message::Binary(bytes)) => deliver(bytes, sip, &mut self.lens),
@@ -174,6 +188,12 @@ impl<I: Codec> WsCodec<I> {
         } else if self.input.is_empty() {
             self.input = BytesMut::new(); // an idle connection keeps no buffer
         }
+        if self.input.is_empty() && !self.fragmented {
+            self.partial_until = None;
+        } else if self.partial_until.is_none() {
+            let limit = Duration::from_secs(self.shared.config.limits.tcp_incomplete_message_timeout_s);
+            self.partial_until = Some(Instant::now() + limit);
+        }
         self.take_control();
     }
 
@@ -210,6 +230,34 @@ impl<I: Codec> WsCodec<I> {
             self.out = VecDeque::new(); // an idle connection keeps no queue
         }
         Ok(())
+    }
+}
+
+/// How many bytes at the front of `input` make whole frames, read from their headers (RFC 6455
+/// §5.2), following whether a fragmented message is open. A frame announced over `max` counts
+/// as whole, and so does what is not a frame header: tungstenite refuses both.
+fn whole_frames(input: &[u8], max: usize, fragmented: &mut bool) -> usize {
+    let mut at = 0;
+    loop {
+        let mut cursor = std::io::Cursor::new(&input[at..]);
+        let (header, len) = match FrameHeader::parse(&mut cursor) {
+            Ok(Some(h)) => h,
+            Ok(None) => return at,
+            Err(_) => return input.len(),
+        };
+        if len > max as u64 {
+            return input.len();
+        }
+        let end = at as u64 + cursor.position() + len;
+        if end > input.len() as u64 {
+            return at;
+        }
+        match header.opcode {
+            OpCode::Data(Data::Continue) => *fragmented &= !header.is_final,
+            OpCode::Data(_) => *fragmented = !header.is_final,
+            OpCode::Control(_) => {}
+        }
+        at = end as usize;
     }
 }
 
@@ -327,6 +375,10 @@ impl<I: Codec> Codec for WsCodec<I> {
     /// A close frame (1000) unless one was exchanged already, then the inner codec's closing
     /// bytes after ours (TLS close_notify last).
     fn close(&mut self) {
+        // The inner handshake did not finish (timed out, or the peer left in the middle).
+        if self.inner.handshaking() {
+            self.inner_progress(true);
+        }
         if let (Some(ws), false) = (self.ws.as_mut(), self.finished) {
             let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
             let _ = ws.close(&mut Pipe { input: &mut BytesMut::new(), output: &mut self.control }, Some(frame));
@@ -338,13 +390,27 @@ impl<I: Codec> Codec for WsCodec<I> {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.keepalive.filter(|_| !self.finished)
+        if self.finished {
+            return None;
+        }
+        match (self.keepalive, self.partial_until) {
+            (Some(k), Some(p)) => Some(k.min(p)),
+            (k, p) => k.or(p),
+        }
     }
 
     /// RFC 6455 §5.5.2: a ping to a peer that has sent nothing for an interval; no answer
     /// within another interval and the peer is gone (a browser that lost its network sends no
     /// close frame), so the connection ends.
     fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
+        if self.partial_until.is_some_and(|p| p <= now) {
+            self.stats().tcp_incomplete_timeouts.bump();
+            self.partial_until = None;
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "a WebSocket message did not arrive whole in time"));
+        }
+        if self.keepalive.is_none_or(|k| k > now) {
+            return Ok(());
+        }
         let (Some(interval), Some(ws)) = (self.ping_interval(), self.ws.as_mut()) else { return Ok(()) };
         if self.awaiting_pong {
             self.shared.stats.workers[self.worker].ws_closed_dead.bump();
