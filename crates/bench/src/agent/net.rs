@@ -59,6 +59,7 @@ impl Endpoint {
             peer,
             input: BytesMut::with_capacity(SLOT),
             output: Vec::new(),
+            chunk: vec![0; STREAM_CHUNK].into_boxed_slice(),
             codec: StreamCodec::Sip,
             closed: false,
             error: None,
@@ -313,6 +314,8 @@ pub struct TcpEndpoint {
     peer: SocketAddr,
     input: BytesMut,
     output: Vec<u8>,
+    /// Read buffer, kept: a fresh zeroed array per read was a 16 KiB memset each time.
+    chunk: Box<[u8]>,
     codec: StreamCodec,
     closed: bool,
     error: Option<String>,
@@ -334,16 +337,15 @@ impl TcpEndpoint {
     }
 
     fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
-        let mut chunk = [0u8; STREAM_CHUNK];
         while !self.closed {
-            match self.stream.read(&mut chunk) {
+            match self.stream.read(&mut self.chunk) {
                 Ok(0) => {
                     self.closed = true;
                     if self.codec.is_upgrading() {
                         self.error = Some("WebSocket: connection closed before the upgrade was answered".into());
                     }
                 }
-                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.input.extend_from_slice(&self.chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => self.closed = true,
