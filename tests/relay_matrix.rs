@@ -60,16 +60,7 @@ struct Herald {
 
 impl Drop for Herald {
     fn drop(&mut self) {
-        common::sigterm(&self.child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        common::stop_child(&mut self.child);
     }
 }
 

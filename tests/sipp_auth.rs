@@ -30,16 +30,7 @@ struct AuthHerald {
 
 impl Drop for AuthHerald {
     fn drop(&mut self) {
-        sigterm(&self.child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
 }
 

@@ -4,7 +4,7 @@
 //! with the `[tls]` certificate the test generates). Configured by file only, as an operator
 //! would. SIGTERM on drop (SIGKILL if it does not stop).
 
-use crate::common::{herald_users_add, log_excerpt, port_block, sigterm, udp_options_ok, wait_bound};
+use crate::common::{herald_users_add, log_excerpt, port_block, udp_options_ok, wait_bound};
 use crate::tls_support::Pki;
 use std::fs::File;
 use std::net::{SocketAddr, UdpSocket};
@@ -97,15 +97,6 @@ impl WsHerald {
 
 impl Drop for WsHerald {
     fn drop(&mut self) {
-        sigterm(&self.child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::stop_child(&mut self.child);
     }
 }

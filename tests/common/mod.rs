@@ -67,6 +67,20 @@ pub fn sigterm(child: &Child) {
     }
 }
 
+/// Stops a child: SIGTERM (herald drains), SIGKILL if it is still there after 10 s.
+pub fn stop_child(child: &mut Child) {
+    sigterm(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Where a test keeps its files: `target/tmp/<name>/`, emptied first.
 pub fn test_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);

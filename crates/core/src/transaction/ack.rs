@@ -35,22 +35,41 @@ pub fn build_ack(invite: &Message, response: &Message) -> Option<Bytes> {
     for r in invite.list_values(HeaderName::Route) {
         routes.push(r.ok()?.bytes);
     }
-    let mut out = BytesMut::with_capacity(256 + uri.len() + call_id.len() + from.len() + to.len());
+    Some(write_ack(AckFields { uri, top_via: top_via.bytes, routes: &routes, from, to, call_id, seq }))
+}
+
+/// The fields of an ACK for a non-2xx final (RFC 3261 §17.1.1.3), as written in the INVITE and
+/// the response (To).
+pub(crate) struct AckFields<'a> {
+    pub uri: &'a [u8],
+    pub top_via: &'a [u8],
+    pub routes: &'a [&'a [u8]],
+    pub from: &'a [u8],
+    pub to: &'a [u8],
+    pub call_id: &'a [u8],
+    pub seq: u32,
+}
+
+/// Writes the ACK: one writer for an INVITE the engine parsed ([`build_ack`]) and one a user
+/// agent wrote itself (`AckSource::ack`), so both send the same bytes.
+pub(crate) fn write_ack(f: AckFields<'_>) -> Bytes {
+    let mut out =
+        BytesMut::with_capacity(256 + f.uri.len() + f.top_via.len() + f.call_id.len() + f.from.len() + f.to.len());
     out.put_slice(b"ACK ");
-    out.put_slice(uri);
+    out.put_slice(f.uri);
     out.put_slice(b" SIP/2.0\r\n");
-    header(&mut out, "Via", top_via.bytes);
-    for r in routes {
+    header(&mut out, "Via", f.top_via);
+    for r in f.routes {
         header(&mut out, "Route", r);
     }
     header(&mut out, "Max-Forwards", b"70");
-    header(&mut out, "From", from);
-    header(&mut out, "To", to);
-    header(&mut out, "Call-ID", call_id);
-    header(&mut out, "CSeq", format!("{seq} ACK").as_bytes());
+    header(&mut out, "From", f.from);
+    header(&mut out, "To", f.to);
+    header(&mut out, "Call-ID", f.call_id);
+    header(&mut out, "CSeq", format!("{} ACK", f.seq).as_bytes());
     header(&mut out, "Content-Length", b"0");
     out.put_slice(b"\r\n");
-    Some(out.freeze())
+    out.freeze()
 }
 
 /// A 100 (Trying) for `request`: Via (all values, in order), From, To, Call-ID, CSeq and

@@ -8,7 +8,8 @@
 //! back would cost more than building them (about 3,200 instructions for an INVITE with SDP), so
 //! it hands over the bytes and, for an INVITE, the few fields the ACK copies ([`AckSource`]).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use super::ack::{write_ack, AckFields};
+use bytes::Bytes;
 use herald_sip::{HeaderName, Message};
 
 /// What the ACK of a non-2xx final response copies from its INVITE (RFC 3261 §17.1.1.3), for a
@@ -35,32 +36,17 @@ impl AckSource {
     /// has no To.
     pub fn ack(&self, response: &Message) -> Option<Bytes> {
         let to = response.get(HeaderName::To)?;
-        let mut out = BytesMut::with_capacity(
-            256 + self.request_uri.len() + self.top_via.len() + self.from.len() + to.len() + self.call_id.len(),
-        );
-        out.put_slice(b"ACK ");
-        out.put_slice(&self.request_uri);
-        out.put_slice(b" SIP/2.0\r\n");
-        header(&mut out, "Via", &self.top_via);
-        for r in &self.routes {
-            header(&mut out, "Route", r);
-        }
-        header(&mut out, "Max-Forwards", b"70");
-        header(&mut out, "From", &self.from);
-        header(&mut out, "To", to);
-        header(&mut out, "Call-ID", &self.call_id);
-        header(&mut out, "CSeq", format!("{} ACK", self.cseq).as_bytes());
-        header(&mut out, "Content-Length", b"0");
-        out.put_slice(b"\r\n");
-        Some(out.freeze())
+        let routes: Vec<&[u8]> = self.routes.iter().map(|r| &r[..]).collect();
+        Some(write_ack(AckFields {
+            uri: &self.request_uri,
+            top_via: &self.top_via,
+            routes: &routes,
+            from: &self.from,
+            to,
+            call_id: &self.call_id,
+            seq: self.cseq,
+        }))
     }
-}
-
-fn header(out: &mut BytesMut, name: &str, value: &[u8]) {
-    out.put_slice(name.as_bytes());
-    out.put_slice(b": ");
-    out.put_slice(value);
-    out.put_slice(b"\r\n");
 }
 
 /// A client transaction's request until its final response.
