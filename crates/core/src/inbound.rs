@@ -1,13 +1,15 @@
 //! What happens to bytes between the socket and the engine, without any I/O: parse, receipt
 //! checks, the answer owed to a malformed request, and which engine shard the message belongs to
 //! (hash of its Call-ID). Every transport of the runtime (UDP datagrams, stream frames) hands its
-//! bytes to [`classify`]; the fuzz target does the same.
+//! bytes to [`classify`]; the fuzz target does the same. A UDP datagram that [`stun::is_stun`]
+//! recognises is a STUN keep-alive (RFC 5626 §8) and goes to [`stun::answer`] instead.
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::{ErrorKind, Framing, HeaderName, Limits, Message, Method, ParseError, ResponseBuilder};
 use std::net::SocketAddr;
 
 mod salvage;
+pub mod stun;
 
 /// The outcome of receiving one datagram or one framed stream message.
 #[derive(Debug)]
