@@ -3,14 +3,16 @@
 //! (`herald_core::inbound`: parse, receipt checks, the answer owed to a malformed request),
 //! counts it, and holds answers to the source's `[flood]` rate. What comes out is a message for
 //! admission and its engine shard (`Dispatcher::route`, on the thread that handles it), bytes
-//! to send back, or nothing.
+//! to send back, or nothing. A UDP datagram that is STUN, not SIP, is a keep-alive of RFC 5626
+//! §8: a Binding request is answered (`herald_core::inbound::stun`), at the same per-source
+//! rate as answers to malformed requests; anything else STUN-shaped is dropped.
 
 use crate::protect;
 use crate::shared::Shared;
 use crate::stats::{Bump, WorkerStats};
 use bytes::Bytes;
-use herald_core::inbound::{self, Dropped, Inbound};
-use herald_core::Peer;
+use herald_core::inbound::{self, stun, Dropped, Inbound};
+use herald_core::{Peer, Transport};
 use herald_sip::{Framing, Message, ParseError};
 
 /// What became of the bytes received.
@@ -38,8 +40,12 @@ pub(crate) fn receive(
     // By transport, not framing: a WebSocket message is parsed as a datagram (RFC 7118 §5.1)
     // but arrives on a stream connection.
     match from.transport {
-        herald_core::Transport::Udp => stats.udp_received.bump(),
+        Transport::Udp => stats.udp_received.bump(),
         _ => stats.tcp_received.bump(),
+    }
+    // RFC 5626 §8 mixes STUN and SIP on a UDP port only (a stream's keep-alive is CRLF, §4.4.1).
+    if from.transport == Transport::Udp && stun::is_stun(&bytes) {
+        return stun_keep_alive(shared, stats, from, &bytes, truncated);
     }
     match inbound::classify(bytes, &shared.limits, framing, truncated) {
         Inbound::Message(msg) => Arrival::Message(msg),
@@ -51,6 +57,24 @@ pub(crate) fn receive(
         }
         Inbound::Drop(Dropped::Request) => {
             stats.malformed_dropped.bump();
+            Arrival::Dropped { close: false }
+        }
+    }
+}
+
+/// A STUN datagram: a Binding request gets its Binding success response, sent back to the
+/// source address alone and no larger than the request plus XOR-MAPPED-ADDRESS. The source may
+/// be forged, so the answer counts against its rate like any other answer to unauthenticated
+/// bytes (`protect::may_answer`).
+fn stun_keep_alive(shared: &Shared, stats: &WorkerStats, from: &Peer, datagram: &[u8], truncated: bool) -> Arrival {
+    let answer = if truncated { None } else { stun::answer(datagram, from.addr).ok() };
+    match answer {
+        Some(bytes) if protect::may_answer(shared.flood.as_deref(), from) => {
+            stats.stun_requests_answered.bump();
+            Arrival::Answer { bytes, close: false }
+        }
+        _ => {
+            stats.stun_dropped.bump();
             Arrival::Dropped { close: false }
         }
     }

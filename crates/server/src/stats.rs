@@ -117,6 +117,10 @@ counters! {
     ws_closed_dead,
     /// WebSocket keep-alive pings sent (`[websocket] ping_interval_s`).
     ws_pings_sent,
+    /// STUN Binding requests on a UDP port answered with their mapped address (RFC 5626 §8 keep-alives).
+    stun_requests_answered,
+    /// STUN messages on a UDP port not answered: malformed, not a Binding request, bad FINGERPRINT, or over the source's rate.
+    stun_dropped,
 }
 
 /// The counters of a running server; cheap to clone, readable from any thread.
