@@ -97,7 +97,11 @@ fn check_attributes(message: &[u8]) -> Result<bool, Refused> {
                 return Err(Refused::Malformed);
             }
             let value = u32::from_be_bytes([message[at + 4], message[at + 5], message[at + 6], message[at + 7]]);
-            return if value == crc32(&message[..at]) ^ FINGERPRINT_XOR { Ok(true) } else { Err(Refused::BadFingerprint) };
+            return if value == crc32(&message[..at]) ^ FINGERPRINT_XOR {
+                Ok(true)
+            } else {
+                Err(Refused::BadFingerprint)
+            };
         }
         at = end;
     }
