@@ -19,7 +19,7 @@ SECONDS_PER_TARGET="${1:-20}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(parse_message stream_framer uri engine_pipeline)
+    TARGETS=(parse_message stream_framer uri engine_pipeline stun)
 fi
 TORTURE="${HERALD_TORTURE_DIR:-$ROOT/../shared/testdata/sip-torture/rfc4475}"
 FIXTURES="$ROOT/crates/sip/benches/messages"
@@ -72,6 +72,10 @@ for f in "${messages[@]}"; do
         printf '%s' "$u" >"$ur/seed-$h"
     done
 done
+# stun: RFC 5769 §2.1's sample Binding request and a bare one (RFC 5626 §8 needs no attributes).
+st="$(seed_dir stun)"
+printf '%b' '\x00\x01\x00\x58\x21\x12\xa4\x42\xb7\xe7\xa7\x01\xbc\x34\xd6\x86\xfa\x87\xdf\xae\x80\x22\x00\x10STUN test client\x00\x24\x00\x04\x6e\x00\x01\xff\x80\x29\x00\x08\x93\x2f\xf9\xb1\x51\x26\x3b\x36\x00\x06\x00\x09evtj:h6vY   \x00\x08\x00\x14\x9a\xea\xa7\x0c\xbf\xd8\xcb\x56\x78\x1e\xf2\xb5\xb2\xd3\xf2\x49\xc1\xb5\x71\xa2\x80\x28\x00\x04\xe5\x7a\x3b\xcf' >"$st/seed-rfc5769"
+printf '%b' '\x00\x01\x00\x00\x21\x12\xa4\x42abcdefghijkl' >"$st/seed-bare"
 # A whole call on one connection, cut at every kind of chunk size.
 if compgen -G "$FIXTURES/*.sip" >/dev/null; then
     { printf '\xfe'; cat "$FIXTURES"/*.sip; } >"$sf/seed-call-stream"
