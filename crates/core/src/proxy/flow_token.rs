@@ -49,9 +49,11 @@ const FLOW_LEN: usize = 28;
 const MAC_LEN: usize = 12;
 const TRANSPORTS: [Transport; 5] = [Transport::Udp, Transport::Tcp, Transport::Tls, Transport::Ws, Transport::Wss];
 
-/// Flows whose MAC [`FlowTokens`] keeps: a call's flows are the phones' connections, few at a
-/// time per shard; more only costs an HMAC again.
-const CACHED_FLOWS: usize = 256;
+/// Flows whose MAC [`FlowTokens`] keeps per engine (each shard has one, and sees the dialogs whose
+/// Call-ID hashes to it): a call's flows are its phones' connections; an evicted flow only costs
+/// an HMAC again. About 5 KiB, allocated when the first token is minted or read (a herald that
+/// serves no WebSocket or Outbound phone never has one).
+const CACHED_FLOWS: usize = 128;
 
 /// Mints and reads flow tokens.
 #[derive(Clone)]
@@ -88,23 +90,24 @@ impl FlowTokens {
     /// The token naming `flow`.
     pub fn mint(&self, flow: Peer) -> String {
         let raw = encode(flow);
-        let tag = self.tag(&raw);
+        let cached = self.cache.borrow().get(&raw);
+        let tag = cached.unwrap_or_else(|| {
+            let tag = self.compute(&raw);
+            self.cache.borrow_mut().put(&raw, tag);
+            tag
+        });
         let mut token = herald_credentials::to_hex(&raw);
         token.push_str(&herald_credentials::to_hex(&tag));
         token
     }
 
-    /// HMAC-SHA256(K, flow), truncated: from the cache, or computed and kept.
-    fn tag(&self, raw: &[u8; FLOW_LEN]) -> [u8; MAC_LEN] {
-        if let Some(tag) = self.cache.borrow().get(raw) {
-            return tag;
-        }
+    /// HMAC-SHA256(K, flow), truncated.
+    fn compute(&self, raw: &[u8; FLOW_LEN]) -> [u8; MAC_LEN] {
         let mut m = self.mac.clone();
         m.update(raw);
         let full = m.finalize().into_bytes();
         let mut tag = [0u8; MAC_LEN];
         tag.copy_from_slice(&full[..MAC_LEN]);
-        self.cache.borrow_mut().put(raw, tag);
         tag
     }
 
@@ -116,41 +119,53 @@ impl FlowTokens {
         }
         let (flow, tag) = raw.split_at(FLOW_LEN);
         let flow: &[u8; FLOW_LEN] = flow.try_into().expect("split at FLOW_LEN");
-        // A well-formed flow first: a token naming no flow costs no HMAC and fills no cache slot.
+        // A well-formed flow first: a token naming no flow costs no HMAC.
         let Some(peer) = decode(flow) else { return FlowToken::Forged };
-        if !bool::from(self.tag(flow).ct_eq(tag)) {
+        let cached = self.cache.borrow().get(flow);
+        let expected = cached.unwrap_or_else(|| self.compute(flow));
+        if !bool::from(expected.ct_eq(tag)) {
             return FlowToken::Forged;
+        }
+        // Only a flow whose token was genuine takes a slot: forged tokens evict nothing.
+        if cached.is_none() {
+            self.cache.borrow_mut().put(flow, expected);
         }
         FlowToken::Valid(peer)
     }
 }
 
 /// The MACs of the flows lately minted or read: direct-mapped (a slot per keyed hash of the
-/// flow, a newcomer replaces the slot's flow), so it never grows and a lookup is one hash and one
-/// comparison of the whole flow. A slot answers only for the flow it holds, byte for byte.
+/// flow, a newcomer replaces the slot's flow), so it never grows past `size` slots and a lookup
+/// is one hash and one comparison of the whole flow. A slot answers only for the flow it holds,
+/// byte for byte.
 #[derive(Clone)]
 struct MacCache {
     hash: Seed,
+    size: usize,
+    /// Empty until the first `put`, then `size` slots.
     slots: Vec<Option<([u8; FLOW_LEN], [u8; MAC_LEN])>>,
 }
 
 impl MacCache {
-    fn new(hash: Seed, slots: usize) -> MacCache {
-        MacCache { hash, slots: vec![None; slots.max(1)] }
+    fn new(hash: Seed, size: usize) -> MacCache {
+        MacCache { hash, size: size.max(1), slots: Vec::new() }
     }
 
     fn slot(&self, flow: &[u8; FLOW_LEN]) -> usize {
-        (self.hash.hash_one(flow) % self.slots.len() as u64) as usize
+        (self.hash.hash_one(flow) % self.size as u64) as usize
     }
 
     fn get(&self, flow: &[u8; FLOW_LEN]) -> Option<[u8; MAC_LEN]> {
-        match &self.slots[self.slot(flow)] {
+        match self.slots.get(self.slot(flow))? {
             Some((f, tag)) if f == flow => Some(*tag),
             _ => None,
         }
     }
 
     fn put(&mut self, flow: &[u8; FLOW_LEN], tag: [u8; MAC_LEN]) {
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.size];
+        }
         let i = self.slot(flow);
         self.slots[i] = Some((*flow, tag));
     }
@@ -260,10 +275,13 @@ mod tests {
     #[test]
     fn a_cached_mac_is_the_keys_own() {
         let tokens = FlowTokens::new(Seed::fixed(7));
+        // Nothing is allocated before the first token.
+        assert!(tokens.cache.borrow().slots.is_empty());
         let other = FlowTokens::new(Seed::fixed(8));
         for f in phones() {
             let t = other.mint(f);
             assert_eq!(tokens.read(&t), FlowToken::Forged);
+            assert!(tokens.cache.borrow().get(&encode(f)).is_none(), "a forged token took a slot");
             assert_eq!(tokens.read(&tokens.mint(f)), FlowToken::Valid(f));
             assert_eq!(tokens.read(&t), FlowToken::Forged);
             let fresh = FlowTokens::new(Seed::fixed(8));
