@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 # of the integration tests, iproute2 for the network namespaces of tests/netns_phones.rs,
 # Chromium to render `herald bench report` pages and, headless, to run the browser phones of
 # tests/browser_ws.rs (JsSIP is vendored in tests/browser_support: no npm at test time),
-# python3 for scripts/module_cycles.py.
+# python3 for scripts/module_cycles.py, coturn for its STUN client (turnutils_stunclient: the
+# real peer of tests/stun_peer.rs; Debian has no stuntman-client).
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
@@ -21,6 +22,7 @@ command -v kamailio >/dev/null 2>&1 && [ -x /usr/sbin/kamailio ] || need_pkgs+=(
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
 command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v turnutils_stunclient >/dev/null 2>&1 || need_pkgs+=(coturn)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
