@@ -27,17 +27,18 @@
 //! *Why a cache.* A call between two WebSocket phones mints two tokens for its INVITE's
 //! Record-Route and reads two on each in-dialog request: six HMACs per call (12 SHA-256
 //! finalizations, about 44k instructions of the server's 418k per call under callgrind), all for
-//! the same two flows. [`FlowTokens`] keeps the MAC of the flows it computed lately ([`MacCache`]),
-//! keyed by the whole flow (transport, connection id, address, port), so a flow's MAC is computed
-//! once while the flow is in use. A token is still only valid with the MAC of exactly its flow
+//! the same two flows. [`FlowTokens`] keeps the MAC (and the token's text) of the flows it
+//! computed lately ([`MacCache`]), keyed by the whole flow (transport, connection id, address,
+//! port), so a flow's MAC is computed once while the flow is in use. A token is still only valid with the MAC of exactly its flow
 //! under the key: the cached MAC *is* that HMAC, and a token's MAC is compared with it in constant
 //! time, as `verify` does.
 
 use crate::peer::{ConnId, Peer, Transport};
-use crate::seed::Seed;
+use crate::seed::{Seed, SeededState};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use subtle::ConstantTimeEq;
 
@@ -50,10 +51,10 @@ const MAC_LEN: usize = 12;
 const TRANSPORTS: [Transport; 5] = [Transport::Udp, Transport::Tcp, Transport::Tls, Transport::Ws, Transport::Wss];
 
 /// Flows whose MAC [`FlowTokens`] keeps per engine (each shard has one, and sees the dialogs whose
-/// Call-ID hashes to it): a call's flows are its phones' connections; an evicted flow only costs
-/// an HMAC again. About 5 KiB, allocated when the first token is minted or read (a herald that
-/// serves no WebSocket or Outbound phone never has one).
-const CACHED_FLOWS: usize = 128;
+/// Call-ID hashes to it): a call's flows are its phones' connections; a flow forgotten only costs
+/// an HMAC again. At most about 40 KiB, growing with the flows seen (a herald that serves no
+/// WebSocket or Outbound phone allocates nothing).
+const CACHED_FLOWS: usize = 256;
 
 /// Mints and reads flow tokens.
 #[derive(Clone)]
@@ -90,14 +91,13 @@ impl FlowTokens {
     /// The token naming `flow`.
     pub fn mint(&self, flow: Peer) -> String {
         let raw = encode(flow);
-        let cached = self.cache.borrow().get(&raw);
-        let tag = cached.unwrap_or_else(|| {
-            let tag = self.compute(&raw);
-            self.cache.borrow_mut().put(&raw, tag);
-            tag
-        });
+        if let Some(known) = self.cache.borrow().get(&raw) {
+            return known.token.clone();
+        }
+        let tag = self.compute(&raw);
         let mut token = herald_credentials::to_hex(&raw);
         token.push_str(&herald_credentials::to_hex(&tag));
+        self.cache.borrow_mut().put(raw, Known { tag, token: token.clone() });
         token
     }
 
@@ -118,56 +118,58 @@ impl FlowTokens {
             return FlowToken::Forged;
         }
         let (flow, tag) = raw.split_at(FLOW_LEN);
-        let flow: &[u8; FLOW_LEN] = flow.try_into().expect("split at FLOW_LEN");
+        let flow: [u8; FLOW_LEN] = flow.try_into().expect("split at FLOW_LEN");
         // A well-formed flow first: a token naming no flow costs no HMAC.
-        let Some(peer) = decode(flow) else { return FlowToken::Forged };
-        let cached = self.cache.borrow().get(flow);
-        let expected = cached.unwrap_or_else(|| self.compute(flow));
+        let Some(peer) = decode(&flow) else { return FlowToken::Forged };
+        let cached = self.cache.borrow().get(&flow).map(|k| k.tag);
+        let expected = cached.unwrap_or_else(|| self.compute(&flow));
         if !bool::from(expected.ct_eq(tag)) {
             return FlowToken::Forged;
         }
-        // Only a flow whose token was genuine takes a slot: forged tokens evict nothing.
+        // Only a flow whose token was genuine is kept: forged tokens fill nothing. The text kept
+        // is the one `mint` writes (lowercase hex), whatever case this token was written in.
         if cached.is_none() {
-            self.cache.borrow_mut().put(flow, expected);
+            let mut token = herald_credentials::to_hex(&flow);
+            token.push_str(&herald_credentials::to_hex(&expected));
+            self.cache.borrow_mut().put(flow, Known { tag: expected, token });
         }
         FlowToken::Valid(peer)
     }
 }
 
-/// The MACs of the flows lately minted or read: direct-mapped (a slot per keyed hash of the
-/// flow, a newcomer replaces the slot's flow), so it never grows past `size` slots and a lookup
-/// is one hash and one comparison of the whole flow. A slot answers only for the flow it holds,
-/// byte for byte.
+/// What [`MacCache`] knows of one flow.
+#[derive(Clone)]
+struct Known {
+    /// HMAC-SHA256(K, flow), truncated.
+    tag: [u8; MAC_LEN],
+    /// The token `mint` writes for the flow.
+    token: String,
+}
+
+/// The flows lately minted or read, keyed by the whole flow (hashed with a key from the seed, so
+/// a peer cannot aim at collisions): an entry answers only for its flow, byte for byte. Bounded:
+/// when full it starts again empty (what it forgets costs an HMAC each).
 #[derive(Clone)]
 struct MacCache {
+    known: HashMap<[u8; FLOW_LEN], Known, SeededState>,
     hash: Seed,
     size: usize,
-    /// Empty until the first `put`, then `size` slots.
-    slots: Vec<Option<([u8; FLOW_LEN], [u8; MAC_LEN])>>,
 }
 
 impl MacCache {
     fn new(hash: Seed, size: usize) -> MacCache {
-        MacCache { hash, size: size.max(1), slots: Vec::new() }
+        MacCache { known: HashMap::with_hasher(hash.build()), hash, size: size.max(1) }
     }
 
-    fn slot(&self, flow: &[u8; FLOW_LEN]) -> usize {
-        (self.hash.hash_one(flow) % self.size as u64) as usize
+    fn get(&self, flow: &[u8; FLOW_LEN]) -> Option<&Known> {
+        self.known.get(flow)
     }
 
-    fn get(&self, flow: &[u8; FLOW_LEN]) -> Option<[u8; MAC_LEN]> {
-        match self.slots.get(self.slot(flow))? {
-            Some((f, tag)) if f == flow => Some(*tag),
-            _ => None,
+    fn put(&mut self, flow: [u8; FLOW_LEN], known: Known) {
+        if self.known.len() >= self.size {
+            self.known = HashMap::with_hasher(self.hash.build());
         }
-    }
-
-    fn put(&mut self, flow: &[u8; FLOW_LEN], tag: [u8; MAC_LEN]) {
-        if self.slots.is_empty() {
-            self.slots = vec![None; self.size];
-        }
-        let i = self.slot(flow);
-        self.slots[i] = Some((*flow, tag));
+        self.known.insert(flow, known);
     }
 }
 
@@ -239,10 +241,10 @@ mod tests {
         flows
     }
 
-    /// The cache answers with the MAC of exactly the flow asked about: with one slot every flow
-    /// evicts the last, and with many each stays; either way every token is the uncached one,
-    /// reads as its own flow, and a token whose MAC is another flow's (even the cached one) is
-    /// forged.
+    /// The cache answers with the MAC of exactly the flow asked about: with room for one flow
+    /// every flow displaces the last, and with room for all each stays; either way every token
+    /// is the uncached one, reads as its own flow, and a token whose MAC is another flow's (even
+    /// the cached one) is forged.
     #[test]
     fn the_mac_cache_answers_a_flow_only_with_its_own_mac() {
         let uncached = || {
@@ -252,18 +254,18 @@ mod tests {
         };
         let flows = phones();
         let expected: Vec<String> = flows.iter().map(|f| uncached().mint(*f)).collect();
-        for slots in [1, 3, CACHED_FLOWS] {
+        for size in [1, 3, CACHED_FLOWS] {
             let tokens = FlowTokens::new(Seed::fixed(7));
-            *tokens.cache.borrow_mut() = MacCache::new(Seed::fixed(3), slots);
+            *tokens.cache.borrow_mut() = MacCache::new(Seed::fixed(3), size);
             for round in 0..2 {
                 for (i, f) in flows.iter().enumerate() {
                     let t = tokens.mint(*f);
-                    assert_eq!(t, expected[i], "slots {slots} round {round} flow {i}");
-                    assert_eq!(tokens.read(&t), FlowToken::Valid(*f), "slots {slots} flow {i}");
+                    assert_eq!(t, expected[i], "size {size} round {round} flow {i}");
+                    assert_eq!(tokens.read(&t), FlowToken::Valid(*f), "size {size} flow {i}");
                     // The previous flow's MAC (likely the one cached) on this flow: forged.
                     let other = &expected[(i + flows.len() - 1) % flows.len()];
                     let spliced = format!("{}{}", &t[..FLOW_LEN * 2], &other[FLOW_LEN * 2..]);
-                    assert_eq!(tokens.read(&spliced), FlowToken::Forged, "slots {slots} flow {i}");
+                    assert_eq!(tokens.read(&spliced), FlowToken::Forged, "size {size} flow {i}");
                     assert_eq!(tokens.read(&t), FlowToken::Valid(*f));
                 }
             }
@@ -276,17 +278,22 @@ mod tests {
     fn a_cached_mac_is_the_keys_own() {
         let tokens = FlowTokens::new(Seed::fixed(7));
         // Nothing is allocated before the first token.
-        assert!(tokens.cache.borrow().slots.is_empty());
+        assert_eq!(tokens.cache.borrow().known.capacity(), 0);
         let other = FlowTokens::new(Seed::fixed(8));
         for f in phones() {
             let t = other.mint(f);
             assert_eq!(tokens.read(&t), FlowToken::Forged);
-            assert!(tokens.cache.borrow().get(&encode(f)).is_none(), "a forged token took a slot");
+            assert!(tokens.cache.borrow().get(&encode(f)).is_none(), "a forged token was kept");
             assert_eq!(tokens.read(&tokens.mint(f)), FlowToken::Valid(f));
             assert_eq!(tokens.read(&t), FlowToken::Forged);
             let fresh = FlowTokens::new(Seed::fixed(8));
             assert_eq!(fresh.read(&t), FlowToken::Valid(f));
             assert!(fresh.cache.borrow().get(&encode(f)).is_some());
+            assert_eq!(fresh.mint(f), t);
+            // Read first in capitals, the token minted later is still the lowercase one.
+            let fresh = FlowTokens::new(Seed::fixed(8));
+            assert_eq!(fresh.read(&t.to_uppercase()), FlowToken::Valid(f));
+            assert_eq!(fresh.mint(f), t);
         }
     }
 }
