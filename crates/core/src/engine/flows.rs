@@ -4,11 +4,10 @@
 //! [`crate::proxy::flow_token`]'s (signed: a forged one makes herald send nowhere).
 //!
 //! Keep-alive: on streams (TCP, TLS, WebSocket) the runtime answers RFC 5626 §4.4.1 CRLF pings
-//! with a CRLF pong (and WebSocket has its own ping frames). Not done: the STUN keep-alive of
-//! §4.4.2 and §8 on UDP flows. A UDP Outbound UA that uses it gets no STUN answer and will count
-//! its flow as failed and register it again; over UDP a phone keeps its NAT binding with
-//! re-registrations or CRLF datagrams (which the runtime drops as keep-alives). A UDP flow that
-//! died is not seen as a transport error either: its branch times out (408).
+//! with a CRLF pong (and WebSocket has its own ping frames); on UDP flows the STUN Binding
+//! requests of §4.4.2 are answered on herald's SIP port (§8, [`crate::inbound::stun`]), and CRLF
+//! datagrams are dropped as keep-alives. A UDP flow that died is not seen as a transport error:
+//! its branch times out (408).
 
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;

@@ -28,7 +28,7 @@
 //! Record-Route and reads two on each in-dialog request: six HMACs per call (12 SHA-256
 //! finalizations, about 44k instructions of the server's 418k per call under callgrind), all for
 //! the same two flows. [`FlowTokens`] keeps the MAC (and the token's text) of the flows it
-//! computed lately ([`MacCache`]), keyed by the whole flow (transport, connection id, address,
+//! computed lately (`MacCache`), keyed by the whole flow (transport, connection id, address,
 //! port), so a flow's MAC is computed once while the flow is in use. A token is still only valid with the MAC of exactly its flow
 //! under the key: the cached MAC *is* that HMAC, and a token's MAC is compared with it in constant
 //! time, as `verify` does.
