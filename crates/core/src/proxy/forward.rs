@@ -140,48 +140,51 @@ pub fn record_route_value(
     signature: Option<&str>,
     flow: Option<&str>,
 ) -> String {
-    let mut v = String::with_capacity(64);
-    v.push_str("<sip:");
-    push_host_port(&mut v, local);
-    if let Some(t) = transport_param {
-        v.push_str(";transport=");
-        v.push_str(t);
-    }
-    v.push_str(";lr");
-    push_signature(&mut v, signature);
-    push_flow(&mut v, flow);
-    v.push('>');
-    v
+    own_uri("sip", transport_param, local, signature, flow, "")
 }
 
 /// The Record-Route value of a TLS listener for a SIPS request: §16.6 step 4 requires a SIPS
 /// URI when the Request-URI or the top Route is one, so that the dialog's later requests also
 /// reach this proxy over TLS (RFC 5630 §4.3).
 pub fn record_route_value_sips(local: SocketAddr, signature: Option<&str>, flow: Option<&str>) -> String {
-    let mut v = String::with_capacity(64);
-    v.push_str("<sips:");
-    push_host_port(&mut v, local);
-    v.push_str(";lr");
-    push_signature(&mut v, signature);
-    push_flow(&mut v, flow);
-    v.push('>');
-    v
+    own_uri("sips", None, local, signature, flow, "")
 }
 
 /// The Path value herald inserts as an edge proxy into a REGISTER it forwards for an Outbound
 /// UA (RFC 5626 §5.1): its own URI with the flow token of the UA's flow and `ob`, which tells
 /// the registrar that this first hop supports Outbound (§6).
 pub fn outbound_path_value(transport_param: Option<&str>, local: SocketAddr, flow: &str) -> String {
-    let mut v = String::with_capacity(128);
-    v.push_str("<sip:");
+    own_uri("sip", transport_param, local, None, Some(flow), ";ob")
+}
+
+/// `<SCHEME:HOST:PORT[;transport=T];lr[;hs=SIG][;ft=TOKEN]TAIL>`: herald's own loose-routing URI
+/// as every Record-Route and Path value it writes has it.
+fn own_uri(
+    scheme: &str,
+    transport_param: Option<&str>,
+    local: SocketAddr,
+    signature: Option<&str>,
+    flow: Option<&str>,
+    tail: &str,
+) -> String {
+    let mut v = String::with_capacity(96);
+    v.push('<');
+    v.push_str(scheme);
+    v.push(':');
     push_host_port(&mut v, local);
     if let Some(t) = transport_param {
         v.push_str(";transport=");
         v.push_str(t);
     }
     v.push_str(";lr");
-    push_flow(&mut v, Some(flow));
-    v.push_str(";ob>");
+    if let Some(sig) = signature {
+        push_param(&mut v, SIG_PARAM, sig);
+    }
+    if let Some(token) = flow {
+        push_param(&mut v, super::flow_token::FLOW_PARAM, token);
+    }
+    v.push_str(tail);
+    v.push('>');
     v
 }
 
@@ -190,22 +193,11 @@ pub fn outbound_path_value(transport_param: Option<&str>, local: SocketAddr, flo
 /// computes the value (the proxy itself does not depend on authentication).
 pub const SIG_PARAM: &str = "hs";
 
-fn push_flow(v: &mut String, flow: Option<&str>) {
-    if let Some(token) = flow {
-        v.push(';');
-        v.push_str(super::flow_token::FLOW_PARAM);
-        v.push('=');
-        v.push_str(token);
-    }
-}
-
-fn push_signature(v: &mut String, signature: Option<&str>) {
-    if let Some(sig) = signature {
-        v.push(';');
-        v.push_str(SIG_PARAM);
-        v.push('=');
-        v.push_str(sig);
-    }
+fn push_param(v: &mut String, name: &str, value: &str) {
+    v.push(';');
+    v.push_str(name);
+    v.push('=');
+    v.push_str(value);
 }
 
 #[cfg(test)]
