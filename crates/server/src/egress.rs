@@ -120,15 +120,15 @@ impl Egress {
                 continue;
             }
             let queue = std::mem::take(&mut self.queues[i]);
-            let sock = self.common.udp[i].clone();
+            let sock = &self.common.udp[i];
             let mut at = 0;
             while at < queue.len() {
-                let (n, failed) = udp::send_batch(&sock, &queue[at..]);
+                let (n, failed) = udp::send_batch(sock, &queue[at..]);
                 at += n;
                 self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
                 let Some(e) = failed else { continue };
                 if e.kind() == io::ErrorKind::WouldBlock {
-                    if !udp::wait_writable(&sock, SEND_STALL) {
+                    if !udp::wait_writable(sock, SEND_STALL) {
                         tracing::warn!(worker = self.common.id, dropped = queue.len() - at, "UDP send buffer full");
                         // One report per shard and destination, however many datagrams.
                         let mut told = std::collections::HashSet::new();
