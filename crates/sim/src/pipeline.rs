@@ -613,15 +613,18 @@ impl World {
 
 /// RFC 7616 §3.4.1 with qop=auth, MD5 (herald offers it last, accepts it all the same).
 fn digest((user, password): (&str, &str), method: &str, uri: &str, nonce: &str, nc: u32) -> String {
-    let a = Algorithm::Md5;
-    let ha1 = a.hex_hash(&[user.as_bytes(), b":", DOMAIN.as_bytes(), b":", password.as_bytes()]);
-    let ha2 = a.hex_hash(&[method.as_bytes(), b":", uri.as_bytes()]);
-    let nc = format!("{nc:08x}");
-    let response =
-        a.hex_hash(&[ha1.as_bytes(), b":", nonce.as_bytes(), b":", nc.as_bytes(), b":fuzzcn:auth:", ha2.as_bytes()]);
-    format!(
-        "Digest username=\"{user}\", realm=\"{DOMAIN}\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{response}\", algorithm=MD5, qop=auth, nc={nc}, cnonce=\"fuzzcn\""
-    )
+    let answer = herald_credentials::Answer {
+        algorithm: Algorithm::Md5,
+        sess: false,
+        user,
+        realm: DOMAIN,
+        nonce,
+        uri,
+        nc: Some(nc),
+        cnonce: "fuzzcn",
+        opaque: None,
+    };
+    answer.header_value(method, password)
 }
 
 /// The input cut at every [`SEP`] (a plain loop, so that comparison tracing sees the bytes).

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use herald_core::auth::Algorithm;
 use herald_core::transaction::{BranchGen, TransactionTable, TuEvent, TxAction, TxId};
 use herald_core::{Peer, Seed, Transport};
+use herald_credentials::Answer as DigestAnswer;
 use herald_sip::uri::{Host, Uri};
 use herald_sip::{HeaderName, Limits, Message, Method, ResponseBuilder};
 use std::collections::BTreeMap;
@@ -688,23 +689,16 @@ fn uri_addr(uri: &str) -> Option<SocketAddr> {
 
 /// RFC 7616 §3.4.1 with qop=auth and MD5.
 fn digest(user: &str, password: &str, realm: &str, method: &str, uri: &str, nonce: &str, nc: u32) -> String {
-    let a = Algorithm::Md5;
-    let ha1 = a.hex_hash(&[user.as_bytes(), b":", realm.as_bytes(), b":", password.as_bytes()]);
-    let ha2 = a.hex_hash(&[method.as_bytes(), b":", uri.as_bytes()]);
-    let nc = format!("{nc:08x}");
-    let cnonce = "simcnonce";
-    let response = a.hex_hash(&[
-        ha1.as_bytes(),
-        b":",
-        nonce.as_bytes(),
-        b":",
-        nc.as_bytes(),
-        b":",
-        cnonce.as_bytes(),
-        b":auth:",
-        ha2.as_bytes(),
-    ]);
-    format!(
-        "Digest username=\"{user}\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{response}\", algorithm=MD5, qop=auth, nc={nc}, cnonce=\"{cnonce}\""
-    )
+    let answer = DigestAnswer {
+        algorithm: Algorithm::Md5,
+        sess: false,
+        user,
+        realm,
+        nonce,
+        uri,
+        nc: Some(nc),
+        cnonce: "simcnonce",
+        opaque: None,
+    };
+    answer.header_value(method, password)
 }
