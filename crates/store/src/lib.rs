@@ -16,6 +16,10 @@
 //!   shards round-robin. Nothing ever scans the whole store (seed 002: a 60-second sweep caused
 //!   CPU spikes and failed calls). Lookups ignore expired bindings that were not yet removed.
 //! * Time is a parameter (`now: Instant`); the store never reads a clock.
+//! * Durable copies (SQLite, Redis: `herald-persist`) follow the store through its [`Journal`],
+//!   told of every change under the changed AoR's lock; they load back with
+//!   [`LocationStore::restore`] / [`LocationStore::replace`], and [`LocationStore::scan`] visits
+//!   every AoR a page at a time without stalling the workers.
 //!
 //! The users of digest authentication are not here: they are `herald-credentials`.
 
@@ -23,12 +27,16 @@
 
 mod aor;
 mod binding;
+mod journal;
 mod plan;
 mod store;
 
 pub use aor::Aor;
-pub use binding::{Binding, ContactUpdate, StoreError, Update};
-pub use store::{LocationStore, StoreConfig};
+pub use binding::{Applied, Binding, ContactUpdate, Removed, StoreError, Update};
+pub use journal::{AorBindings, Journal, Ticket};
+pub use store::{LocationStore, ScanCursor, StoreConfig};
 
+#[cfg(test)]
+mod durable_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,8 @@
 //! The sharded location store and its incremental expiry.
 
+use crate::journal::{AorBindings, Journal, Ticket};
 use crate::plan::Plan;
-use crate::{Aor, Binding, StoreError, Update};
+use crate::{Aor, Applied, Binding, Removed, StoreError, Update};
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use siphasher::sip::SipHasher13;
@@ -9,8 +10,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
+
+mod changes;
+mod scan;
+
+pub use scan::ScanCursor;
 
 /// Tuning that has a sensible default; nothing here sizes a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +48,8 @@ pub struct LocationStore<S> {
     /// Next shard [`LocationStore::expire`] looks at.
     cursor: AtomicUsize,
     max_bindings: usize,
+    /// Told of every change (see [`Journal`]); set once, before serving.
+    journal: OnceLock<Arc<dyn Journal<S>>>,
 }
 
 /// One shard and, readable without its lock, the earliest time its expiry heap holds, so that
@@ -73,7 +81,10 @@ struct Due {
 }
 
 struct Record<S> {
-    key: Box<[u8]>,
+    key: Aor,
+    /// `hash(key)`, kept: the expiry heap, table growth and the scan order need it, and
+    /// SipHash of a key costs more than the 8 bytes.
+    hash: u64,
     /// Time of this record's live heap entry: never later than its earliest binding expiry.
     /// Invariant: every record has exactly one heap entry with this time that it answers to.
     next_check: u32,
@@ -126,6 +137,34 @@ impl<S: Clone> LocationStore<S> {
             epoch: OnceLock::new(),
             cursor: AtomicUsize::new(0),
             max_bindings: config.max_bindings_per_aor.max(1),
+            journal: OnceLock::new(),
+        }
+    }
+
+    /// Installs the journal told of every change (see [`Journal`]). Once only, before the
+    /// store serves: a journal installed later would miss the changes made before. Returns the
+    /// journal back if one is already installed.
+    pub fn set_journal(&self, journal: Arc<dyn Journal<S>>) -> Result<(), Arc<dyn Journal<S>>> {
+        self.journal.set(journal)
+    }
+
+    /// [`Self::set_journal`] for a store being built.
+    pub fn with_journal(self, journal: Arc<dyn Journal<S>>) -> Self {
+        let _ = self.journal.set(journal);
+        self
+    }
+
+    /// Whether a journal is installed.
+    pub fn has_journal(&self) -> bool {
+        self.journal.get().is_some()
+    }
+
+    /// Tells the journal, if any, that `aor` now holds `bindings`. Called under the AoR's
+    /// shard write lock.
+    fn journal(&self, aor: &Aor, bindings: &[Binding<S>], now_s: u32) -> Ticket {
+        match self.journal.get() {
+            Some(j) => j.record(&AorBindings { aor, bindings, now_s }),
+            None => Ticket::DURABLE,
         }
     }
 
@@ -168,7 +207,7 @@ impl<S: Clone> LocationStore<S> {
         let key = aor.as_bytes();
         let hash = self.hash(key);
         let shard = read(&self.slot(hash).shard);
-        match shard.table.find(hash, |r| *r.key == *key) {
+        match shard.table.find(hash, |r| r.key.as_bytes() == key) {
             Some(rec) => ordered(&rec.bindings, now_s),
             None => Vec::new(),
         }
@@ -180,15 +219,17 @@ impl<S: Clone> LocationStore<S> {
     ///
     /// A contact matches a binding by `+sip.instance` and `reg-id` when it has both (RFC 5626
     /// §6), else by RFC 3261 §19.1.4 URI equivalence. If a contact appears twice, the later one
-    /// wins. On error nothing is changed.
-    pub fn apply(&self, aor: &Aor, now: Instant, update: &Update<'_, S>) -> Result<Vec<Binding<S>>, StoreError> {
+    /// wins. On error nothing is changed. Every successful update is journaled, even one that
+    /// changed nothing here: during a start-up load, a removal of a binding not yet restored
+    /// must still reach the durable copy.
+    pub fn apply(&self, aor: &Aor, now: Instant, update: &Update<'_, S>) -> Result<Applied<S>, StoreError> {
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);
         let slot = self.slot(hash);
         let mut guard = write(&slot.shard);
         let Shard { table, heap, bindings: stored } = &mut *guard;
-        let entry = table.entry(hash, |r| *r.key == *key, |r| self.hash(&r.key));
+        let entry = table.entry(hash, |r| r.key.as_bytes() == key, |r| r.hash);
         let old: &[Binding<S>] = match &entry {
             Entry::Occupied(o) => &o.get().bindings,
             Entry::Vacant(_) => &[],
@@ -200,7 +241,8 @@ impl<S: Clone> LocationStore<S> {
                 *stored -= rec.bindings.len();
                 plan.execute(&mut rec.bindings, now_s, update);
                 *stored += rec.bindings.len();
-                let result = ordered(&rec.bindings, now_s);
+                let ticket = self.journal(aor, &rec.bindings, now_s);
+                let result = Applied { bindings: ordered(&rec.bindings, now_s), ticket };
                 match rec.bindings.iter().map(|b| b.expires_at).min() {
                     // A later earliest expiry needs no new heap entry: the current one fires
                     // early and reschedules (see `expire_shard`).
@@ -218,9 +260,10 @@ impl<S: Clone> LocationStore<S> {
                 let mut bindings = Vec::new();
                 plan.execute(&mut bindings, now_s, update);
                 *stored += bindings.len();
-                let result = ordered(&bindings, now_s);
+                let ticket = self.journal(aor, &bindings, now_s);
+                let result = Applied { bindings: ordered(&bindings, now_s), ticket };
                 if let Some(at) = bindings.iter().map(|b| b.expires_at).min() {
-                    v.insert(Box::new(Record { key: key.into(), next_check: at, bindings }));
+                    v.insert(Box::new(Record { key: aor.clone(), hash, next_check: at, bindings }));
                     heap.push(Reverse(Due { at, hash }));
                 }
                 result
@@ -232,25 +275,26 @@ impl<S: Clone> LocationStore<S> {
 
     /// `Contact: *` with `Expires: 0` (RFC 3261 §10.3 step 6): removes every binding of `aor`,
     /// unless one of them was updated by this Call-ID with a CSeq not lower than `cseq`, in
-    /// which case nothing is removed. Returns how many unexpired bindings were removed.
-    pub fn remove_all(&self, aor: &Aor, call_id: &str, cseq: u32, now: Instant) -> Result<usize, StoreError> {
+    /// which case nothing is removed. Returns how many unexpired bindings were removed. Journaled
+    /// even when the AoR held nothing here (see [`Self::apply`]).
+    pub fn remove_all(&self, aor: &Aor, call_id: &str, cseq: u32, now: Instant) -> Result<Removed, StoreError> {
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);
         let slot = self.slot(hash);
         let mut guard = write(&slot.shard);
         let shard = &mut *guard;
-        let Ok(entry) = shard.table.find_entry(hash, |r| *r.key == *key) else {
-            return Ok(0);
+        let Ok(entry) = shard.table.find_entry(hash, |r| r.key.as_bytes() == key) else {
+            return Ok(Removed { count: 0, ticket: self.journal(aor, &[], now_s) });
         };
         let live = || entry.get().bindings.iter().filter(|b| b.expires_at > now_s);
         if let Some(b) = live().find(|b| *b.call_id == *call_id && cseq <= b.cseq) {
             return Err(StoreError::OutOfOrder { contact: b.contact.clone(), stored_cseq: b.cseq, request_cseq: cseq });
         }
-        let removed = live().count();
+        let count = live().count();
         let (rec, _) = entry.remove();
         shard.bindings -= rec.bindings.len();
-        Ok(removed)
+        Ok(Removed { count, ticket: self.journal(aor, &[], now_s) })
     }
 
     /// Removes at most `budget` expired bindings, visiting shards round-robin from where the
@@ -289,8 +333,7 @@ impl<S: Clone> LocationStore<S> {
                 break;
             }
             heap.pop();
-            let Ok(mut entry) = table.find_entry(due.hash, |r| r.next_check == due.at && self.hash(&r.key) == due.hash)
-            else {
+            let Ok(mut entry) = table.find_entry(due.hash, |r| r.next_check == due.at && r.hash == due.hash) else {
                 stale_left -= 1;
                 if stale_left == 0 {
                     break;
@@ -323,7 +366,7 @@ impl<S: Clone> LocationStore<S> {
             heap.shrink_to(heap.len() * 2);
         }
         if table.capacity() > 64 && table.len() < table.capacity() / 4 {
-            table.shrink_to(table.len() * 2, |r| self.hash(&r.key));
+            table.shrink_to(table.len() * 2, |r| r.hash);
         }
         removed
     }

@@ -26,7 +26,7 @@ fn secs(t0: Instant, s: u64) -> Instant {
 fn add_refresh_remove() {
     let (store, t0, a) = (Store::new(), Instant::now(), aor("sip:alice@example.com"));
     let c = [ContactUpdate::new("sip:alice@192.0.2.1", 3600)];
-    let got = store.apply(&a, t0, &update("c1", 1, &c)).unwrap();
+    let got = store.apply(&a, t0, &update("c1", 1, &c)).unwrap().bindings;
     assert_eq!(uris(&got), ["sip:alice@192.0.2.1"]);
     assert_eq!((got[0].cseq, &*got[0].call_id), (1, "c1"));
     assert_eq!(store.expires_in(&got[0], t0), 3600);
@@ -34,14 +34,14 @@ fn add_refresh_remove() {
 
     // Refresh: an equivalent URI (host case differs) updates the same binding.
     let c = [ContactUpdate { q: Some(500), ..ContactUpdate::new("sip:alice@192.0.2.1", 60) }];
-    let got = store.apply(&a, secs(t0, 10), &update("c1", 2, &c)).unwrap();
+    let got = store.apply(&a, secs(t0, 10), &update("c1", 2, &c)).unwrap().bindings;
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].cseq, got[0].q), (2, Some(500)));
     assert_eq!(store.expires_in(&got[0], secs(t0, 10)), 60);
 
     // Remove with expires 0.
     let c = [ContactUpdate::new("sip:alice@192.0.2.1", 0)];
-    assert!(store.apply(&a, secs(t0, 11), &update("c1", 3, &c)).unwrap().is_empty());
+    assert!(store.apply(&a, secs(t0, 11), &update("c1", 3, &c)).unwrap().bindings.is_empty());
     assert!(store.lookup(&a, secs(t0, 11)).is_empty());
     assert_eq!((store.len(), store.aor_count()), (0, 0));
 }
@@ -52,11 +52,13 @@ fn uri_equivalence_and_case() {
     store.apply(&a, t0, &update("c", 1, &[ContactUpdate::new("sip:alice@PC.example.com;transport=tcp", 60)])).unwrap();
     let got = store
         .apply(&a, t0, &update("c", 2, &[ContactUpdate::new("sip:alice@pc.example.com;Transport=TCP", 90)]))
-        .unwrap();
+        .unwrap()
+        .bindings;
     // One binding, its text now the latest one sent.
     assert_eq!(uris(&got), ["sip:alice@pc.example.com;Transport=TCP"]);
     // A different transport is a different contact (RFC 3261 §19.1.4).
-    let got = store.apply(&a, t0, &update("c", 3, &[ContactUpdate::new("sip:alice@pc.example.com", 90)])).unwrap();
+    let got =
+        store.apply(&a, t0, &update("c", 3, &[ContactUpdate::new("sip:alice@pc.example.com", 90)])).unwrap().bindings;
     assert_eq!(got.len(), 2);
     // sips and sip AoRs are one key.
     assert_eq!(store.lookup(&aor("sips:alice@EXAMPLE.com"), t0).len(), 2);
@@ -80,7 +82,7 @@ fn cseq_ordering_rules() {
     assert!(store.apply(&a, t0, &update("call-1", 5, &two)).is_err());
     assert_eq!(uris(&store.lookup(&a, t0)), ["sip:bob@192.0.2.2"]);
     // A different Call-ID (the UA rebooted) may use any CSeq.
-    let got = store.apply(&a, t0, &update("call-2", 1, &c)).unwrap();
+    let got = store.apply(&a, t0, &update("call-2", 1, &c)).unwrap().bindings;
     assert_eq!((&*got[0].call_id, got[0].cseq), ("call-2", 1));
     // Higher CSeq with the same Call-ID is fine.
     assert!(store.apply(&a, t0, &update("call-2", 2, &c)).is_ok());
@@ -97,11 +99,11 @@ fn remove_all_follows_step_6() {
     assert!(store.remove_all(&a, "x", 5, t0).is_err());
     assert!(store.remove_all(&a, "x", 4, t0).is_err());
     assert_eq!(store.lookup(&a, t0).len(), 2);
-    assert_eq!(store.remove_all(&a, "x", 6, t0), Ok(2));
+    assert_eq!(store.remove_all(&a, "x", 6, t0).map(|r| r.count), Ok(2));
     assert_eq!(store.len(), 0);
     store.apply(&a, t0, &update("x", 7, &cs[..1])).unwrap();
-    assert_eq!(store.remove_all(&a, "other-call", 1, t0), Ok(1));
-    assert_eq!(store.remove_all(&aor("sip:nobody@example.com"), "x", 1, t0), Ok(0));
+    assert_eq!(store.remove_all(&a, "other-call", 1, t0).map(|r| r.count), Ok(1));
+    assert_eq!(store.remove_all(&aor("sip:nobody@example.com"), "x", 1, t0).map(|r| r.count), Ok(0));
 }
 
 #[test]
@@ -113,7 +115,7 @@ fn q_then_recency_order() {
     // q=1.0 and no q rank equal; the more recent comes first.
     assert_eq!(uris(&store.lookup(&a, secs(t0, 1))), ["sip:one@h", "sip:none@h", "sip:half@h", "sip:low@h"]);
     // Refreshing "none" makes it the most recent.
-    let got = store.apply(&a, secs(t0, 2), &update("c", 3, &[q("sip:none@h", None)])).unwrap();
+    let got = store.apply(&a, secs(t0, 2), &update("c", 3, &[q("sip:none@h", None)])).unwrap().bindings;
     assert_eq!(uris(&got), ["sip:none@h", "sip:one@h", "sip:half@h", "sip:low@h"]);
 }
 
@@ -128,12 +130,12 @@ fn max_bindings() {
     assert_eq!(err, StoreError::TooManyBindings { max: 2, retry_after: 70 });
     // Replacing one binding in the same request keeps the count.
     let swap = [ContactUpdate::new("sip:1@h", 0), c("sip:3@h")];
-    assert_eq!(store.apply(&a, t0, &update("c", 3, &swap)).unwrap().len(), 2);
+    assert_eq!(store.apply(&a, t0, &update("c", 3, &swap)).unwrap().bindings.len(), 2);
     // Refreshing is always possible; so is adding once a binding has expired.
     assert!(store.apply(&a, t0, &update("c", 4, &[c("sip:2@h")])).is_ok());
     let later = [ContactUpdate::new("sip:2@h", 500)];
     store.apply(&a, t0, &update("c", 5, &later)).unwrap();
-    assert_eq!(store.apply(&a, secs(t0, 101), &update("c", 6, &[c("sip:4@h")])).unwrap().len(), 2);
+    assert_eq!(store.apply(&a, secs(t0, 101), &update("c", 6, &[c("sip:4@h")])).unwrap().bindings.len(), 2);
     // Far too many contacts in one request are refused before any matching work.
     let many: Vec<ContactUpdate> = (0..5).map(|_| c("sip:x@h")).collect();
     assert!(matches!(store.apply(&a, t0, &update("c", 9, &many)), Err(StoreError::TooManyBindings { .. })));
@@ -143,12 +145,12 @@ fn max_bindings() {
 fn duplicate_contacts_in_one_request_last_wins() {
     let (store, t0, a) = (Store::new(), Instant::now(), aor("sip:frank@example.com"));
     let cs = [ContactUpdate::new("sip:f@h", 100), ContactUpdate::new("sip:f@H", 200)];
-    let got = store.apply(&a, t0, &update("c", 1, &cs)).unwrap();
+    let got = store.apply(&a, t0, &update("c", 1, &cs)).unwrap().bindings;
     assert_eq!(uris(&got), ["sip:f@H"]);
     assert_eq!(store.expires_in(&got[0], t0), 200);
     // Add then remove in one request: removed.
     let cs = [ContactUpdate::new("sip:g@h", 100), ContactUpdate::new("sip:g@h", 0)];
-    assert_eq!(store.apply(&a, t0, &update("c", 2, &cs)).unwrap().len(), 1);
+    assert_eq!(store.apply(&a, t0, &update("c", 2, &cs)).unwrap().bindings.len(), 1);
 }
 
 #[test]
@@ -159,11 +161,11 @@ fn outbound_instance_and_reg_id_identify_a_flow() {
         |uri, reg| ContactUpdate { instance: inst, reg_id: NonZeroU32::new(reg), ..ContactUpdate::new(uri, 3600) };
     store.apply(&a, t0, &update("c", 1, &[flow("sip:gina@192.0.2.1:5060", 1)])).unwrap();
     // Same instance and reg-id from a new address (NAT rebinding): replaces the binding.
-    let got = store.apply(&a, t0, &update("c", 2, &[flow("sip:gina@192.0.2.1:6000", 1)])).unwrap();
+    let got = store.apply(&a, t0, &update("c", 2, &[flow("sip:gina@192.0.2.1:6000", 1)])).unwrap().bindings;
     assert_eq!(uris(&got), ["sip:gina@192.0.2.1:6000"]);
     assert_eq!(got[0].instance.as_deref(), inst);
     // A second flow (reg-id 2) is another binding.
-    assert_eq!(store.apply(&a, t0, &update("c", 3, &[flow("sip:gina@192.0.2.1:7000", 2)])).unwrap().len(), 2);
+    assert_eq!(store.apply(&a, t0, &update("c", 3, &[flow("sip:gina@192.0.2.1:7000", 2)])).unwrap().bindings.len(), 2);
 }
 
 #[test]
@@ -171,11 +173,11 @@ fn path_and_source_are_stored() {
     let (store, t0, a) = (LocationStore::<(u8, u16)>::new(), Instant::now(), aor("sip:hal@example.com"));
     let c = [ContactUpdate::new("sip:hal@10.0.0.1", 60)];
     let u = Update { call_id: "c", cseq: 1, path: Some("<sip:edge.example.com;lr>"), source: (1, 5060), contacts: &c };
-    let got = store.apply(&a, t0, &u).unwrap();
+    let got = store.apply(&a, t0, &u).unwrap().bindings;
     assert_eq!(got[0].path.as_deref(), Some("<sip:edge.example.com;lr>"));
     assert_eq!(got[0].source, (1, 5060));
     let u = Update { cseq: 2, path: None, source: (2, 6000), ..u };
-    let got = store.apply(&a, t0, &u).unwrap();
+    let got = store.apply(&a, t0, &u).unwrap().bindings;
     assert_eq!((got[0].path.as_deref(), got[0].source), (None, (2, 6000)));
 }
 

@@ -1,7 +1,7 @@
 //! Several threads registering, refreshing, looking up and expiring at once, on distinct AoRs
 //! and on one shared AoR.
 
-use herald_store::{Aor, ContactUpdate, LocationStore, StoreConfig, StoreError, Update};
+use herald_store::{Aor, Applied, ContactUpdate, LocationStore, StoreConfig, StoreError, Update};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -90,7 +90,7 @@ fn one_aor_from_many_threads() {
                     let contacts = [ContactUpdate::new(&uri, 3600)];
                     let update = Update { call_id: "same", cseq, path: None, source: t, contacts: &contacts };
                     match store.apply(&aor, t0, &update) {
-                        Ok(bindings) => {
+                        Ok(Applied { bindings, .. }) => {
                             ok += 1;
                             assert!(bindings.len() <= THREADS);
                             let mine = bindings.iter().find(|b| *b.contact == *uri).unwrap();

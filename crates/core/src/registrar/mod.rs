@@ -128,7 +128,7 @@ impl Registrar {
             Action::Update(contacts) => {
                 let update =
                     Update { call_id: reg.call_id, cseq: reg.cseq, path: reg.path.as_deref(), source: from, contacts };
-                store.apply(&reg.aor, now, &update)
+                store.apply(&reg.aor, now, &update).map(|applied| applied.bindings)
             }
         };
         match contacts {
