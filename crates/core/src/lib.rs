@@ -20,6 +20,7 @@ pub mod io;
 pub mod peer;
 pub mod proxy;
 pub mod registrar;
+pub mod routing;
 pub mod seed;
 pub mod transaction;
 

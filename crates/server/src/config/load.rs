@@ -204,6 +204,10 @@ impl Config {
         if let Some((k, msg)) = self.overload.problems() {
             return fail(&["overload", k], msg);
         }
+        // No [[gateway_set]] exists yet: a rule naming one is an unknown set.
+        if let Err((i, leaf, message)) = super::routing::check(&self.route, &[]) {
+            return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             return fail(&["log", "level"], format!("not a log level or filter: {e}"));
         }

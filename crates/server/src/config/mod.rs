@@ -10,6 +10,7 @@ mod error;
 mod load;
 mod protect;
 mod realms;
+mod routing;
 mod schema;
 mod tls;
 mod websocket;
@@ -17,6 +18,7 @@ mod websocket;
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use error::ConfigError;
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
+pub use routing::Route;
 pub use schema::{
     default_listen, ipv6_available, Config, Forking, Limits, Listen, ListenTransport, Log, Metrics, Proxy, RecordRoute,
     Registrar, Server, Timers, DEFAULT_CONFIG,

@@ -4,6 +4,7 @@
 
 use super::auth::Auth;
 use super::protect::{Flood, Overload};
+use super::routing::Route;
 use super::tls::Tls;
 use super::websocket::WebSocket;
 // gethostname(2) and getifaddrs(3) live in herald-sys, with the rest of the unsafe.
@@ -71,6 +72,8 @@ pub struct Config {
     pub tls: Tls,
     /// SIP over WebSocket (RFC 7118): upgrade, origins, keep-alive pings.
     pub websocket: WebSocket,
+    /// `[[route]]`: the routing table, first match wins; empty: herald's default routing.
+    pub route: Vec<Route>,
 }
 
 impl Default for Config {
@@ -91,6 +94,7 @@ impl Default for Config {
             overload: Overload::default(),
             tls: Tls::default(),
             websocket: WebSocket::default(),
+            route: Vec::new(),
         }
     }
 }
