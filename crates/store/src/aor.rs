@@ -54,6 +54,23 @@ impl Aor {
         Aor::key(uri, false)
     }
 
+    /// The key of a URI in a served domain as `[registrar] use_domain` asks: with the domain,
+    /// [`Aor::of_served_sip_uri`]; without it, the unescaped user part alone (Kamailio's
+    /// registrar with `use_domain=0`: `bob@a.example` and `bob@b.example` are one user, so only
+    /// single-domain setups may turn it off). A URI without a user part keeps its host.
+    pub fn of_served_user(uri: &SipUri<'_>, use_domain: bool) -> Aor {
+        match (use_domain, uri.user) {
+            (false, Some(user)) => {
+                let key = match uri.user_unescaped() {
+                    Some(u) => u.into_owned(),
+                    None => user.as_bytes().to_vec(),
+                };
+                Aor(key.into_boxed_slice())
+            }
+            _ => Aor::key(uri, false),
+        }
+    }
+
     fn key(uri: &SipUri<'_>, with_port: bool) -> Aor {
         let mut key = Vec::with_capacity(uri.as_str().len());
         if let Some(user) = uri.user {
@@ -160,6 +177,16 @@ mod tests {
         // The user part stays case-sensitive and unescaped as in the strict form.
         assert_eq!(served("sip:B%6Fb@h:5060"), "Bob@h");
         assert!(Aor::of_served_domain(&Uri::parse(b"tel:+1555").unwrap()).is_none());
+    }
+
+    #[test]
+    fn without_the_domain_the_user_alone_is_the_key() {
+        let key = |s: &str, d: bool| Aor::of_served_user(&SipUri::parse(s.as_bytes()).unwrap(), d).to_string();
+        assert_eq!(key("sip:bob@a.example:5060;transport=tcp", false), "bob");
+        assert_eq!(key("sips:b%6Fb@B.example", false), "bob");
+        assert_eq!(key("sip:Bob@a.example", false), "Bob", "user parts stay case-sensitive (RFC 3261 §19.1.4)");
+        assert_eq!(key("sip:a.example:5070", false), "a.example");
+        assert_eq!(key("sip:bob@A.Example:5060", true), "bob@a.example");
     }
 
     #[test]

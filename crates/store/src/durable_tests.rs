@@ -228,3 +228,77 @@ fn scan_visits_every_aor_once_in_bounded_pages_while_the_store_changes() {
     assert_eq!(all, store.aor_count());
     assert_eq!(Store::new().scan(ScanCursor::START, 10, t0, |_| panic!("empty")), None);
 }
+
+/// A durable copy still loading: serves AoRs from a map, counting the reads.
+struct Copy {
+    loading: std::sync::atomic::AtomicBool,
+    rows: Mutex<std::collections::HashMap<String, Vec<Binding<u8>>>>,
+    reads: AtomicU64,
+}
+
+impl Backfill<u8> for Copy {
+    fn loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
+    }
+
+    fn fetch(&self, aor: &Aor) -> Option<Vec<Binding<u8>>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.rows.lock().unwrap().get(&aor.to_string()).cloned()
+    }
+}
+
+/// A journal that has newer changes of the AoRs it was told of.
+#[derive(Default)]
+struct Newer(Mutex<HashSet<String>>);
+
+impl Journal<u8> for Newer {
+    fn record(&self, change: &AorBindings<'_, u8>) -> Ticket {
+        self.0.lock().unwrap().insert(change.aor().to_string());
+        Ticket(1)
+    }
+
+    fn durable(&self) -> Ticket {
+        Ticket(0)
+    }
+
+    fn has_newer(&self, aor: &Aor) -> bool {
+        self.0.lock().unwrap().contains(&aor.to_string())
+    }
+}
+
+#[test]
+fn a_user_not_yet_loaded_is_read_from_the_copy_and_newer_changes_win() {
+    let journal = Arc::new(Newer::default());
+    let store = Store::new().with_journal(journal.clone());
+    let rows =
+        [("gil@example.com", vec![binding("sip:g@stored", 60)]), ("hal@example.com", vec![binding("sip:h@1", 60)])];
+    let copy = Arc::new(Copy {
+        loading: true.into(),
+        rows: Mutex::new(rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+        reads: AtomicU64::new(0),
+    });
+    assert!(store.set_backfill(copy.clone()).is_ok());
+    let (t0, gil, hal) = (Instant::now(), aor("sip:gil@example.com"), aor("sip:hal@example.com"));
+    assert_eq!(store.durable(), Ticket(0));
+
+    // A lookup miss reads the copy once; the AoR is then held.
+    assert_eq!(&*store.lookup(&gil, t0)[0].contact, "sip:g@stored");
+    store.lookup(&gil, t0);
+    assert_eq!(copy.reads.load(Ordering::Relaxed), 1);
+
+    // A REGISTER of a user not yet loaded starts from the stored bindings.
+    let applied = register(&store, &hal, t0, 1, &[ContactUpdate::new("sip:h@2", 60)]);
+    assert_eq!(applied.bindings.len(), 2);
+    // Once changed here, the background load must not bring the copy back: not even after a
+    // `Contact: *` emptied the AoR.
+    store.remove_all(&hal, "c", 2, t0).unwrap();
+    assert!(!store.restore(&hal, vec![binding("sip:h@1", 60)], t0));
+    assert!(store.lookup(&hal, t0).is_empty());
+
+    // After the load nothing is read any more.
+    copy.loading.store(false, Ordering::Relaxed);
+    let reads = copy.reads.load(Ordering::Relaxed);
+    store.lookup(&aor("sip:nobody@example.com"), t0);
+    assert_eq!(copy.reads.load(Ordering::Relaxed), reads);
+    assert_eq!(Store::new().durable(), Ticket(u64::MAX));
+}

@@ -15,6 +15,32 @@ use crate::{Aor, Binding};
 pub trait Journal<S>: Send + Sync {
     /// Takes note of `change` and says when it will be durable.
     fn record(&self, change: &AorBindings<'_, S>) -> Ticket;
+
+    /// Every ticket up to this one is durable. The default, for journals that never make
+    /// anyone wait, is the largest ticket.
+    fn durable(&self) -> Ticket {
+        Ticket(u64::MAX)
+    }
+
+    /// Whether this journal was told of a change of `aor` that a copy being read back may
+    /// predate (it was not yet written when the copy was read). [`crate::LocationStore::restore`]
+    /// asks it under the AoR's lock and then leaves the AoR alone: what the store holds is
+    /// newer, even when that is nothing (a `Contact: *` during the start-up load).
+    fn has_newer(&self, _aor: &Aor) -> bool {
+        false
+    }
+}
+
+/// Where the store reads an AoR it does not hold while a durable copy is still being loaded in
+/// the background (start-up with many stored bindings: herald serves at once, and a request for
+/// a user not yet loaded reads that user from the copy).
+pub trait Backfill<S>: Send + Sync {
+    /// Whether the load is still running (checked on every miss: keep it to an atomic load).
+    fn loading(&self) -> bool;
+
+    /// The stored bindings of `aor`, oldest update first, each `expires_at` holding the seconds
+    /// it has left (as [`crate::LocationStore::restore`] takes them); `None` when there are none.
+    fn fetch(&self, aor: &Aor) -> Option<Vec<Binding<S>>>;
 }
 
 /// When a change is durable: a sequence number a journal hands out, in increasing order. The

@@ -33,7 +33,7 @@ mod store;
 
 pub use aor::Aor;
 pub use binding::{Applied, Binding, ContactUpdate, Removed, StoreError, Update};
-pub use journal::{AorBindings, Journal, Ticket};
+pub use journal::{AorBindings, Backfill, Journal, Ticket};
 pub use store::{LocationStore, ScanCursor, StoreConfig};
 
 #[cfg(test)]

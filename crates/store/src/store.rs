@@ -1,6 +1,6 @@
 //! The sharded location store and its incremental expiry.
 
-use crate::journal::{AorBindings, Journal, Ticket};
+use crate::journal::{AorBindings, Backfill, Journal, Ticket};
 use crate::plan::Plan;
 use crate::{Aor, Applied, Binding, Removed, StoreError, Update};
 use hashbrown::hash_table::Entry;
@@ -50,6 +50,8 @@ pub struct LocationStore<S> {
     max_bindings: usize,
     /// Told of every change (see [`Journal`]); set once, before serving.
     journal: OnceLock<Arc<dyn Journal<S>>>,
+    /// Reads AoRs not yet loaded from a durable copy (see [`Backfill`]); set once.
+    backfill: OnceLock<Arc<dyn Backfill<S>>>,
 }
 
 /// One shard and, readable without its lock, the earliest time its expiry heap holds, so that
@@ -138,6 +140,7 @@ impl<S: Clone> LocationStore<S> {
             cursor: AtomicUsize::new(0),
             max_bindings: config.max_bindings_per_aor.max(1),
             journal: OnceLock::new(),
+            backfill: OnceLock::new(),
         }
     }
 
@@ -157,6 +160,33 @@ impl<S: Clone> LocationStore<S> {
     /// Whether a journal is installed.
     pub fn has_journal(&self) -> bool {
         self.journal.get().is_some()
+    }
+
+    /// Every ticket up to this one is durable (the journal's [`Journal::durable`]; without a
+    /// journal, every ticket).
+    pub fn durable(&self) -> Ticket {
+        self.journal.get().map_or(Ticket(u64::MAX), |j| j.durable())
+    }
+
+    /// Installs the source of AoRs not yet loaded (see [`Backfill`]). Once only; returns the
+    /// source back if one is installed.
+    pub fn set_backfill(&self, backfill: Arc<dyn Backfill<S>>) -> Result<(), Arc<dyn Backfill<S>>> {
+        self.backfill.set(backfill)
+    }
+
+    /// While a durable copy is loading: brings `aor` in from it if the store does not hold it,
+    /// so that a lookup sees a user not yet loaded, and a change to that user starts from its
+    /// stored bindings. One atomic load once the load is over.
+    fn fault_in(&self, aor: &Aor, now: Instant) {
+        let Some(backfill) = self.backfill.get().filter(|b| b.loading()) else { return };
+        let hash = self.hash(aor.as_bytes());
+        if read(&self.slot(hash).shard).table.find(hash, |r| r.key == *aor).is_some() {
+            return;
+        }
+        // Read outside every lock: the copy is on disk. `restore` re-checks under the lock.
+        if let Some(bindings) = backfill.fetch(aor) {
+            self.restore(aor, bindings, now);
+        }
     }
 
     /// Tells the journal, if any, that `aor` now holds `bindings`. Called under the AoR's
@@ -203,6 +233,7 @@ impl<S: Clone> LocationStore<S> {
     /// The unexpired bindings of `aor`, highest q first, most recently updated first among
     /// equal q-values (RFC 3261 §16.6 and §10.3: the order a proxy tries them in).
     pub fn lookup(&self, aor: &Aor, now: Instant) -> Vec<Binding<S>> {
+        self.fault_in(aor, now);
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);
@@ -223,6 +254,7 @@ impl<S: Clone> LocationStore<S> {
     /// changed nothing here: during a start-up load, a removal of a binding not yet restored
     /// must still reach the durable copy.
     pub fn apply(&self, aor: &Aor, now: Instant, update: &Update<'_, S>) -> Result<Applied<S>, StoreError> {
+        self.fault_in(aor, now);
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);
@@ -278,6 +310,7 @@ impl<S: Clone> LocationStore<S> {
     /// which case nothing is removed. Returns how many unexpired bindings were removed. Journaled
     /// even when the AoR held nothing here (see [`Self::apply`]).
     pub fn remove_all(&self, aor: &Aor, call_id: &str, cseq: u32, now: Instant) -> Result<Removed, StoreError> {
+        self.fault_in(aor, now);
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);

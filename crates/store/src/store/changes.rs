@@ -12,6 +12,7 @@ impl<S: Clone> LocationStore<S> {
     /// Removes the binding of `aor` whose contact is `contact` (the same text, or an equivalent
     /// URI per RFC 3261 §19.1.4), as an operator or a failed keep-alive asks. Journaled.
     pub fn remove_binding(&self, aor: &Aor, contact: &str, now: Instant) -> Removed {
+        self.fault_in(aor, now);
         let now_s = self.secs(now);
         let hash = self.hash(aor.as_bytes());
         let slot = self.slot(hash);
@@ -52,7 +53,8 @@ impl<S: Clone> LocationStore<S> {
 
     /// Brings back the bindings of `aor` read from a durable copy at start-up, *unless* the AoR
     /// holds an unexpired binding: a REGISTER that arrived while the copy was being loaded is
-    /// newer than anything stored. Returns whether the bindings were inserted. Not journaled
+    /// newer than anything stored, and unless the journal holds a newer change of it
+    /// ([`crate::Journal::has_newer`]). Returns whether the bindings were inserted. Not journaled
     /// (they came from the journal's copy).
     ///
     /// `bindings` are oldest update first; each one's `expires_at` holds **the seconds it has
@@ -83,7 +85,9 @@ impl<S: Clone> LocationStore<S> {
         let shard = &mut *guard;
         if !overwrite {
             let held = shard.table.find(hash, |r| r.key == *aor);
-            if held.is_some_and(|r| r.bindings.iter().any(|b| b.expires_at > now_s)) {
+            if held.is_some_and(|r| r.bindings.iter().any(|b| b.expires_at > now_s))
+                || self.journal.get().is_some_and(|j| j.has_newer(aor))
+            {
                 return false;
             }
         }
