@@ -72,6 +72,11 @@ pub struct AuthPolicy {
     /// Sources whose requests may leave for foreign targets without credentials (a trunk, an
     /// upstream SBC): `[auth] trusted_peers`.
     pub trusted_peers: Vec<PeerPrefix>,
+    /// Other herald nodes sharing this one's location store (`[location.redis] nodes`): a
+    /// request from one of them was policed where it entered the cluster (it reaches this node
+    /// because the phone it is for is held here), so it needs nothing more. A REGISTER from one
+    /// is still challenged: nodes never forward registrations to each other.
+    pub nodes: Vec<PeerPrefix>,
 }
 
 impl Default for AuthPolicy {
@@ -85,6 +90,7 @@ impl Default for AuthPolicy {
             identity: IdentityRule::Exact,
             aliases: HashMap::new(),
             trusted_peers: Vec::new(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -200,6 +206,9 @@ impl AuthPolicy {
         // Run first: a To tag must not turn a REGISTER into an in-dialog request that passes.
         if method == Method::Register && msg.request_uri().is_ok_and(|u| identity.serves_domain(&u)) {
             return if self.register { Requirement::Credentials(Challenge::Registrar) } else { Requirement::Nothing };
+        }
+        if self.nodes.iter().any(|p| p.contains(source)) {
+            return Requirement::Nothing;
         }
         let may_relay = || self.allow_relay || self.trusts(source);
         let in_dialog = msg.to_tag().ok().flatten().is_some();
@@ -342,6 +351,18 @@ mod tests {
         assert_eq!(t("INVITE sip:x@198.51.100.9", LOCAL, ""), PROXY, "claims a local caller");
         assert_eq!(req(&p, "REGISTER sip:example.com", LOCAL, "", TRUNK, (true, false)), REGISTRAR);
         assert_eq!(req(&p, "INVITE sip:x@198.51.100.9", FOREIGN, "", STRANGER, (false, false)), PROXY);
+    }
+
+    #[test]
+    fn nodes_of_the_cluster_pass_but_do_not_register() {
+        let p = AuthPolicy { nodes: vec![PeerPrefix::parse("203.0.113.0/24").unwrap()], ..Default::default() };
+        let n = |start: &str, from: &str, to_tag: &str| req(&p, start, from, to_tag, TRUNK, (false, false));
+        // A local caller, authenticated at the node it called through, to a phone held here.
+        assert_eq!(n("INVITE sip:x@198.51.100.9", LOCAL, ""), Requirement::Nothing);
+        assert_eq!(n("BYE sip:x@198.51.100.9", LOCAL, ";tag=t"), Requirement::Nothing);
+        assert_eq!(n("ACK sip:x@198.51.100.9", LOCAL, ";tag=t"), Requirement::Nothing);
+        assert_eq!(req(&p, "REGISTER sip:example.com", LOCAL, "", TRUNK, (true, false)), REGISTRAR);
+        assert_eq!(req(&p, "INVITE sip:x@198.51.100.9", LOCAL, "", STRANGER, (false, false)), PROXY);
     }
 
     #[test]
