@@ -1,0 +1,63 @@
+//! The database: one row per binding, readable with the `sqlite3` shell.
+
+use rusqlite::Connection;
+
+/// `PRAGMA user_version` of the layout below; a database with another (non-zero) version is
+/// refused rather than misread.
+pub(crate) const VERSION: i64 = 1;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS location (
+    aor       BLOB    NOT NULL, -- the canonical address-of-record, user@host (herald_store::Aor)
+    position  INTEGER NOT NULL, -- 0 = least recently updated binding of the AoR
+    contact   TEXT    NOT NULL, -- the contact URI as registered
+    expires   INTEGER NOT NULL, -- wall-clock expiry, seconds since the Unix epoch
+    call_id   TEXT    NOT NULL,
+    cseq      INTEGER NOT NULL,
+    path      TEXT,             -- Path header values, joined with ', ' (RFC 3327)
+    instance  TEXT,             -- +sip.instance (RFC 5626)
+    reg_id    INTEGER,          -- reg-id (RFC 5626)
+    q         INTEGER,          -- q-value in thousandths
+    transport TEXT    NOT NULL, -- UDP, TCP, TLS, WS, WSS: how the REGISTER came
+    source    TEXT    NOT NULL, -- ip:port it came from
+    PRIMARY KEY (aor, position)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS location_expires ON location (expires);
+";
+
+/// The pragmas every connection uses: WAL (a reader never waits for the writer, nor the writer
+/// for a reader), FULL synchronous (a commit is on disk, power loss included, when it
+/// returns: in WAL mode that is one fsync of the log per commit), a busy timeout for the
+/// moments a checkpoint holds the lock.
+pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// Creates the table on a new database; checks the version of an existing one.
+pub(crate) fn create(conn: &Connection) -> Result<(), String> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| e.to_string())?;
+    if version != 0 && version != VERSION {
+        return Err(format!("schema version {version}, this herald reads version {VERSION}"));
+    }
+    conn.execute_batch(CREATE).map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "user_version", VERSION).map_err(|e| e.to_string())
+}
+
+pub(crate) const DELETE_AOR: &str = "DELETE FROM location WHERE aor = ?1";
+pub(crate) const INSERT: &str = "INSERT INTO location (aor, position, contact, expires, call_id, cseq, path, instance, \
+                                 reg_id, q, transport, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+const COLUMNS: &str = "aor, contact, expires, call_id, cseq, path, instance, reg_id, q, transport, source";
+/// A page of the start-up load: the AoRs after a key, in key order.
+pub(crate) fn select_page() -> String {
+    format!("SELECT {COLUMNS} FROM location WHERE aor > ?1 ORDER BY aor, position LIMIT ?2")
+}
+/// One AoR (a point read while the load runs).
+pub(crate) fn select_aor() -> String {
+    format!("SELECT {COLUMNS} FROM location WHERE aor = ?1 ORDER BY position")
+}
+/// Expired rows, a bounded number at a time.
+pub(crate) const PURGE: &str =
+    "DELETE FROM location WHERE (aor, position) IN (SELECT aor, position FROM location WHERE expires <= ?1 LIMIT ?2)";

@@ -1,0 +1,116 @@
+//! The writer thread: takes every waiting change at once and writes it in one transaction
+//! (group commit), then reports the batch's ticket committed. Expired rows are deleted a
+//! bounded number at a time between batches: each copy expires its own bindings.
+
+use super::schema;
+use crate::queue::unix_now;
+use crate::{Batch, ChangeQueue};
+use rusqlite::{params, Connection};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often expired rows are looked for, and how many one statement deletes.
+const PURGE_EVERY: Duration = Duration::from_secs(10);
+const PURGE_ROWS: i64 = 10_000;
+
+pub(super) fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    schema::configure(&conn)?;
+    Ok(conn)
+}
+
+pub(super) fn spawn(
+    mut conn: Connection,
+    queue: Arc<ChangeQueue>,
+    interval: Option<Duration>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name("herald-location-writer".into()).spawn(move || {
+        // Counted here, before the first batch, so that the writer's own inserts and deletes keep
+        // the gauge exact from then on.
+        match conn.query_row("SELECT COUNT(*) FROM location", [], |r| r.get::<_, i64>(0)) {
+            Ok(n) => queue.stats().stored_bindings.store(n, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "location database: cannot count the stored bindings"),
+        }
+        let mut last_purge = Instant::now();
+        let mut since = Instant::now();
+        while let Some(batch) = queue.next_batch(interval, since) {
+            since = Instant::now();
+            let started = Instant::now();
+            match write(&mut conn, &batch) {
+                Ok((inserted, deleted)) => {
+                    let stats = queue.stats();
+                    stats.commit_took(started.elapsed());
+                    stats.aor_writes.fetch_add(batch.changes.len() as u64, Ordering::Relaxed);
+                    stats.stored_bindings.fetch_add(inserted - deleted, Ordering::Relaxed);
+                    queue.committed(batch.up_to);
+                }
+                Err(e) => {
+                    queue.stats().failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, aors = batch.changes.len(), "location database: write failed; retrying in 1 s");
+                    queue.put_back(batch);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            if last_purge.elapsed() >= PURGE_EVERY {
+                last_purge = Instant::now();
+                purge(&conn, &queue);
+            }
+        }
+    })
+}
+
+/// One transaction for the whole batch; returns (rows inserted, rows deleted).
+fn write(conn: &mut Connection, batch: &Batch) -> rusqlite::Result<(i64, i64)> {
+    let tx = conn.transaction()?;
+    let (mut inserted, mut deleted) = (0i64, 0i64);
+    {
+        let mut delete = tx.prepare_cached(schema::DELETE_AOR)?;
+        let mut insert = tx.prepare_cached(schema::INSERT)?;
+        for (aor, change) in &batch.changes {
+            deleted += delete.execute([aor.as_bytes()])? as i64;
+            for (position, b) in change.bindings.iter().enumerate() {
+                let expires = change.at_unix.saturating_add(u64::from(b.expires_at));
+                insert.execute(params![
+                    aor.as_bytes(),
+                    position as i64,
+                    &*b.contact,
+                    i64::try_from(expires).unwrap_or(i64::MAX),
+                    &*b.call_id,
+                    b.cseq,
+                    b.path.as_deref(),
+                    b.instance.as_deref(),
+                    b.reg_id.map(|r| r.get()),
+                    b.q,
+                    b.source.transport.as_via_str(),
+                    b.source.addr.to_string(),
+                ])?;
+                inserted += 1;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok((inserted, deleted))
+}
+
+/// Deletes expired rows until none is left or 100 ms have gone (the next batch waits).
+fn purge(conn: &Connection, queue: &ChangeQueue) {
+    let started = Instant::now();
+    let now = i64::try_from(unix_now()).unwrap_or(i64::MAX);
+    while started.elapsed() < Duration::from_millis(100) {
+        match conn.execute(schema::PURGE, params![now, PURGE_ROWS]) {
+            Ok(n) => {
+                queue.stats().stored_bindings.fetch_sub(n as i64, Ordering::Relaxed);
+                if (n as i64) < PURGE_ROWS {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "location database: deleting expired bindings failed");
+                break;
+            }
+        }
+    }
+}
