@@ -26,6 +26,7 @@
 
 mod mode;
 mod queue;
+pub mod redis;
 pub mod sqlite;
 mod stats;
 
