@@ -1,6 +1,7 @@
 //! The boundary between the sans-IO core and the server runtime (docs/design/serve.md).
 
 use crate::peer::{Peer, Transport};
+use crate::ping::{Ping, PingOutcome};
 use bytes::Bytes;
 use herald_sip::Message;
 use std::net::SocketAddr;
@@ -78,6 +79,9 @@ pub enum Input {
     Resolved { token: u64, result: Resolution },
     /// Sending to `to` failed (ICMP error, connection refused or reset) - RFC 3261 §17.1.1.2.
     TransportError { to: Peer },
+    /// Send an OPTIONS of herald's own (`crate::ping`): answered by one [`Output::PingDone`]
+    /// with the same token. Hand it to the shard of `ping.call_id`.
+    Ping { token: u64, ping: Ping },
 }
 
 /// Actions a handler asks the runtime to carry out.
@@ -88,6 +92,8 @@ pub enum Output {
     Send { to: Peer, bytes: Bytes },
     /// Look a name up (RFC 3263) and answer with [`Input::Resolved`].
     Resolve { token: u64, request: ResolveRequest },
+    /// How the [`Input::Ping`] with this token ended.
+    PingDone { token: u64, outcome: PingOutcome },
 }
 
 /// What the runtime drives: one instance per engine shard, behind the shard's lock, so called by

@@ -14,10 +14,12 @@
 
 pub mod auth;
 pub mod engine;
+pub mod gateways;
 pub mod hash;
 pub mod inbound;
 pub mod io;
 pub mod peer;
+pub mod ping;
 pub mod proxy;
 pub mod registrar;
 pub mod routing;
@@ -26,5 +28,6 @@ pub mod transaction;
 
 pub use io::{Input, Output, Resolution, ResolveError, ResolveRequest, SipHandler, Target};
 pub use peer::{ConnId, Peer, Transport};
+pub use ping::{Ping, PingOutcome, PingTarget};
 pub use registrar::{Location, Registrar, RegistrarConfig};
 pub use seed::Seed;

@@ -116,6 +116,7 @@ impl<H: SipHandler> Dispatcher<H> {
             match o {
                 Output::Send { to, bytes } => self.egress.send(to, bytes, Some(shard)),
                 Output::Resolve { token, request } => resolve::spawn(&self.shared, &self.common, shard, token, request),
+                Output::PingDone { token, outcome } => self.shared.pings.deliver(token, outcome),
             }
         }
         self.out = out;

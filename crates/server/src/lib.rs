@@ -51,6 +51,7 @@ mod error;
 mod ingress;
 mod metrics;
 mod pem;
+pub mod pings;
 pub mod protect;
 pub mod rfc3263;
 mod runtime;

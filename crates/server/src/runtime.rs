@@ -52,6 +52,13 @@ pub(crate) enum Ctl {
     ReceiverExited {
         local: SocketAddr,
     },
+    /// Send an OPTIONS of herald's own (module `pings`) from engine shard `shard`, the shard of
+    /// its Call-ID.
+    Ping {
+        shard: usize,
+        token: u64,
+        ping: herald_core::Ping,
+    },
     /// Stop accepting connections (shutdown has begun).
     Drain,
     Stop,

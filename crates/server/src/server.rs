@@ -159,6 +159,7 @@ impl Server {
             stopped: AtomicBool::new(false),
             supported,
             tls: self.tls,
+            pings: Arc::default(),
         });
         let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
         let mut threads = Vec::with_capacity(n);

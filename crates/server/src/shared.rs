@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::conn_limit::PerIp;
 use crate::conns::Registry;
 use crate::dns;
+use crate::pings::PingRouter;
 use crate::protect::FloodGuard;
 use crate::runtime::{Ctl, InboxMessage};
 use crate::source_budget::SourceBudgets;
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub supported: Vec<Transport>,
     /// TLS acceptor, connector and learned names, when TLS is configured.
     pub tls: Option<Arc<TlsContext>>,
+    /// Where the outcomes of herald's own OPTIONS go (module `pings`).
+    pub pings: Arc<PingRouter>,
 }
 
 /// What a worker's threads share besides [`Shared`].

@@ -87,6 +87,7 @@ impl Cost {
                     branches += 1;
                     copies += len as u64;
                 }
+                Output::PingDone { .. } => {}
             }
         }
         if branches > 0 {

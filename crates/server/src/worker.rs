@@ -158,6 +158,7 @@ impl<H: SipHandler> Worker<H> {
                             stop = true;
                         }
                     }
+                    Ctl::Ping { shard, token, ping } => self.d.handle(shard, Input::Ping { token, ping }),
                     Ctl::Drain => self.start_drain(),
                     Ctl::Stop => stop = true,
                 }

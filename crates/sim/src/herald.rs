@@ -92,6 +92,7 @@ impl Herald {
             timer_c: cfg.timer_c,
             routes: None,
             seed,
+            gateways: Default::default(),
         };
         let reg_cfg = RegistrarConfig {
             max_bindings_per_aor: cfg.max_bindings_per_aor,
@@ -194,6 +195,7 @@ impl Herald {
                     queue.extend(more);
                 }
                 Output::Send { to, bytes } => sends.push((to.addr, bytes)),
+                Output::PingDone { .. } => {} // the simulated herald sends no pings
                 Output::Resolve { token, request } => {
                     let mut more = Vec::new();
                     let result = resolve(&self.dns, &request);

@@ -132,6 +132,7 @@ impl World {
             timer_c: Duration::from_secs(180),
             routes: None,
             seed: Seed::fixed(SEED),
+            gateways: Default::default(),
         };
         let reg_cfg = RegistrarConfig {
             max_bindings_per_aor: 3,
@@ -325,6 +326,7 @@ impl World {
                     }
                 }
                 Output::Resolve { token, request } => Input::Resolved { token, result: resolve(&request) },
+                Output::PingDone { .. } => continue, // the fuzzed engine is sent no pings
             };
             if trace() {
                 eprintln!("{:>9.3?} in  {input:?}", self.now - epoch());

@@ -1,6 +1,7 @@
 //! The response context of one proxied request (RFC 3261 §16.2): its branches and the final
 //! responses collected so far.
 
+use crate::gateways::GatewayLeg;
 use crate::peer::Peer;
 use crate::transaction::TxId;
 use herald_sip::Message;
@@ -30,6 +31,9 @@ pub struct Planned {
     /// only way to reach the target: when it fails and no fallback is left, the branch counts
     /// as this status instead of 503 (see `Engine::retry_or_fail`).
     pub lost_flow: Option<u16>,
+    /// This target is an attempt at a gateway set's destination (`Engine::plan_gateway_set`):
+    /// attempts are tried one at a time, fail over on the set's statuses and feed its health.
+    pub gateway: Option<GatewayLeg>,
 }
 
 impl Planned {
@@ -43,6 +47,7 @@ impl Planned {
             strict_route_tail: None,
             fallback: Vec::new(),
             lost_flow: None,
+            gateway: None,
         }
     }
 }

@@ -20,4 +20,7 @@ pub(super) enum Local {
     Options,
     Register,
     Reject(u16, &'static str),
+    /// A refusal with header fields: the 503 with Retry-After (RFC 3261 §20.33) when every
+    /// destination of a gateway set is down.
+    RejectWith(u16, &'static str, Vec<(&'static str, String)>),
 }

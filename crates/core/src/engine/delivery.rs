@@ -78,6 +78,7 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
         strict_route_tail: None,
         fallback: Vec::new(),
         lost_flow: None,
+        gateway: None,
     }
 }
 

@@ -50,6 +50,7 @@ impl Engine {
                 strict_route_tail: None,
                 fallback: Vec::new(),
                 lost_flow: Some(FLOW_FAILED),
+                gateway: None,
             }));
         }
         None

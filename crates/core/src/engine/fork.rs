@@ -212,7 +212,11 @@ impl Engine {
 }
 
 /// The next group of targets: everything (parallel) or the contacts sharing the highest q.
+/// Gateway attempts go one at a time, in their plan's order, whatever `forking` says.
 pub(super) fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
+    if waiting.front().is_some_and(|p| p.gateway.is_some()) {
+        return waiting.pop_front().into_iter().collect();
+    }
     match forking {
         Forking::Parallel => waiting.drain(..).collect(),
         Forking::Sequential => {

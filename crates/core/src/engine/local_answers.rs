@@ -37,10 +37,12 @@ impl Engine {
                 self.apply(now, id, peer, actions, out);
             }
             Local::Reject(status, reason) => self.respond(now, id, msg, (status, reason), &[], out),
+            Local::RejectWith(status, reason, headers) => self.respond(now, id, msg, (status, reason), &headers, out),
         }
     }
 
-    /// Sends herald's own answer (`Local::Options` or `Local::Reject`) without a transaction.
+    /// Sends herald's own answer (`Local::Options`, `Local::Reject`, `Local::RejectWith`) without
+    /// a transaction.
     pub(super) fn answer_local_stateless(
         &self,
         msg: &Message,
@@ -53,6 +55,9 @@ impl Engine {
                 self.respond_stateless_with(msg, from, (200, "OK"), &options_headers(), out);
             }
             Err(Local::Reject(status, reason)) => self.respond_stateless(msg, from, *status, reason, out),
+            Err(Local::RejectWith(status, reason, headers)) => {
+                self.respond_stateless_with(msg, from, (*status, reason), headers, out)
+            }
             _ => {}
         }
     }

@@ -19,8 +19,10 @@ mod delivery;
 mod flows;
 mod fork;
 mod forward_edits;
+mod gateway_plan;
 mod hop;
 mod local_answers;
+mod pings;
 mod record_route;
 mod requests;
 mod responses;
@@ -85,6 +87,8 @@ pub struct Engine {
     /// Mints and reads the flow tokens of herald's Path and Record-Route values (RFC 5626 §5.2),
     /// keyed from the config's seed: every shard reads every other's.
     flows: FlowTokens,
+    /// OPTIONS of herald's own in flight (`pings`).
+    pings: pings::Pings,
 }
 
 impl Engine {
@@ -113,6 +117,7 @@ impl Engine {
             auth: None,
             responses: Arc::default(),
             flows,
+            pings: pings::Pings::default(),
         }
     }
 
@@ -226,9 +231,15 @@ impl SipHandler for Engine {
                     trace::message(&msg, from, out, first);
                 }
             }
+            Input::Resolved { token, result } if self.pings.is_resolving(token) => {
+                self.on_ping_resolved(now, token, result, out)
+            }
             Input::Resolved { token, result } => self.on_resolved(now, token, result, out),
+            Input::Ping { token, ping } => self.on_ping(now, token, ping, out),
             Input::TransportError { to } => {
-                let ids: Vec<TxId> = self.clients.keys().copied().filter(|id| self.txs.peer(*id) == Some(to)).collect();
+                let ids: Vec<TxId> = (self.clients.keys().copied().chain(self.pings.transactions()))
+                    .filter(|id| self.txs.peer(*id) == Some(to))
+                    .collect();
                 for id in ids {
                     let peer = self.txs.peer(id);
                     let actions = self.txs.on_transport_error(id);
@@ -256,6 +267,7 @@ impl SipHandler for Engine {
             self.timer_c.pop();
             self.on_timer_c(now, at, sid, idx, out);
         }
+        self.ping_timeouts(now, out);
         if self.next_expire.is_none_or(|t| t <= now) {
             self.store.expire(now, EXPIRE_BUDGET);
             self.next_expire = Some(now + EXPIRE_EVERY);
@@ -263,10 +275,8 @@ impl SipHandler for Engine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.txs.next_timeout(), self.timer_c.peek().map(|Reverse((at, _, _))| *at), self.next_expire]
-            .into_iter()
-            .flatten()
-            .min()
+        let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
+        [self.txs.next_timeout(), timer_c, self.next_expire, self.pings.next_deadline()].into_iter().flatten().min()
     }
 
     fn active_transactions(&self) -> usize {

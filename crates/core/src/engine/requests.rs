@@ -68,7 +68,7 @@ impl Engine {
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
         if !authenticated {
-            if let Err(Local::Options | Local::Reject(..)) = &plan {
+            if let Err(Local::Options | Local::Reject(..) | Local::RejectWith(..)) = &plan {
                 return self.answer_local_stateless(&msg, from, &plan, out);
             }
         }

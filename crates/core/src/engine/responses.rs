@@ -59,6 +59,9 @@ impl Engine {
     }
 
     pub(super) fn on_tu_event(&mut self, now: Instant, id: TxId, event: TuEvent, out: &mut Vec<Output>) {
+        if self.pings.owns(id) {
+            return self.on_ping_event(id, event, out);
+        }
         if let Some(&(sid, idx)) = self.clients.get(&id) {
             match event {
                 TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),

@@ -44,6 +44,9 @@ impl Engine {
             }
             Err(Local::Options) => self.respond_stateless_with(&msg, from, (200, "OK"), &options_headers(), out),
             Err(Local::Reject(status, reason)) => self.respond_stateless(&msg, from, status, reason, out),
+            Err(Local::RejectWith(status, reason, headers)) => {
+                self.respond_stateless_with(&msg, from, (status, reason), &headers, out)
+            }
             Ok(_) => self.forward_stateless(now, from, local, &msg, out),
         }
     }

@@ -45,6 +45,7 @@ impl Engine {
                 strict_route_tail: strict.then(|| format!("<{ruri_text}>")),
                 fallback: Vec::new(),
                 lost_flow: None,
+                gateway: None,
             }]);
         }
         let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
@@ -103,6 +104,7 @@ impl Engine {
             strict_route_tail: None,
             fallback: Vec::new(),
             lost_flow: None,
+            gateway: None,
         }])
     }
 }

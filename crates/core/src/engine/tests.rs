@@ -39,6 +39,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         timer_c: Duration::from_secs(180),
         routes: None,
         seed: crate::seed::Seed::fixed(0),
+        gateways: Default::default(),
     }
 }
 
@@ -470,6 +471,12 @@ mod phones;
 
 #[path = "tests_outbound.rs"]
 mod outbound;
+
+#[path = "tests_pings.rs"]
+mod pings;
+
+#[path = "tests_gateways.rs"]
+mod gateways;
 
 #[cfg(test)]
 #[path = "tests_fuzz_findings.rs"]

@@ -53,6 +53,9 @@ fn decision(outputs: &[Output]) -> String {
             Output::Resolve { request, .. } => {
                 let _ = write!(s, "a DNS lookup of {request:?}");
             }
+            Output::PingDone { token, outcome } => {
+                let _ = write!(s, "the outcome of ping {token}: {outcome:?}");
+            }
         }
     }
     if s.is_empty() {

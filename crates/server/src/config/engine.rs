@@ -62,6 +62,7 @@ impl Config {
             timer_c: TIMER_C,
             routes: wildcard.then_some(source_routes),
             seed,
+            gateways: Default::default(),
         }
     }
 

@@ -117,7 +117,7 @@ impl SipHandler for TestHandler {
                     Self::reply(out, from, &msg, 200, Some(("X-Targets", text.as_bytes())));
                 }
             }
-            Input::TransportError { .. } => {}
+            Input::TransportError { .. } | Input::Ping { .. } => {}
         }
     }
 

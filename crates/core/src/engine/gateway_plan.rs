@@ -1,0 +1,63 @@
+//! A call to a gateway set (issue 18): the destinations it will try, in order, as the set's
+//! algorithm says (`crate::gateways`), or herald's 503 when none is up. The routing table
+//! (`targets`) calls this for a rule whose action is a gateway set; the failover between the
+//! attempts happens as their responses come (`failover`).
+
+use super::context::{Planned, PlannedDest};
+use super::decisions::Local;
+use super::Engine;
+use crate::gateways::{order, CallKeys, GatewayLeg};
+use herald_sip::Message;
+use std::time::Instant;
+
+impl Engine {
+    /// The attempts of a call to gateway set `set` (by name): its up destinations in the order
+    /// of its algorithm, at most `failover.max_attempts`, each sent to the destination's URI
+    /// with `request_uri` as Request-URI (the caller's, or the routing table's rewrite of it:
+    /// the destination URI's user part is not used). They are tried one at a time whatever
+    /// `[proxy] forking` says.
+    ///
+    /// Errors: no set of that name → 500 (a configuration the loader should have refused);
+    /// every destination down → 503 with Retry-After (`retry_after_s`), nothing sent.
+    #[cfg_attr(not(test), allow(dead_code))] // until the routing table (targets) calls it
+    pub(super) fn plan_gateway_set(
+        &self,
+        _now: Instant,
+        set: &str,
+        msg: &Message,
+        request_uri: &str,
+    ) -> Result<Vec<Planned>, Local> {
+        let Some(set) = self.cfg.gateways.get(set) else {
+            tracing::error!(set, "routing names a gateway set that does not exist");
+            return Err(Local::Reject(500, "Server Internal Error (No Such Gateway Set)"));
+        };
+        let from = msg.from_header().ok();
+        let from_user = from.as_ref().and_then(|f| f.uri.as_sip()).and_then(|u| u.user_unescaped());
+        let keys = CallKeys {
+            call_id: msg.call_id().unwrap_or_default().as_bytes(),
+            from_user: from_user.as_deref().unwrap_or_default(),
+        };
+        let mut attempts = order(set, keys);
+        if attempts.is_empty() {
+            return Err(Local::RejectWith(
+                503,
+                "Service Unavailable (No Gateway Up)",
+                vec![("Retry-After", set.retry_after_s.to_string())],
+            ));
+        }
+        attempts.truncate(set.failover.max_attempts.max(1));
+        Ok(attempts
+            .into_iter()
+            .map(|dest| Planned {
+                request_uri: Some(request_uri.to_owned()),
+                dest: PlannedDest::Uri(set.destinations[dest].uri.clone()),
+                push_routes: Vec::new(),
+                q: 1000,
+                strict_route_tail: None,
+                fallback: Vec::new(),
+                lost_flow: None,
+                gateway: Some(GatewayLeg { set: set.clone(), dest }),
+            })
+            .collect())
+    }
+}
