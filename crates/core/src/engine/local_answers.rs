@@ -30,11 +30,9 @@ impl Engine {
         match answer {
             Local::Options => self.respond(now, id, msg, (200, "OK"), &options_headers(), out),
             Local::Register => {
-                let response = self.registrar.handle_register(now, msg, from, &self.store);
+                let (response, ticket) = self.registrar.handle_register_durable(now, msg, from, &self.store);
                 let status = status_of(&response);
-                let peer = self.txs.peer(id);
-                let actions = self.txs.on_tu_response(now, id, response.freeze(), status);
-                self.apply(now, id, peer, actions, out);
+                self.respond_when_durable(now, id, (response.freeze(), status), ticket, out);
             }
             Local::Reject(status, reason) => self.respond(now, id, msg, (status, reason), &[], out),
             Local::RejectWith(status, reason, headers) => self.respond(now, id, msg, (status, reason), &headers, out),

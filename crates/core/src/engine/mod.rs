@@ -16,6 +16,7 @@ mod config;
 mod context;
 mod decisions;
 mod delivery;
+mod durable;
 mod flows;
 mod fork;
 mod forward_edits;
@@ -89,6 +90,8 @@ pub struct Engine {
     flows: FlowTokens,
     /// OPTIONS of herald's own in flight (`pings`).
     pings: pings::Pings,
+    /// REGISTER answers waiting for their change to be durable (write-through location).
+    durable: durable::DurableWaits,
 }
 
 impl Engine {
@@ -118,6 +121,7 @@ impl Engine {
             responses: Arc::default(),
             flows,
             pings: pings::Pings::default(),
+            durable: durable::DurableWaits::default(),
         }
     }
 
@@ -268,6 +272,7 @@ impl SipHandler for Engine {
             self.on_timer_c(now, at, sid, idx, out);
         }
         self.ping_timeouts(now, out);
+        self.release_durable(now, out);
         if self.next_expire.is_none_or(|t| t <= now) {
             self.store.expire(now, EXPIRE_BUDGET);
             self.next_expire = Some(now + EXPIRE_EVERY);
@@ -276,7 +281,10 @@ impl SipHandler for Engine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
-        [self.txs.next_timeout(), timer_c, self.next_expire, self.pings.next_deadline()].into_iter().flatten().min()
+        [self.txs.next_timeout(), timer_c, self.next_expire, self.pings.next_deadline(), self.durable.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn active_transactions(&self) -> usize {
@@ -288,6 +296,6 @@ impl SipHandler for Engine {
     }
 
     fn held_bytes(&self) -> usize {
-        self.txs.held_bytes() + self.context_bytes
+        self.txs.held_bytes() + self.context_bytes + self.durable.bytes()
     }
 }

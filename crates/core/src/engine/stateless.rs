@@ -39,8 +39,8 @@ impl Engine {
         }
         match self.plan_targets(now, &msg, from) {
             Err(Local::Register) => {
-                let response = self.registrar.handle_register(now, &msg, from, &self.store);
-                out.push(Output::Send { to: response_destination(&msg, from), bytes: response.freeze() });
+                let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
+                self.send_when_durable(now, response_destination(&msg, from), response.freeze(), ticket, out);
             }
             Err(Local::Options) => self.respond_stateless_with(&msg, from, (200, "OK"), &options_headers(), out),
             Err(Local::Reject(status, reason)) => self.respond_stateless(&msg, from, status, reason, out),

@@ -475,6 +475,9 @@ mod outbound;
 #[path = "tests_pings.rs"]
 mod pings;
 
+#[path = "tests_durable.rs"]
+mod durable;
+
 #[path = "tests_gateways.rs"]
 mod gateways;
 

@@ -50,7 +50,7 @@ use std::time::Instant;
 
 pub use config::RegistrarConfig;
 use config::Reject;
-pub use herald_store::{Aor, LocationStore};
+pub use herald_store::{Aor, LocationStore, Ticket};
 pub use request::SUPPORTED;
 pub use stats::{RegistrarStats, RegistrarStatsSnapshot};
 
@@ -106,6 +106,31 @@ impl Registrar {
     /// another method gets 405; a response (not a request) gets nothing: the returned buffer is
     /// empty.
     pub fn handle_register(&self, now: Instant, req: &Message, from: Peer, store: &Location) -> BytesMut {
+        self.handle_register_durable(now, req, from, store).0
+    }
+
+    /// [`Registrar::handle_register`], and when the change it made is durable: a write-through
+    /// store's ticket that the response must wait for ([`Ticket::DURABLE`]: send at once).
+    pub fn handle_register_durable(
+        &self,
+        now: Instant,
+        req: &Message,
+        from: Peer,
+        store: &Location,
+    ) -> (BytesMut, Ticket) {
+        let mut ticket = Ticket::DURABLE;
+        let response = self.answer_register(now, req, from, store, &mut ticket);
+        (response, ticket)
+    }
+
+    fn answer_register(
+        &self,
+        now: Instant,
+        req: &Message,
+        from: Peer,
+        store: &Location,
+        ticket: &mut Ticket,
+    ) -> BytesMut {
         if !req.is_request() {
             return BytesMut::new();
         }
@@ -124,11 +149,17 @@ impl Registrar {
         };
         let contacts = match &reg.action {
             Action::Query => Ok(store.lookup(&reg.aor, now)),
-            Action::RemoveAll => store.remove_all(&reg.aor, reg.call_id, reg.cseq, now).map(|_| Vec::new()),
+            Action::RemoveAll => store.remove_all(&reg.aor, reg.call_id, reg.cseq, now).map(|removed| {
+                *ticket = removed.ticket;
+                Vec::new()
+            }),
             Action::Update(contacts) => {
                 let update =
                     Update { call_id: reg.call_id, cseq: reg.cseq, path: reg.path.as_deref(), source: from, contacts };
-                store.apply(&reg.aor, now, &update).map(|applied| applied.bindings)
+                store.apply(&reg.aor, now, &update).map(|applied| {
+                    *ticket = applied.ticket;
+                    applied.bindings
+                })
             }
         };
         match contacts {
