@@ -31,11 +31,13 @@
 //! The `redis` crate's cluster and sentinel clients would replace the single connection of
 //! [`sync`]; only a single server is tested.
 
+mod metrics;
 mod queue;
 mod record;
 mod stats;
 mod sync;
 
+pub use metrics::RedisMetrics;
 pub use queue::{Change, Pending};
 pub use record::{decode, encode, Codec, StoredAor, StoredBinding};
 pub use stats::{RedisStats, LATENCY_BUCKETS_US};

@@ -22,7 +22,6 @@ pub struct RedisStats {
     /// Pipeline latency: count per bucket of [`LATENCY_BUCKETS_US`] (+Inf last), sum in µs.
     pub latency_buckets: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
     pub latency_sum_us: AtomicU64,
-    pub latency_count: AtomicU64,
 }
 
 impl RedisStats {
@@ -33,7 +32,6 @@ impl RedisStats {
         let bucket = LATENCY_BUCKETS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BUCKETS_US.len());
         self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -49,6 +47,6 @@ mod tests {
         assert_eq!(s.writes.load(Ordering::Relaxed), 4);
         assert_eq!(s.latency_buckets[2].load(Ordering::Relaxed), 1);
         assert_eq!(s.latency_buckets[LATENCY_BUCKETS_US.len()].load(Ordering::Relaxed), 1);
-        assert_eq!(s.latency_count.load(Ordering::Relaxed), 2);
+        assert_eq!(s.latency_sum_us.load(Ordering::Relaxed), 2_000_700);
     }
 }
