@@ -93,6 +93,7 @@ impl Herald {
             routes: None,
             seed,
             gateways: Default::default(),
+            routing: Default::default(),
         };
         let reg_cfg = RegistrarConfig {
             max_bindings_per_aor: cfg.max_bindings_per_aor,

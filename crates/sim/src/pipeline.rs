@@ -133,6 +133,7 @@ impl World {
             routes: None,
             seed: Seed::fixed(SEED),
             gateways: Default::default(),
+            routing: Default::default(),
         };
         let reg_cfg = RegistrarConfig {
             max_bindings_per_aor: 3,

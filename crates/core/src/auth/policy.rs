@@ -150,6 +150,9 @@ pub struct RouteFacts {
     /// carries a valid signature for this request's Call-ID and tags: the request follows a
     /// Record-Route herald inserted ([`super::route_sig`]).
     pub signed_dialog: bool,
+    /// The routing rule that sends it to a foreign target says `allow_unauthenticated`: the
+    /// operator lets it leave without credentials, as from a trusted peer.
+    pub relay_allowed: bool,
 }
 
 /// What a request needs before herald handles it.
@@ -192,7 +195,8 @@ impl AuthPolicy {
     ///   `allow_inbound_to_local`); any other target is a relay and is challenged, for every
     ///   method.
     ///
-    /// Trusted peers and `allow_relay` lift the relay rule only: a trusted peer's REGISTER, or
+    /// Trusted peers, `allow_relay` and a routing rule's `allow_unauthenticated`
+    /// ([`RouteFacts::relay_allowed`]) lift the relay rule only: a trusted peer's REGISTER, or
     /// its INVITE claiming to be from a local user, is still challenged.
     pub fn requirement(
         &self,
@@ -210,19 +214,20 @@ impl AuthPolicy {
         if self.nodes.iter().any(|p| p.contains(source)) {
             return Requirement::Nothing;
         }
-        let may_relay = || self.allow_relay || self.trusts(source);
+        let may_relay = |f: &RouteFacts| self.allow_relay || self.trusts(source) || f.relay_allowed;
         let in_dialog = msg.to_tag().ok().flatten().is_some();
         match method {
             Method::Ack => {
                 let f = facts();
-                if f.to_location_service || f.signed_dialog || may_relay() {
+                if f.to_location_service || f.signed_dialog || may_relay(&f) {
                     Requirement::Nothing
                 } else {
                     Requirement::Refuse
                 }
             }
             Method::Cancel => {
-                if facts().to_location_service || may_relay() {
+                let f = facts();
+                if f.to_location_service || may_relay(&f) {
                     Requirement::Nothing
                 } else {
                     Requirement::Refuse
@@ -231,7 +236,7 @@ impl AuthPolicy {
             _ if in_dialog => {
                 let f = facts();
                 let passes =
-                    f.signed_dialog || if f.to_location_service { self.allow_inbound_to_local } else { may_relay() };
+                    f.signed_dialog || if f.to_location_service { self.allow_inbound_to_local } else { may_relay(&f) };
                 if passes {
                     Requirement::Nothing
                 } else {
@@ -244,8 +249,9 @@ impl AuthPolicy {
                 if from_local && self.local_callers && listed {
                     return challenge;
                 }
+                let f = facts();
                 let passes =
-                    if facts().to_location_service { from_local || self.allow_inbound_to_local } else { may_relay() };
+                    if f.to_location_service { from_local || self.allow_inbound_to_local } else { may_relay(&f) };
                 if passes {
                     Requirement::Nothing
                 } else {
@@ -302,7 +308,7 @@ mod tests {
 
     /// `facts`: (to_location_service, signed_dialog).
     fn req(p: &AuthPolicy, start: &str, from: &str, to_tag: &str, source: &str, facts: (bool, bool)) -> Requirement {
-        let f = RouteFacts { to_location_service: facts.0, signed_dialog: facts.1 };
+        let f = RouteFacts { to_location_service: facts.0, signed_dialog: facts.1, relay_allowed: false };
         p.requirement(&msg(start, from, to_tag), &identity(), source.parse().unwrap(), || f)
     }
 

@@ -70,29 +70,46 @@ impl Engine {
     /// over another flow counts as the location service: herald handed that route out itself,
     /// to the registrar in a Path or to a dialog's parties in a Record-Route, and it reaches a
     /// registered UA, nobody else.
+    ///
+    /// The routing table is asked as `targets` will ask it for a caller who did not
+    /// authenticate: a rule that sends the request to a gateway set, a next hop or its
+    /// Request-URI makes it a relay even to a served domain (a number of a served domain routed
+    /// to a PSTN gateway must not be free for anyone), unless the rule says
+    /// `allow_unauthenticated` ([`RouteFacts::relay_allowed`]); a rule that keeps it here
+    /// (location service, rejection) does not. A caller challenged for a relay who answers is
+    /// routed by the table again, as authenticated.
     fn route_facts(&self, auth: &Authenticator, msg: &Message, from: Peer) -> RouteFacts {
         let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return RouteFacts::default() };
         let to_flow = matches!(self.flow_route(&pre, from), Some(Ok(_)));
-        RouteFacts {
-            to_location_service: to_flow || self.to_location_service(msg, &pre),
-            signed_dialog: signed(auth, self, msg),
-        }
+        let (stays, relay_allowed) = self.stays_here(msg, &pre, from);
+        RouteFacts { to_location_service: to_flow || stays, signed_dialog: signed(auth, self, msg), relay_allowed }
     }
 
-    fn to_location_service(&self, msg: &Message, pre: &crate::proxy::route::Preprocessed<'_>) -> bool {
+    /// Whether `msg` stays with herald (its location service, or herald's own answer), and
+    /// whether a routing rule lets it leave without credentials.
+    fn stays_here(&self, msg: &Message, pre: &crate::proxy::route::Preprocessed<'_>, from: Peer) -> (bool, bool) {
         let other_routes = msg
             .list_values(HeaderName::Route)
             .filter_map(Result::ok)
             .any(|v| !pre.remove.iter().any(|r| r.span == v.span));
         if other_routes {
-            return false;
+            return (false, false);
         }
+        let parsed = match &pre.request_uri {
+            Some(u) => Uri::parse(u.as_bytes()).ok(),
+            None => msg.request_uri().ok(),
+        };
+        let Some(u) = parsed else { return (false, false) };
+        let identity = &self.cfg.identity;
         // A Request-URI that names herald itself (`sip:localhost`, a name of its own that is
-        // not a served domain) stays here too: herald answers it (an OPTIONS keep-alive).
-        let stays = |u: &Uri| self.cfg.identity.serves_domain(u) || self.cfg.identity.is_this_proxy(u);
-        match &pre.request_uri {
-            Some(u) => Uri::parse(u.as_bytes()).is_ok_and(|u| stays(&u)),
-            None => msg.request_uri().is_ok_and(|u| stays(&u)),
+        // not a served domain) stays here too: herald answers it (an OPTIONS keep-alive); so
+        // does a served domain without a user. The table is not asked for them (`targets`).
+        if identity.is_this_proxy(&u) || (identity.serves_domain(&u) && u.as_sip().is_some_and(|s| s.user.is_none())) {
+            return (true, false);
+        }
+        match self.table_rule(msg, &u, from.addr.ip(), false) {
+            Some((_, rule)) => (!rule.action.leaves(), rule.allow_unauthenticated),
+            None => (identity.serves_domain(&u), false),
         }
     }
 

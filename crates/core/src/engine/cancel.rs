@@ -26,8 +26,8 @@ impl Engine {
             // No response context: forward statelessly (§16.10), if the policy lets it leave
             // for its target: to a foreign host it would be a relay for a transaction herald
             // never had (issue 16), answered 481 instead.
-            if self.pass_gate(now, from, &msg, out).is_some() {
-                self.forward_stateless(now, from, local, &msg, out);
+            if let Some(authenticated) = self.pass_gate(now, from, &msg, out) {
+                self.forward_stateless(now, from, local, &msg, authenticated, out);
             }
             return;
         };

@@ -71,6 +71,10 @@ pub struct EngineConfig {
     /// The gateway sets routing rules send calls to (`[[gateway_set]]`, [`crate::gateways`]);
     /// shared with the runtime's prober, metrics and admin API. Default: none.
     pub gateways: Arc<crate::gateways::Gateways>,
+    /// Herald's routing table (`[[route]]`, [`crate::routing`]; not the operating system's of
+    /// `routes`): rules in order, first match wins. Empty (the default): a served domain goes to
+    /// the location service, anything else by its Request-URI.
+    pub routing: Arc<crate::routing::RoutingTable>,
 }
 
 impl EngineConfig {
@@ -157,6 +161,7 @@ mod tests {
             routes,
             seed: Seed::fixed(0),
             gateways: Default::default(),
+            routing: Default::default(),
         }
     }
 

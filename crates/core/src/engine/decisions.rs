@@ -23,4 +23,6 @@ pub(super) enum Local {
     /// A refusal with header fields: the 503 with Retry-After (RFC 3261 §20.33) when every
     /// destination of a gateway set is down.
     RejectWith(u16, &'static str, Vec<(&'static str, String)>),
+    /// A rejection a routing rule configured (`[[route]] reject`, `reason`).
+    RuleReject(u16, std::sync::Arc<str>),
 }

@@ -19,7 +19,6 @@ impl Engine {
     ///
     /// Errors: no set of that name → 500 (a configuration the loader should have refused);
     /// every destination down → 503 with Retry-After (`retry_after_s`), nothing sent.
-    #[cfg_attr(not(test), allow(dead_code))] // until the routing table (targets) calls it
     pub(super) fn plan_gateway_set(
         &self,
         _now: Instant,

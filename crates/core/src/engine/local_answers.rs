@@ -36,6 +36,7 @@ impl Engine {
             }
             Local::Reject(status, reason) => self.respond(now, id, msg, (status, reason), &[], out),
             Local::RejectWith(status, reason, headers) => self.respond(now, id, msg, (status, reason), &headers, out),
+            Local::RuleReject(status, reason) => self.respond(now, id, msg, (status, &reason), &[], out),
         }
     }
 
@@ -56,6 +57,7 @@ impl Engine {
             Err(Local::RejectWith(status, reason, headers)) => {
                 self.respond_stateless_with(msg, from, (*status, reason), headers, out)
             }
+            Err(Local::RuleReject(status, reason)) => self.respond_stateless(msg, from, *status, reason, out),
             _ => {}
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! `Engine`'s state is defined here and its methods are spread over one file per step:
 //! a request enters in `requests` and passes `validate` (§16.3) and `auth_gate` (§22); `targets`
-//! (§16.5, with `delivery` for registered contacts and `flows` for RFC 5626 flow tokens) says where it goes, or `local_answers` answer
+//! (§16.5, with `delivery` for registered contacts, `flows` for RFC 5626 flow tokens and
+//! `route_rules` for the `[[route]]` table) says where it goes, or `local_answers` answer
 //! it; `fork` sends its branches (`record_route`, `forward_edits`), `responses` collects their
 //! answers (§16.7), `cancel` handles CANCEL (§16.10) and `stateless` forwards without state
 //! (§16.11). They depend on this file, on leaf modules (`context`, `hop`, `config`) and on one
@@ -27,6 +28,7 @@ mod pings;
 mod record_route;
 mod requests;
 mod responses;
+mod route_rules;
 mod stateless;
 mod stats;
 mod targets;

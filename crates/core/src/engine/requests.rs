@@ -64,11 +64,11 @@ impl Engine {
             return;
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
-        let plan = self.plan_targets(now, &msg, from);
+        let plan = self.plan_targets(now, &msg, from, authenticated);
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
         if !authenticated {
-            if let Err(Local::Options | Local::Reject(..) | Local::RejectWith(..)) = &plan {
+            if let Err(Local::Options | Local::Reject(..) | Local::RejectWith(..) | Local::RuleReject(..)) = &plan {
                 return self.answer_local_stateless(&msg, from, &plan, out);
             }
         }
@@ -95,8 +95,8 @@ impl Engine {
             return;
         }
         // It cannot be challenged: one the policy does not let through is dropped.
-        if let Gate::Pass { .. } = self.auth_gate(now, from, msg) {
-            self.forward_stateless(now, from, local, msg, out);
+        if let Gate::Pass { authenticated } = self.auth_gate(now, from, msg) {
+            self.forward_stateless(now, from, local, msg, authenticated, out);
         }
     }
 

@@ -81,7 +81,8 @@ impl Engine {
             TuEvent::AckReceived(ack) => {
                 if let Some(ctx) = self.contexts.get(&id) {
                     let (from, local) = (ctx.source, ctx.local);
-                    self.forward_stateless(now, from, local, &ack, out);
+                    // An ACK is in its dialog: the routing table's verdict plays no part.
+                    self.forward_stateless(now, from, local, &ack, false, out);
                 }
             }
             TuEvent::Terminated => self.end_context(now, id, out),

@@ -34,10 +34,8 @@ impl Engine {
         if self.refused_stateless(&msg, from, out) {
             return;
         }
-        if self.pass_gate(now, from, &msg, out).is_none() {
-            return;
-        }
-        match self.plan_targets(now, &msg, from) {
+        let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
+        match self.plan_targets(now, &msg, from, authenticated) {
             Err(Local::Register) => {
                 let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
                 self.send_when_durable(now, response_destination(&msg, from), response.freeze(), ticket, out);
@@ -47,23 +45,25 @@ impl Engine {
             Err(Local::RejectWith(status, reason, headers)) => {
                 self.respond_stateless_with(&msg, from, (status, reason), &headers, out)
             }
-            Ok(_) => self.forward_stateless(now, from, local, &msg, out),
+            Err(Local::RuleReject(status, reason)) => self.respond_stateless(&msg, from, status, &reason, out),
+            Ok(_) => self.forward_stateless(now, from, local, &msg, authenticated, out),
         }
     }
 
     /// Forwards without state (§16.11): ACK for 2xx, CANCEL without context, stateless mode.
     /// The branch is derived from the request so that retransmissions get the same one. Only
     /// literal-address next hops are used: a stateless element has nowhere to park a request
-    /// while a name is being resolved.
+    /// while a name is being resolved. `authenticated`: the auth gate's verdict.
     pub(super) fn forward_stateless(
         &mut self,
         now: Instant,
         from: Peer,
         _local: SocketAddr,
         msg: &Message,
+        authenticated: bool,
         out: &mut Vec<Output>,
     ) {
-        let Ok(plan) = self.plan_targets(now, msg, from) else { return };
+        let Ok(plan) = self.plan_targets(now, msg, from, authenticated) else { return };
         let Some(target) = plan.into_iter().max_by_key(|p| p.q) else { return };
         let to = match &target.dest {
             PlannedDest::Peer(p) => *p,

@@ -1,7 +1,7 @@
 //! Target determination (RFC 3261 §16.4, §16.5): where a request goes (the next Route, the
-//! location service's bindings for a served domain, or its Request-URI), or why herald answers
-//! it itself ([`Local`]). It reads the location store, the config and the users auth knows;
-//! it changes nothing.
+//! routing table's rule (`route_rules`), the location service's bindings for a served domain,
+//! or its Request-URI), or why herald answers it itself ([`Local`]). It reads the location
+//! store, the config and the users auth knows; it changes nothing.
 
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
@@ -19,7 +19,20 @@ use std::time::Instant;
 impl Engine {
     /// RFC 3261 §16.4 and §16.5: where the request goes, or why herald answers it itself.
     /// `from`: the flow it came on (a flow token naming that flow is the UA's own request).
-    pub(super) fn plan_targets(&self, now: Instant, msg: &Message, from: Peer) -> Result<Vec<Planned>, Local> {
+    /// `authenticated`: the auth gate's verdict, for the routing table's `authenticated`
+    /// matcher.
+    ///
+    /// The order: a flow token of ours (RFC 5626 §5.3), a remaining Route (§16.12: in-dialog
+    /// and record-routed requests follow it, never the table), REGISTER for a served domain and
+    /// requests for herald itself, then the routing table, and without a matching rule the
+    /// default: a served domain's location service, else the Request-URI.
+    pub(super) fn plan_targets(
+        &self,
+        now: Instant,
+        msg: &Message,
+        from: Peer,
+        authenticated: bool,
+    ) -> Result<Vec<Planned>, Local> {
         let pre = preprocess(msg, &self.cfg.identity).map_err(|_| Local::Reject(400, "Bad Route"))?;
         // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
         if let Some(flow) = self.flow_route(&pre, from) {
@@ -62,36 +75,15 @@ impl Engine {
                 _ => Local::Reject(404, "Not Found"),
             });
         }
+        if let Some((_, rule)) = self.table_rule(msg, &ruri, from.addr.ip(), authenticated) {
+            return self.plan_rule(now, msg, &ruri, rule);
+        }
         if identity.serves_domain(&ruri) {
-            // §16.5: the location service decides for a domain we are responsible for.
-            // The port does not split a served domain's users (Aor::of_served_domain).
-            let aor = Aor::of_served_domain(&ruri).ok_or(Local::Reject(404, "Not Found"))?;
-            let bindings = self.store.lookup(&aor, now);
-            if bindings.is_empty() {
-                // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
-                // not exist in the domain, which herald knows only for users it provisioned.
-                let provisioned = self.auth.as_ref().zip(ruri.as_sip()).is_some_and(|(a, u)| {
-                    u.user_unescaped()
-                        .is_some_and(|user| a.knows_user(&String::from_utf8_lossy(&user), &u.host.to_string()))
-                });
-                return Err(if provisioned {
-                    Local::Reject(480, "Temporarily Unavailable")
-                } else {
-                    Local::Reject(404, "Not Found")
-                });
-            }
-            let secure = ruri.is_sips();
-            let planned: Vec<Planned> = plan_bindings(bindings)
-                .into_iter()
-                // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
-                // the last one included (the last-hop exception is deprecated). A phone
-                // registered over UDP or TCP with a sip: contact cannot take it.
-                .filter(|p| !secure || reaches_securely(&p.dest))
-                .collect();
-            if planned.is_empty() {
-                return Err(Local::Reject(480, "No Secure Contact"));
-            }
-            return Ok(planned);
+            return self.plan_location(now, &ruri);
+        }
+        if ruri.as_tel().is_some() {
+            // RFC 3261 §16.3 step 2: only a rule routes a tel: URI; there is no host to send it to.
+            return Err(Local::Reject(416, "Unsupported URI Scheme"));
         }
         if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
             return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS
@@ -106,6 +98,40 @@ impl Engine {
             lost_flow: None,
             gateway: None,
         }])
+    }
+
+    /// §16.5: the location service's targets for `ruri` (a served domain's user, or the routing
+    /// table's rewrite of one), or 404/480 when it has none.
+    pub(super) fn plan_location(&self, now: Instant, ruri: &Uri<'_>) -> Result<Vec<Planned>, Local> {
+        // §16.5: the location service decides for a domain we are responsible for.
+        // The port does not split a served domain's users (Aor::of_served_domain).
+        let aor = Aor::of_served_domain(ruri).ok_or(Local::Reject(404, "Not Found"))?;
+        let bindings = self.store.lookup(&aor, now);
+        if bindings.is_empty() {
+            // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
+            // not exist in the domain, which herald knows only for users it provisioned.
+            let provisioned = self.auth.as_ref().zip(ruri.as_sip()).is_some_and(|(a, u)| {
+                u.user_unescaped()
+                    .is_some_and(|user| a.knows_user(&String::from_utf8_lossy(&user), &u.host.to_string()))
+            });
+            return Err(if provisioned {
+                Local::Reject(480, "Temporarily Unavailable")
+            } else {
+                Local::Reject(404, "Not Found")
+            });
+        }
+        let secure = ruri.is_sips();
+        let planned: Vec<Planned> = plan_bindings(bindings)
+            .into_iter()
+            // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
+            // the last one included (the last-hop exception is deprecated). A phone
+            // registered over UDP or TCP with a sip: contact cannot take it.
+            .filter(|p| !secure || reaches_securely(&p.dest))
+            .collect();
+        if planned.is_empty() {
+            return Err(Local::Reject(480, "No Secure Contact"));
+        }
+        Ok(planned)
     }
 }
 

@@ -40,6 +40,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         routes: None,
         seed: crate::seed::Seed::fixed(0),
         gateways: Default::default(),
+        routing: Default::default(),
     }
 }
 
@@ -465,6 +466,9 @@ mod auth;
 
 #[path = "tests_relay.rs"]
 mod relay;
+
+#[path = "tests_routing.rs"]
+mod routing;
 
 #[path = "tests_phones.rs"]
 mod phones;

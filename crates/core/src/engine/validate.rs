@@ -27,7 +27,9 @@ impl Engine {
     /// `hash` is the request's loop hash. An OPTIONS that ran out of Max-Forwards is not
     /// refused: §16.3 step 3 lets the proxy answer it as a UAS (`plan_targets`).
     pub(super) fn refused(&self, msg: &Message, from: Peer, hash: u64, out: &mut Vec<Output>) -> bool {
-        let Err(rej) = validate_request(msg, &self.cfg.identity, hash) else { return false };
+        let Err(rej) = validate_request(msg, &self.cfg.identity, hash, !self.cfg.routing.is_empty()) else {
+            return false;
+        };
         if msg.method() == Some(Method::Options) && rej.status == 483 {
             return false;
         }
@@ -40,7 +42,9 @@ impl Engine {
     /// [`Engine::refused`] it answers every refusal, OPTIONS included, and with the status
     /// line only (as stateless mode always has).
     pub(super) fn refused_stateless(&self, msg: &Message, from: Peer, out: &mut Vec<Output>) -> bool {
-        let Err(rej) = validate_request(msg, &self.cfg.identity, loop_hash(msg)) else { return false };
+        let Err(rej) = validate_request(msg, &self.cfg.identity, loop_hash(msg), !self.cfg.routing.is_empty()) else {
+            return false;
+        };
         self.respond_stateless(msg, from, rej.status, rej.reason, out);
         true
     }

@@ -27,11 +27,14 @@ pub const SUPPORTED: &[&str] = &["path", "outbound"];
 /// Steps 2 to 5 of RFC 3261 §16.3 (step 1, syntax, is `Message::validate`; step 6,
 /// authorization, belongs to the authentication layer).
 /// `loop_hash` is [`loop_hash`] of `msg`, computed once by the caller, which also needs it for
-/// the branches it creates.
-pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64) -> Result<(), Rejection> {
-    // Step 2: URI scheme. herald routes sip and sips only (RFC 4475 §3.3.2/§3.3.3).
+/// the branches it creates. `tel`: tel: Request-URIs (RFC 3966) are understood: a routing
+/// table (`[[route]]`) may route them.
+pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel: bool) -> Result<(), Rejection> {
+    // Step 2: URI scheme. herald routes sip and sips (RFC 4475 §3.3.2/§3.3.3), and tel: when it
+    // has a routing table.
     match msg.request_uri() {
         Ok(Uri::Sip(_)) => {}
+        Ok(Uri::Tel(_)) if tel => {}
         Ok(_) => return Err(Rejection::new(416, "Unsupported URI Scheme")),
         Err(_) => return Err(Rejection::new(400, "Bad Request-URI")),
     }
@@ -108,17 +111,18 @@ mod tests {
 
     #[test]
     fn schemes_and_hops() {
-        assert_eq!(validate_request(&msg(BASE), &id(), loop_hash(&msg(BASE))), Ok(()));
+        assert_eq!(validate_request(&msg(BASE), &id(), loop_hash(&msg(BASE)), false), Ok(()));
         let tel = BASE.replace("INVITE sip:bob@example.com", "INVITE tel:+15551234");
-        assert_eq!(validate_request(&msg(&tel), &id(), loop_hash(&msg(&tel))).unwrap_err().status, 416);
+        assert_eq!(validate_request(&msg(&tel), &id(), loop_hash(&msg(&tel)), false).unwrap_err().status, 416);
+        assert_eq!(validate_request(&msg(&tel), &id(), loop_hash(&msg(&tel)), true), Ok(()), "with a routing table");
         let zero = BASE.replace("Max-Forwards: 70", "Max-Forwards: 0");
-        assert_eq!(validate_request(&msg(&zero), &id(), loop_hash(&msg(&zero))).unwrap_err().status, 483);
+        assert_eq!(validate_request(&msg(&zero), &id(), loop_hash(&msg(&zero)), false).unwrap_err().status, 483);
     }
 
     #[test]
     fn proxy_require() {
         let pr = BASE.replace("Max-Forwards: 70", "Max-Forwards: 70\nProxy-Require: path, foo, bar");
-        let r = validate_request(&msg(&pr), &id(), loop_hash(&msg(&pr))).unwrap_err();
+        let r = validate_request(&msg(&pr), &id(), loop_hash(&msg(&pr)), false).unwrap_err();
         assert_eq!(r.status, 420);
         assert_eq!(r.headers, vec![("Unsupported", "foo, bar".to_owned())]);
     }
@@ -132,9 +136,9 @@ mod tests {
             "Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKa",
             &format!("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKa\nVia: SIP/2.0/UDP 192.0.2.10;branch=z9hG4bK-x1-{h}"),
         );
-        assert_eq!(validate_request(&msg(&back), &id(), loop_hash(&msg(&back))).unwrap_err().status, 482);
+        assert_eq!(validate_request(&msg(&back), &id(), loop_hash(&msg(&back)), false).unwrap_err().status, 482);
         // With a different Request-URI (e.g. retargeted), it's a spiral.
         let spiral = back.replace("INVITE sip:bob@example.com", "INVITE sip:bob@example.org");
-        assert_eq!(validate_request(&msg(&spiral), &id(), loop_hash(&msg(&spiral))), Ok(()));
+        assert_eq!(validate_request(&msg(&spiral), &id(), loop_hash(&msg(&spiral)), false), Ok(()));
     }
 }

@@ -4,6 +4,7 @@ use super::number::NumberRules;
 use crate::auth::PeerPrefix;
 use regex::{Regex, RegexBuilder};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// How the Request-URI user (a tel: URI's number) is matched.
 #[derive(Debug, Clone)]
@@ -75,7 +76,7 @@ pub enum Action {
     /// This SIP URI, resolved by RFC 3263 as any URI; the Request-URI is kept (rewritten).
     NextHop(String),
     /// Herald answers with this status and reason.
-    Reject(u16, String),
+    Reject(u16, Arc<str>),
     /// Forward by the Request-URI (herald's routing for a foreign domain).
     RequestUri,
 }

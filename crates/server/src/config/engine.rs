@@ -63,6 +63,7 @@ impl Config {
             routes: wildcard.then_some(source_routes),
             seed,
             gateways: Default::default(),
+            routing: Arc::new(super::routing::table(&self.route, &[])),
         }
     }
 

@@ -220,7 +220,7 @@ impl Route {
                 if reason.is_empty() || reason.chars().any(|c| c.is_control()) {
                     return Err(("reason", "must be a non-empty phrase without control characters".into()));
                 }
-                Ok(Action::Reject(status, reason))
+                Ok(Action::Reject(status, reason.into()))
             }
         }
     }
