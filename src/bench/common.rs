@@ -64,6 +64,11 @@ pub struct Shared {
     /// Receive times stay exact (kernel stamps). 0 (default): wake per datagram.
     #[arg(long, default_value_t = herald_bench::agent::DEFAULT_QUANTUM_US)]
     pub quantum_us: u64,
+    /// UDP port the callee agent binds (default: any free port), so that a proxy can route to it
+    /// as a fixed next hop (a gateway set's destination) instead of a registered contact.
+    /// UDP only.
+    #[arg(long)]
+    pub callee_port: Option<u16>,
 }
 
 /// How `--transport tls` connects.
@@ -181,6 +186,10 @@ impl Shared {
         o.progress = !self.quiet;
         o.seed = self.seed;
         o.quantum_us = self.quantum_us;
+        if self.callee_port.is_some() && o.transport != TransportKind::Udp {
+            return Err("--callee-port needs --transport udp".into());
+        }
+        o.callee_port = self.callee_port;
         Ok(o)
     }
 }

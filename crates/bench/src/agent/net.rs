@@ -37,7 +37,12 @@ impl Endpoint {
     /// A UDP socket bound to `ip` on a free port, with large kernel buffers so that a burst does
     /// not overflow the receive queue of the generator itself.
     pub fn udp(ip: std::net::IpAddr) -> io::Result<Endpoint> {
-        let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+        Endpoint::udp_on(SocketAddr::new(ip, 0))
+    }
+
+    /// [`Endpoint::udp`] bound to `addr` (port 0: a free one).
+    pub fn udp_on(addr: SocketAddr) -> io::Result<Endpoint> {
+        let socket = UdpSocket::bind(addr)?;
         socket.set_nonblocking(true)?;
         let s2 = socket2::SockRef::from(&socket);
         let _ = s2.set_recv_buffer_size(8 << 20);

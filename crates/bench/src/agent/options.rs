@@ -85,6 +85,9 @@ pub struct CommonOptions {
     /// many datagrams. The price: answers go out up to one quantum late (SIPp's `-timer_resol`).
     /// 0 wakes for every datagram.
     pub quantum_us: u64,
+    /// UDP port of the callee's socket (`None`: any free port): a fixed one lets a proxy name
+    /// the callee as a static next hop (a gateway set's destination, scripts/bench-gateway.sh).
+    pub callee_port: Option<u16>,
 }
 
 impl CommonOptions {
@@ -104,6 +107,7 @@ impl CommonOptions {
             progress: false,
             seed: None,
             quantum_us: DEFAULT_QUANTUM_US,
+            callee_port: None,
         }
     }
 }

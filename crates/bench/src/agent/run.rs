@@ -38,7 +38,11 @@ fn agent(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Agent, Str
     };
     let what = |e: std::io::Error| format!("{} socket to {}: {e}", opts.transport.name(), opts.target);
     let caller = open().map_err(what)?;
-    let callee = open().map_err(what)?;
+    let callee = match (opts.transport, opts.callee_port) {
+        (TransportKind::Udp, Some(port)) => Endpoint::udp_on(std::net::SocketAddr::new(opts.local_ip, port)),
+        _ => open(),
+    }
+    .map_err(what)?;
     let mut seed_rng = SmallRng::seed_from_u64(opts.seed.unwrap_or_else(|| {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
             ^ std::process::id() as u64
