@@ -206,12 +206,13 @@ fn hostile_http_clients_do_not_break_the_endpoint_or_the_server() {
     let slow = slow.join().unwrap();
     assert_eq!(status(&slow), "200", "{slow:.200}");
     assert!(slow.contains("herald_workers "), "{slow:.200}");
-    // A head that stops coming is cut off after 5 s with 408.
+    // A head that stops coming is cut off after 5 s, unanswered (hyper's header_read_timeout
+    // closes the connection; the hand-written responder before it answered 408).
     let mut silent = silent;
     silent.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     let mut answer = String::new();
-    let _ = silent.read_to_string(&mut answer);
-    assert_eq!(status(&answer), "408", "{answer:.200}");
+    let read = silent.read_to_string(&mut answer);
+    assert!(read.is_ok() && answer.is_empty(), "{read:?} {answer:.200}");
 
     // Still scraping, and SIP still served.
     fetch(&url);

@@ -48,6 +48,7 @@ pub mod dns;
 mod egress;
 mod endpoint;
 mod error;
+mod http;
 mod ingress;
 mod metrics;
 mod pem;
