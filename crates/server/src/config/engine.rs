@@ -62,7 +62,7 @@ impl Config {
             timer_c: TIMER_C,
             routes: wildcard.then_some(source_routes),
             seed,
-            gateways: Default::default(),
+            gateways: Arc::new(super::gateways::to_core(&self.gateway_set, None)),
             routing: Arc::new(super::routing::table(&self.route, &[])),
         }
     }

@@ -211,6 +211,9 @@ impl Config {
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             return fail(&["log", "level"], format!("not a log level or filter: {e}"));
         }
+        if let Err((steps, message)) = super::gateways::validate(&self.gateway_set) {
+            return Err((steps.into_iter().map(Seg::from).collect(), message));
+        }
         Ok(())
     }
 }
@@ -227,6 +230,15 @@ fn pick(text: &str, table: &str, keys: &[&str]) -> Vec<Seg> {
 enum Seg {
     Key(String),
     Index(usize),
+}
+
+impl From<super::gateways::Step> for Seg {
+    fn from(s: super::gateways::Step) -> Seg {
+        match s {
+            super::gateways::Step::Key(k) => Seg::Key(k.to_string()),
+            super::gateways::Step::Index(i) => Seg::Index(i),
+        }
+    }
 }
 
 impl Seg {

@@ -7,6 +7,7 @@
 mod auth;
 mod engine;
 mod error;
+mod gateways;
 mod load;
 mod protect;
 mod realms;
@@ -17,6 +18,13 @@ mod websocket;
 
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use error::ConfigError;
+pub use gateways::{
+    Algorithm as GatewayAlgorithm, Destination as GatewayDestination, Failover as GatewayFailover, GatewaySet,
+    Health as GatewayHealth, Probing as GatewayProbing,
+};
+/// `[[gateway_set]]` as the engine takes it, keeping the health of a previous configuration's
+/// destinations (a reload).
+pub use gateways::to_core as gateway_sets;
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
 pub use routing::Route;
 pub use schema::{

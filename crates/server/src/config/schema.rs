@@ -3,6 +3,7 @@
 //! in `load`, the translation for the engine in `engine`, realms in `realms`.
 
 use super::auth::Auth;
+use super::gateways::GatewaySet;
 use super::protect::{Flood, Overload};
 use super::routing::Route;
 use super::tls::Tls;
@@ -74,6 +75,8 @@ pub struct Config {
     pub websocket: WebSocket,
     /// `[[route]]`: the routing table, first match wins; empty: herald's default routing.
     pub route: Vec<Route>,
+    /// `[[gateway_set]]`: named sets of next hops with selection, failover and probing.
+    pub gateway_set: Vec<GatewaySet>,
 }
 
 impl Default for Config {
@@ -95,6 +98,7 @@ impl Default for Config {
             tls: Tls::default(),
             websocket: WebSocket::default(),
             route: Vec::new(),
+            gateway_set: Vec::new(),
         }
     }
 }
