@@ -85,6 +85,9 @@ pub struct Branch {
     /// A CANCEL was sent: if no final response comes within 64*T1, the branch is given up
     /// (§9.1) on its next Timer C.
     pub cancelled: bool,
+    /// A gateway attempt given up by its per-attempt timeout before it heard anything: it
+    /// counts as 408 and is no longer pending, its transaction lives on (`failover`).
+    pub abandoned: bool,
 }
 
 impl Branch {
@@ -96,11 +99,12 @@ impl Branch {
             timer_c: None,
             cancel_when_provisional: false,
             cancelled: false,
+            abandoned: false,
         }
     }
 
     pub fn is_pending(&self) -> bool {
-        !matches!(self.state, BranchState::Done(_))
+        !matches!(self.state, BranchState::Done(_)) && !self.abandoned
     }
 }
 

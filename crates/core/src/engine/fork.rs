@@ -66,6 +66,7 @@ impl Engine {
             let Some(ctx) = self.contexts.get_mut(&sid) else { return };
             ctx.branches.push(Branch::new(planned));
             let idx = ctx.branches.len() - 1;
+            self.gateway_attempt_started(now, sid, idx);
             self.launch(now, sid, idx, out);
         }
         self.advance(now, sid, out);

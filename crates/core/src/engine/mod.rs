@@ -17,6 +17,7 @@ mod config;
 mod context;
 mod decisions;
 mod delivery;
+mod failover;
 mod durable;
 mod flows;
 mod fork;
@@ -92,6 +93,8 @@ pub struct Engine {
     flows: FlowTokens,
     /// OPTIONS of herald's own in flight (`pings`).
     pings: pings::Pings,
+    /// Per-attempt timeouts and established calls of gateway sets (`failover`).
+    failover: failover::Failover,
     /// REGISTER answers waiting for their change to be durable (write-through location).
     durable: durable::DurableWaits,
 }
@@ -123,6 +126,7 @@ impl Engine {
             responses: Arc::default(),
             flows,
             pings: pings::Pings::default(),
+            failover: failover::Failover::default(),
             durable: durable::DurableWaits::default(),
         }
     }
@@ -274,6 +278,7 @@ impl SipHandler for Engine {
             self.on_timer_c(now, at, sid, idx, out);
         }
         self.ping_timeouts(now, out);
+        self.gateway_timeouts(now, out);
         self.release_durable(now, out);
         if self.next_expire.is_none_or(|t| t <= now) {
             self.store.expire(now, EXPIRE_BUDGET);
@@ -283,8 +288,10 @@ impl SipHandler for Engine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
-        [self.txs.next_timeout(), timer_c, self.next_expire, self.pings.next_deadline(), self.durable.next_deadline()]
+        let ours = [self.pings.next_deadline(), self.failover.next_deadline()];
+        [self.txs.next_timeout(), timer_c, self.next_expire, self.durable.next_deadline()]
             .into_iter()
+            .chain(ours)
             .flatten()
             .min()
     }

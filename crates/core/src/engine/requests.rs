@@ -32,6 +32,8 @@ impl Engine {
             return;
         }
         let method = msg.method();
+        // A BYE ends an established gateway call (`failover`).
+        self.gateway_call_request(&msg);
         // Built once: used for the lookup here and for the new transaction below.
         let key = ServerKey::from_request(&msg);
         // Retransmissions and the ACK for a non-2xx final go to their server transaction.

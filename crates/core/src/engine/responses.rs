@@ -92,6 +92,9 @@ impl Engine {
 
     fn on_branch_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: Message, out: &mut Vec<Output>) {
         let Some(status) = resp.status() else { return };
+        if self.gateway_response(now, sid, idx, &resp, status, out) {
+            return; // a gateway attempt given up before (`failover`)
+        }
         let Some(ctx) = self.contexts.get_mut(&sid) else {
             // The server transaction is gone: a late 2xx must still reach the caller (RFC 6026).
             if (200..300).contains(&status) {
@@ -162,7 +165,12 @@ impl Engine {
         }
         b.state = BranchState::Done(status);
         b.timer_c = None;
+        let leg = b.planned.gateway.clone();
+        let is_invite = ctx.is_invite;
         ctx.finals.push(FinalResponse { status, msg: None });
+        if let Some(leg) = leg {
+            self.gateway_attempt_failed(_now, &leg, status, is_invite);
+        }
     }
 
     /// When no branch is pending: start the next group (sequential forking) or send the best
@@ -239,7 +247,7 @@ impl Engine {
     /// one, it counts as 408.
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
         let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
-        if b.timer_c != Some(at) || !b.is_pending() {
+        if b.timer_c != Some(at) || matches!(b.state, BranchState::Done(_)) {
             return; // stale: reset by a later provisional, or the branch finished
         }
         match b.state {

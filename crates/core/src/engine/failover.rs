@@ -1,0 +1,225 @@
+//! Serial failover between the attempts of a call to a gateway set (issue 18; the plan comes
+//! from `gateway_plan`, the semantics are in `crate::gateways`). The attempts are branches of
+//! one response context, started one at a time (`fork::take_group`); this module adds what a
+//! branch to a gateway needs beyond ordinary sequential forking:
+//!
+//! * a final response that is not a failover status (486, 404, 3xx, 6xx; 2xx always) ends the
+//!   call's attempts: it goes to the caller, no further destination is tried;
+//! * the per-attempt timeout: an attempt that heard nothing at all (not even 100 Trying)
+//!   within `failover.attempt_timeout` is abandoned - counted as 408, the next attempt starts.
+//!   Its client transaction lives on: RFC 3261 §9.1 forbids a CANCEL before a provisional,
+//!   so a provisional that comes later is answered with CANCEL (and not relayed), a late 2xx is
+//!   relayed like any 2xx (§16.7 step 4, the caller sees two and ends one, as with any
+//!   forking), any other late final response is absorbed;
+//! * the destination's health: each attempt counts as a call there, failed when it ends in a
+//!   failover status, a timeout, a transport error or no route (`Health::record_call`; M in a
+//!   row take it down); a CANCEL from the caller is nobody's failure;
+//! * its active calls: an INVITE attempt counts from its start to its final response; a 2xx
+//!   makes it an established call, counted until a BYE with its Call-ID passes this engine
+//!   (the shard of the Call-ID sees every request of the dialog) or, if none ever does
+//!   (`record_route = "never"`, a lost BYE), for [`ESTABLISHED_TTL`]. At most
+//!   [`MAX_ESTABLISHED`] calls are remembered per engine: beyond, a call is counted only while
+//!   its INVITE is in flight.
+
+use super::context::BranchState;
+use super::Engine;
+use crate::gateways::{GatewayLeg, HealthState};
+use crate::io::Output;
+use crate::transaction::TxId;
+use herald_sip::{Message, Method};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an established gateway call stays counted as active without a BYE seen.
+pub const ESTABLISHED_TTL: Duration = Duration::from_secs(4 * 3600);
+/// Established gateway calls one engine remembers at most.
+pub const MAX_ESTABLISHED: usize = 65_536;
+
+/// The failover state of one engine.
+#[derive(Debug, Default)]
+pub(super) struct Failover {
+    /// Per-attempt timeouts: (deadline, server transaction, branch). Stale entries (the
+    /// attempt was answered, the context is gone) are skipped when due.
+    deadlines: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
+    /// Established gateway calls by Call-ID: the destination's health and when the call is
+    /// forgotten. Keyed by text peers choose: the std hasher (SipHash, randomly keyed).
+    established: HashMap<String, (Arc<crate::gateways::Health>, Instant)>,
+    /// (forget at, Call-ID), to expire `established` without a scan.
+    expiry: BinaryHeap<Reverse<(Instant, String)>>,
+}
+
+impl Failover {
+    /// The earliest per-attempt deadline.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
+    }
+}
+
+impl Engine {
+    /// A branch of `sid` was just created for a gateway attempt: count the call at its
+    /// destination and arm its per-attempt timeout.
+    pub(super) fn gateway_attempt_started(&mut self, now: Instant, sid: TxId, idx: usize) {
+        let Some(ctx) = self.contexts.get(&sid) else { return };
+        let Some(leg) = ctx.branches.get(idx).and_then(|b| b.planned.gateway.as_ref()) else { return };
+        let health = &leg.destination().health;
+        health.call_started();
+        if ctx.is_invite {
+            health.active_inc();
+        }
+        if let Some(t) = leg.set.failover.attempt_timeout {
+            self.failover.deadlines.push(Reverse((now + t, sid, idx)));
+        }
+    }
+
+    /// A response to a gateway attempt, before the ordinary handling (`responses`). Returns
+    /// true when it is absorbed here: anything but a 2xx to an abandoned attempt (a provisional
+    /// there gets its CANCEL now). Otherwise a final response updates the destination's health
+    /// and, when it is not a failover status, ends the call's attempts.
+    pub(super) fn gateway_response(
+        &mut self,
+        now: Instant,
+        sid: TxId,
+        idx: usize,
+        resp: &Message,
+        status: u16,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        let Some(ctx) = self.contexts.get_mut(&sid) else { return false };
+        let is_invite = ctx.is_invite;
+        let Some(b) = ctx.branches.get_mut(idx) else { return false };
+        let Some(leg) = b.planned.gateway.clone() else { return false };
+        let established = is_invite && (200..300).contains(&status);
+        if b.abandoned {
+            if status >= 300 {
+                b.state = BranchState::Done(status);
+                return true;
+            }
+            if status < 200 {
+                if is_invite && !b.cancelled && !matches!(b.state, BranchState::Done(_)) {
+                    b.state = BranchState::Proceeding;
+                    self.cancel_branch(now, sid, idx, out);
+                }
+                return true;
+            }
+            // A late 2xx is relayed (the caller must see every 2xx): the call exists after all.
+            if established && matches!(b.state, BranchState::Trying | BranchState::Proceeding) {
+                leg.destination().health.active_inc();
+                self.gateway_call_established(now, &leg, resp.call_id().unwrap_or_default());
+            }
+            return false;
+        }
+        if status < 200 || !b.is_pending() {
+            return false;
+        }
+        let fails_over = leg.set.fails_over(status);
+        if !fails_over {
+            // The destination's answer is the call's (a 500 after a 502 that failed over goes
+            // to the caller, not the 502): no further attempt, and the earlier failed
+            // attempts' responses no longer compete for best (§16.7 step 6).
+            ctx.stop_forking = true;
+            ctx.waiting.clear();
+            let freed: usize = ctx.finals.drain(..).filter_map(|f| f.msg).map(|m| m.as_bytes().len()).sum();
+            self.context_bytes -= freed;
+        }
+        attempt_ended(now, &leg, !fails_over, is_invite && !established);
+        if established {
+            self.gateway_call_established(now, &leg, resp.call_id().unwrap_or_default());
+        }
+        false
+    }
+
+    /// A gateway attempt failed without a response (`Engine::branch_failed`: Timer B/F/C, a
+    /// transport error, no route; 487 when cancelled, which is nobody's failure).
+    pub(super) fn gateway_attempt_failed(&mut self, now: Instant, leg: &GatewayLeg, status: u16, is_invite: bool) {
+        attempt_ended(now, leg, status == 487, is_invite);
+    }
+
+    /// A 2xx from a gateway attempt of an INVITE: the call is established there.
+    pub(super) fn gateway_call_established(&mut self, now: Instant, leg: &GatewayLeg, call_id: &str) {
+        let f = &mut self.failover;
+        if f.established.contains_key(call_id) || f.established.len() >= MAX_ESTABLISHED {
+            // One dialog per Call-ID counted; beyond the bound the call stops counting now.
+            leg.destination().health.active_dec();
+            return;
+        }
+        let until = now + ESTABLISHED_TTL;
+        f.established.insert(call_id.to_owned(), (leg.destination().health.clone(), until));
+        f.expiry.push(Reverse((until, call_id.to_owned())));
+    }
+
+    /// A request entering the engine: a BYE ends the established gateway call of its Call-ID.
+    pub(super) fn gateway_call_request(&mut self, msg: &Message) {
+        if self.failover.established.is_empty() || msg.method() != Some(Method::Bye) {
+            return;
+        }
+        if let Some((health, _)) = msg.call_id().ok().and_then(|id| self.failover.established.remove(id)) {
+            health.active_dec();
+        }
+    }
+
+    /// Per-attempt timeouts that are due, and established calls to forget.
+    pub(super) fn gateway_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
+        while let Some(Reverse((at, sid, idx))) = self.failover.deadlines.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.failover.deadlines.pop();
+            self.abandon_attempt(now, sid, idx, out);
+        }
+        while let Some(Reverse((at, _))) = self.failover.expiry.peek() {
+            if *at > now {
+                break;
+            }
+            let Some(Reverse((at, call_id))) = self.failover.expiry.pop() else { break };
+            if self.failover.established.get(&call_id).is_some_and(|(_, until)| *until == at) {
+                if let Some((health, _)) = self.failover.established.remove(&call_id) {
+                    health.active_dec();
+                }
+            }
+        }
+    }
+
+    /// The per-attempt timeout of branch `idx` of `sid` passed: if it heard nothing at all, it
+    /// is abandoned (module docs) and the next attempt starts.
+    fn abandon_attempt(&mut self, now: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
+        let Some(ctx) = self.contexts.get_mut(&sid) else { return };
+        let is_invite = ctx.is_invite;
+        let Some(b) = ctx.branches.get_mut(idx) else { return };
+        let Some(leg) = b.planned.gateway.clone() else { return };
+        match b.state {
+            BranchState::Trying if !b.abandoned => {
+                b.abandoned = true;
+                b.timer_c = None;
+                b.cancel_when_provisional = false;
+                ctx.finals.push(super::context::FinalResponse { status: 408, msg: None });
+                tracing::debug!(set = %leg.set.name, destination = %leg.destination().uri, "gateway attempt timed out");
+                attempt_ended(now, &leg, false, is_invite);
+            }
+            // Still looking the name up: that lookup is the attempt's failure.
+            BranchState::Resolving(_) => self.branch_failed(now, sid, idx, 408, out),
+            _ => return,
+        }
+        self.advance(now, sid, out);
+    }
+}
+
+/// The end of one attempt at `leg`'s destination: its health learns the outcome (`ok`), and an
+/// INVITE attempt that is not established (`ends_call`) stops counting as active.
+fn attempt_ended(now: Instant, leg: &GatewayLeg, ok: bool, ends_call: bool) {
+    let d = leg.destination();
+    if ends_call {
+        d.health.active_dec();
+    }
+    if let Some(state) = d.health.record_call(now, ok, &leg.set.health) {
+        if state == HealthState::Down {
+            tracing::warn!(
+                set = %leg.set.name,
+                destination = %d.uri,
+                failed_calls = leg.set.health.call_failures_down,
+                "gateway down: failed calls in a row"
+            );
+        }
+    }
+}
