@@ -14,6 +14,7 @@
 mod auth_gate;
 mod cancel;
 mod config;
+mod config_updates;
 mod context;
 mod decisions;
 mod delivery;
@@ -40,6 +41,7 @@ mod validate;
 
 pub use config::{EngineConfig, Forking, Listener, RecordRoute, SourceRoute};
 pub use hop::{hop_for, Hop};
+pub use config_updates::ConfigUpdates;
 pub use stats::ResponseStats;
 
 use crate::auth::Authenticator;
@@ -98,6 +100,8 @@ pub struct Engine {
     /// REGISTER answers waiting for their change to be durable (write-through location).
     durable: durable::DurableWaits,
 }
+    /// Where a reloaded configuration comes from, and the generation of it this engine has.
+    updates: Option<(Arc<ConfigUpdates>, u64)>,
 
 impl Engine {
     /// `index` tells engines of one process apart (the runtime's shard index): with the config's
@@ -129,6 +133,26 @@ impl Engine {
             failover: failover::Failover::default(),
             durable: durable::DurableWaits::default(),
         }
+            updates: None,
+        }
+    }
+
+    /// Takes the configuration `updates` publishes from the next call on (config reload);
+    /// transactions and contexts are kept. The timers, seed and flow-token key of the
+    /// configuration the engine was built with stay: they key state that is running.
+    pub fn with_config_updates(mut self, updates: Arc<ConfigUpdates>) -> Engine {
+        let seen = updates.generation();
+        self.updates = Some((updates, seen));
+        self
+    }
+
+    /// Switches to a newly published configuration, if any (one atomic load when none).
+    fn refresh_config(&mut self) {
+        if let Some((updates, seen)) = &mut self.updates {
+            if let Some((generation, cfg)) = updates.newer_than(*seen) {
+                *seen = generation;
+                self.cfg = cfg;
+            }
     }
 
     /// Challenges requests as `auth`'s policy says (RFC 3261 §22).
@@ -229,6 +253,7 @@ impl Engine {
 impl SipHandler for Engine {
     fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>) {
         match input {
+        self.refresh_config();
             Input::Message { from, local, msg } => {
                 // RFC-level feedback for operators (issue 15): at debug, one line per message.
                 let traced = trace::enabled().then(|| (msg.clone(), out.len()));
@@ -261,6 +286,7 @@ impl SipHandler for Engine {
 
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
         for (id, action) in self.txs.handle_timeouts(now) {
+        self.refresh_config();
             match action {
                 TxAction::Send(bytes) => {
                     if let Some(to) = self.txs.peer(id) {

@@ -476,6 +476,9 @@ mod phones;
 #[path = "tests_outbound.rs"]
 mod outbound;
 
+#[path = "tests_reload.rs"]
+mod reload;
+
 #[path = "tests_pings.rs"]
 mod pings;
 
