@@ -21,6 +21,11 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The admin endpoint (`[admin] listen`, `required = true`) could not be bound.
+    AdminBind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     /// `[tls]` material could not be used (the message names the file).
     Tls(String),
     /// A worker stopped with an error or panicked.
@@ -37,6 +42,7 @@ impl fmt::Display for ServerError {
             ServerError::Bind { addr, transport, source } => write!(f, "cannot listen on {transport} {addr}: {source}"),
             ServerError::Runtime(e) => write!(f, "cannot start worker threads: {e}"),
             ServerError::MetricsBind { addr, source } => write!(f, "cannot listen for metrics on {addr}: {source}"),
+            ServerError::AdminBind { addr, source } => write!(f, "cannot listen for the admin API on {addr}: {source}"),
             ServerError::Tls(e) => write!(f, "TLS: {e}"),
             ServerError::WorkerFailed { worker, reason } => write!(f, "worker {worker} failed: {reason}"),
         }
@@ -49,7 +55,8 @@ impl std::error::Error for ServerError {
             ServerError::Config(e) => Some(e),
             ServerError::Bind { source, .. }
             | ServerError::Runtime(source)
-            | ServerError::MetricsBind { source, .. } => Some(source),
+            | ServerError::MetricsBind { source, .. }
+            | ServerError::AdminBind { source, .. } => Some(source),
             ServerError::Tls(_) | ServerError::WorkerFailed { .. } => None,
         }
     }

@@ -39,6 +39,7 @@
 // System calls std does not wrap live in herald-sys.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 mod bind;
 pub mod config;
 mod conn_limit;

@@ -1,5 +1,6 @@
 //! Starting the workers, waiting for shutdown, draining, joining.
 
+use crate::admin::{self, AdminApi, AdminCounters};
 use crate::bind::{self, BoundAddr, WorkerSockets};
 use crate::config::{Config, ListenTransport};
 use crate::conn_limit::PerIp;
@@ -36,6 +37,8 @@ pub struct Server {
     metrics: Option<std::net::TcpListener>,
     /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
     tls: Option<Arc<TlsContext>>,
+    /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
+    admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
 }
 
 impl Server {
@@ -54,6 +57,7 @@ impl Server {
             }
             None => None,
         };
+        let admin = (admin::bind(&config.admin)?, None, Arc::default());
         let flood =
             config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
         let tls_listener = bound.iter().any(|b| matches!(b.transport, Transport::Tls | Transport::Wss));
@@ -66,7 +70,7 @@ impl Server {
         } else {
             None
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls })
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, admin })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -98,6 +102,17 @@ impl Server {
     /// How many engine shards (handlers) [`Server::run`] creates.
     pub fn shards(&self) -> usize {
         shard_count(self.workers)
+    }
+
+    /// What the admin API (`[admin]`, `herald ctl`) and SIGHUP's reload work on. Without it, the
+    /// endpoint (when configured) serves the runtime's own view only: stats and flood bans.
+    pub fn with_admin(&mut self, api: AdminApi) {
+        self.admin.1 = Some(api);
+    }
+
+    /// The admin endpoint's address (port resolved), when it listens.
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.0.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The live counters (valid before, during and after [`Server::run`]).
@@ -186,6 +201,13 @@ impl Server {
         // The endpoint runs on this thread's runtime, off the workers, until `run` returns.
         if let Some(l) = self.metrics {
             rt.spawn(endpoint::serve(l, shared.stats.clone()));
+        }
+        // The admin API and SIGHUP's reload, on this thread's runtime too.
+        if self.admin.0.is_some() || self.admin.1.is_some() {
+            let (listener, api, counters) = self.admin;
+            counters.export(&shared.stats);
+            let live = admin::Live::new(&shared, shards.clone());
+            rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
         }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);

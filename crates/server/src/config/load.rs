@@ -208,6 +208,14 @@ impl Config {
         if let Err((i, leaf, message)) = super::routing::check(&self.route, &[]) {
             return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
         }
+        if let Some((at, message)) = self.admin.problems() {
+            let mut path = vec![Seg::Key("admin".into())];
+            if let Some(i) = at.token {
+                path.extend([Seg::Key("token".into()), Seg::Index(i)]);
+            }
+            path.push(Seg::Key(at.key.into()));
+            return Err((path, message));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             return fail(&["log", "level"], format!("not a log level or filter: {e}"));
         }

@@ -4,6 +4,7 @@
 //! lists every key with its default. Loading ([`Config::load`], [`Config::from_toml`]) reports
 //! every error as `FILE:LINE: key 'a.b.c': message`.
 
+mod admin;
 mod auth;
 mod engine;
 mod error;
@@ -11,11 +12,13 @@ mod gateways;
 mod load;
 mod protect;
 mod realms;
+mod reload;
 mod routing;
 mod schema;
 mod tls;
 mod websocket;
 
+pub use admin::{Admin, AdminKey, AdminToken};
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use error::ConfigError;
 pub use gateways::{

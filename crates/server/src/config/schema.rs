@@ -2,6 +2,7 @@
 //! sections, every field defaulted and documented, and the built-in configuration. Loading is
 //! in `load`, the translation for the engine in `engine`, realms in `realms`.
 
+use super::admin::Admin;
 use super::auth::Auth;
 use super::gateways::GatewaySet;
 use super::protect::{Flood, Overload};
@@ -30,6 +31,12 @@ level = "info"
 enabled = true
 register = true
 local_callers = true
+
+# The admin endpoint `herald ctl` talks to (JSON-RPC over HTTP), on loopback only. When the
+# port is taken (another herald), herald serves without it and says so.
+[admin]
+listen = "127.0.0.1:5090"
+required = false
 "#;
 
 /// The whole configuration file.
@@ -73,6 +80,8 @@ pub struct Config {
     pub tls: Tls,
     /// SIP over WebSocket (RFC 7118): upgrade, origins, keep-alive pings.
     pub websocket: WebSocket,
+    /// The admin endpoint (JSON-RPC 2.0 over HTTP) that `herald ctl` talks to.
+    pub admin: Admin,
     /// `[[route]]`: the routing table, first match wins; empty: herald's default routing.
     pub route: Vec<Route>,
     /// `[[gateway_set]]`: named sets of next hops with selection, failover and probing.
@@ -97,6 +106,7 @@ impl Default for Config {
             overload: Overload::default(),
             tls: Tls::default(),
             websocket: WebSocket::default(),
+            admin: Admin::default(),
             route: Vec::new(),
             gateway_set: Vec::new(),
         }
@@ -437,7 +447,7 @@ pub struct Metrics {
 }
 
 /// `""` → `None`, `"IP:PORT"` → `Some`.
-fn optional_socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+pub(super) fn optional_socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
     let s = String::deserialize(d)?;
     if s.trim().is_empty() {
         return Ok(None);

@@ -32,9 +32,11 @@
 
 mod account;
 mod expiring;
+mod listing;
 mod prefix;
 
 pub use crate::config::FloodSettings;
+pub use listing::{Hold, HoldKind};
 
 use super::window::{Count, SlidingCounts};
 use account::{Accounts, Outcome};

@@ -81,6 +81,15 @@ impl<K: Hash + Eq + Ord + Copy, V> Expiring<K, V> {
     pub(super) fn live(&self, now: Instant) -> usize {
         self.by_expiry.iter().rev().take_while(|(until, _)| *until > now).count()
     }
+
+    /// The entries live at `now` with their expiry, latest expiry first (the admin listing).
+    pub(super) fn iter_live(&self, now: Instant) -> impl Iterator<Item = (&K, Instant, &V)> + '_ {
+        self.by_expiry
+            .iter()
+            .rev()
+            .take_while(move |(until, _)| *until > now)
+            .filter_map(|(until, k)| self.entries.get(k).map(|(_, v)| (k, *until, v)))
+    }
 }
 
 #[cfg(test)]

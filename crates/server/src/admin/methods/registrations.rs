@@ -1,0 +1,251 @@
+//! `registrations.list`, `.show`, `.remove`: the location store as an operator sees it.
+//!
+//! A listing pages through the store's incremental scan (`LocationStore::scan`: one shard's read
+//! lock per page, held only while the page is copied), so listing 1,000,000 bindings delays no
+//! REGISTER by more than a page. The scan position is kept here, under an opaque cursor handed
+//! to the client, and bounded: at most [`MAX_OPEN`] listings, each forgotten [`IDLE`] after its
+//! last page (a client that stops half-way costs nothing lasting).
+
+use super::{limit, Methods};
+use crate::admin::caller::Caller;
+use crate::admin::rpc::{params, Call, RpcError, UNAVAILABLE};
+use herald_core::{Location, Peer};
+use herald_sip::uri::SipUri;
+use herald_store::{Aor, Binding, ScanCursor};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Listings open at once; opening one more forgets the one idle longest.
+const MAX_OPEN: usize = 32;
+/// A listing not continued for this long is forgotten.
+const IDLE: Duration = Duration::from_secs(300);
+/// AoRs read per scan step (one shard read lock each).
+const PAGE_AORS: usize = 256;
+/// How long one call may scan for matches before it answers with what it has (a filter that
+/// matches little must not hold the admin endpoint's thread).
+const CALL_BUDGET: Duration = Duration::from_millis(20);
+const DEFAULT_LIMIT: usize = 1000;
+const MAX_LIMIT: usize = 10_000;
+
+/// Open listings by cursor.
+#[derive(Default)]
+pub(super) struct Listings {
+    open: Mutex<HashMap<u64, Listing>>,
+    /// Keys the cursor numbers, so a cursor cannot be guessed from another.
+    keys: RandomState,
+    next: std::sync::atomic::AtomicU64,
+}
+
+struct Listing {
+    at: ScanCursor,
+    filter: Filter,
+    touched: Instant,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Filter {
+    /// The AoR key (`user@host`) starts with this.
+    prefix: Option<String>,
+    /// The AoR's user part is exactly this.
+    user: Option<String>,
+}
+
+impl Filter {
+    fn matches(&self, aor: &str) -> bool {
+        let user = aor.rsplit_once('@').map_or(aor, |(u, _)| u);
+        self.prefix.as_deref().is_none_or(|p| aor.starts_with(p)) && self.user.as_deref().is_none_or(|u| u == user)
+    }
+}
+
+impl Listings {
+    /// The listing of `cursor`, taken out (it is put back with its new position).
+    fn take(&self, cursor: &str, now: Instant) -> Option<Listing> {
+        let id = u64::from_str_radix(cursor, 16).ok()?;
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.retain(|_, l| now.duration_since(l.touched) < IDLE);
+        open.remove(&id)
+    }
+
+    fn put(&self, listing: Listing) -> String {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self.keys.hash_one(n);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.len() >= MAX_OPEN {
+            if let Some(oldest) = open.iter().min_by_key(|(_, l)| l.touched).map(|(k, _)| *k) {
+                open.remove(&oldest);
+            }
+        }
+        open.insert(id, listing);
+        format!("{id:016x}")
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    prefix: Option<String>,
+    user: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn store(m: &Methods) -> Result<&Location, RpcError> {
+    m.api.store.as_deref().ok_or_else(|| RpcError::new(UNAVAILABLE, "no location store"))
+}
+
+/// `{registrations: [...], cursor}`: up to `limit` bindings (a page ends with whole AoRs, so
+/// it may hold up to `max_bindings_per_aor - 1` more), and the cursor to continue with, `null`
+/// when the store has been gone through. A page may be short, even empty, with a cursor: the
+/// call's time budget ran out while a filter skipped AoRs.
+pub(super) fn list(m: &Methods, call: &Call) -> Result<Value, RpcError> {
+    let p: ListParams = params(call)?;
+    let store = store(m)?;
+    let want = limit(p.limit, DEFAULT_LIMIT, MAX_LIMIT)?;
+    let started = Instant::now();
+    let mut listing = match &p.cursor {
+        Some(c) => {
+            if p.prefix.is_some() || p.user.is_some() {
+                return Err(RpcError::params("a cursor continues a listing: give it without prefix or user"));
+            }
+            m.listings
+                .take(c, started)
+                .ok_or_else(|| RpcError::params(format!("unknown or expired cursor '{c}': start the listing again")))?
+        }
+        None => {
+            let prefix = p.prefix.map(|s| strip_scheme(&s).to_string());
+            Listing { at: ScanCursor::START, filter: Filter { prefix, user: p.user }, touched: started }
+        }
+    };
+    let mut out: Vec<Value> = Vec::new();
+    let mut next = Some(listing.at);
+    while let Some(at) = next {
+        if out.len() >= want || started.elapsed() >= CALL_BUDGET {
+            break;
+        }
+        let now = Instant::now();
+        let page = (want - out.len()).clamp(1, PAGE_AORS);
+        next = store.scan(at, page, now, |aor| {
+            let key = aor.aor().to_string();
+            if listing.filter.matches(&key) {
+                out.extend(aor.live().map(|b| binding(&key, b, aor.expires_in(b))));
+            }
+        });
+    }
+    let cursor = next.map(|at| {
+        listing.at = at;
+        listing.touched = Instant::now();
+        m.listings.put(listing)
+    });
+    Ok(json!({ "registrations": out, "cursor": cursor }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AorParams {
+    aor: String,
+}
+
+/// `{aor, bindings: [...]}`; an AoR with no binding is an error (nothing to show).
+pub(super) fn show(m: &Methods, call: &Call) -> Result<Value, RpcError> {
+    let p: AorParams = params(call)?;
+    let store = store(m)?;
+    let aor = parse_aor(&p.aor, m.api.use_domain)?;
+    let now = Instant::now();
+    let bindings = store.lookup(&aor, now);
+    if bindings.is_empty() {
+        return Err(RpcError::not_found(format!("no bindings for '{aor}'")));
+    }
+    let key = aor.to_string();
+    let list: Vec<Value> = bindings.iter().map(|b| binding(&key, b, store.expires_in(b, now))).collect();
+    Ok(json!({ "aor": key, "bindings": list }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveParams {
+    aor: String,
+    contact: Option<String>,
+}
+
+/// `{aor, removed}`. The store journals the removal, so a durable store forgets it too. An AoR
+/// without bindings, or a contact it does not hold, is an error and changes nothing.
+pub(super) fn remove(m: &Methods, _who: &Caller, call: &Call) -> Result<Value, RpcError> {
+    let p: RemoveParams = params(call)?;
+    let store = store(m)?;
+    let aor = parse_aor(&p.aor, m.api.use_domain)?;
+    let now = Instant::now();
+    if store.lookup(&aor, now).is_empty() {
+        return Err(RpcError::not_found(format!("no bindings for '{aor}'")));
+    }
+    let removed = match &p.contact {
+        Some(contact) => {
+            let removed = store.remove_binding(&aor, contact, now);
+            if removed.count == 0 {
+                return Err(RpcError::not_found(format!("'{aor}' has no binding with contact '{contact}'")));
+            }
+            removed.count
+        }
+        None => store.remove_aor(&aor, now).count,
+    };
+    Ok(json!({ "aor": aor.to_string(), "removed": removed }))
+}
+
+/// An AoR as an operator types it: `sip:alice@example.com`, `sips:...` or `alice@example.com`,
+/// keyed as the registrar keys a REGISTER's To (RFC 3261 §10.3 step 5).
+fn parse_aor(text: &str, use_domain: bool) -> Result<Aor, RpcError> {
+    let text = text.trim();
+    let uri =
+        if text.starts_with("sip:") || text.starts_with("sips:") { text.to_string() } else { format!("sip:{text}") };
+    let parsed = SipUri::parse(uri.as_bytes())
+        .map_err(|e| RpcError::params(format!("'{text}' is not an address-of-record (user@domain): {e}")))?;
+    if parsed.user.is_none() {
+        return Err(RpcError::params(format!("'{text}' has no user part: an AoR is user@domain")));
+    }
+    Ok(Aor::of_served_user(&parsed, use_domain))
+}
+
+fn strip_scheme(s: &str) -> &str {
+    s.strip_prefix("sips:").or_else(|| s.strip_prefix("sip:")).unwrap_or(s)
+}
+
+fn binding(aor: &str, b: &Binding<Peer>, expires_in: u32) -> Value {
+    json!({
+        "aor": aor,
+        "contact": &*b.contact,
+        "expires_in": expires_in,
+        "q": b.q.map(|q| f64::from(q) / 1000.0),
+        "source": format!("{}:{}", b.source.transport, b.source.addr),
+        "call_id": &*b.call_id,
+        "cseq": b.cseq,
+        "instance": b.instance.as_deref(),
+        "reg_id": b.reg_id.map(|r| r.get()),
+        "path": b.path.as_deref(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_match_prefix_and_user() {
+        let f = Filter { prefix: Some("al".into()), user: None };
+        assert!(f.matches("alice@example.com") && !f.matches("bob@example.com"));
+        let f = Filter { prefix: None, user: Some("bob".into()) };
+        assert!(f.matches("bob@example.com") && !f.matches("bobby@example.com"));
+        assert!(Filter::default().matches("anything"));
+    }
+
+    #[test]
+    fn aors_are_typed_with_or_without_scheme() {
+        let a = parse_aor("sip:Alice@Example.COM:5060", true).unwrap();
+        assert_eq!(a, parse_aor("Alice@example.com", true).unwrap());
+        assert_eq!(a.to_string(), "Alice@example.com");
+        assert!(parse_aor("example.com", true).is_err(), "no user");
+        assert!(parse_aor("a b@@", true).is_err());
+    }
+}

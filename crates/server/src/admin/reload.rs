@@ -1,0 +1,224 @@
+//! Reloading the configuration while serving (`herald ctl reload`, SIGHUP): the file is loaded
+//! and validated exactly as at start (`Config::load`); a file that does not load is refused with
+//! its error (file, line, key) and nothing changes. A change to a setting that is fixed while
+//! herald runs (sockets, workers, sizes of tables, the registrar's and authenticator's
+//! settings) is refused as a whole, naming the sections: herald never applies half a file.
+//!
+//! What a reload applies, without dropping a call:
+//! * `domains`, `aliases`, `[proxy]`, `[[route]]`, `[[gateway_set]]`: a new engine configuration
+//!   that every engine takes at its next call (`herald_core::engine::ConfigUpdates`), keeping
+//!   its transactions; a gateway destination whose set name and URI stay keeps its health.
+//! * `[[admin.token]]`: the tokens in force (a token can be rotated without a restart).
+//!
+//! The users of `[auth] users_file` need no reload: the file is watched, and `users.*` of the
+//! admin API put a change in use at once.
+
+use super::caller::{Caller, Tokens};
+use super::rpc::{RpcError, REFUSED};
+use crate::config::{Config, Listen};
+use herald_core::engine::{ConfigUpdates, EngineConfig};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// Builds the engine configuration of a reloaded file, given the one in use (gateway health is
+/// carried over from it).
+pub type BuildEngineConfig = dyn Fn(&Config, &EngineConfig) -> EngineConfig + Send + Sync;
+
+/// Reloads one configuration file into a running herald.
+pub struct Reloader {
+    /// The `--config` file; `None` when herald runs on the built-in configuration.
+    path: Option<PathBuf>,
+    /// The configuration in force (as loaded, with the command line's listeners).
+    running: Mutex<Config>,
+    /// `herald serve --listen ...` replaced the file's listeners: a reload keeps them.
+    listen_override: Option<Vec<Listen>>,
+    engine: Arc<ConfigUpdates>,
+    build: Box<BuildEngineConfig>,
+    /// The admin endpoint's tokens, once it serves.
+    tokens: OnceLock<Arc<Tokens>>,
+}
+
+impl Reloader {
+    /// `running` is the configuration herald started with (after command-line overrides);
+    /// `engine` is what the engines take new configurations from; `build` makes one.
+    pub fn new(
+        path: Option<PathBuf>,
+        running: Config,
+        engine: Arc<ConfigUpdates>,
+        build: impl Fn(&Config, &EngineConfig) -> EngineConfig + Send + Sync + 'static,
+    ) -> Reloader {
+        Reloader {
+            path,
+            running: Mutex::new(running),
+            listen_override: None,
+            engine,
+            build: Box::new(build),
+            tokens: OnceLock::new(),
+        }
+    }
+
+    /// The listeners given on the command line, which replace the file's at every reload too.
+    pub fn with_listen_override(mut self, listen: Vec<Listen>) -> Reloader {
+        self.listen_override = Some(listen);
+        self
+    }
+
+    /// The engine configuration in force (gateway sets included).
+    pub fn engine(&self) -> Arc<EngineConfig> {
+        self.engine.latest()
+    }
+
+    pub(crate) fn set_tokens(&self, tokens: Arc<Tokens>) {
+        let _ = self.tokens.set(tokens);
+    }
+
+    /// Loads, checks and applies the file; `{changed: [...]}` on success. On any error nothing
+    /// has changed. Logged with `who`.
+    pub fn reload(&self, who: &Caller) -> Result<Value, RpcError> {
+        let outcome = self.try_reload();
+        match &outcome {
+            Ok(v) => tracing::info!(%who, changed = %v["changed"], "configuration reloaded"),
+            Err(e) => tracing::warn!(%who, error = %e.message, "configuration not reloaded; nothing changed"),
+        }
+        outcome
+    }
+
+    fn try_reload(&self) -> Result<Value, RpcError> {
+        let Some(path) = &self.path else {
+            return Err(RpcError::new(
+                REFUSED,
+                "herald runs on its built-in configuration (no --config): nothing to reload",
+            ));
+        };
+        let mut new = Config::load(path).map_err(|e| {
+            RpcError::new(REFUSED, format!("not reloaded, nothing changed: {e}")).with_data(json!({
+                "file": e.file, "line": e.line, "key": e.key, "message": e.message,
+            }))
+        })?;
+        if let Some(listen) = &self.listen_override {
+            new.listen = listen.clone();
+        }
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let fixed = needs_restart(&running, &new);
+        if !fixed.is_empty() {
+            return Err(RpcError::new(
+                REFUSED,
+                format!(
+                    "not reloaded, nothing changed: {} cannot change while herald runs; restart herald to apply",
+                    fixed.join(", ")
+                ),
+            )
+            .with_data(json!({ "restart": fixed })));
+        }
+        let changed = changes(&running, &new);
+        if changed.contains(&"admin.token") {
+            // Checked by Config::load; an unreadable token file since then refuses the reload.
+            let secrets = new.admin.secrets().map_err(|(_, m)| RpcError::new(REFUSED, format!("not reloaded: {m}")))?;
+            if let Some(t) = self.tokens.get() {
+                t.replace(secrets);
+            }
+        }
+        if changed.iter().any(|c| *c != "admin.token") {
+            let next = (self.build)(&new, &self.engine.latest());
+            self.engine.publish(Arc::new(next));
+        }
+        *running = new;
+        Ok(json!({ "changed": changed, "generation": self.engine.generation() }))
+    }
+}
+
+/// The reloadable sections that differ.
+fn changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut check = |differs: bool, name: &'static str| {
+        if differs {
+            out.push(name);
+        }
+    };
+    check(old.domains != new.domains, "domains");
+    check(old.aliases != new.aliases, "aliases");
+    check(old.proxy != new.proxy, "proxy");
+    check(old.route != new.route, "route");
+    check(old.gateway_set != new.gateway_set, "gateway_set");
+    check(old.admin.token != new.admin.token, "admin.token");
+    out
+}
+
+/// The sections that differ and cannot change while herald runs.
+fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    // `new` with every reloadable section put back as it was: whatever still differs is fixed.
+    let mut probe = new.clone();
+    probe.domains = old.domains.clone();
+    probe.aliases = old.aliases.clone();
+    probe.proxy = old.proxy.clone();
+    probe.route = old.route.clone();
+    probe.gateway_set = old.gateway_set.clone();
+    probe.admin.token = old.admin.token.clone();
+    let mut out = Vec::new();
+    // The realms challenges name follow the domains when `[auth] realm` is empty; the
+    // authenticator's realms are fixed while it runs.
+    if old.challenge_realms() != new.challenge_realms() {
+        out.push("auth (the realms, which follow domains)");
+    }
+    if probe == *old {
+        return out;
+    }
+    macro_rules! fixed {
+        ($($field:ident $(. $sub:ident)?),* $(,)?) => {
+            $(if probe.$field$(.$sub)? != old.$field$(.$sub)? {
+                out.push(concat!(stringify!($field) $(, ".", stringify!($sub))?));
+            })*
+        };
+    }
+    fixed!(
+        server,
+        listen,
+        timers,
+        registrar,
+        limits,
+        log,
+        auth,
+        metrics,
+        flood,
+        overload,
+        tls,
+        websocket,
+        admin.listen,
+        admin.required,
+        admin.max_body_bytes,
+    );
+    if out.is_empty() {
+        out.push("a section that is read only at start");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        Config::from_toml(text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn reloadable_sections_are_told_apart_from_fixed_ones() {
+        let old = cfg("domains = [\"a.example\"]\n[auth]\nrealm = \"r\"\n");
+        let new =
+            cfg("domains = [\"a.example\", \"b.example\"]\n[auth]\nrealm = \"r\"\n[proxy]\nforking = \"sequential\"\n");
+        assert_eq!(needs_restart(&old, &new), Vec::<&str>::new());
+        assert_eq!(changes(&old, &new), vec!["domains", "proxy"]);
+        let fixed =
+            cfg("domains = [\"a.example\"]\n[auth]\nrealm = \"r\"\n[server]\nworkers = 3\n[timers]\nt1_ms = 400\n");
+        assert_eq!(needs_restart(&old, &fixed), vec!["server", "timers"]);
+        assert_eq!(needs_restart(&old, &old.clone()), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn domains_that_move_the_realms_need_a_restart() {
+        let old = cfg("domains = [\"a.example\"]\n");
+        let new = cfg("domains = [\"b.example\"]\n");
+        assert_eq!(needs_restart(&old, &new), vec!["auth (the realms, which follow domains)"]);
+    }
+}
