@@ -49,6 +49,7 @@ pub mod dns;
 mod egress;
 mod endpoint;
 mod error;
+pub mod gateways;
 mod http;
 mod ingress;
 mod metrics;
