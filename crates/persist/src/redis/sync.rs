@@ -248,6 +248,9 @@ impl Task {
         while let Some(c) = cursor {
             let mut aors: Vec<Aor> = Vec::with_capacity(BATCH);
             cursor = self.store.scan(c, BATCH, Instant::now(), |ab| aors.push(ab.aor().clone()));
+            if aors.is_empty() {
+                continue;
+            }
             let mut pipe = redis::pipe();
             for aor in &aors {
                 pipe.cmd("EXISTS").arg(self.key(aor));
