@@ -17,45 +17,17 @@
 //! * its active calls: an INVITE attempt counts from its start to its final response; a 2xx
 //!   makes it an established call, counted until a BYE with its Call-ID passes this engine
 //!   (the shard of the Call-ID sees every request of the dialog) or, if none ever does
-//!   (`record_route = "never"`, a lost BYE), for [`ESTABLISHED_TTL`]. At most
-//!   [`MAX_ESTABLISHED`] calls are remembered per engine: beyond, a call is counted only while
+//!   (`record_route = "never"`, a lost BYE), for `gateway_calls::ESTABLISHED_TTL` (4 h). At
+//!   most `gateway_calls::MAX_ESTABLISHED` (65536) are remembered per engine: beyond, a call is counted only while
 //!   its INVITE is in flight.
 
-use super::context::BranchState;
+use super::context::{BranchState, FinalResponse};
 use super::Engine;
 use crate::gateways::{GatewayLeg, HealthState};
 use crate::io::Output;
 use crate::transaction::TxId;
 use herald_sip::{Message, Method};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// How long an established gateway call stays counted as active without a BYE seen.
-pub const ESTABLISHED_TTL: Duration = Duration::from_secs(4 * 3600);
-/// Established gateway calls one engine remembers at most.
-pub const MAX_ESTABLISHED: usize = 65_536;
-
-/// The failover state of one engine.
-#[derive(Debug, Default)]
-pub(super) struct Failover {
-    /// Per-attempt timeouts: (deadline, server transaction, branch). Stale entries (the
-    /// attempt was answered, the context is gone) are skipped when due.
-    deadlines: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
-    /// Established gateway calls by Call-ID: the destination's health and when the call is
-    /// forgotten. Keyed by text peers choose: the std hasher (SipHash, randomly keyed).
-    established: HashMap<String, (Arc<crate::gateways::Health>, Instant)>,
-    /// (forget at, Call-ID), to expire `established` without a scan.
-    expiry: BinaryHeap<Reverse<(Instant, String)>>,
-}
-
-impl Failover {
-    /// The earliest per-attempt deadline.
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
-    }
-}
+use std::time::Instant;
 
 impl Engine {
     /// A branch of `sid` was just created for a gateway attempt: count the call at its
@@ -69,7 +41,7 @@ impl Engine {
             health.active_inc();
         }
         if let Some(t) = leg.set.failover.attempt_timeout {
-            self.failover.deadlines.push(Reverse((now + t, sid, idx)));
+            self.gateway_calls.arm(now + t, sid, idx);
         }
     }
 
@@ -138,47 +110,29 @@ impl Engine {
 
     /// A 2xx from a gateway attempt of an INVITE: the call is established there.
     pub(super) fn gateway_call_established(&mut self, now: Instant, leg: &GatewayLeg, call_id: &str) {
-        let f = &mut self.failover;
-        if f.established.contains_key(call_id) || f.established.len() >= MAX_ESTABLISHED {
+        let health = &leg.destination().health;
+        if !self.gateway_calls.established(now, call_id, health) {
             // One dialog per Call-ID counted; beyond the bound the call stops counting now.
-            leg.destination().health.active_dec();
-            return;
+            health.active_dec();
         }
-        let until = now + ESTABLISHED_TTL;
-        f.established.insert(call_id.to_owned(), (leg.destination().health.clone(), until));
-        f.expiry.push(Reverse((until, call_id.to_owned())));
     }
 
     /// A request entering the engine: a BYE ends the established gateway call of its Call-ID.
     pub(super) fn gateway_call_request(&mut self, msg: &Message) {
-        if self.failover.established.is_empty() || msg.method() != Some(Method::Bye) {
+        if msg.method() != Some(Method::Bye) {
             return;
         }
-        if let Some((health, _)) = msg.call_id().ok().and_then(|id| self.failover.established.remove(id)) {
+        if let Some(health) = msg.call_id().ok().and_then(|id| self.gateway_calls.ended(id)) {
             health.active_dec();
         }
     }
 
     /// Per-attempt timeouts that are due, and established calls to forget.
     pub(super) fn gateway_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
-        while let Some(Reverse((at, sid, idx))) = self.failover.deadlines.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.failover.deadlines.pop();
+        while let Some((sid, idx)) = self.gateway_calls.pop_due(now) {
             self.abandon_attempt(now, sid, idx, out);
         }
-        while let Some(Reverse((at, _))) = self.failover.expiry.peek() {
-            if *at > now {
-                break;
-            }
-            let Some(Reverse((at, call_id))) = self.failover.expiry.pop() else { break };
-            if self.failover.established.get(&call_id).is_some_and(|(_, until)| *until == at) {
-                if let Some((health, _)) = self.failover.established.remove(&call_id) {
-                    health.active_dec();
-                }
-            }
-        }
+        self.gateway_calls.expire(now);
     }
 
     /// The per-attempt timeout of branch `idx` of `sid` passed: if it heard nothing at all, it
@@ -193,7 +147,7 @@ impl Engine {
                 b.abandoned = true;
                 b.timer_c = None;
                 b.cancel_when_provisional = false;
-                ctx.finals.push(super::context::FinalResponse { status: 408, msg: None });
+                ctx.finals.push(FinalResponse { status: 408, msg: None });
                 tracing::debug!(set = %leg.set.name, destination = %leg.destination().uri, "gateway attempt timed out");
                 attempt_ended(now, &leg, false, is_invite);
             }

@@ -18,14 +18,16 @@ mod config_updates;
 mod context;
 mod decisions;
 mod delivery;
-mod failover;
 mod durable;
+mod failover;
 mod flows;
 mod fork;
 mod forward_edits;
+mod gateway_calls;
 mod gateway_plan;
 mod hop;
 mod local_answers;
+mod ping_table;
 mod pings;
 mod record_route;
 mod requests;
@@ -94,9 +96,9 @@ pub struct Engine {
     /// keyed from the config's seed: every shard reads every other's.
     flows: FlowTokens,
     /// OPTIONS of herald's own in flight (`pings`).
-    pings: pings::Pings,
-    /// Per-attempt timeouts and established calls of gateway sets (`failover`).
-    failover: failover::Failover,
+    pings: ping_table::Pings,
+    /// Gateway attempts' timeouts and established calls (`gateway_calls`, driven by `failover`).
+    gateway_calls: gateway_calls::GatewayCalls,
     /// REGISTER answers waiting for their change to be durable (write-through location).
     durable: durable::DurableWaits,
 }
@@ -129,8 +131,8 @@ impl Engine {
             auth: None,
             responses: Arc::default(),
             flows,
-            pings: pings::Pings::default(),
-            failover: failover::Failover::default(),
+            pings: ping_table::Pings::default(),
+            gateway_calls: gateway_calls::GatewayCalls::default(),
             durable: durable::DurableWaits::default(),
         }
             updates: None,
@@ -314,7 +316,7 @@ impl SipHandler for Engine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
-        let ours = [self.pings.next_deadline(), self.failover.next_deadline()];
+        let ours = [self.pings.next_deadline(), self.gateway_calls.next_deadline()];
         [self.txs.next_timeout(), timer_c, self.next_expire, self.durable.next_deadline()]
             .into_iter()
             .chain(ours)

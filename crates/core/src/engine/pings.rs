@@ -5,7 +5,7 @@
 
 use super::hop::{hop_for, Hop};
 use super::Engine;
-use crate::hash::{fnv1a_parts, IdMap};
+use crate::hash::fnv1a_parts;
 use crate::io::{Output, Resolution};
 use crate::peer::{Peer, Transport};
 use crate::ping::{Ping, PingOutcome, PingTarget, MAX_PINGS_IN_FLIGHT};
@@ -14,48 +14,9 @@ use crate::transaction::{TuEvent, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
-
-/// The pings of one engine.
-#[derive(Debug, Default)]
-pub(super) struct Pings {
-    /// Client transaction → the ping's token; `None` once its outcome was reported (the
-    /// transaction lives on to absorb retransmitted responses).
-    by_tx: IdMap<TxId, Option<u64>>,
-    /// DNS token → (ping token, ping), while its target's name is looked up.
-    resolving: IdMap<u64, (u64, Ping)>,
-    /// Pings' own deadlines (shorter than Timer F); stale entries are skipped.
-    deadlines: BinaryHeap<Reverse<(Instant, TxId)>>,
-}
-
-impl Pings {
-    /// Whether client transaction `id` is a ping's.
-    pub(super) fn owns(&self, id: TxId) -> bool {
-        self.by_tx.contains_key(&id)
-    }
-
-    /// Whether DNS token `token` is a ping's lookup.
-    pub(super) fn is_resolving(&self, token: u64) -> bool {
-        self.resolving.contains_key(&token)
-    }
-
-    /// The pings' client transactions (for a transport error towards their peer).
-    pub(super) fn transactions(&self) -> impl Iterator<Item = TxId> + '_ {
-        self.by_tx.keys().copied()
-    }
-
-    /// The earliest ping deadline.
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((at, _))| *at)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.by_tx.values().filter(|t| t.is_some()).count() + self.resolving.len()
-    }
-}
 
 impl Engine {
     /// `Input::Ping`: sends the OPTIONS, or reports at once why it cannot.
@@ -79,7 +40,7 @@ impl Engine {
         self.send_ping(now, token, &ping, to, out);
     }
 
-    /// The answer to a ping's DNS lookup (the caller checked [`Pings::is_resolving`]).
+    /// The answer to a ping's DNS lookup (the caller checked `Pings::is_resolving`).
     pub(super) fn on_ping_resolved(&mut self, now: Instant, dns: u64, result: Resolution, out: &mut Vec<Output>) {
         let Some((token, ping)) = self.pings.resolving.remove(&dns) else { return };
         match result {
@@ -132,7 +93,7 @@ impl Engine {
         }
     }
 
-    /// An event of a ping's client transaction (the caller checked [`Pings::owns`]).
+    /// An event of a ping's client transaction (the caller checked `Pings::owns`).
     pub(super) fn on_ping_event(&mut self, id: TxId, event: TuEvent, out: &mut Vec<Output>) {
         let outcome = match event {
             TuEvent::Response(resp) => match resp.status() {

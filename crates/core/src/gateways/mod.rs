@@ -21,8 +21,8 @@
 //! * `least_active`: fewest active calls first, round-robin among equals. Active calls of a
 //!   destination: INVITE attempts sent there that have no final response yet, plus calls
 //!   established through it (2xx) that this herald has not yet seen end (a BYE through its
-//!   Record-Route, or the set's limit on how long a call is remembered). Non-INVITE requests
-//!   are not counted.
+//!   Record-Route, or 4 hours without one: `record_route = "never"` or a lost BYE).
+//!   Non-INVITE requests are not counted.
 //!
 //! **Failover** ([`FailoverPolicy`]): an attempt answered with a failover status (default 408
 //! and 503; configurable, e.g. 500, 502, 504), or not answered (Timer B/F, a transport error,

@@ -61,7 +61,8 @@ impl Gateways {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateways::{Algorithm, Destination, Health, HealthState};
+    use crate::gateways::health::{Health, HealthState};
+    use crate::gateways::set::{Algorithm, Destination};
     use std::time::Instant;
 
     fn set(name: &str, uris: &[&str]) -> GatewaySet {

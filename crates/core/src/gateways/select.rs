@@ -82,7 +82,8 @@ fn mix(mut z: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateways::{Destination, Health, HealthState};
+    use crate::gateways::health::{Health, HealthState};
+    use crate::gateways::set::Destination;
     use std::sync::Arc;
     use std::time::Instant;
 
