@@ -137,7 +137,7 @@ fn counts_and_timings_per_type_and_transport() {
     assert_eq!(delta(&before, &after, "herald_service_seconds_count", &options), 27.0);
     for family in ["herald_queue_wait_seconds", "herald_service_seconds"] {
         let sum = delta(&before, &after, &format!("{family}_sum"), &options);
-        let sq = delta(&before, &after, &format!("{family}_squared_sum"), &options);
+        let sq = delta(&before, &after, &format!("{family}_squared_sum_total"), &options);
         assert!(sum > 0.0 && sq > 0.0, "{family}: sum {sum}, squares {sq}");
         assert!(sum < 20.0, "{family}: {sum} s is not a plausible total for 27 messages");
         let inf = after.get(&format!("{family}_bucket"), &[("type", "OPTIONS"), ("le", "+Inf")]);

@@ -231,7 +231,8 @@ fn parse_value(v: &str) -> Option<f64> {
 
 /// What herald saw between two scrapes: per message type (`type` label), the count and the
 /// moments of queue wait and service time computed from the changes of `_count`, `_sum` and
-/// `_squared_sum`; the socket drops; the workers gauge of `after`.
+/// `_squared_sum_total` (`_squared_sum` before herald's exposition became OpenMetrics, whose
+/// counters end in `_total`); the socket drops; the workers gauge of `after`.
 pub fn window(before: &Scrape, after: &Scrape) -> ServerMetrics {
     let delta = |name: &str, labels: &[(&str, &str)]| (after.sum(name, labels) - before.sum(name, labels)).max(0.0);
     let mut m = ServerMetrics {
@@ -245,9 +246,13 @@ pub fn window(before: &Scrape, after: &Scrape) -> ServerMetrics {
         if n <= 0.0 {
             return Moments::default();
         }
+        let squares = match format!("{family}_squared_sum_total") {
+            total if after.get(&total, &labels).is_some() => total,
+            _ => format!("{family}_squared_sum"),
+        };
         Moments {
             mean_us: delta(&format!("{family}_sum"), &labels) / n * 1e6,
-            second_moment_us2: delta(&format!("{family}_squared_sum"), &labels) / n * 1e12,
+            second_moment_us2: delta(&squares, &labels) / n * 1e12,
         }
     };
     for ty in after.label_values("herald_messages_received_total", "type") {
@@ -352,6 +357,18 @@ herald_service_seconds_squared_sum{type="REGISTER"} 0.0000000002
         assert_eq!(r.count, 2);
         assert!(close(r.service.mean_us, 10.0) && close(r.service.second_moment_us2, 100.0), "{r:?}");
         assert_eq!(r.queue_wait, Moments::default());
+    }
+
+    /// herald's OpenMetrics text (prometheus-client): counter samples with `_total`, numbers
+    /// written shortest-exact, `# EOF`. The same window as from the 0.0.4 names.
+    #[test]
+    fn window_reads_openmetrics_names() {
+        let om = |text: &str| {
+            text.replace("_squared_sum{", "_squared_sum_total{").replace("0.000000001\n", "1e-9\n") + "# EOF\n"
+        };
+        let (before, after) = (om(BEFORE), om(AFTER));
+        assert!(before.contains("herald_service_seconds_squared_sum_total{type=\"OPTIONS\"} 1e-9"), "{before}");
+        assert_eq!(window(&parse(&before), &parse(&after)), window(&parse(BEFORE), &parse(AFTER)));
     }
 
     #[test]

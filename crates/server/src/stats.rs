@@ -136,6 +136,8 @@ pub struct Stats {
     pub(crate) flood: Option<Arc<FloodGuard>>,
     /// The engines' counters, registered after [`crate::Server::bind`]; shared by every clone.
     pub(crate) engine: Arc<EngineCounters>,
+    /// The metric families other areas export ([`Stats::export_collector`]); read by a scrape.
+    pub(crate) families: Arc<std::sync::RwLock<prometheus_client::registry::Registry>>,
 }
 
 /// Counters kept by herald-core, which the engines update and the scrape reads.
@@ -155,6 +157,7 @@ impl Stats {
             shedding: Arc::new(AtomicUsize::new(0)),
             flood,
             engine: Arc::default(),
+            families: Arc::default(),
         }
     }
 

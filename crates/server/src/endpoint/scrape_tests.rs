@@ -1,5 +1,5 @@
-use super::exposition::render;
-use super::exposition::render_parts;
+use super::exposition::Parts;
+use super::render;
 use crate::metrics::{MsgType, Totals, Wire, WorkerMetrics};
 use crate::stats::StatsSnapshot;
 use bytes::Bytes;
@@ -7,6 +7,15 @@ use herald_sip::Message;
 
 fn parse(text: &str) -> Message {
     Message::parse(Bytes::from(text.replace('\n', "\r\n")), &herald_sip::Limits::default()).unwrap()
+}
+
+/// The OpenMetrics text of herald's own families for given numbers.
+fn render_parts(workers: usize, snapshot: &StatsSnapshot, totals: &Totals) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Parts { workers, snapshot: snapshot.clone(), totals: totals.clone() }));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+    out
 }
 
 const HEADERS: &str = "Via: SIP/2.0/UDP h;branch=z9hG4bK1\nFrom: <sip:a@b>;tag=1\nTo: <sip:a@b>\nCall-ID: x\n";
@@ -29,14 +38,14 @@ fn exposition_text() {
         "herald_tcp_pings_total 0",
         "herald_messages_received_total{type=\"REGISTER\",transport=\"udp\"} 2",
         "herald_messages_received_total{type=\"INVITE\",transport=\"tcp\"} 0",
-        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"0.000001024\"} 1",
-        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"0.000004096\"} 2",
-        "herald_service_seconds_bucket{type=\"REGISTER\",le=\"+Inf\"} 2",
+        "herald_service_seconds_bucket{le=\"0.000001024\",type=\"REGISTER\"} 1",
+        "herald_service_seconds_bucket{le=\"0.000004096\",type=\"REGISTER\"} 2",
+        "herald_service_seconds_bucket{le=\"+Inf\",type=\"REGISTER\"} 2",
         "herald_service_seconds_sum{type=\"REGISTER\"} 0.000004",
         "herald_service_seconds_count{type=\"REGISTER\"} 2",
-        "herald_service_seconds_squared_sum{type=\"REGISTER\"} 0.00000000001",
+        "herald_service_seconds_squared_sum_total{type=\"REGISTER\"} 1e-11",
         "herald_queue_wait_seconds_sum{type=\"REGISTER\"} 0.002",
-        "herald_queue_wait_seconds_squared_sum{type=\"REGISTER\"} 0.0000025",
+        "herald_queue_wait_seconds_squared_sum_total{type=\"REGISTER\"} 0.0000025",
         "# TYPE herald_queue_wait_seconds histogram",
         "# TYPE herald_service_seconds_squared_sum counter",
     ] {
@@ -48,7 +57,7 @@ fn exposition_text() {
     for l in text.lines() {
         if let Some(rest) = l.strip_prefix("# TYPE ") {
             assert!(families.insert(rest.split(' ').next().unwrap().to_string()), "{l}");
-        } else if !l.starts_with("# HELP ") {
+        } else if !l.starts_with("# HELP ") && l != "# EOF" {
             let value = l.rsplit(' ').next().unwrap();
             assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{l}");
         }
@@ -115,9 +124,9 @@ fn engine_counters_are_exported_once_registered() {
         "herald_registrar_rejected_total{reason=\"out_of_order\"} 0",
         "herald_local_responses_total{status=\"404\"} 2",
         "herald_local_responses_total{status=\"483\"} 1",
-        "# TYPE herald_local_responses_total counter",
-        "# TYPE herald_auth_rejected_total counter",
-        "# TYPE herald_registrar_rejected_total counter",
+        "# TYPE herald_local_responses counter",
+        "# TYPE herald_auth_rejected counter",
+        "# TYPE herald_registrar_rejected counter",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
@@ -186,7 +195,7 @@ fn flood_guard_counters_and_gauges_are_exported() {
         "herald_flood_banned_sources 1",
         "herald_flood_locked_users 1",
         "# TYPE herald_flood_banned_sources gauge",
-        "# TYPE herald_flood_bans_lifted_total counter",
+        "# TYPE herald_flood_bans_lifted counter",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
@@ -194,4 +203,50 @@ fn flood_guard_counters_and_gauges_are_exported() {
     for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
         assert!(families.insert(l.split(' ').next().unwrap().to_string()), "family twice: {l}");
     }
+}
+
+/// Another area's collector and a `prometheus-client` metric, each registered with one line,
+/// reach every scrape through any clone of the `Stats`, after herald's own families and before
+/// `# EOF`, and move with the area's counters.
+#[test]
+fn registered_families_reach_the_scrape() {
+    use prometheus_client::collector::Collector;
+    use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+    use prometheus_client::metrics::counter::{ConstCounter, Counter};
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::MetricType;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    #[derive(Debug, Default)]
+    struct Writes(Arc<AtomicU64>);
+    impl Collector for Writes {
+        fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+            let m = enc.encode_descriptor("herald_test_writes", "Writes.", None, MetricType::Counter)?;
+            ConstCounter::new(self.0.load(Relaxed)).encode(m)
+        }
+    }
+
+    let stats = crate::stats::Stats::new(1, None);
+    let writes = Arc::new(AtomicU64::new(0));
+    stats.clone().export_collector(Writes(writes.clone()));
+    let actions = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
+    stats.clone().export_metric("herald_test_actions", "Actions, by method", actions.clone());
+    writes.fetch_add(3, Relaxed);
+    actions.get_or_create(&vec![("method", "reload")]).inc();
+
+    let text = render(&stats);
+    for line in [
+        "# TYPE herald_test_writes counter",
+        "herald_test_writes_total 3",
+        "# HELP herald_test_actions Actions, by method.",
+        "herald_test_actions_total{method=\"reload\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix)).unwrap();
+    assert!(at("herald_workers ") < at("herald_test_writes_total"), "herald's own families first");
+    assert_eq!(lines.last(), Some(&"# EOF"));
+    assert_eq!(lines.iter().filter(|l| **l == "# EOF").count(), 1);
 }
