@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod ctl;
 mod inspect;
 mod serve;
 mod users;
@@ -37,6 +38,12 @@ enum Command {
     /// Exit status: 0 done, 1 failure, 2 usage or configuration error.
     #[command(subcommand)]
     Users(users::Command),
+    /// Talk to a running herald's admin API (`[admin]`): registrations, stats, bans, gateways,
+    /// reload, users. Human-readable output, or `--json`.
+    ///
+    /// Exit status: 0 done, 1 refused by herald (error printed), 2 usage or configuration
+    /// error, 3 herald not reached or the token refused.
+    Ctl(ctl::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,5 +60,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(command) => bench::run(command),
         Command::Users(command) => users::run(command),
+        Command::Ctl(args) => ctl::run(args),
     }
 }

@@ -2,10 +2,13 @@
 //! binds the listeners, and runs the engine shards (shared by the workers) over the shared location
 //! store.
 
+use herald_core::auth::SharedCredentials;
 use herald_core::auth::{Authenticator, FileWatcher, Reload};
-use herald_core::engine::{Engine, Listener, ResponseStats};
+use herald_core::engine::{ConfigUpdates, Engine, EngineConfig, Listener, ResponseStats, SourceRoute};
 use herald_core::registrar::Registrar;
+use herald_core::Location;
 use herald_core::Seed;
+use herald_server::admin::{AdminApi, Reloader, UsersFile};
 use herald_server::config::{Config, Listen, ListenTransport};
 use herald_server::{shutdown_signal, KernelRoutes, Server};
 use std::net::SocketAddr;
@@ -57,14 +60,14 @@ pub fn run(args: Args) -> ExitCode {
         config.listen = all.map(|(address, transports)| Listen { address, transports }).collect();
     }
     herald_server::init_logging(&config.log.level);
-    let auth = match authenticator(&config) {
-        Ok(a) => a,
+    let (auth, users) = match authenticator(&config) {
+        Ok(a) => a.unzip(),
         Err(e) => {
             eprintln!("herald serve: {e}");
             return ExitCode::from(2);
         }
     };
-    let server = match Server::bind(config.clone()) {
+    let mut server = match Server::bind(config.clone()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("herald serve: {e}");
@@ -103,11 +106,16 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(a) = &auth {
         stats.export_auth(a.shared_stats());
     }
+    // The admin API (herald ctl) and SIGHUP's reload; the engines take a reloaded
+    // configuration from `updates` at their next message.
+    let updates = Arc::new(ConfigUpdates::new(engine_cfg.clone()));
+    server.with_admin(admin_api(&args, &config, listeners, store.clone(), users, updates.clone(), seed));
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
         move |shard| {
             let engine = Engine::new(engine_cfg.clone(), store.clone(), registrar.clone(), shard)
-                .with_response_stats(responses.clone());
+                .with_response_stats(responses.clone())
+                .with_config_updates(updates.clone());
             match &auth {
                 Some(a) => engine.with_auth(a.clone()),
                 None => engine,
@@ -127,7 +135,7 @@ pub fn run(args: Args) -> ExitCode {
 /// The authenticator `[auth]` asks for, with its users file loaded and watched (a thread
 /// polls it every second and swaps the table in when it changes; a broken file keeps the old
 /// table and is logged as FILE:LINE). `None` when authentication is off.
-fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
+fn authenticator(config: &Config) -> Result<Option<(Authenticator, Arc<SharedCredentials>)>, String> {
     let a = &config.auth;
     if !a.enabled {
         tracing::warn!("[auth] enabled = false: no request is authenticated");
@@ -146,6 +154,7 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
     let salt_seed = u64::from_le_bytes(random[32..40].try_into().expect("8 bytes"));
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let shared = credentials.clone();
+    let in_use = credentials.clone();
     let auth =
         Authenticator::new(config.auth_config(), credentials, &secret, salt_seed, std::time::Instant::now(), unix_now);
     std::thread::Builder::new()
@@ -165,7 +174,34 @@ fn authenticator(config: &Config) -> Result<Option<Authenticator>, String> {
             }
         })
         .map_err(|e| format!("cannot start the users file watcher: {e}"))?;
-    Ok(Some(auth))
+    Ok(Some((auth, in_use)))
+}
+
+/// What the admin API works on: the location store, the users file and the table the
+/// authenticator reads (when `[auth]` is on), and the reload of `--config` (the listeners given
+/// on the command line stay at every reload).
+fn admin_api(
+    args: &Args,
+    config: &Config,
+    listeners: Vec<Listener>,
+    store: Arc<Location>,
+    users: Option<Arc<SharedCredentials>>,
+    updates: Arc<ConfigUpdates>,
+    seed: Seed,
+) -> AdminApi {
+    let routes: Arc<dyn SourceRoute> = Arc::new(KernelRoutes::new());
+    let build =
+        move |c: &Config, previous: &EngineConfig| c.reloaded_engine_config(&listeners, routes.clone(), seed, previous);
+    let mut reload = Reloader::new(args.config.clone(), config.clone(), updates, build);
+    let cli = [&args.listen, &args.listen_tls, &args.listen_ws, &args.listen_wss];
+    if cli.iter().any(|l| !l.is_empty()) {
+        reload = reload.with_listen_override(config.listen.clone());
+    }
+    let api = AdminApi::new(store, config.registrar.use_domain).with_reload(reload);
+    match users {
+        Some(shared) => api.with_users(UsersFile::new(config.auth.users_file.clone(), shared, config)),
+        None => api,
+    }
 }
 
 /// Warns about realms herald challenges in that have no users in the file (nobody of that

@@ -172,7 +172,7 @@ fn load_if_present(path: &Path) -> Result<Option<Credentials>, Failure> {
 
 /// The password: one line of stdin with `--password-stdin`, else a prompt on the terminal
 /// (twice, without echo).
-fn read_password(name: &str, from_stdin: bool) -> Result<String, Failure> {
+pub(crate) fn read_password(name: &str, from_stdin: bool) -> Result<String, Failure> {
     let stdin = std::io::stdin();
     let password = if from_stdin {
         read_line(&mut stdin.lock())?

@@ -1,0 +1,395 @@
+//! `herald ctl` against a running `herald serve` (issue 19 item 3): registrations made by a real
+//! UDP client, then every command in human and `--json` output; bad input (unknown AoR, bad
+//! token, malformed JSON-RPC, oversized body, a configuration that does not validate or needs a
+//! restart) gets a clear error and changes nothing (state compared before and after); SIGHUP
+//! and `herald ctl reload` apply a changed value while OPTIONS keep being answered; a
+//! non-loopback `[admin] listen` without a token is refused at start.
+//!
+//! Files: `target/tmp/ctl_*/`. Each test takes a few seconds.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "ctl-test-token-0123456789";
+
+/// A herald with `[admin]` on loopback, a users file, `domains = ["example.com"]`, and
+/// REGISTERs not challenged (these tests register with a bare UDP client).
+struct Admin {
+    herald: Herald,
+    url: String,
+    config: PathBuf,
+    users: PathBuf,
+}
+
+/// The sections after `[server]` (which `Herald::start_with` writes). The realm is fixed, so
+/// that adding a domain does not move it (the realms are read only at start).
+fn config_text(admin_port: u16, users: &Path, tokens: bool) -> String {
+    let token = if tokens { format!("[[admin.token]]\nname = \"ops\"\ntoken = \"{TOKEN}\"\n") } else { String::new() };
+    format!(
+        "[flood]\ntrusted = [\"127.0.0.0/8\"]\n\
+         [auth]\nenabled = true\nrealm = \"example.com\"\nregister = false\nlocal_callers = false\nusers_file = \"{}\"\n\
+         [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n{token}",
+        users.display()
+    )
+}
+
+impl Admin {
+    fn start(name: &str, tokens: bool) -> Admin {
+        let dir = test_dir(name);
+        let admin_port = port_block();
+        let users = dir.join("users.txt");
+        let extras = HeraldExtras {
+            workers: Some(2),
+            toml: Some(config_text(admin_port, &users, tokens)),
+            domains: vec!["example.com".into()],
+            ..Default::default()
+        };
+        let herald =
+            Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+        wait_bound(admin_port, true);
+        Admin { url: format!("http://127.0.0.1:{admin_port}/"), config: dir.join("herald.toml"), users, herald }
+    }
+
+    fn ctl(&self, args: &[&str]) -> Output {
+        self.ctl_with(args, Some(TOKEN), None)
+    }
+
+    fn ctl_with(&self, args: &[&str], token: Option<&str>, stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.arg("ctl").args(["--url", &self.url]).args(args).env_remove("HERALD_ADMIN_TOKEN");
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("herald ctl");
+        if let Some(text) = stdin {
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// `herald ctl ARGS` that must succeed: its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(out.status.success(), "herald ctl {args:?}: {}\n{}", stderr(&out), self.herald.log_text());
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `herald ctl --json ARGS` that must succeed: each line of its output as JSON.
+    fn json(&self, args: &[&str]) -> Vec<Value> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        self.ok(&all).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// `herald ctl ARGS` that must fail with `code`: its stderr.
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.ctl(args);
+        assert_eq!(out.status.code(), Some(code), "herald ctl {args:?}: {}", stderr(&out));
+        stderr(&out)
+    }
+
+    /// Every binding as (aor, contact), sorted: the state compared before and after bad input.
+    fn bindings(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .json(&["registrations", "list", "--page", "2"])
+            .iter()
+            .flat_map(|page| page["registrations"].as_array().unwrap().clone())
+            .map(|b| (b["aor"].as_str().unwrap().to_string(), b["contact"].as_str().unwrap().to_string()))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A REGISTER from `socket` for `user@domain` with `contacts` (none: a query), answered with
+/// this status.
+fn register(socket: &UdpSocket, herald: SocketAddr, user: &str, domain: &str, contacts: &[&str], cseq: u32) -> u16 {
+    let local = socket.local_addr().unwrap();
+    let call_id = format!("ctl-reg-{user}-{domain}-{}", local.port());
+    let contact: String = contacts.iter().map(|c| format!("Contact: <{c}>\r\n")).collect();
+    let req = format!(
+        "REGISTER sip:{domain} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-{call_id}-{cseq};rport\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:{user}@{domain}>;tag=ctl\r\nTo: <sip:{user}@{domain}>\r\n\
+         Call-ID: {call_id}\r\nCSeq: {cseq} REGISTER\r\n{contact}Expires: 600\r\nContent-Length: 0\r\n\r\n"
+    );
+    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..10 {
+        socket.send_to(req.as_bytes(), herald).unwrap();
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                let msg = &buf[..n];
+                if header_of(msg, "Call-ID", "i") == Some(call_id.as_str()) {
+                    if let Some(s) = status_of(msg).filter(|s| *s >= 200) {
+                        return s;
+                    }
+                }
+            }
+        }
+    }
+    panic!("REGISTER for {user}@{domain} not answered");
+}
+
+fn udp() -> UdpSocket {
+    UdpSocket::bind("127.0.0.1:0").unwrap()
+}
+
+#[test]
+fn ctl_registrations_stats_bans_users_and_gateways() {
+    let a = Admin::start("ctl_commands", true);
+    let phone = udp();
+    let alice1 = format!("sip:alice@{}", phone.local_addr().unwrap());
+    let alice2 = "sip:alice@192.0.2.77:5070".to_string();
+    assert_eq!(register(&phone, a.herald.addr, "alice", "example.com", &[&alice1, &alice2], 1), 200);
+    assert_eq!(register(&phone, a.herald.addr, "bob", "example.com", &["sip:bob@192.0.2.78:5060"], 1), 200);
+    assert_eq!(register(&phone, a.herald.addr, "carol", "example.com", &["sip:carol@192.0.2.79:5060"], 1), 200);
+
+    // registrations list: human lines, and --json pages that hold every binding once.
+    let human = a.ok(&["registrations", "list"]);
+    for c in [&alice1, &alice2, "sip:bob@192.0.2.78:5060", "sip:carol@192.0.2.79:5060"] {
+        assert!(human.contains(c), "{c} in:\n{human}");
+    }
+    let before = a.bindings();
+    assert_eq!(before.len(), 4, "{before:?}");
+    let pages = a.json(&["registrations", "list", "--page", "1"]);
+    assert!(pages.len() >= 3, "one binding per page asked: {} pages", pages.len());
+    let only_bob = a.json(&["registrations", "list", "--prefix", "bo"]);
+    let bobs: Vec<&Value> = only_bob.iter().flat_map(|p| p["registrations"].as_array().unwrap()).collect();
+    assert_eq!(bobs.len(), 1);
+    assert_eq!(bobs[0]["aor"], "bob@example.com");
+    let by_user = a.json(&["registrations", "list", "--user", "carol"]);
+    assert_eq!(by_user.iter().map(|p| p["registrations"].as_array().unwrap().len()).sum::<usize>(), 1);
+
+    // show: both forms.
+    let shown = a.ok(&["registrations", "show", "sip:alice@example.com"]);
+    assert!(shown.contains(&alice1) && shown.contains(&alice2), "{shown}");
+    let shown = &a.json(&["registrations", "show", "alice@example.com"])[0];
+    assert_eq!(shown["bindings"].as_array().unwrap().len(), 2);
+    assert!(shown["bindings"][0]["expires_in"].as_u64().unwrap() > 500);
+
+    // Bad input changes nothing.
+    let e = a.fails(&["registrations", "show", "nobody@example.com"], 1);
+    assert!(e.contains("no bindings for 'nobody@example.com'"), "{e}");
+    let e = a.fails(&["registrations", "remove", "nobody@example.com"], 1);
+    assert!(e.contains("no bindings"), "{e}");
+    let e = a.fails(&["registrations", "remove", "alice@example.com", "--contact", "sip:alice@198.51.100.1"], 1);
+    assert!(e.contains("no binding with contact"), "{e}");
+    let e = a.fails(&["registrations", "show", "example.com"], 1);
+    assert!(e.contains("no user part"), "{e}");
+    let e = a.fails(&["call", "registrations.remove", r#"{"aor": 5}"#], 1);
+    assert!(e.contains("-32602"), "invalid params: {e}");
+    let e = a.fails(&["call", "no.such.method"], 1);
+    assert!(e.contains("-32601"), "{e}");
+    assert_eq!(a.bindings(), before, "nothing changed by bad input");
+
+    // remove one binding, then a whole AoR; the registrar (asked by a REGISTER without
+    // Contact, as a phone would) no longer has them.
+    let out = a.ok(&["registrations", "remove", "alice@example.com", "--contact", &alice2]);
+    assert!(out.contains("1 binding(s) removed"), "{out}");
+    let removed = &a.json(&["registrations", "remove", "bob@example.com"])[0];
+    assert_eq!(removed["removed"], 1);
+    let after = a.bindings();
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(after.iter().all(|(aor, c)| aor != "bob@example.com" && c != &alice2));
+    assert_eq!(register(&phone, a.herald.addr, "alice", "example.com", &[], 2), 200);
+    a.fails(&["registrations", "show", "bob@example.com"], 1);
+
+    // stats.
+    let human = a.ok(&["stats"]);
+    assert!(human.contains("transactions") && human.contains("location: 2 binding(s)"), "{human}");
+    let stats = &a.json(&["stats"])[0];
+    assert!(stats["registrar"]["accepted"].as_u64().unwrap() >= 4, "{stats}");
+    assert!(stats["counters"]["udp_received"].as_u64().unwrap() >= 4);
+    assert_eq!(stats["overload"]["shedding_workers"], 0);
+
+    // bans: none in force; unbanning an innocent source is an error.
+    assert!(a.ok(&["bans", "list"]).contains("0 in force"));
+    assert_eq!(a.json(&["bans", "list"])[0]["total"], 0);
+    let e = a.fails(&["bans", "unban", "192.0.2.1"], 1);
+    assert!(e.contains("no ban"), "{e}");
+    a.fails(&["bans", "unban", "not-an-ip"], 1);
+
+    // users: added, in the file, listed, removed; removing again is an error.
+    let out = a.ctl_with(&["users", "add", "dave@example.com", "--password-stdin"], Some(TOKEN), Some("s3cret\n"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("dave: added (realm example.com)"));
+    let file = std::fs::read_to_string(&a.users).unwrap();
+    assert!(file.contains("dave"), "{file}");
+    assert!(a.ok(&["users", "list"]).contains("  dave"));
+    let listed = &a.json(&["users", "list", "--realm", "example.com"])[0];
+    assert_eq!(listed["realms"][0]["users"], serde_json::json!(["dave"]));
+    let out = a.ctl_with(&["users", "add", "bad name", "--password-stdin"], Some(TOKEN), Some("pw\n"));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    a.ok(&["users", "remove", "dave"]);
+    assert!(!std::fs::read_to_string(&a.users).unwrap().contains("dave"));
+    let e = a.fails(&["users", "remove", "dave"], 1);
+    assert!(e.contains("no user 'dave'"), "{e}");
+
+    // gateways: none configured here; an unknown set is an error.
+    assert_eq!(a.json(&["gateways", "list"])[0]["sets"], serde_json::json!([]));
+    let e = a.fails(&["gateways", "set", "carriers", "sip:192.0.2.1", "down"], 1);
+    assert!(e.contains("no gateway set 'carriers'"), "{e}");
+
+    // Every change is logged with who made it.
+    let log = a.herald.log_text();
+    assert!(log.contains("admin: change made") && log.contains("token:ops"), "{log}");
+    assert!(log.contains("admin: change refused"));
+}
+
+#[test]
+fn ctl_refuses_bad_tokens_malformed_requests_and_oversized_bodies() {
+    let a = Admin::start("ctl_bad_input", true);
+    let phone = udp();
+    assert_eq!(register(&phone, a.herald.addr, "erin", "example.com", &["sip:erin@192.0.2.80:5060"], 1), 200);
+    let before = a.bindings();
+
+    for token in [None, Some("wrong-token-0123456789")] {
+        let out = a.ctl_with(&["registrations", "remove", "erin@example.com"], token, None);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    }
+    assert!(a.herald.log_text().contains("admin: request refused (401)"));
+    assert_eq!(a.bindings(), before);
+
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let post = |body: &str| {
+        let mut r = agent
+            .post(&a.url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_to_string().unwrap())
+    };
+    let code = |body: &str| -> i64 {
+        let (status, text) = post(body);
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        v["error"]["code"].as_i64().unwrap()
+    };
+    assert_eq!(code("{\"jsonrpc\": \"2.0\", \"method\": "), -32700);
+    assert_eq!(code(r#"{"method": "registrations.remove", "params": {"aor": "erin@example.com"}, "id": 1}"#), -32600);
+    assert_eq!(code(r#"{"jsonrpc": "2.0", "method": "registrations.remove", "params": ["erin"], "id": 1}"#), -32602);
+    assert_eq!(code(r#"{"jsonrpc": "2.0", "method": "registrations.remove", "params": {"who": 1}, "id": 1}"#), -32602);
+    let big = format!(
+        r#"{{"jsonrpc": "2.0", "method": "registrations.remove", "params": {{"aor": "erin@example.com", "pad": "{}"}}, "id": 1}}"#,
+        "x".repeat(70_000)
+    );
+    assert_eq!(post(&big).0, 413, "over [admin] max_body_bytes");
+    let (status, _) = agent.get(&a.url).call().map(|r| (r.status().as_u16(), ())).unwrap();
+    assert_eq!(status, 405);
+    assert_eq!(a.bindings(), before, "nothing changed");
+}
+
+#[test]
+fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
+    let a = Admin::start("ctl_reload", false);
+    let phone = udp();
+    // other.example is not served yet: its REGISTER is proxied towards that (unresolvable)
+    // domain and fails.
+    assert_ne!(register(&phone, a.herald.addr, "frank", "other.example", &["sip:frank@192.0.2.81:5060"], 1), 200);
+
+    // A prober keeps asking herald for OPTIONS during the reloads: none may go unanswered.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let (stop, herald) = (stop.clone(), a.herald.addr);
+        std::thread::spawn(move || {
+            let s = udp();
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                udp_options_ok(&s, herald, &format!("ctl-probe-{n}"), Duration::from_secs(2)).unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            n
+        })
+    };
+
+    let text = std::fs::read_to_string(&a.config).unwrap();
+    let served = text.replace("domains = [\"example.com\"]", "domains = [\"example.com\", \"other.example\"]");
+    assert_ne!(served, text);
+    let original = text.clone();
+    let out = a.json(&["reload"]);
+    assert_eq!(out[0]["changed"], serde_json::json!([]), "same values: nothing to apply");
+
+    std::fs::write(&a.config, &served).unwrap();
+    let out = a.ok(&["reload"]);
+    assert!(out.contains("reloaded: domains changed"), "{out}");
+    assert_eq!(register(&phone, a.herald.addr, "frank", "other.example", &["sip:frank@192.0.2.81:5060"], 2), 200);
+    assert_eq!(a.json(&["registrations", "show", "frank@other.example"])[0]["bindings"].as_array().unwrap().len(), 1);
+
+    // An invalid file: refused with FILE:LINE: key, and the running configuration stays.
+    std::fs::write(&a.config, served.replace("[server]\n", "[server]\nworkrs = 3\n")).unwrap();
+    let e = a.fails(&["reload"], 1);
+    assert!(e.contains("herald.toml:") && e.contains("server.workrs"), "{e}");
+    // A value that needs a restart: refused, naming the section.
+    std::fs::write(&a.config, served.replace("workers = 2", "workers = 3")).unwrap();
+    let e = a.fails(&["reload"], 1);
+    assert!(e.contains("server cannot change while herald runs"), "{e}");
+    assert_eq!(register(&phone, a.herald.addr, "frank", "other.example", &["sip:frank@192.0.2.81:5060"], 3), 200);
+
+    // SIGHUP: an invalid file is refused (logged), then a valid change applies.
+    std::fs::write(&a.config, served.replace("[server]\n", "[server]\nworkrs = 3\n")).unwrap();
+    let hup = |pid: u32| assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    let count = |needle: &str| a.herald.log_text().matches(needle).count();
+    let (refused, reloaded) = (count("configuration not reloaded"), count("configuration reloaded"));
+    hup(a.herald.pid());
+    wait_for_log(&a, "configuration not reloaded; nothing changed", refused + 1);
+    std::fs::write(&a.config, &original).unwrap();
+    hup(a.herald.pid());
+    wait_for_log(&a, "configuration reloaded", reloaded + 1);
+    assert_ne!(register(&phone, a.herald.addr, "grace", "other.example", &["sip:grace@192.0.2.82:5060"], 1), 200);
+    assert!(a.herald.log_text().contains("who=signal SIGHUP"), "{}", a.herald.log_text());
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let probes = prober.join().expect("every OPTIONS answered during the reloads");
+    assert!(probes > 0);
+    assert!(a.herald.log_text().contains("who=signal SIGHUP changed=[\"domains\"]"));
+}
+
+/// Waits until `needle` appears `times` times in herald's log.
+fn wait_for_log(a: &Admin, needle: &str, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.herald.log_text().matches(needle).count() < times {
+        assert!(Instant::now() < deadline, "'{needle}' not logged {times}x:\n{}", a.herald.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_public_admin_listen_without_token_is_refused_at_start() {
+    let dir = test_dir("ctl_public_listen");
+    let config = dir.join("herald.toml");
+    let base = port_block();
+    std::fs::write(&config, format!("[auth]\nenabled = false\n[admin]\nlisten = \"0.0.0.0:{}\"\n", base + 1)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{base}"), "--config", config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("herald.toml:4: key 'admin.listen'") && e.contains("bearer token"), "{e}");
+    // herald ctl reading the same file refuses it the same way.
+    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["ctl", "--config", config.to_str().unwrap(), "stats"])
+        .env_remove("HERALD_ADMIN_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
