@@ -102,6 +102,22 @@ impl Pending {
         self.lock().latest.contains_key(aor)
     }
 
+    /// The waiting change of `aor`, with each binding's seconds left as of `now_ms` (rounded
+    /// up; bindings that lapsed meanwhile left out).
+    pub fn peek(&self, aor: &Aor, now_ms: u64) -> Option<Vec<Binding<Peer>>> {
+        let inner = self.lock();
+        let change = inner.latest.get(aor)?;
+        let passed_s = u32::try_from(now_ms.saturating_sub(change.at_ms) / 1000).unwrap_or(u32::MAX);
+        Some(
+            change
+                .bindings
+                .iter()
+                .filter(|b| b.expires_at > passed_s)
+                .map(|b| Binding { expires_at: b.expires_at - passed_s, ..b.clone() })
+                .collect(),
+        )
+    }
+
     /// Whether changes were dropped since the last call (and clears the mark).
     pub fn take_overflowed(&self) -> bool {
         std::mem::take(&mut self.lock().overflowed)
@@ -187,5 +203,25 @@ mod tests {
         let got: Vec<u64> = back.iter().map(|(_, c)| c.at_ms).collect();
         assert_eq!(got, [3, 2]);
         assert!(!q.holds(&aor("x")));
+    }
+
+    #[test]
+    fn a_peeked_change_counts_the_time_since_it_was_made() {
+        let q = Pending::new(10);
+        let udp = Peer::udp("192.0.2.1:5060".parse().unwrap());
+        let b = |left: u32| Binding {
+            contact: "sip:a@192.0.2.1".into(),
+            call_id: "c".into(),
+            path: None,
+            instance: None,
+            source: udp,
+            expires_at: left,
+            cseq: 1,
+            reg_id: None,
+            q: None,
+        };
+        q.push(&aor("a"), Change { bindings: vec![b(60), b(2)], at_ms: 10_000 });
+        assert_eq!(q.peek(&aor("a"), 12_500), Some(vec![b(58)]));
+        assert_eq!(q.peek(&aor("b"), 12_500), None);
     }
 }

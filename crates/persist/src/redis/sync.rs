@@ -353,6 +353,11 @@ impl Task {
             self.pending.push(aor, Change { bindings: bindings.clone(), at_ms: now_ms });
         }
         self.store.replace(aor, bindings, Instant::now());
+        // A REGISTER here between the check above and the replacement was queued with the state
+        // it made, which is the newest and the one Redis will hold: the store takes it back.
+        if let Some(mine) = self.pending.peek(aor, unix_ms()) {
+            self.store.replace(aor, mine, Instant::now());
+        }
         self.stats.imports.fetch_add(1, Ordering::Relaxed);
     }
 }
