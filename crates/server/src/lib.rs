@@ -52,6 +52,7 @@ mod error;
 pub mod gateways;
 mod http;
 mod ingress;
+pub mod location;
 mod metrics;
 mod pem;
 pub mod pings;

@@ -59,6 +59,9 @@ pub(crate) enum Ctl {
         token: u64,
         ping: herald_core::Ping,
     },
+    /// The location database committed changes: run the due shards' timers, which send the
+    /// REGISTER answers that waited for them (`crate::location`). The flag is cleared first.
+    Durable(Arc<std::sync::atomic::AtomicBool>),
     /// Stop accepting connections (shutdown has begun).
     Drain,
     Stop,

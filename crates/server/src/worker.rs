@@ -159,6 +159,10 @@ impl<H: SipHandler> Worker<H> {
                         }
                     }
                     Ctl::Ping { shard, token, ping } => self.d.handle(shard, Input::Ping { token, ping }),
+                    Ctl::Durable(pending) => {
+                        pending.store(false, Ordering::Release);
+                        self.run_due_shards(Instant::now());
+                    }
                     Ctl::Drain => self.start_drain(),
                     Ctl::Stop => stop = true,
                 }
@@ -219,15 +223,20 @@ impl<H: SipHandler> Worker<H> {
     /// waits for the next [`TICK`].
     fn run_timers(&mut self) {
         let now = Instant::now();
+        self.run_due_shards(now);
+        self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
+        self.d.common.transactions.store(self.d.shards.transactions(), Ordering::Relaxed);
+        self.d.common.held_bytes.store(self.d.shards.held_bytes(), Ordering::Relaxed);
+    }
+
+    /// `handle_timeouts` on this worker's shards whose cached deadline has passed.
+    fn run_due_shards(&mut self, now: Instant) {
         for k in 0..self.own.len() {
             let shard = self.own[k];
             if self.d.shards.deadline(shard).is_some_and(|at| at <= now) {
                 self.d.handle_timeouts(shard, now);
             }
         }
-        self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
-        self.d.common.transactions.store(self.d.shards.transactions(), Ordering::Relaxed);
-        self.d.common.held_bytes.store(self.d.shards.held_bytes(), Ordering::Relaxed);
     }
 
     fn start_drain(&mut self) {

@@ -38,6 +38,10 @@ pub struct HeraldConfig {
     pub max_bindings_per_aor: usize,
     /// Names the simulated DNS knows (anything else: no such name).
     pub dns: Vec<(String, Target)>,
+    /// Gateway sets (`[[gateway_set]]`) and the routing table (`[[route]]`) that sends calls
+    /// to them; default: none.
+    pub gateways: Arc<herald_core::gateways::Gateways>,
+    pub routing: Arc<herald_core::routing::RoutingTable>,
 }
 
 impl HeraldConfig {
@@ -54,6 +58,8 @@ impl HeraldConfig {
             timer_c: Duration::from_secs(180),
             max_bindings_per_aor: 20,
             dns: Vec::new(),
+            gateways: Arc::default(),
+            routing: Arc::default(),
         }
     }
 }
@@ -92,8 +98,8 @@ impl Herald {
             timer_c: cfg.timer_c,
             routes: None,
             seed,
-            gateways: Default::default(),
-            routing: Default::default(),
+            gateways: cfg.gateways.clone(),
+            routing: cfg.routing.clone(),
         };
         let reg_cfg = RegistrarConfig {
             max_bindings_per_aor: cfg.max_bindings_per_aor,

@@ -18,7 +18,9 @@ impl Config {
             key: String::new(),
             message: format!("cannot read: {e}"),
         })?;
-        Config::from_toml(&text, &file)
+        let mut config = Config::from_toml(&text, &file)?;
+        config.location.resolve_relative_to(path.parent().unwrap_or(Path::new("")));
+        Ok(config)
     }
 
     /// `path` when given, else the built-in [`DEFAULT_CONFIG`].
@@ -207,6 +209,9 @@ impl Config {
         // No [[gateway_set]] exists yet: a rule naming one is an unknown set.
         if let Err((i, leaf, message)) = super::routing::check(&self.route, &[]) {
             return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
+        }
+        if let Some((k, msg)) = self.location.problems() {
+            return fail(&["location", k], msg);
         }
         if let Some((at, message)) = self.admin.problems() {
             let mut path = vec![Seg::Key("admin".into())];

@@ -10,6 +10,7 @@ mod engine;
 mod error;
 mod gateways;
 mod load;
+mod location;
 mod protect;
 mod realms;
 mod reload;
@@ -28,6 +29,7 @@ pub use gateways::{
 /// `[[gateway_set]]` as the engine takes it, keeping the health of a previous configuration's
 /// destinations (a reload).
 pub use gateways::to_core as gateway_sets;
+pub use location::{Location, LocationMode};
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
 pub use routing::Route;
 pub use schema::{

@@ -4,6 +4,7 @@
 
 use super::admin::Admin;
 use super::auth::Auth;
+use super::location::Location;
 use super::gateways::GatewaySet;
 use super::protect::{Flood, Overload};
 use super::routing::Route;
@@ -86,6 +87,8 @@ pub struct Config {
     pub route: Vec<Route>,
     /// `[[gateway_set]]`: named sets of next hops with selection, failover and probing.
     pub gateway_set: Vec<GatewaySet>,
+    /// Durable registrations: memory only, write-back or write-through to a SQLite file.
+    pub location: Location,
 }
 
 impl Default for Config {
@@ -109,6 +112,7 @@ impl Default for Config {
             admin: Admin::default(),
             route: Vec::new(),
             gateway_set: Vec::new(),
+            location: Location::default(),
         }
     }
 }

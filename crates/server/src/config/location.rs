@@ -1,0 +1,125 @@
+//! `[location]`: where registrations are kept besides memory, so that they survive a restart
+//! (issue 19; Kamailio usrloc's `db_mode`). The copy itself is `herald-persist`.
+
+use herald_persist::Mode;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `[location]`
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Location {
+    /// `"memory"`: no copy, a restart forgets every registration. `"write-back"` (default):
+    /// changes are written to the database every `write_back_interval_ms`, off the REGISTER's
+    /// path; a crash (or `kill -9`) loses at most the changes of the last interval. `"write-through"`:
+    /// the 200 OK to a REGISTER is sent only once its change is committed (one transaction and
+    /// one fsync for all changes waiting); a crash loses no registration that was answered 200.
+    pub mode: LocationMode,
+    /// The SQLite database file (created when missing). A relative path is relative to the
+    /// directory of the configuration file (of the current directory with the built-in
+    /// configuration). Two herald processes cannot use one file: the second refuses to start,
+    /// naming it.
+    pub path: PathBuf,
+    /// Write-back: how often waiting changes are written, in milliseconds (1 to 60000). A
+    /// crash loses at most this long's changes.
+    pub write_back_interval_ms: u64,
+}
+
+/// `[location] mode`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LocationMode {
+    Memory,
+    WriteBack,
+    WriteThrough,
+}
+
+impl Default for Location {
+    fn default() -> Self {
+        Location {
+            mode: LocationMode::WriteBack,
+            path: PathBuf::from("herald-location.db"),
+            write_back_interval_ms: 1000,
+        }
+    }
+}
+
+impl Location {
+    /// The mode as `herald-persist` takes it.
+    pub fn persist_mode(&self) -> Mode {
+        match self.mode {
+            LocationMode::Memory => Mode::Memory,
+            LocationMode::WriteBack => Mode::WriteBack,
+            LocationMode::WriteThrough => Mode::WriteThrough,
+        }
+    }
+
+    pub fn write_back_interval(&self) -> Duration {
+        Duration::from_millis(self.write_back_interval_ms)
+    }
+
+    /// Makes a relative `path` relative to `dir` (the configuration file's directory), so that
+    /// two configurations in two directories never share a database by accident.
+    pub fn resolve_relative_to(&mut self, dir: &Path) {
+        if self.path.is_relative() {
+            self.path = dir.join(&self.path);
+        }
+    }
+
+    /// The offending key and why, when a value is out of range.
+    pub fn problems(&self) -> Option<(&'static str, String)> {
+        if !(1..=60_000).contains(&self.write_back_interval_ms) {
+            return Some(("write_back_interval_ms", "must be between 1 and 60000".into()));
+        }
+        if self.mode != LocationMode::Memory && self.path.as_os_str().is_empty() {
+            return Some(("path", "must name a file (or set mode = \"memory\")".into()));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn load(toml: &str) -> Result<Config, String> {
+        Config::from_toml(toml, "herald.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_modes_and_errors_that_name_the_key() {
+        let c = load("").unwrap();
+        assert_eq!(c.location.persist_mode(), herald_persist::Mode::WriteBack);
+        assert_eq!(c.location.write_back_interval_ms, 1000);
+        let c = load("[location]\nmode = \"write-through\"\npath = \"/var/lib/herald/loc.db\"\n").unwrap();
+        assert_eq!(c.location.persist_mode(), herald_persist::Mode::WriteThrough);
+        assert_eq!(
+            load("[location]\nmode = \"memory\"\n").unwrap().location.persist_mode(),
+            herald_persist::Mode::Memory
+        );
+        let e = load("[location]\nmode = \"sometimes\"\n").unwrap_err();
+        assert!(e.starts_with("herald.toml:2: key 'location.mode'"), "{e}");
+        let e = load("[location]\n\nwrite_back_interval_ms = 0\n").unwrap_err();
+        assert!(e.starts_with("herald.toml:3: key 'location.write_back_interval_ms'"), "{e}");
+        assert!(load("[location]\ndb_mode = 1\n").unwrap_err().contains("location.db_mode"));
+    }
+
+    #[test]
+    fn a_relative_path_is_relative_to_the_configuration_file() {
+        let dir = std::env::temp_dir().join(format!("herald-location-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("herald.toml");
+        std::fs::write(&file, "[location]\npath = \"state/loc.db\"\n").unwrap();
+        assert_eq!(Config::load(&file).unwrap().location.path, dir.join("state/loc.db"));
+        std::fs::write(&file, "[location]\npath = \"/abs/loc.db\"\n").unwrap();
+        assert_eq!(Config::load(&file).unwrap().location.path, std::path::Path::new("/abs/loc.db"));
+        // No [location]: the default file beside the configuration.
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(Config::load(&file).unwrap().location.path, dir.join("herald-location.db"));
+        // The built-in configuration: the current directory.
+        let builtin = Config::load_or_default(None).unwrap();
+        assert_eq!(builtin.location.path, std::path::Path::new("herald-location.db"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
