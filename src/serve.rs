@@ -99,6 +99,16 @@ pub fn run(args: Args) -> ExitCode {
     // endpoint: herald_registrar_*, herald_auth_*, herald_local_responses_total; Stats::snapshot).
     let registrar = Registrar::new(config.registrar_config(seed.derive("registrar", 0)));
     let store = Arc::new(registrar.new_store());
+    // [location]: the registrations of the last run come back (loaded in the background) and
+    // every change is kept in the location database.
+    match herald_server::location::open(&config, &store) {
+        Ok(Some(location)) => server.with_durable_location(location),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("herald serve: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());
     let responses = Arc::new(ResponseStats::default());

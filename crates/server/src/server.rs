@@ -39,6 +39,8 @@ pub struct Server {
     tls: Option<Arc<TlsContext>>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
+    /// The location database ([`Server::with_durable_location`]).
+    location: Option<crate::location::DurableLocation>,
 }
 
 impl Server {
@@ -70,7 +72,7 @@ impl Server {
         } else {
             None
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, admin })
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, admin, location: None })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -102,6 +104,14 @@ impl Server {
     /// How many engine shards (handlers) [`Server::run`] creates.
     pub fn shards(&self) -> usize {
         shard_count(self.workers)
+    }
+
+    /// The location database (`[location]`, [`crate::location::open`]): its commits wake the
+    /// workers (write-through answers), its metrics are exported, and it is written one last
+    /// time when [`Server::run`] returns.
+    pub fn with_durable_location(&mut self, location: crate::location::DurableLocation) {
+        location.export(&self.stats);
+        self.location = Some(location);
     }
 
     /// What the admin API (`[admin]`, `herald ctl`) and SIGHUP's reload work on. Without it, the
@@ -176,6 +186,9 @@ impl Server {
             tls: self.tls,
             pings: Arc::default(),
         });
+        if let Some(l) = &self.location {
+            l.wake_on_commit(shared.ctl.clone());
+        }
         let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
         let mut threads = Vec::with_capacity(n);
         for (id, ((sockets, inbox), ctl_rx)) in self.sockets.into_iter().zip(inbox_rx).zip(ctl_rx).enumerate() {
@@ -265,6 +278,8 @@ impl Server {
         if result.is_ok() {
             tracing::info!(handler_panics = shards.panics(), "stopped");
         }
+        // Writes what is still queued (write-back: the last interval's changes).
+        drop(self.location);
         result
     }
 }

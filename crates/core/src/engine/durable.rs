@@ -80,7 +80,14 @@ impl Engine {
     }
 
     /// Sends a stateless REGISTER answer to `to` once `ticket` is durable.
-    pub(super) fn send_when_durable(&mut self, now: Instant, to: Peer, bytes: Bytes, ticket: Ticket, out: &mut Vec<Output>) {
+    pub(super) fn send_when_durable(
+        &mut self,
+        now: Instant,
+        to: Peer,
+        bytes: Bytes,
+        ticket: Ticket,
+        out: &mut Vec<Output>,
+    ) {
         if ticket <= self.store.durable() {
             out.push(Output::Send { to, bytes });
         } else if self.durable.stateless < MAX_HELD_STATELESS {

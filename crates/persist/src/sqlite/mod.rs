@@ -7,6 +7,7 @@
 //! naming the path. The lock goes with the process, `kill -9` included.
 
 mod load;
+mod metrics;
 mod rows;
 mod schema;
 mod writer;
@@ -14,6 +15,7 @@ mod writer;
 use crate::{ChangeQueue, Mode, PersistStats};
 use fs4::fs_std::FileExt;
 use herald_core::Location;
+pub use metrics::SqliteMetrics;
 use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
