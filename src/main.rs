@@ -5,6 +5,7 @@
 mod bench;
 mod ctl;
 mod inspect;
+mod route;
 mod serve;
 mod users;
 
@@ -44,6 +45,10 @@ enum Command {
     /// Exit status: 0 done, 1 refused by herald (error printed), 2 usage or configuration
     /// error, 3 herald not reached or the token refused.
     Ctl(ctl::Args),
+    /// Ask the routing table (`[[route]]`): `herald route check 'INVITE sip:+441234@example.com'`
+    /// prints the rule a request matches and where it would go, without sending anything.
+    #[command(subcommand)]
+    Route(route::Command),
 }
 
 fn main() -> ExitCode {
@@ -61,5 +66,6 @@ fn main() -> ExitCode {
         Command::Bench(command) => bench::run(command),
         Command::Users(command) => users::run(command),
         Command::Ctl(args) => ctl::run(args),
+        Command::Route(command) => route::run(command),
     }
 }

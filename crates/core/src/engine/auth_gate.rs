@@ -9,6 +9,7 @@ use super::Engine;
 use crate::auth::{Authenticator, Requirement, RouteFacts, Verdict};
 use crate::peer::Peer;
 use crate::proxy::route::preprocess;
+use crate::routing::Decision;
 use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, Method};
@@ -100,17 +101,12 @@ impl Engine {
             None => msg.request_uri().ok(),
         };
         let Some(u) = parsed else { return (false, false) };
-        let identity = &self.cfg.identity;
         // A Request-URI that names herald itself (`sip:localhost`, a name of its own that is
-        // not a served domain) stays here too: herald answers it (an OPTIONS keep-alive); so
-        // does a served domain without a user. The table is not asked for them (`targets`).
-        if identity.is_this_proxy(&u) || (identity.serves_domain(&u) && u.as_sip().is_some_and(|s| s.user.is_none())) {
-            return (true, false);
-        }
-        match self.table_rule(msg, &u, from.addr.ip(), false) {
-            Some((_, rule)) => (!rule.action.leaves(), rule.allow_unauthenticated),
-            None => (identity.serves_domain(&u), false),
-        }
+        // not a served domain) stays here too: herald answers it (an OPTIONS keep-alive). The
+        // table is asked as for a caller who did not authenticate.
+        let decision = self.decision(msg, &u, from.addr.ip(), false);
+        let relay_allowed = matches!(decision, Decision::Rule(_, rule) if rule.allow_unauthenticated);
+        (decision.stays(), relay_allowed)
     }
 
     /// The Proxy-Authorization lines carrying herald's realm: consumed here, so they are not

@@ -1,44 +1,25 @@
-//! The routing table (`crate::routing`, `[[route]]`) in the engine: which rule a request
-//! matches, and the targets its action names. `targets` asks it after the Route set and
-//! herald's own answers (REGISTER, OPTIONS to herald) and before the default routing; the auth
-//! gate asks it too (`route_facts`), so that a rule sending a request away makes that request
-//! a relay, policed as any request to a foreign host.
+//! The routing table (`crate::routing`, `[[route]]`) in the engine: the road a request takes
+//! ([`crate::routing::decide`]: registrar, herald itself, a rule, the default routing), and the
+//! targets a rule's action names. `targets` asks it once the Route set and flow tokens are dealt
+//! with; the auth gate asks it too (`route_facts`), so that a rule sending a request away makes
+//! that request a relay, policed as any request to a foreign host.
 
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
 use super::Engine;
-use crate::routing::{match_user, rewrite, Action, Query, Rule};
-use herald_sip::uri::{Host, Uri};
+use crate::routing::{decide, host_port, rewrite, Action, Decision, Request, Rule};
+use herald_sip::uri::Uri;
 use herald_sip::Message;
 use std::net::IpAddr;
 use std::time::Instant;
 
 impl Engine {
-    /// The rule (index and rule) the routing table picks for `msg`, whose Request-URI (after
-    /// §16.4 preprocessing) is `ruri`, from `source`. `None`: no rule matches, or the table does
-    /// not apply: a request in a dialog (a To tag) goes to its remote target, the Request-URI
-    /// (RFC 3261 §12.2.1.1), whatever a dial plan says about numbers.
-    pub(super) fn table_rule(
-        &self,
-        msg: &Message,
-        ruri: &Uri<'_>,
-        source: IpAddr,
-        authenticated: bool,
-    ) -> Option<(usize, &Rule)> {
-        let table = &self.cfg.routing;
-        if table.is_empty() || msg.to_tag().ok().flatten().is_some() {
-            return None;
-        }
-        let method = msg.method()?;
-        let user = match_user(ruri);
-        let host = ruri.as_sip().map(|u| host_text(&u.host));
-        table.lookup(&Query {
-            user: user.as_deref(),
-            domain: host.as_deref(),
-            method: method.as_str(),
-            source,
-            authenticated,
-        })
+    /// The road the routing table and the default routing give `msg`, whose Request-URI
+    /// (after §16.4 preprocessing) is `ruri`, from `source` ([`crate::routing::decide`]).
+    pub(super) fn decision(&self, msg: &Message, ruri: &Uri<'_>, source: IpAddr, authenticated: bool) -> Decision<'_> {
+        let req =
+            Request { method: msg.method(), in_dialog: msg.to_tag().ok().flatten().is_some(), source, authenticated };
+        decide(&self.cfg.routing, &self.cfg.identity, ruri, req)
     }
 
     /// The targets of `rule`'s action for a request with Request-URI `ruri`, its number
@@ -61,7 +42,7 @@ impl Engine {
                 self.plan_location(now, &uri)
             }
             Action::NextHop(hop) => {
-                let host = Uri::parse(hop.as_bytes()).ok().and_then(|u| u.as_sip().map(host_port));
+                let host = host_port(hop);
                 Ok(vec![send_to(PlannedDest::Uri(hop.clone()), rewritten(host.as_deref()))])
             }
             Action::RequestUri => {
@@ -76,9 +57,7 @@ impl Engine {
                     // Each gateway gets the number as a sip: URI of its own host.
                     for a in &mut attempts {
                         let host = match &a.dest {
-                            PlannedDest::Uri(u) => {
-                                Uri::parse(u.as_bytes()).ok().and_then(|u| u.as_sip().map(host_port))
-                            }
+                            PlannedDest::Uri(u) => host_port(u),
                             PlannedDest::Peer(p) => Some(p.addr.to_string()),
                         };
                         a.request_uri = rewritten(host.as_deref()).or(a.request_uri.take());
@@ -101,18 +80,5 @@ fn send_to(dest: PlannedDest, request_uri: Option<String>) -> Planned {
         fallback: Vec::new(),
         lost_flow: None,
         gateway: None,
-    }
-}
-
-/// A host as the domain matchers compare it: lowercase (RFC 3261 §19.1.4).
-fn host_text(host: &Host<'_>) -> String {
-    host.to_string().to_ascii_lowercase()
-}
-
-/// `host[:port]` of a SIP URI: where a tel: URI converted for it points.
-fn host_port(uri: &herald_sip::uri::SipUri<'_>) -> String {
-    match uri.port {
-        Some(p) => format!("{}:{p}", uri.host),
-        None => uri.host.to_string(),
     }
 }

@@ -10,6 +10,7 @@ use super::hop::{hop_for, Hop};
 use super::Engine;
 use crate::peer::{Peer, Transport};
 use crate::proxy::route::{next_hop, preprocess};
+use crate::routing::Decision;
 use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
@@ -62,28 +63,20 @@ impl Engine {
             }]);
         }
         let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
-        let identity = &self.cfg.identity;
-        let to_us = identity.is_this_proxy(&ruri)
-            || (identity.serves_domain(&ruri) && ruri.as_sip().is_some_and(|u| u.user.is_none()));
         let method = msg.method();
-        if method == Some(Method::Register) && identity.serves_domain(&ruri) {
-            return Err(Local::Register);
-        }
-        if to_us {
-            return Err(match method {
-                Some(Method::Options) => Local::Options,
-                _ => Local::Reject(404, "Not Found"),
-            });
-        }
-        if let Some((_, rule)) = self.table_rule(msg, &ruri, from.addr.ip(), authenticated) {
-            return self.plan_rule(now, msg, &ruri, rule);
-        }
-        if identity.serves_domain(&ruri) {
-            return self.plan_location(now, &ruri);
-        }
-        if ruri.as_tel().is_some() {
+        match self.decision(msg, &ruri, from.addr.ip(), authenticated) {
+            Decision::Registrar => return Err(Local::Register),
+            Decision::Herald => {
+                return Err(match method {
+                    Some(Method::Options) => Local::Options,
+                    _ => Local::Reject(404, "Not Found"),
+                })
+            }
+            Decision::Rule(_, rule) => return self.plan_rule(now, msg, &ruri, rule),
+            Decision::Location => return self.plan_location(now, &ruri),
             // RFC 3261 §16.3 step 2: only a rule routes a tel: URI; there is no host to send it to.
-            return Err(Local::Reject(416, "Unsupported URI Scheme"));
+            Decision::Unsupported => return Err(Local::Reject(416, "Unsupported URI Scheme")),
+            Decision::RequestUri => {}
         }
         if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
             return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS

@@ -9,11 +9,13 @@
 //!
 //! Sans-IO like the rest of the core: the table is data, a lookup a pure function.
 
+mod decide;
 mod index;
 mod number;
 mod rule;
 mod table;
 
+pub use decide::{decide, host_port, Decision, Request};
 pub use index::PrefixIndex;
 pub use number::{match_user, rewrite, without_separators, NumberRules, Plus};
 pub use rule::{Action, DomainMatch, Query, Rule, UserMatch};

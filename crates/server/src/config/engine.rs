@@ -63,7 +63,7 @@ impl Config {
             routes: wildcard.then_some(source_routes),
             seed,
             gateways: Arc::new(super::gateways::to_core(&self.gateway_set, None)),
-            routing: Arc::new(super::routing::table(&self.route, &[])),
+            routing: Arc::new(super::routing::table(&self.route, &self.gateway_set_names())),
         }
     }
 

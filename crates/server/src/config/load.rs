@@ -206,8 +206,7 @@ impl Config {
         if let Some((k, msg)) = self.overload.problems() {
             return fail(&["overload", k], msg);
         }
-        // No [[gateway_set]] exists yet: a rule naming one is an unknown set.
-        if let Err((i, leaf, message)) = super::routing::check(&self.route, &[]) {
+        if let Err((i, leaf, message)) = super::routing::check(&self.route, &self.gateway_set_names()) {
             return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
         }
         if let Some((k, msg)) = self.location.problems() {

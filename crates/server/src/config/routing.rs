@@ -4,6 +4,7 @@
 //! goes to the location service, anything else is forwarded by its Request-URI. See the
 //! `[[route]]` section of docs/config.md.
 
+use super::schema::Config;
 use herald_core::auth::PeerPrefix;
 use herald_core::routing::{Action, DomainMatch, NumberRules, Plus, RoutingTable, Rule, UserMatch};
 use herald_sip::uri::Uri;
@@ -81,6 +82,13 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
         Ok(OneOrMany::One(s)) => Ok(vec![s]),
         Ok(OneOrMany::Many(v)) => Ok(v),
         Err(_) => Err(serde::de::Error::custom("expected a string or a list of strings")),
+    }
+}
+
+impl Config {
+    /// The names of the `[[gateway_set]]`s, which `gateway_set` actions may name.
+    pub fn gateway_set_names(&self) -> Vec<&str> {
+        self.gateway_set.iter().map(|g| g.name.as_str()).collect()
     }
 }
 
