@@ -1,18 +1,22 @@
 //! The Redis mode on the metrics endpoint (`herald_location_redis_*`): read at scrape time from
 //! the task's atomics and the queue's gauges (see the server's `endpoint` module for the pattern).
 
-use super::stats::LATENCY_BUCKETS_US;
-use super::RedisLocation;
+use super::queue::Pending;
+use super::stats::{RedisStats, LATENCY_BUCKETS_US};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
-/// Register with `stats.export_collector(RedisMetrics(location.clone()))`.
+/// Made by `RedisLocation::metrics`; register with `stats.export_collector(..)`.
 #[derive(Clone)]
-pub struct RedisMetrics(pub RedisLocation);
+pub struct RedisMetrics {
+    pub stats: Arc<RedisStats>,
+    pub pending: Arc<Pending>,
+}
 
 impl std::fmt::Debug for RedisMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -22,8 +26,8 @@ impl std::fmt::Debug for RedisMetrics {
 
 impl Collector for RedisMetrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        let s = &self.0.stats;
-        let q = &self.0.pending;
+        let s = &self.stats;
+        let q = &self.pending;
         let gauge = |enc: &mut DescriptorEncoder, name: &str, help: &str, v: i64| {
             ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
         };

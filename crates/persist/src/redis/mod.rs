@@ -34,39 +34,20 @@
 mod metrics;
 mod queue;
 mod record;
+mod settings;
 mod stats;
 mod sync;
 
 pub use metrics::RedisMetrics;
 pub use queue::{Change, Pending};
 pub use record::{decode, encode, Codec, StoredAor, StoredBinding};
+pub use settings::RedisSettings;
 pub use stats::{RedisStats, LATENCY_BUCKETS_US};
 
 use herald_core::proxy::flow_token::FlowTokens;
 use herald_core::{Peer, Seed};
 use herald_store::LocationStore;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// What the Redis mode needs (`[location.redis]`, see the server's configuration).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisSettings {
-    /// `redis://[user:password@]host:port[/db]`.
-    pub url: String,
-    /// This node's name, unique among the nodes sharing the Redis.
-    pub node: String,
-    /// The SIP address (UDP) other nodes reach this node at.
-    pub advertise: SocketAddr,
-    /// Prefix of every key and of the channel (several clusters may share one Redis).
-    pub key_prefix: String,
-    /// Most AoRs whose changes wait to be written.
-    pub max_queued: usize,
-    /// Connection and command timeout.
-    pub timeout: Duration,
-    /// Longest wait between two connection attempts.
-    pub reconnect_max: Duration,
-}
 
 /// A running Redis mode: its counters and its queue's gauges.
 #[derive(Clone)]
@@ -99,5 +80,10 @@ impl RedisLocation {
             .spawn(move || runtime.block_on(task.run()))
             .map_err(|e| format!("cannot start the Redis task: {e}"))?;
         Ok(RedisLocation { stats, pending })
+    }
+
+    /// Its families for the metrics endpoint (`stats.export_collector(location.metrics())`).
+    pub fn metrics(&self) -> RedisMetrics {
+        RedisMetrics { stats: self.stats.clone(), pending: self.pending.clone() }
     }
 }

@@ -24,8 +24,8 @@
 
 use super::queue::{unix_ms, Change, Pending};
 use super::record::{decode, encode, Codec};
+use super::settings::RedisSettings;
 use super::stats::RedisStats;
-use super::RedisSettings;
 use futures_util::{FutureExt, StreamExt};
 use herald_core::Peer;
 use herald_store::{Aor, Binding, LocationStore, ScanCursor};
