@@ -103,18 +103,3 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
-
-/// What [`crate::LocationStore::apply`] did: the AoR's bindings afterwards (ordered as a lookup
-/// orders them) and when the change is durable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied<S> {
-    pub bindings: Vec<Binding<S>>,
-    pub ticket: crate::Ticket,
-}
-
-/// What a removal did: how many unexpired bindings went, and when the change is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Removed {
-    pub count: usize,
-    pub ticket: crate::Ticket,
-}

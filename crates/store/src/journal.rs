@@ -99,3 +99,18 @@ impl<'a, S> AorBindings<'a, S> {
         binding.expires_at.saturating_sub(self.now_s)
     }
 }
+
+/// What [`crate::LocationStore::apply`] did: the AoR's bindings afterwards (ordered as a lookup
+/// orders them) and when the change is durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied<S> {
+    pub bindings: Vec<Binding<S>>,
+    pub ticket: Ticket,
+}
+
+/// What a removal did: how many unexpired bindings went, and when the change is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    pub count: usize,
+    pub ticket: Ticket,
+}

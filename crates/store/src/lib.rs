@@ -29,12 +29,14 @@ mod aor;
 mod binding;
 mod journal;
 mod plan;
+mod scan_cursor;
 mod store;
 
 pub use aor::Aor;
-pub use binding::{Applied, Binding, ContactUpdate, Removed, StoreError, Update};
-pub use journal::{AorBindings, Backfill, Journal, Ticket};
-pub use store::{LocationStore, ScanCursor, StoreConfig};
+pub use binding::{Binding, ContactUpdate, StoreError, Update};
+pub use journal::{Applied, AorBindings, Backfill, Journal, Removed, Ticket};
+pub use scan_cursor::ScanCursor;
+pub use store::{LocationStore, StoreConfig};
 
 #[cfg(test)]
 mod durable_tests;

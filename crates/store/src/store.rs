@@ -16,8 +16,6 @@ use std::time::Instant;
 mod changes;
 mod scan;
 
-pub use scan::ScanCursor;
-
 /// Tuning that has a sensible default; nothing here sizes a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {

@@ -11,52 +11,17 @@
 //! applied again, waits for its own ticket.
 //!
 //! Bounded: a held response belongs to a transaction (bounded by `limits.max_transactions`);
-//! stateless ones are capped at [`MAX_HELD_STATELESS`], beyond which the response is dropped
+//! stateless ones are capped (module `durable_waits`), beyond which the response is dropped
 //! (the UA retransmits).
 
+use super::durable_waits::HeldResponse;
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
 use crate::transaction::TxId;
 use bytes::Bytes;
 use herald_store::Ticket;
-use std::collections::VecDeque;
 use std::time::Instant;
-
-/// Stateless responses held at most per engine.
-const MAX_HELD_STATELESS: usize = 16_384;
-
-/// Responses waiting for their ticket, oldest first (tickets grow with time within an engine).
-#[derive(Default)]
-pub(super) struct DurableWaits {
-    held: VecDeque<Held>,
-    stateless: usize,
-    bytes: usize,
-}
-
-struct Held {
-    since: Instant,
-    ticket: Ticket,
-    response: HeldResponse,
-}
-
-enum HeldResponse {
-    Transaction { id: TxId, bytes: Bytes, status: u16 },
-    Stateless { to: Peer, bytes: Bytes },
-}
-
-impl DurableWaits {
-    /// When `handle_timeouts` should look again: at once while anything is held (the runtime
-    /// also calls it on every commit).
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.held.front().map(|h| h.since)
-    }
-
-    /// Bytes of the responses held (counted in the engine's `held_bytes`).
-    pub(super) fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
 
 impl Engine {
     /// Answers REGISTER transaction `id` with `bytes` once `ticket` is durable.
@@ -69,14 +34,10 @@ impl Engine {
         out: &mut Vec<Output>,
     ) {
         if ticket <= self.store.durable() {
-            let peer = self.txs.peer(id);
-            let actions = self.txs.on_tu_response(now, id, bytes, status);
-            self.apply(now, id, peer, actions, out);
-            return;
+            self.answer_held(now, HeldResponse::Transaction { id, bytes, status }, out);
+        } else {
+            self.durable.hold(now, ticket, HeldResponse::Transaction { id, bytes, status });
         }
-        self.durable.bytes += bytes.len();
-        let response = HeldResponse::Transaction { id, bytes, status };
-        self.durable.held.push_back(Held { since: now, ticket, response });
     }
 
     /// Sends a stateless REGISTER answer to `to` once `ticket` is durable.
@@ -90,35 +51,30 @@ impl Engine {
     ) {
         if ticket <= self.store.durable() {
             out.push(Output::Send { to, bytes });
-        } else if self.durable.stateless < MAX_HELD_STATELESS {
-            self.durable.stateless += 1;
-            self.durable.bytes += bytes.len();
-            self.durable.held.push_back(Held { since: now, ticket, response: HeldResponse::Stateless { to, bytes } });
+        } else {
+            self.durable.hold(now, ticket, HeldResponse::Stateless { to, bytes });
         }
     }
 
     /// Sends every held response whose ticket is durable now.
     pub(super) fn release_durable(&mut self, now: Instant, out: &mut Vec<Output>) {
-        if self.durable.held.is_empty() {
+        if self.durable.is_empty() {
             return;
         }
         let durable = self.store.durable();
-        while self.durable.held.front().is_some_and(|h| h.ticket <= durable) {
-            let Some(held) = self.durable.held.pop_front() else { break };
-            self.durable.bytes -= match &held.response {
-                HeldResponse::Transaction { bytes, .. } | HeldResponse::Stateless { bytes, .. } => bytes.len(),
-            };
-            match held.response {
-                HeldResponse::Transaction { id, bytes, status } => {
-                    let peer = self.txs.peer(id);
-                    let actions = self.txs.on_tu_response(now, id, bytes, status);
-                    self.apply(now, id, peer, actions, out);
-                }
-                HeldResponse::Stateless { to, bytes } => {
-                    self.durable.stateless -= 1;
-                    out.push(Output::Send { to, bytes });
-                }
+        while let Some(response) = self.durable.pop_durable(durable) {
+            self.answer_held(now, response, out);
+        }
+    }
+
+    fn answer_held(&mut self, now: Instant, response: HeldResponse, out: &mut Vec<Output>) {
+        match response {
+            HeldResponse::Transaction { id, bytes, status } => {
+                let peer = self.txs.peer(id);
+                let actions = self.txs.on_tu_response(now, id, bytes, status);
+                self.apply(now, id, peer, actions, out);
             }
+            HeldResponse::Stateless { to, bytes } => out.push(Output::Send { to, bytes }),
         }
     }
 }

@@ -19,6 +19,7 @@ mod context;
 mod decisions;
 mod delivery;
 mod durable;
+mod durable_waits;
 mod failover;
 mod flows;
 mod fork;
@@ -100,7 +101,7 @@ pub struct Engine {
     /// Gateway attempts' timeouts and established calls (`gateway_calls`, driven by `failover`).
     gateway_calls: gateway_calls::GatewayCalls,
     /// REGISTER answers waiting for their change to be durable (write-through location).
-    durable: durable::DurableWaits,
+    durable: durable_waits::DurableWaits,
 }
     /// Where a reloaded configuration comes from, and the generation of it this engine has.
     updates: Option<(Arc<ConfigUpdates>, u64)>,
@@ -133,7 +134,7 @@ impl Engine {
             flows,
             pings: ping_table::Pings::default(),
             gateway_calls: gateway_calls::GatewayCalls::default(),
-            durable: durable::DurableWaits::default(),
+            durable: durable_waits::DurableWaits::default(),
         }
             updates: None,
         }

@@ -43,4 +43,6 @@ pub use websocket::WebSocket;
 pub use herald_sys::interface_addresses;
 
 #[cfg(test)]
+mod location_tests;
+#[cfg(test)]
 mod tests;

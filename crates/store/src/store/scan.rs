@@ -3,24 +3,8 @@
 //! delays writers of that shard, and for no longer than the page takes.
 
 use super::{read, LocationStore, Record};
-use crate::AorBindings;
+use crate::{AorBindings, ScanCursor};
 use std::time::Instant;
-
-/// Where a scan resumes. Within a shard AoRs are visited in the order of their key hash, and the
-/// cursor is the last hash visited, so a page resumes correctly whatever happened in between:
-/// an AoR present for the whole scan is visited exactly once, even when the shard's table grew,
-/// shrank or was rehashed; AoRs added or removed meanwhile may or may not be seen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ScanCursor {
-    shard: usize,
-    /// Hashes up to this one in `shard` are done; `None`: none yet.
-    after: Option<u64>,
-}
-
-impl ScanCursor {
-    /// The beginning of a scan.
-    pub const START: ScanCursor = ScanCursor { shard: 0, after: None };
-}
 
 impl<S: Clone> LocationStore<S> {
     /// Calls `f` for up to `max_aors` AoRs (at least one, when any is left) from `cursor` on,
