@@ -5,7 +5,7 @@
 use crate::gateways::Health;
 use crate::transaction::TxId;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,11 +19,14 @@ pub(super) struct GatewayCalls {
     /// Per-attempt timeouts: (deadline, server transaction, branch). Stale entries (the
     /// attempt was answered, the context is gone) are skipped by the caller.
     deadlines: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
-    /// Established gateway calls by Call-ID: the destination's health and when the call is
-    /// forgotten. Keyed by text peers choose: std's hasher (SipHash, randomly keyed).
-    established: HashMap<String, (Arc<Health>, Instant)>,
-    /// (forget at, Call-ID), to expire `established` without a scan.
-    expiry: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Established gateway calls by Call-ID: the destination's health and the call's key in
+    /// `expiry`. Keyed by text peers choose: std's hasher (SipHash, randomly keyed).
+    established: HashMap<String, (Arc<Health>, (Instant, u64))>,
+    /// (forget at, sequence) → Call-ID: the same calls in the order they expire, so that both
+    /// stay bounded by [`MAX_ESTABLISHED`] (a call that ends leaves both).
+    expiry: BTreeMap<(Instant, u64), String>,
+    /// Tells apart calls that expire at the same instant.
+    seq: u64,
 }
 
 impl GatewayCalls {
@@ -54,9 +57,10 @@ impl GatewayCalls {
         if self.established.contains_key(call_id) || self.established.len() >= MAX_ESTABLISHED {
             return false;
         }
-        let until = now + ESTABLISHED_TTL;
-        self.established.insert(call_id.to_owned(), (health.clone(), until));
-        self.expiry.push(Reverse((until, call_id.to_owned())));
+        self.seq += 1;
+        let key = (now + ESTABLISHED_TTL, self.seq);
+        self.established.insert(call_id.to_owned(), (health.clone(), key));
+        self.expiry.insert(key, call_id.to_owned());
         true
     }
 
@@ -65,18 +69,20 @@ impl GatewayCalls {
         if self.established.is_empty() {
             return None;
         }
-        self.established.remove(call_id).map(|(h, _)| h)
+        let (health, key) = self.established.remove(call_id)?;
+        self.expiry.remove(&key);
+        Some(health)
     }
 
     /// Forgets the calls remembered for [`ESTABLISHED_TTL`] by `now`, uncounting them.
     pub(super) fn expire(&mut self, now: Instant) {
-        while self.expiry.peek().is_some_and(|Reverse((at, _))| *at <= now) {
-            let Some(Reverse((at, call_id))) = self.expiry.pop() else { break };
-            // A later call of the same Call-ID has its own entry and deadline.
-            if self.established.get(&call_id).is_some_and(|(_, until)| *until == at) {
-                if let Some((health, _)) = self.established.remove(&call_id) {
-                    health.active_dec();
-                }
+        while let Some(entry) = self.expiry.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let call_id = entry.remove();
+            if let Some((health, _)) = self.established.remove(&call_id) {
+                health.active_dec();
             }
         }
     }
@@ -104,6 +110,7 @@ mod tests {
         c.expire(t + ESTABLISHED_TTL);
         assert_eq!(h.active(), 1, "b expired");
         assert!(c.ended("b").is_none());
+        assert!(c.established.is_empty() && c.expiry.is_empty(), "nothing left behind");
     }
 
     #[test]

@@ -13,7 +13,6 @@ use crate::proxy::forward::via_value;
 use crate::transaction::{TuEvent, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message};
-use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -30,7 +29,7 @@ impl Engine {
                 Some(Hop::Peer(p)) => p,
                 Some(Hop::Resolve(request)) => {
                     let dns = self.token();
-                    self.pings.resolving.insert(dns, (token, ping));
+                    self.pings.resolving(dns, token, ping);
                     out.push(Output::Resolve { token: dns, request });
                     return;
                 }
@@ -42,7 +41,7 @@ impl Engine {
 
     /// The answer to a ping's DNS lookup (the caller checked `Pings::is_resolving`).
     pub(super) fn on_ping_resolved(&mut self, now: Instant, dns: u64, result: Resolution, out: &mut Vec<Output>) {
-        let Some((token, ping)) = self.pings.resolving.remove(&dns) else { return };
+        let Some((token, ping)) = self.pings.resolved(dns) else { return };
         match result {
             Ok(targets) => match targets.first() {
                 Some(t) => {
@@ -83,10 +82,7 @@ impl Engine {
         };
         match self.txs.insert_client(now, msg, to) {
             Ok((cid, actions)) => {
-                self.pings.by_tx.insert(cid, Some(token));
-                if let Some(t) = ping.timeout {
-                    self.pings.deadlines.push(Reverse((now + t, cid)));
-                }
+                self.pings.sent(cid, token, ping.timeout.map(|t| now + t));
                 self.apply(now, cid, Some(to), actions, out);
             }
             Err(_) => done(token, PingOutcome::NotSent("no client transaction for it"), out),
@@ -104,33 +100,24 @@ impl Engine {
             TuEvent::TransportError => PingOutcome::TransportError,
             TuEvent::Terminated => {
                 // Ended without a final response (it is gone from the table now).
-                if let Some(Some(token)) = self.pings.by_tx.remove(&id) {
+                if let Some(token) = self.pings.forget(id) {
                     done(token, PingOutcome::TimedOut, out);
                 }
                 return;
             }
             TuEvent::AckReceived(_) | TuEvent::NoAck => return,
         };
-        if let Some(slot) = self.pings.by_tx.get_mut(&id) {
-            if let Some(token) = slot.take() {
-                done(token, outcome, out);
-            }
+        if let Some(token) = self.pings.report(id) {
+            done(token, outcome, out);
         }
     }
 
     /// Pings whose own deadline passed: reported as timed out, their transactions dropped
     /// (a late response then matches nothing and is discarded: its only Via is ours).
     pub(super) fn ping_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
-        while let Some(Reverse((at, id))) = self.pings.deadlines.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.pings.deadlines.pop();
-            if let Some(Some(token)) = self.pings.by_tx.get(&id).copied() {
-                self.pings.by_tx.remove(&id);
-                self.txs.remove(id);
-                done(token, PingOutcome::TimedOut, out);
-            }
+        while let Some((id, token)) = self.pings.pop_due(now) {
+            self.txs.remove(id);
+            done(token, PingOutcome::TimedOut, out);
         }
     }
 }

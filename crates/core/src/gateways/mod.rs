@@ -26,14 +26,14 @@
 //!
 //! **Failover** ([`FailoverPolicy`]): an attempt answered with a failover status (default 408
 //! and 503; configurable, e.g. 500, 502, 504), or not answered (Timer B/F, a transport error,
-//! or `attempt_timeout`: an INVITE attempt that heard nothing at all - not even 100 Trying -
-//! within it; it is abandoned without CANCEL, which RFC 3261 §9.1 forbids before a provisional,
-//! and CANCELled if a provisional comes later) goes on to the next destination within the same
-//! server transaction. Any other final response (2xx, 3xx, 486, 404, 6xx...) goes to the caller
-//! as it is, and ends the call's attempts. The caller sees exactly one final answer: when every
-//! attempt failed, the best of their responses by RFC 3261 §16.7 step 6, where a 503 becomes
-//! 500 (the 503 was the gateway's; passed on, it would make the caller's proxy fail over from
-//! herald itself). When no destination is up, the caller gets 503 at once, with Retry-After
+//! or `attempt_timeout`: an attempt that heard nothing at all - not even 100 Trying - within
+//! it; it is abandoned without CANCEL, which RFC 3261 §9.1 forbids before a provisional, and an
+//! INVITE is CANCELled if a provisional comes later) goes on to the next destination within the
+//! same server transaction. Any other final response (2xx, 3xx, 486, 404, 6xx...) goes to the
+//! caller as it is, and ends the call's attempts. The caller sees exactly one final answer:
+//! when every attempt failed, the best of their responses by RFC 3261 §16.7 step 6, where a 503
+//! becomes 500 (the 503 was the gateway's; passed on, it would make the caller's proxy fail over
+//! from herald itself). When no destination is up, the caller gets 503 at once, with Retry-After
 //! (`retry_after_s`), and nothing is sent.
 //!
 //! **Health** ([`Health`], [`HealthRules`]): up after start and after a reload for new

@@ -66,9 +66,10 @@ pub struct FailoverPolicy {
     pub statuses: Vec<u16>,
     /// Destinations tried per call at most (at least 1). Default 3.
     pub max_attempts: usize,
-    /// An INVITE attempt that heard nothing at all (not even 100 Trying) within this time is
-    /// abandoned for the next destination: shorter than Timer B (64*T1 = 32 s), which is far
-    /// too long for a caller to wait. `None`: only Timer B/F end an attempt.
+    /// An attempt that heard nothing at all (not even 100 Trying) within this time is
+    /// abandoned for the next destination: shorter than Timer B/F (64*T1 = 32 s), which is far
+    /// too long for a caller to wait (a caller's own Timer F would end a non-INVITE request
+    /// first). `None`: only Timer B/F end an attempt.
     pub attempt_timeout: Option<Duration>,
 }
 
