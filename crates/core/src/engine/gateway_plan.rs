@@ -8,6 +8,7 @@ use super::decisions::Local;
 use super::Engine;
 use crate::gateways::{order, CallKeys, GatewayLeg};
 use herald_sip::Message;
+use std::borrow::Cow;
 use std::time::Instant;
 
 impl Engine {
@@ -31,7 +32,11 @@ impl Engine {
             return Err(Local::Reject(500, "Server Internal Error (No Such Gateway Set)"));
         };
         let from = msg.from_header().ok();
-        let from_user = from.as_ref().and_then(|f| f.uri.as_sip()).and_then(|u| u.user_unescaped());
+        // The caller's number: a sip: URI's user, or a tel: URI's number (RFC 3966).
+        let from_user = from.as_ref().and_then(|f| match f.uri.as_tel() {
+            Some(tel) => Some(Cow::Borrowed(tel.number.as_bytes())),
+            None => f.uri.as_sip()?.user_unescaped(),
+        });
         let keys = CallKeys {
             call_id: msg.call_id().unwrap_or_default().as_bytes(),
             from_user: from_user.as_deref().unwrap_or_default(),

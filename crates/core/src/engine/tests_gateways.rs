@@ -249,3 +249,21 @@ fn attempts_spread_by_round_robin_and_each_call_fails_over_in_order() {
         .collect();
     assert_eq!(firsts, [GW1, GW2, GW3, GW1, GW2, GW3]);
 }
+
+#[test]
+fn hash_from_user_keys_on_the_callers_number_in_sip_and_tel_from_uris() {
+    let h = harness_with(Algorithm::HashFromUser, &[GW1, GW2, GW3], |_| {});
+    let first = |from: &str, call: &str| {
+        let text = invite("+4930123", call).replace("From: <sip:alice@example.com>", &format!("From: <{from}>"));
+        let msg = Message::parse(Bytes::from(text.replace('\n', "\r\n")), &Limits::default()).unwrap();
+        dests(&h.engine.plan_gateway_set(h.now, "pstn", &msg, "sip:+4930123@example.com").ok().unwrap())[0].clone()
+    };
+    let by_number: Vec<String> = (0..12).map(|n| first(&format!("sip:+49301{n:03}@example.com"), "c")).collect();
+    for n in 0..12 {
+        // Another call of the same caller, and the same number as a tel: URI, go the same way.
+        assert_eq!(first(&format!("sip:+49301{n:03}@example.com"), "other"), by_number[n]);
+        assert_eq!(first(&format!("tel:+49301{n:03}"), "c"), by_number[n]);
+    }
+    let distinct: std::collections::HashSet<&String> = by_number.iter().collect();
+    assert!(distinct.len() > 1, "callers spread: {by_number:?}");
+}
