@@ -259,10 +259,10 @@ fn hash_from_user_keys_on_the_callers_number_in_sip_and_tel_from_uris() {
         dests(&h.engine.plan_gateway_set(h.now, "pstn", &msg, "sip:+4930123@example.com").ok().unwrap())[0].clone()
     };
     let by_number: Vec<String> = (0..12).map(|n| first(&format!("sip:+49301{n:03}@example.com"), "c")).collect();
-    for n in 0..12 {
+    for (n, dest) in by_number.iter().enumerate() {
         // Another call of the same caller, and the same number as a tel: URI, go the same way.
-        assert_eq!(first(&format!("sip:+49301{n:03}@example.com"), "other"), by_number[n]);
-        assert_eq!(first(&format!("tel:+49301{n:03}"), "c"), by_number[n]);
+        assert_eq!(&first(&format!("sip:+49301{n:03}@example.com"), "other"), dest);
+        assert_eq!(&first(&format!("tel:+49301{n:03}"), "c"), dest);
     }
     let distinct: std::collections::HashSet<&String> = by_number.iter().collect();
     assert!(distinct.len() > 1, "callers spread: {by_number:?}");
