@@ -24,6 +24,7 @@ command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v turnutils_stunclient >/dev/null 2>&1 || need_pkgs+=(coturn)
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
+command -v nft >/dev/null 2>&1 || need_pkgs+=(nftables)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

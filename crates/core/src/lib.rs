@@ -18,6 +18,7 @@ pub mod gateways;
 pub mod hash;
 pub mod inbound;
 pub mod io;
+pub mod nat;
 pub mod peer;
 pub mod ping;
 pub mod proxy;

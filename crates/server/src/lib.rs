@@ -54,6 +54,7 @@ mod http;
 mod ingress;
 pub mod location;
 mod metrics;
+mod nat;
 mod pem;
 pub mod pings;
 pub mod protect;

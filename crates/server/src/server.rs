@@ -37,6 +37,8 @@ pub struct Server {
     metrics: Option<std::net::TcpListener>,
     /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
     tls: Option<Arc<TlsContext>>,
+    /// The engines' gateway sets, probed while running ([`Server::with_gateways`]).
+    gateways: Option<Arc<herald_core::gateways::Gateways>>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
     /// The location database ([`Server::with_durable_location`]).
@@ -72,7 +74,7 @@ impl Server {
         } else {
             None
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, admin, location: None })
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, gateways: None, admin, location: None })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -123,6 +125,13 @@ impl Server {
     /// The admin endpoint's address (port resolved), when it listens.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.0.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The gateway sets the engines route to (`EngineConfig::gateways`): [`Server::run`] probes
+    /// them as `[[gateway_set]]` says, and the metrics endpoint shows their health.
+    pub fn with_gateways(&mut self, gateways: Arc<herald_core::gateways::Gateways>) {
+        self.stats.export_collector(crate::gateways::GatewayMetrics { gateways: gateways.clone() });
+        self.gateways = Some(gateways);
     }
 
     /// The live counters (valid before, during and after [`Server::run`]).
@@ -222,6 +231,10 @@ impl Server {
             let live = admin::Live::new(&shared, shards.clone());
             rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
         }
+        // Gateway probes go from this thread's runtime through the shards; stopped at the drain.
+        let prober = self.gateways.as_ref().and_then(|g| {
+            crate::gateways::start_prober(rt.handle(), g, &shared.config.gateway_set, &shared, shards.len())
+        });
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
             // While serving, this thread also gives memory back after peaks (module `memory`):
@@ -238,6 +251,7 @@ impl Server {
                     }
                 }
             }
+            drop(prober);
             tracing::info!(timeout_s = drain_timeout.as_secs(), "shutting down: draining transactions");
             shared.draining.store(true, Ordering::Relaxed);
             for tx in &shared.ctl {

@@ -98,6 +98,7 @@ impl Herald {
             timer_c: cfg.timer_c,
             routes: None,
             seed,
+            nat: herald_core::nat::NatConfig::default(),
             gateways: cfg.gateways.clone(),
             routing: cfg.routing.clone(),
         };

@@ -132,6 +132,7 @@ impl World {
             timer_c: Duration::from_secs(180),
             routes: None,
             seed: Seed::fixed(SEED),
+            nat: herald_core::nat::NatConfig::default(),
             gateways: Default::default(),
             routing: Default::default(),
         };

@@ -68,6 +68,9 @@ pub struct EngineConfig {
     /// The runtime passes [`Seed::random`]; tests, the simulator and fuzz replays fix one, and
     /// the engine is then a pure function of its inputs.
     pub seed: Seed,
+    /// Phones behind NAT: what counts as NAT and whether their Contact is fixed (`[nat]`,
+    /// [`crate::nat`]).
+    pub nat: crate::nat::NatConfig,
     /// The gateway sets routing rules send calls to (`[[gateway_set]]`, [`crate::gateways`]);
     /// shared with the runtime's prober, metrics and admin API. Default: none.
     pub gateways: Arc<crate::gateways::Gateways>,
@@ -160,6 +163,7 @@ mod tests {
             timer_c: Duration::from_secs(180),
             routes,
             seed: Seed::fixed(0),
+            nat: crate::nat::NatConfig::default(),
             gateways: Default::default(),
             routing: Default::default(),
         }

@@ -3,11 +3,10 @@
 //! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
 use super::context::{Planned, PlannedDest};
-use super::hop::{hop_for, Hop};
+use crate::nat::{binding_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, Uri};
 use herald_store::Binding;
-use std::net::IpAddr;
 
 /// RFC 5626 §5.3 and RFC 3261 §21.4.18: the status a branch counts as when the flow of a
 /// registered binding is gone (its connection closed) and the contact cannot be reached any
@@ -23,12 +22,13 @@ const LOST_FLOW: u16 = 480;
 /// Outbound bindings (RFC 5626: `+sip.instance` and `reg-id`) are flows of an instance: the
 /// request goes to each instance once, over its most recently registered flow, and another
 /// flow of the same instance is its fallback when that one has failed (§5.3: "the proxy MUST
-/// NOT send the request on more than one flow per instance"; §9 failover).
-pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
+/// NOT send the request on more than one flow per instance"; §9 failover). `nat`: what makes a
+/// UDP binding one behind NAT (`crate::nat`).
+pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>, nat: NatDetect) -> Vec<Planned> {
     let mut planned: Vec<Planned> = Vec::with_capacity(bindings.len());
     let mut instances: Vec<(Box<str>, usize)> = Vec::new();
     for b in bindings {
-        let plan = plan_binding(&b);
+        let plan = plan_binding(&b, nat);
         let flow_of = b.instance.clone().filter(|_| b.reg_id.is_some());
         match flow_of {
             Some(instance) => match instances.iter().find(|(i, _)| *i == instance) {
@@ -45,7 +45,7 @@ pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
 }
 
 /// One binding's target, with its fallback.
-fn plan_binding(b: &Binding<Peer>) -> Planned {
+fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
     let push_routes = b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default();
     // An Outbound flow (RFC 5626 §5.3) and a contact nothing but its flow reaches (RFC 7118
     // §5) are reached over the flow the registration came on, and only over it.
@@ -56,7 +56,7 @@ fn plan_binding(b: &Binding<Peer>) -> Planned {
         Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
         None if flow_only => (PlannedDest::Peer(b.source), Vec::new(), Some(LOST_FLOW)),
         None => {
-            let dest = delivery(&b.contact, b.source);
+            let dest = delivery(&b.contact, b.source, nat);
             if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
@@ -85,19 +85,16 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
 /// Where a request for a registered contact goes.
 /// * Registered over a stream: over that connection (the phone may not accept new ones, and
 ///   behind NAT it cannot).
-/// * Over UDP from behind NAT (the contact is a private address, RFC 1918 / RFC 6598 / RFC 4193,
-///   that is not where the REGISTER came from): to the registration's source, like Kamailio's
-///   `fix_nated_register`.
+/// * Over UDP from behind NAT (`crate::nat::binding_behind_nat`: by default a private contact,
+///   RFC 1918 / RFC 6598 / RFC 4193 / link-local, that is not where the REGISTER came from): to
+///   the registration's source, the NAT's public address and port, like Kamailio's
+///   `fix_nated_register`; the Request-URI stays the contact (the phone recognises itself).
 /// * Otherwise to the contact URI itself, so third-party registrations work.
-pub(super) fn delivery(contact: &str, source: Peer) -> PlannedDest {
+pub(super) fn delivery(contact: &str, source: Peer, nat: NatDetect) -> PlannedDest {
     if source.transport.is_reliable() {
         return PlannedDest::Peer(source);
     }
-    let natted = match Uri::parse(contact.as_bytes()).ok().as_ref().and_then(hop_for) {
-        Some(Hop::Peer(p)) => is_private(p.addr.ip()) && p.addr.ip() != source.addr.ip(),
-        _ => false,
-    };
-    if natted {
+    if binding_behind_nat(contact, source, nat) {
         PlannedDest::Peer(source)
     } else {
         PlannedDest::Uri(contact.to_owned())
@@ -128,18 +125,6 @@ pub(super) fn first_path_uri(path: &str) -> Option<String> {
     herald_sip::headers::NameAddr::parse(first).ok().map(|a| a.uri.as_str().to_owned())
 }
 
-/// A private address: RFC 1918 (IPv4 private networks), RFC 6598 shared address space
-/// (100.64.0.0/10, carrier-grade NAT), or an RFC 4193 unique local IPv6 address.
-fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_private() || (o[0] == 100 && (64..128).contains(&o[1]))
-        }
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +145,10 @@ mod tests {
         }
     }
 
+    fn plan_of(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
+        plan_bindings(bindings, NatDetect::Private)
+    }
+
     fn ws(conn: u64) -> Peer {
         Peer { transport: Transport::Ws, addr: "198.51.100.4:50000".parse().unwrap(), conn: Some(ConnId(conn)) }
     }
@@ -176,23 +165,23 @@ mod tests {
 
     #[test]
     fn a_websocket_binding_has_no_fallback_but_a_tcp_one_does() {
-        let plan = plan_bindings(vec![binding("sip:a@x.invalid;transport=ws", ws(1), None)]);
+        let plan = plan_of(vec![binding("sip:a@x.invalid;transport=ws", ws(1), None)]);
         assert_eq!(plan.len(), 1);
         assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == ws(1)));
         assert!(plan[0].fallback.is_empty());
         assert_eq!(plan[0].lost_flow, Some(480));
         let tcp = Peer { transport: Transport::Tcp, ..ws(2) };
-        let plan = plan_bindings(vec![binding("sip:a@192.0.2.4;transport=tcp", tcp, None)]);
+        let plan = plan_of(vec![binding("sip:a@192.0.2.4;transport=tcp", tcp, None)]);
         assert_eq!(plan[0].fallback.len(), 1);
         assert!(matches!(&plan[0].fallback[0].dest, PlannedDest::Uri(u) if u == "sip:a@192.0.2.4;transport=tcp"));
         assert_eq!(plan[0].lost_flow, None);
         // A UDP registration of an `.invalid` contact: to where it came from.
         let udp = Peer::udp("203.0.113.9:5062".parse().unwrap());
-        let plan = plan_bindings(vec![binding("sip:a@x.invalid", udp, None)]);
+        let plan = plan_of(vec![binding("sip:a@x.invalid", udp, None)]);
         assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == udp));
         assert_eq!(plan[0].lost_flow, Some(480));
         // An Outbound flow over TCP with a reachable contact: still only its flow (RFC 5626 §5.3).
-        let plan = plan_bindings(vec![binding("sip:a@192.0.2.4;transport=tcp;ob", tcp, Some(("<urn:uuid:c>", 1)))]);
+        let plan = plan_of(vec![binding("sip:a@192.0.2.4;transport=tcp;ob", tcp, Some(("<urn:uuid:c>", 1)))]);
         assert!(matches!(plan[0].dest, PlannedDest::Peer(p) if p == tcp));
         assert!(plan[0].fallback.is_empty());
     }
@@ -200,7 +189,7 @@ mod tests {
     #[test]
     fn one_target_per_outbound_instance_the_other_flows_as_fallbacks() {
         let a = "<urn:uuid:a>";
-        let plan = plan_bindings(vec![
+        let plan = plan_of(vec![
             binding("sip:a@x.invalid;transport=ws;ob", ws(2), Some((a, 2))),
             binding("sip:a@y.invalid;transport=ws", ws(9), None),
             binding("sip:a@x.invalid;transport=ws;ob", ws(1), Some((a, 1))),

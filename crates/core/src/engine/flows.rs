@@ -13,6 +13,7 @@ use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
 use super::delivery::reachable_by_itself;
 use super::Engine;
+use crate::nat::EdgePath;
 use crate::peer::Peer;
 use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};
 use crate::proxy::route::Preprocessed;
@@ -84,16 +85,27 @@ impl Engine {
     }
 
     /// The flow token of a Path value herald inserts into a REGISTER it forwards to another
-    /// registrar (RFC 5626 §5.1): when herald is the UA's first hop and the UA registers with
-    /// Outbound (`Supported: outbound`, `+sip.instance` and `reg-id`) or with a Contact only its
-    /// flow reaches.
-    pub(super) fn edge_path_flow(&self, req: &Message, from: Peer) -> Option<String> {
-        let outbound = req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case("outbound")))
+    /// registrar (RFC 5626 §5.1, RFC 3327 §4), and whether the REGISTER must also get
+    /// `Require: path`: when herald is the UA's first hop and the UA registers with Outbound
+    /// (`Supported: outbound`, `+sip.instance` and `reg-id`) or with a Contact only its flow
+    /// reaches; else as `[nat] edge_path` says (`crate::nat::EdgePath`), which is how a phone
+    /// behind NAT registered with a registrar behind herald stays reachable through herald.
+    pub(super) fn edge_path_flow(&self, req: &Message, from: Peer) -> Option<(String, bool)> {
+        let supports =
+            |tag: &str| req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case(tag)));
+        let outbound = supports("outbound")
             && req.contacts().filter_map(Result::ok).any(|c| match c {
                 Contact::Address(a) => a.params.get("reg-id").is_some() && a.params.get("+sip.instance").is_some(),
                 Contact::Star => false,
             });
-        (from_ua(req) && (outbound || contact_needs_flow(req))).then(|| self.flows.mint(from))
+        let flow_needed = from_ua(req) && (outbound || contact_needs_flow(req));
+        let configured = match self.cfg.nat.edge_path {
+            EdgePath::Off => false,
+            EdgePath::Supported => supports("path"),
+            EdgePath::Always => true,
+        };
+        let require = configured && !flow_needed && !supports("path");
+        (flow_needed || configured).then(|| (self.flows.mint(from), require))
     }
 }
 

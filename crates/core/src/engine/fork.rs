@@ -7,6 +7,7 @@ use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
 use super::{Engine, Forking};
 use crate::io::Output;
+use crate::nat::request_contact_fix;
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{forward, outbound_path_value, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
@@ -162,13 +163,17 @@ impl Engine {
         let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener, hops);
         // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
         // with the flow token, so that the registrar's requests come back over this flow.
+        // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
+        // the UA did not list it.
         let edge_path = (req.method() == Some(Method::Register))
             .then(|| self.edge_path_flow(&req, ctx.source))
             .flatten()
-            .map(|token| {
+            .map(|(token, require)| {
                 let t = listener.transport;
-                outbound_path_value((t != Transport::Udp).then(|| t.as_param()), listener.addr, &token)
+                (outbound_path_value((t != Transport::Udp).then(|| t.as_param()), listener.addr, &token), require)
             });
+        // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
+        let contact_fix = request_contact_fix(&req, ctx.source, &self.cfg.nat);
         let mut pre = match preprocess(&req, &self.cfg.identity) {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
@@ -184,9 +189,11 @@ impl Engine {
                 push_routes: &planned.push_routes,
                 append_routes: &append,
                 record_route: &record_route,
-                path: edge_path.as_deref(),
+                path: edge_path.as_ref().map(|(p, _)| p.as_str()),
                 via: &via,
                 via_fixup: via_fixup(&req, ctx.source.addr),
+                replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
+                require: edge_path.as_ref().and_then(|(_, require)| require.then_some("path")),
             },
         );
         let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {

@@ -28,6 +28,7 @@ mod gateway_calls;
 mod gateway_plan;
 mod hop;
 mod local_answers;
+mod nat_edits;
 mod ping_table;
 mod pings;
 mod record_route;

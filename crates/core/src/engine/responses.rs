@@ -92,6 +92,7 @@ impl Engine {
 
     fn on_branch_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: Message, out: &mut Vec<Output>) {
         let Some(status) = resp.status() else { return };
+        let resp = self.fix_nated_response(sid, idx, resp);
         if self.gateway_response(now, sid, idx, &resp, status, out) {
             return; // a gateway attempt given up before (`failover`)
         }

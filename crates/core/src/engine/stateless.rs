@@ -9,6 +9,7 @@ use super::hop::{hop_for, Hop};
 use super::local_answers::options_headers;
 use super::Engine;
 use crate::io::Output;
+use crate::nat::request_contact_fix;
 use crate::peer::Peer;
 use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
 use crate::proxy::respond::response_destination;
@@ -79,6 +80,7 @@ impl Engine {
         let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
         let append = strict_route_edits(msg, &mut pre, &target);
         let consumed = self.consumed_credentials(msg);
+        let contact_fix = request_contact_fix(msg, from, &self.cfg.nat);
         let bytes = forward(
             msg,
             &Forward {
@@ -89,6 +91,7 @@ impl Engine {
                 append_routes: &append,
                 via: &via,
                 via_fixup: via_fixup(msg, from.addr),
+                replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
                 ..Default::default()
             },
         );

@@ -97,8 +97,10 @@ impl Engine {
     /// table's rewrite of one), or 404/480 when it has none.
     pub(super) fn plan_location(&self, now: Instant, ruri: &Uri<'_>) -> Result<Vec<Planned>, Local> {
         // §16.5: the location service decides for a domain we are responsible for.
-        // The port does not split a served domain's users (Aor::of_served_domain).
-        let aor = Aor::of_served_domain(ruri).ok_or(Local::Reject(404, "Not Found"))?;
+        // The port does not split a served domain's users (Aor::of_served_user), nor the
+        // domain with `[registrar] use_domain = false`.
+        let use_domain = self.registrar.config().use_domain;
+        let aor = ruri.as_sip().map(|u| Aor::of_served_user(u, use_domain)).ok_or(Local::Reject(404, "Not Found"))?;
         let bindings = self.store.lookup(&aor, now);
         if bindings.is_empty() {
             // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
@@ -114,7 +116,7 @@ impl Engine {
             });
         }
         let secure = ruri.is_sips();
-        let planned: Vec<Planned> = plan_bindings(bindings)
+        let planned: Vec<Planned> = plan_bindings(bindings, self.cfg.nat.detect)
             .into_iter()
             // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
             // the last one included (the last-hop exception is deprecated). A phone

@@ -39,6 +39,7 @@ fn config(forking: Forking, stateless: bool) -> EngineConfig {
         timer_c: Duration::from_secs(180),
         routes: None,
         seed: crate::seed::Seed::fixed(0),
+        nat: crate::nat::NatConfig::default(),
         gateways: Default::default(),
         routing: Default::default(),
     }
@@ -475,6 +476,9 @@ mod phones;
 
 #[path = "tests_outbound.rs"]
 mod outbound;
+
+#[path = "tests_nat.rs"]
+mod nat;
 
 #[path = "tests_reload.rs"]
 mod reload;

@@ -33,6 +33,12 @@ pub struct Forward<'a> {
     /// Whole header lines to drop (indexes into `Message::headers`): the Proxy-Authorization
     /// values this proxy consumed (RFC 3261 §22.3, see `crate::auth`).
     pub remove_fields: &'a [usize],
+    /// A header line whose value is replaced: (index into `Message::headers`, new value). The
+    /// Contact of a phone behind NAT, rewritten to its source (`crate::nat::fixed_contact`).
+    pub replace_field: Option<(usize, &'a str)>,
+    /// An option tag to require of the next hop (`Require: path` with the Path herald adds for
+    /// a UA that did not list it, RFC 3327 §5.1).
+    pub require: Option<&'a str>,
 }
 
 /// Writes the forwarded request. Max-Forwards is decremented, or set to 70 if absent
@@ -49,6 +55,9 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
     }
     for field in f.remove_fields {
         e.remove_field(*field);
+    }
+    if let Some((field, value)) = f.replace_field {
+        e.replace_value(field, value.as_bytes());
     }
     // New header lines go above all others, in this order: Via, Record-Route, Route. Each
     // group keeps its relative order, which is what matters (RFC 3261 §7.3.1).
@@ -68,6 +77,9 @@ pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
     }
     for r in f.append_routes {
         e.append_header("Route", r.as_bytes());
+    }
+    if let Some(tag) = f.require {
+        e.append_header("Require", tag.as_bytes());
     }
     e.ensure_content_length();
     e.finish()

@@ -22,6 +22,10 @@ pub struct RegistrarConfig {
     pub max_bindings_per_aor: usize,
     /// Domains whose AoRs this registrar holds (case-insensitive); empty accepts any.
     pub domains: Vec<String>,
+    /// Whether the domain is part of the address-of-record (`[registrar] use_domain`): `true`,
+    /// `user@domain`; `false`, the user part alone, as Kamailio's registrar with `use_domain=0`
+    /// (one namespace of users over every served domain: single-domain setups only).
+    pub use_domain: bool,
     /// Keys the To tags of its responses and the hash of the store it builds
     /// ([`Registrar::new_store`]). The default is random; tests and the simulator fix it, and the
     /// same seed then gives the same tags.
@@ -36,6 +40,7 @@ impl Default for RegistrarConfig {
             max_expires: 86_400,
             max_bindings_per_aor: 20,
             domains: Vec::new(),
+            use_domain: true,
             seed: Seed::random(),
         }
     }

@@ -79,8 +79,9 @@ impl<'m> Register<'m> {
             return Err(Reject::new(404, "Not Found (domain not served here)"));
         }
         // A registrar serves its own domains only: the port does not split an AoR there, so a
-        // phone registered as sip:bob@10.0.0.1 is found by INVITE sip:bob@10.0.0.1:5060.
-        let aor = Aor::of_served_sip_uri(to_uri);
+        // phone registered as sip:bob@10.0.0.1 is found by INVITE sip:bob@10.0.0.1:5060; with
+        // `use_domain` off the domain does not either.
+        let aor = Aor::of_served_user(to_uri, config.use_domain);
 
         let expires_header = req.expires().map_err(|_| bad("Bad Request (malformed Expires)"))?;
         let mut contacts = Vec::new();

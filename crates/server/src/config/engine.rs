@@ -62,6 +62,7 @@ impl Config {
             timer_c: TIMER_C,
             routes: wildcard.then_some(source_routes),
             seed,
+            nat: self.nat.engine(),
             gateways: Arc::new(super::gateways::to_core(&self.gateway_set, None)),
             routing: Arc::new(super::routing::table(&self.route, &self.gateway_set_names())),
         }
@@ -78,6 +79,7 @@ impl Config {
             max_expires: r.max_expires,
             max_bindings_per_aor: r.max_bindings_per_aor as usize,
             domains: Vec::new(),
+            use_domain: r.use_domain,
             seed,
         }
     }

@@ -136,6 +136,9 @@ impl Config {
         if let Err((leaf, message)) = self.websocket.validate() {
             return fail(&["websocket", leaf], message);
         }
+        if let Err((leaf, message)) = self.nat.validate() {
+            return fail(&["nat", leaf], message);
+        }
         for (key, names) in [("domains", &self.domains), ("aliases", &self.aliases)] {
             for (i, d) in names.iter().enumerate() {
                 if d.is_empty() || d.chars().any(|c| c.is_whitespace() || c == ',' || c == ';') {

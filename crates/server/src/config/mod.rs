@@ -11,6 +11,9 @@ mod error;
 mod gateways;
 mod load;
 mod location;
+mod nat;
+#[cfg(test)]
+mod nat_tests;
 mod protect;
 mod realms;
 mod reload;
@@ -30,6 +33,7 @@ pub use gateways::{
 /// destinations (a reload).
 pub use gateways::to_core as gateway_sets;
 pub use location::{Location, LocationMode};
+pub use nat::{Detect as NatDetect, EdgePath, Keepalive, Nat};
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
 pub use routing::Route;
 pub use schema::{

@@ -6,6 +6,7 @@ use super::admin::Admin;
 use super::auth::Auth;
 use super::location::Location;
 use super::gateways::GatewaySet;
+use super::nat::Nat;
 use super::protect::{Flood, Overload};
 use super::routing::Route;
 use super::tls::Tls;
@@ -81,6 +82,8 @@ pub struct Config {
     pub tls: Tls,
     /// SIP over WebSocket (RFC 7118): upgrade, origins, keep-alive pings.
     pub websocket: WebSocket,
+    /// Phones behind NAT: detection, Contact fixing, keep-alives, the edge proxy's Path.
+    pub nat: Nat,
     /// The admin endpoint (JSON-RPC 2.0 over HTTP) that `herald ctl` talks to.
     pub admin: Admin,
     /// `[[route]]`: the routing table, first match wins; empty: herald's default routing.
@@ -109,6 +112,7 @@ impl Default for Config {
             overload: Overload::default(),
             tls: Tls::default(),
             websocket: WebSocket::default(),
+            nat: Nat::default(),
             admin: Admin::default(),
             route: Vec::new(),
             gateway_set: Vec::new(),
@@ -298,11 +302,22 @@ pub struct Registrar {
     pub max_expires: u32,
     /// Bindings one address-of-record may hold; more are refused with 503 + Retry-After.
     pub max_bindings_per_aor: u32,
+    /// Whether the domain is part of the address-of-record. `true`: `user@domain` (the port and
+    /// transport of the To or Request-URI never are). `false`: the user part alone, as
+    /// Kamailio's registrar with `use_domain=0`; `bob@a.example` and `bob@b.example` are then
+    /// one user, so a multi-domain setup needs `true`.
+    pub use_domain: bool,
 }
 
 impl Default for Registrar {
     fn default() -> Self {
-        Registrar { default_expires: 3600, min_expires: 60, max_expires: 86_400, max_bindings_per_aor: 10 }
+        Registrar {
+            default_expires: 3600,
+            min_expires: 60,
+            max_expires: 86_400,
+            max_bindings_per_aor: 10,
+            use_domain: true,
+        }
     }
 }
 

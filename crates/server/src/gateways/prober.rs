@@ -10,13 +10,13 @@
 //! handling the OPTIONS and its response like any other transaction. One task per destination,
 //! their first probes spread over the first interval so that a set of many destinations does
 //! not send in bursts; at most one probe per destination is outstanding (`timeout_ms` ≤
-//! `interval_ms`). A state change (by a probe, by failed calls in the engine, or forced by an
-//! operator) is logged at info with set, destination, old → new and why; the health counts it
-//! (`herald_gateway_state_changes_total`). Stopping (`Prober::stop`, at the start of the drain)
+//! `interval_ms`). A state change made by a probe is logged at info with set, destination,
+//! old → new and why (the engine logs those made by failed calls, the admin API a forced
+//! state); the health counts every one (`herald_gateway_state_changes_total`). Stopping (`Prober::stop`, at the start of the drain)
 //! ends every task before its next probe, so no new transaction holds up the drain.
 
 use crate::config::GatewayProbing;
-use herald_core::gateways::{Destination, GatewaySet, HealthRules, HealthSnapshot, HealthState};
+use herald_core::gateways::{Destination, GatewaySet, HealthRules};
 use herald_core::ping::PingOutcome;
 use std::future::Future;
 use std::sync::Arc;
@@ -50,13 +50,7 @@ impl Prober {
             let n = set.destinations.len() as u32;
             for index in 0..set.destinations.len() {
                 let stagger = probing.interval() * index as u32 / n.max(1);
-                let task = Probe {
-                    set: set.clone(),
-                    index,
-                    probing: probing.clone(),
-                    pinger: pinger.clone(),
-                    seen: Seen::of(&set.destinations[index].health.snapshot()),
-                };
+                let task = Probe { set: set.clone(), index, probing: probing.clone(), pinger: pinger.clone() };
                 let stopped = stopped.clone();
                 runtime.spawn(task.run(stagger, stopped));
             }
@@ -77,27 +71,12 @@ impl Drop for Prober {
     }
 }
 
-/// What a destination's last logged state was, to log changes made elsewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    state: HealthState,
-    forced: Option<HealthState>,
-    changes: u64,
-}
-
-impl Seen {
-    fn of(s: &HealthSnapshot) -> Seen {
-        Seen { state: s.state, forced: s.forced, changes: s.changes }
-    }
-}
-
 /// One destination's probe loop.
 struct Probe<P> {
     set: Arc<GatewaySet>,
     index: usize,
     probing: GatewayProbing,
     pinger: Arc<P>,
-    seen: Seen,
 }
 
 impl<P: ProbeSender> Probe<P> {
@@ -105,7 +84,7 @@ impl<P: ProbeSender> Probe<P> {
         &self.set.destinations[self.index]
     }
 
-    async fn run(mut self, first: Duration, mut stopped: watch::Receiver<bool>) {
+    async fn run(self, first: Duration, mut stopped: watch::Receiver<bool>) {
         let start = tokio::time::Instant::now() + first;
         let mut ticks = tokio::time::interval_at(start, self.probing.interval());
         // A probe that took its whole timeout delays the next, never doubles it.
@@ -115,7 +94,6 @@ impl<P: ProbeSender> Probe<P> {
                 _ = ticks.tick() => {}
                 _ = stopped.wait_for(|s| *s) => return,
             }
-            self.log_changes_elsewhere();
             let outcome = tokio::select! {
                 o = self.probe() => o,
                 _ = stopped.wait_for(|s| *s) => return,
@@ -132,7 +110,7 @@ impl<P: ProbeSender> Probe<P> {
         tokio::time::timeout(timeout + Duration::from_secs(1), probe).await.unwrap_or(PingOutcome::TimedOut)
     }
 
-    fn record(&mut self, outcome: PingOutcome) {
+    fn record(&self, outcome: PingOutcome) {
         let ok = matches!(outcome, PingOutcome::Answered(s) if self.probing.alive(s));
         let rules: HealthRules = self.set.health;
         let health = &self.destination().health;
@@ -154,28 +132,6 @@ impl<P: ProbeSender> Probe<P> {
         } else if !ok {
             tracing::debug!(set = %self.set.name, destination = %self.destination().uri, outcome = %describe(outcome), "probe failed");
         }
-        self.seen = Seen::of(&health.snapshot());
-    }
-
-    /// Logs a change the engine made (failed calls) or an operator forced since the last probe.
-    fn log_changes_elsewhere(&mut self) {
-        let now = Seen::of(&self.destination().health.snapshot());
-        if now == self.seen {
-            return;
-        }
-        let (set, destination) = (&self.set.name, &self.destination().uri);
-        if now.forced != self.seen.forced {
-            let show = |f: Option<HealthState>| f.map_or("none", HealthState::as_str);
-            tracing::info!(%set, %destination, from = show(self.seen.forced), to = show(now.forced), why = "forced by an operator", "gateway state forced");
-        }
-        if now.changes != self.seen.changes && now.state != self.seen.state {
-            let why = match now.state {
-                HealthState::Down => format!("{} failed calls in a row", self.set.health.call_failures_down),
-                HealthState::Up => "probes".to_string(),
-            };
-            tracing::info!(%set, %destination, from = self.seen.state.as_str(), to = now.state.as_str(), why = %why, "gateway state changed");
-        }
-        self.seen = now;
     }
 }
 

@@ -1,0 +1,227 @@
+//! Phones behind NAT (Kamailio's nathelper, sans-IO): telling that a message or a binding comes
+//! from behind a NAT, and the Contact a NATed phone should have written.
+//!
+//! A phone behind NAT writes its private address in Contact and Via; the packets arrive from the
+//! NAT's public address and port. RFC 3261 §18.2.1 and RFC 3581 already send responses to the
+//! real source (Via `received`/`rport`); what is left is everything that targets the *Contact*:
+//! requests to a registered binding (reached at the registration's source instead,
+//! `engine::delivery`), and the far end's in-dialog requests, whose remote target is the
+//! Contact of the dialog-creating request or response (§12.1.1, §12.1.2): herald rewrites that
+//! Contact to the observed source (nathelper's `fix_nated_contact`), so they come back through
+//! the NAT's pinhole. herald's Record-Route keeps it in the dialog's path anyway (§16.6 step 4);
+//! the fixed Contact is the Request-URI those requests carry when they reach herald, and so where
+//! herald sends them on.
+//!
+//! The tests are nathelper's `nat_uac_test` flags, typed:
+//! * a private Contact (flag 1): RFC 1918, RFC 6598 (carrier-grade NAT), RFC 4193 (unique
+//!   local IPv6) or link-local (RFC 3927, RFC 4291 §2.5.6) address that is not the source;
+//! * the top Via's sent-by is an address other than the source (flag 2, "received" test);
+//! * optionally ([`NatDetect::ContactDiffers`]) a Contact address or port other than the source
+//!   (flags 32 and 64), for NATs in front of public-addressed phones. It also takes a
+//!   third-party registration (another host registering the phone's contact) for NAT, which is
+//!   why it is not the default.
+//!
+//! Only a message from the UA itself (herald its first hop: one Via) can be judged: behind a
+//! proxy, the source is the proxy and the Contact is still the UA's.
+
+use crate::peer::{Peer, Transport};
+use herald_sip::headers::{Contact, ListValue, NameAddr};
+use herald_sip::text::push_host_port;
+use herald_sip::uri::{Host, SipUri, Uri};
+use herald_sip::{HeaderName, Message};
+use std::net::{IpAddr, SocketAddr};
+
+/// Which differences between a contact and its source count as NAT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NatDetect {
+    /// A private Contact address that is not the source, or (for messages) a top Via whose
+    /// address is not the source.
+    #[default]
+    Private,
+    /// As `Private`, and any Contact address or port that is not the source's.
+    ContactDiffers,
+}
+
+/// When herald, forwarding a REGISTER to a registrar of another domain, adds a Path with its own
+/// URI and the flow token of the REGISTER's flow (RFC 3327 §4, RFC 5626 §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EdgePath {
+    /// Only for Outbound UAs and contacts only their flow reaches (RFC 5626 §5.1, RFC 7118 §5).
+    Off,
+    /// Also when the UA lists `path` in Supported (RFC 3327 §5.1: a proxy adds Path when the
+    /// UA supports it).
+    #[default]
+    Supported,
+    /// For every REGISTER; when the UA did not list `path`, herald adds `Require: path`, so a
+    /// registrar that cannot honour the Path refuses with 420 instead of ignoring it (§5.1).
+    Always,
+}
+
+/// What the engine does for phones behind NAT (`[nat]` in the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NatConfig {
+    /// What counts as NAT.
+    pub detect: NatDetect,
+    /// Rewrite the Contact of requests and responses from NATed phones that herald forwards to
+    /// the observed source (nathelper `fix_nated_contact`).
+    pub fix_contact: bool,
+    /// When a REGISTER for another domain gets herald's Path.
+    pub edge_path: EdgePath,
+}
+
+impl Default for NatConfig {
+    fn default() -> Self {
+        NatConfig { detect: NatDetect::Private, fix_contact: true, edge_path: EdgePath::Supported }
+    }
+}
+
+/// A private or link-local address: RFC 1918, RFC 6598 shared address space (100.64.0.0/10,
+/// carrier-grade NAT), RFC 3927 169.254.0.0/16; RFC 4193 unique local (fc00::/7) and
+/// link-local (fe80::/10) IPv6.
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_private() || v4.is_link_local() || (o[0] == 100 && (64..128).contains(&o[1]))
+        }
+        IpAddr::V6(v6) => {
+            let s0 = v6.segments()[0];
+            (s0 & 0xfe00) == 0xfc00 || (s0 & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// The address a host names, when it is an IP literal.
+fn host_ip(host: &Host<'_>) -> Option<IpAddr> {
+    match host {
+        Host::Ipv4(ip) => Some(IpAddr::V4(*ip)),
+        Host::Ipv6(ip) => Some(IpAddr::V6(*ip)),
+        Host::Name(_) => None,
+    }
+}
+
+/// Whether a contact URI registered from `source` is behind NAT, by `detect`: the flag of a
+/// binding, derived from what the store keeps (contact and source) wherever it is needed
+/// (delivery, keep-alives). Only connectionless sources: a binding registered over a stream
+/// is reached over its connection anyway (`engine::delivery`).
+pub fn binding_behind_nat(contact: &str, source: Peer, detect: NatDetect) -> bool {
+    if source.transport != Transport::Udp {
+        return false;
+    }
+    match Uri::parse(contact.as_bytes()) {
+        Ok(Uri::Sip(u)) => contact_behind_nat(&u, source.addr, detect),
+        _ => false,
+    }
+}
+
+/// The Contact tests (flags 1, 32, 64) for one contact URI from `source`.
+fn contact_behind_nat(uri: &SipUri<'_>, source: SocketAddr, detect: NatDetect) -> bool {
+    let Some(ip) = host_ip(&uri.host) else { return false };
+    if is_private(ip) && ip != source.ip() {
+        return true;
+    }
+    detect == NatDetect::ContactDiffers
+        && (ip != source.ip() || uri.port.unwrap_or_else(|| uri.scheme.default_port()) != source.port())
+}
+
+/// Whether a request or response that `source` sent herald directly comes from behind NAT: its
+/// first Contact fails the Contact tests, or (a request: its top Via is the sender's own) its
+/// top Via's address is not the source (flag 2).
+pub fn message_behind_nat(msg: &Message, source: SocketAddr, detect: NatDetect) -> bool {
+    if msg.is_request() {
+        if let Some(ip) = msg.top_via().ok().and_then(|v| host_ip(&v.host)) {
+            if ip != source.ip() {
+                return true;
+            }
+        }
+    }
+    match first_contact(msg) {
+        Some((_, addr)) => addr.uri.as_sip().is_some_and(|u| contact_behind_nat(u, source, detect)),
+        None => false,
+    }
+}
+
+fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
+    let value = msg.list_values(HeaderName::Contact).next()?.ok()?;
+    match msg.contacts().next()?.ok()? {
+        Contact::Address(addr) => Some((value, addr)),
+        Contact::Star => None,
+    }
+}
+
+/// The Contact header field line of `msg` rewritten to `source` (nathelper
+/// `fix_nated_contact`): `(index of the header line, its new value)`, or `None` when there is
+/// nothing to fix (no Contact, not a sip/sips URI, `*`), or when the first Contact shares its
+/// line with others (a REGISTER's list: never a dialog's remote target, left alone). The user
+/// part, URI parameters (`transport`, `ob`, ...) and header parameters are kept; only host and
+/// port change.
+pub fn fixed_contact(msg: &Message, source: SocketAddr) -> Option<(usize, String)> {
+    let (value, addr) = first_contact(msg)?;
+    let uri = addr.uri.as_sip()?;
+    if msg.list_values(HeaderName::Contact).filter_map(Result::ok).filter(|v| v.field == value.field).count() != 1 {
+        return None;
+    }
+    let line = std::str::from_utf8(msg.value_of(&msg.headers()[value.field])).ok()?;
+    let old = uri.as_str();
+    let at = old.as_ptr() as usize - line.as_ptr() as usize;
+    if at + old.len() > line.len() {
+        return None;
+    }
+    let mut fixed = String::with_capacity(line.len() + 16);
+    fixed.push_str(&line[..at]);
+    fixed.push_str(uri.scheme.as_str());
+    fixed.push(':');
+    if let Some(user) = uri.user {
+        fixed.push_str(user);
+        if let Some(password) = uri.password {
+            fixed.push(':');
+            fixed.push_str(password);
+        }
+        fixed.push('@');
+    }
+    push_host_port(&mut fixed, source);
+    fixed.push_str(uri.params_raw());
+    if !uri.headers_raw().is_empty() {
+        fixed.push('?');
+        fixed.push_str(uri.headers_raw());
+    }
+    fixed.push_str(&line[at + old.len()..]);
+    Some((value.field, fixed))
+}
+
+/// The Contact fix a request herald forwards gets (`None`: none): when fixing is on, herald is
+/// the sender's first hop (one Via), the sender is not a WebSocket client (its flow tokens do
+/// that job, `engine::flows`) and the request is not a REGISTER (a registrar, herald itself or
+/// another behind its Path, keeps the binding's source itself), and the request comes from
+/// behind NAT.
+pub fn request_contact_fix(msg: &Message, from: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
+    if !cfg.fix_contact
+        || matches!(from.transport, Transport::Ws | Transport::Wss)
+        || msg.method() == Some(herald_sip::Method::Register)
+        || msg.vias().take(2).count() != 1
+        || !message_behind_nat(msg, from.addr, cfg.detect)
+    {
+        return None;
+    }
+    fixed_contact(msg, from.addr)
+}
+
+/// The Contact fix of a response from a NATed callee (`None`: none): `contact` is the binding's
+/// contact the branch targeted (its Request-URI) and `to` where the branch went; the callee is
+/// that binding, reached at the source of its registration because it is behind NAT.
+pub fn response_contact_fix(resp: &Message, contact: &str, to: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
+    if !cfg.fix_contact || to.transport != Transport::Udp || !binding_behind_nat(contact, to, cfg.detect) {
+        return None;
+    }
+    let answered_by_it = match first_contact(resp) {
+        Some((_, addr)) => addr.uri.as_sip().is_some_and(|u| contact_behind_nat(u, to.addr, cfg.detect)),
+        None => false,
+    };
+    if !answered_by_it {
+        return None;
+    }
+    fixed_contact(resp, to.addr)
+}
+
+#[cfg(test)]
+mod tests;

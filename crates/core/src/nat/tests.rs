@@ -1,0 +1,142 @@
+use super::*;
+use bytes::Bytes;
+use herald_sip::Limits;
+
+fn msg(s: &str) -> Message {
+    Message::parse(Bytes::from(s.replace('\n', "\r\n")), &Limits::default()).unwrap()
+}
+
+/// A message from another's bytes (already CRLF).
+fn raw(s: String) -> Message {
+    Message::parse(Bytes::from(s), &Limits::default()).unwrap()
+}
+
+fn invite(via: &str, contact: &str) -> Message {
+    msg(&format!(
+        "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP {via};branch=z9hG4bKa;rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nContact: {contact}\nContent-Length: 0\n\n"
+    ))
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn private_ranges() {
+    for ip in
+        ["10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "100.127.255.255", "169.254.3.4", "fd00::1", "fe80::1"]
+    {
+        assert!(is_private(ip.parse().unwrap()), "{ip}");
+    }
+    for ip in ["192.0.2.1", "100.128.0.1", "100.63.0.1", "8.8.8.8", "127.0.0.1", "2001:db8::1", "::1"] {
+        assert!(!is_private(ip.parse().unwrap()), "{ip}");
+    }
+}
+
+#[test]
+fn bindings_behind_nat() {
+    let src = Peer::udp(addr("203.0.113.7:40001"));
+    // A private contact not at its source: NAT, whatever the mode.
+    assert!(binding_behind_nat("sip:bob@192.168.1.20:5060", src, NatDetect::Private));
+    // A private contact that is its source: a phone on herald's own private network.
+    let lan = Peer::udp(addr("192.168.1.20:5060"));
+    assert!(!binding_behind_nat("sip:bob@192.168.1.20:5060", lan, NatDetect::Private));
+    assert!(!binding_behind_nat("sip:bob@192.168.1.20:5060", lan, NatDetect::ContactDiffers));
+    // A public contact elsewhere: a third-party registration by default, NAT on request.
+    assert!(!binding_behind_nat("sip:bob@198.51.100.9", src, NatDetect::Private));
+    assert!(binding_behind_nat("sip:bob@198.51.100.9", src, NatDetect::ContactDiffers));
+    // Same address, other port (a port-translating NAT): ContactDiffers only; no port is 5060.
+    assert!(binding_behind_nat("sip:bob@203.0.113.7:5060", src, NatDetect::ContactDiffers));
+    assert!(!binding_behind_nat("sip:bob@203.0.113.7:40001", src, NatDetect::ContactDiffers));
+    assert!(!binding_behind_nat("sip:bob@203.0.113.7", Peer::udp(addr("203.0.113.7:5060")), NatDetect::ContactDiffers));
+    assert!(binding_behind_nat("sips:bob@203.0.113.7", Peer::udp(addr("203.0.113.7:5060")), NatDetect::ContactDiffers));
+    // Names and other schemes are not judged; nor are stream registrations.
+    assert!(!binding_behind_nat("sip:bob@phone.example.com", src, NatDetect::ContactDiffers));
+    assert!(!binding_behind_nat("tel:+15551234", src, NatDetect::ContactDiffers));
+    let tcp = Peer { transport: Transport::Tcp, ..src };
+    assert!(!binding_behind_nat("sip:bob@192.168.1.20:5060", tcp, NatDetect::Private));
+}
+
+#[test]
+fn messages_behind_nat() {
+    let src = addr("203.0.113.7:40001");
+    // Private Contact (flag 1).
+    assert!(message_behind_nat(&invite("203.0.113.7:40001", "<sip:a@10.0.0.2:5062>"), src, NatDetect::Private));
+    // Via address not the source (flag 2), Contact a name.
+    assert!(message_behind_nat(&invite("198.51.100.1:5060", "<sip:a@phone.example>"), src, NatDetect::Private));
+    // Everything public and at the source.
+    assert!(!message_behind_nat(&invite("203.0.113.7:40001", "<sip:a@203.0.113.7:40001>"), src, NatDetect::Private));
+    // A Via host name proves nothing.
+    assert!(!message_behind_nat(&invite("phone.example:5060", "<sip:a@203.0.113.7>"), src, NatDetect::Private));
+    assert!(message_behind_nat(&invite("phone.example:5060", "<sip:a@203.0.113.7>"), src, NatDetect::ContactDiffers));
+}
+
+#[test]
+fn the_contact_is_rewritten_to_the_source_keeping_everything_else() {
+    let src = addr("203.0.113.7:40001");
+    let m = invite(
+        "10.0.0.2:5062",
+        "\"Al\" <sip:alice;x=y:pw@10.0.0.2:5062;transport=udp;ob?h=v>;expires=60;+sip.instance=\"<urn:uuid:1>\"",
+    );
+    let (field, value) = fixed_contact(&m, src).unwrap();
+    assert_eq!(m.headers()[field].name, HeaderName::Contact);
+    assert_eq!(
+        value,
+        "\"Al\" <sip:alice;x=y:pw@203.0.113.7:40001;transport=udp;ob?h=v>;expires=60;+sip.instance=\"<urn:uuid:1>\""
+    );
+    // An addr-spec without brackets.
+    let m = invite("10.0.0.2:5062", "sip:alice@10.0.0.2");
+    assert_eq!(fixed_contact(&m, src).unwrap().1, "sip:alice@203.0.113.7:40001");
+    // IPv6 source; no user part.
+    let m = invite("[fd00::2]:5062", "<sips:[fd00::2]:5061>");
+    assert_eq!(fixed_contact(&m, addr("[2001:db8::7]:4000")).unwrap().1, "<sips:[2001:db8::7]:4000>");
+    // Nothing to fix.
+    assert!(fixed_contact(&invite("10.0.0.2", "*"), src).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "<tel:+1555>"), src).is_none());
+    let two = invite("10.0.0.2", "<sip:a@10.0.0.2>, <sip:a@10.0.0.3>");
+    assert!(fixed_contact(&two, src).is_none());
+}
+
+#[test]
+fn which_requests_get_their_contact_fixed() {
+    let cfg = NatConfig::default();
+    let natted = invite("10.0.0.2:5062", "<sip:alice@10.0.0.2:5062>");
+    let from = Peer::udp(addr("203.0.113.7:40001"));
+    let (_, v) = request_contact_fix(&natted, from, &cfg).unwrap();
+    assert_eq!(v, "<sip:alice@203.0.113.7:40001>");
+    // Switched off.
+    assert!(request_contact_fix(&natted, from, &NatConfig { fix_contact: false, ..cfg }).is_none());
+    // Not behind NAT.
+    let direct = Peer::udp(addr("10.0.0.2:5062"));
+    assert!(request_contact_fix(&natted, direct, &cfg).is_none());
+    // Not the first hop: the source is a proxy, the Contact a UA's elsewhere.
+    let proxied = raw(String::from_utf8_lossy(natted.as_bytes()).replacen(
+        "Via: ",
+        "Via: SIP/2.0/UDP 198.51.100.1;branch=z9hG4bKp\r\nVia: ",
+        1,
+    ));
+    assert!(request_contact_fix(&proxied, from, &cfg).is_none());
+    // A WebSocket client: its flow token does the job.
+    let ws = Peer { transport: Transport::Ws, ..from };
+    assert!(request_contact_fix(&natted, ws, &cfg).is_none());
+    // A TCP phone behind NAT: the connection's address.
+    let tcp = Peer { transport: Transport::Tcp, ..from };
+    assert!(request_contact_fix(&natted, tcp, &cfg).is_some());
+    // REGISTER: the registrar keeps the source itself.
+    let reg = raw(String::from_utf8_lossy(natted.as_bytes()).replace("INVITE", "REGISTER"));
+    assert!(request_contact_fix(&reg, from, &cfg).is_none());
+}
+
+#[test]
+fn which_responses_get_their_contact_fixed() {
+    let cfg = NatConfig::default();
+    let ok = msg("SIP/2.0 200 OK\nVia: SIP/2.0/UDP 192.0.2.10:5060;branch=z9hG4bKh\nVia: SIP/2.0/UDP 198.51.100.3;branch=z9hG4bKc\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>;tag=2\nCall-ID: c1\nCSeq: 1 INVITE\nContact: <sip:bob@192.168.1.20:5060>\nContent-Length: 0\n\n");
+    let to = Peer::udp(addr("203.0.113.7:40001"));
+    let (_, v) = response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, &cfg).unwrap();
+    assert_eq!(v, "<sip:bob@203.0.113.7:40001>");
+    // The branch went to a contact that is not behind NAT (a gateway, a public phone).
+    assert!(response_contact_fix(&ok, "sip:bob@203.0.113.7:40001", to, &cfg).is_none());
+    assert!(
+        response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, &NatConfig { fix_contact: false, ..cfg }).is_none()
+    );
+}

@@ -1,0 +1,92 @@
+//! The keep-alive loop against a real location store and real loopback sockets.
+
+use super::keepalive::{KeepaliveCounters, Keepalives};
+use crate::config::{Keepalive, Nat};
+use crate::pings::{PingReport, PingRouter};
+use crate::runtime::Ctl;
+use herald_core::registrar::{Aor, Location};
+use herald_core::{Peer, PingOutcome, PingTarget};
+use herald_store::{ContactUpdate, Update};
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+fn register(store: &Location, user: &str, contact: &str, source: Peer, path: Option<&str>) {
+    let contacts = [ContactUpdate::new(contact, 600)];
+    let update = Update { call_id: user, cseq: 1, path, source, contacts: &contacts };
+    store.apply(&Aor::parse(&format!("sip:{user}@example.com")).unwrap(), Instant::now(), &update).unwrap();
+}
+
+fn herald_socket() -> Vec<(std::net::SocketAddr, UdpSocket)> {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    vec![(s.local_addr().unwrap(), s)]
+}
+
+fn nat(mode: Keepalive) -> Nat {
+    Nat { keepalive: mode, keepalive_interval_s: 30, keepalive_max_failures: 2, ..Nat::default() }
+}
+
+#[tokio::test]
+async fn crlf_keepalives_go_to_natted_udp_bindings_only() {
+    let phone = UdpSocket::bind("127.0.0.1:0").unwrap();
+    phone.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let store = Arc::new(Location::new());
+    let natted = Peer::udp(phone.local_addr().unwrap());
+    register(&store, "nat", "sip:nat@192.168.1.20:5060", natted, None);
+    // Not behind NAT (the contact is its source), and a NATed binding behind a Path: none.
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let direct = Peer::udp(other.local_addr().unwrap());
+    register(&store, "direct", &format!("sip:direct@{}", direct.addr), direct, None);
+    register(&store, "pathed", "sip:p@192.168.1.21", direct, Some("<sip:edge.example;lr>"));
+    let counters = KeepaliveCounters::default();
+    let mut ka = Keepalives::new(&nat(Keepalive::Crlf), store, herald_socket(), None, counters.clone());
+    ka.round().await;
+    let mut buf = [0u8; 64];
+    let (n, _) = phone.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"\r\n\r\n");
+    assert_eq!(counters.sent.get(), 1);
+    assert!(other.recv_from(&mut buf).is_err(), "nothing for bindings not behind NAT or behind a Path");
+}
+
+#[tokio::test]
+async fn an_unanswering_binding_is_dropped_after_k_missed_options_and_an_answer_resets_the_count() {
+    let store = Arc::new(Location::new());
+    let a = Peer::udp("192.0.2.7:40001".parse().unwrap());
+    let b = Peer::udp("192.0.2.8:40002".parse().unwrap());
+    register(&store, "a", "sip:a@10.0.0.2:5060", a, None);
+    register(&store, "b", "sip:b@10.0.0.3:5060", b, None);
+    let router = Arc::new(PingRouter::default());
+    let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel();
+    let (pinger, _reports) = router.client(vec![ctl_tx], 1, 16).unwrap();
+    let counters = KeepaliveCounters::default();
+    let mut ka =
+        Keepalives::new(&nat(Keepalive::Options), store.clone(), herald_socket(), Some(pinger), counters.clone());
+    let aor = |u: &str| Aor::parse(&format!("sip:{u}@example.com")).unwrap();
+    for round in 0..3 {
+        ka.round().await;
+        let mut pings = Vec::new();
+        while let Ok(Ctl::Ping { token, ping, .. }) = ctl_rx.try_recv() {
+            pings.push((token, ping));
+        }
+        // a never answers; b answers every round.
+        let expected = if round < 2 { 2 } else { 1 };
+        assert_eq!(pings.len(), expected, "round {round}");
+        for (token, ping) in pings {
+            let PingTarget::Peer(to) = ping.target else { panic!("a keep-alive goes to the binding's source") };
+            assert_eq!(ping.max_forwards, 1);
+            let outcome = if to == a {
+                assert_eq!(ping.uri.as_deref(), Some("sip:a@10.0.0.2:5060"), "Request-URI is the contact");
+                PingOutcome::TimedOut
+            } else {
+                PingOutcome::Answered(200)
+            };
+            ka.on_report(PingReport { token, outcome }, Instant::now());
+        }
+        let a_left = store.lookup(&aor("a"), Instant::now()).len();
+        assert_eq!(a_left, usize::from(round == 0), "round {round}: dropped after 2 misses");
+        assert_eq!(store.lookup(&aor("b"), Instant::now()).len(), 1);
+    }
+    assert_eq!((counters.sent.get(), counters.answered.get(), counters.dropped.get()), (5, 3, 1));
+}
