@@ -111,6 +111,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // [nat] keep-alives to its UDP bindings behind NAT, sent while serving.
+    server.with_nat_keepalives(store.clone());
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());
     let responses = Arc::new(ResponseStats::default());

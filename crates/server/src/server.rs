@@ -41,6 +41,8 @@ pub struct Server {
     gateways: Option<Arc<herald_core::gateways::Gateways>>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
+    /// The location store whose NATed UDP bindings get keep-alives ([`Server::with_nat_keepalives`]).
+    nat_store: Option<Arc<herald_core::registrar::Location>>,
     /// The location database ([`Server::with_durable_location`]).
     location: Option<crate::location::DurableLocation>,
 }
@@ -74,7 +76,7 @@ impl Server {
         } else {
             None
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, gateways: None, admin, location: None })
+        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, gateways: None, admin, nat_store: None, location: None })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -125,6 +127,12 @@ impl Server {
     /// The admin endpoint's address (port resolved), when it listens.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.0.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The location store the engines register into: [`Server::run`] sends keep-alives to its
+    /// UDP bindings behind NAT as `[nat]` says (`crate::nat`).
+    pub fn with_nat_keepalives(&mut self, store: Arc<herald_core::registrar::Location>) {
+        self.nat_store = Some(store);
     }
 
     /// The gateway sets the engines route to (`EngineConfig::gateways`): [`Server::run`] probes
@@ -200,6 +208,7 @@ impl Server {
         }
         let (exited_tx, mut exited_rx) = mpsc::unbounded_channel::<usize>();
         let mut threads = Vec::with_capacity(n);
+        let nat_senders = crate::nat::senders(&self.sockets);
         for (id, ((sockets, inbox), ctl_rx)) in self.sockets.into_iter().zip(inbox_rx).zip(ctl_rx).enumerate() {
             let shared = shared.clone();
             let shards = shards.clone();
@@ -235,6 +244,9 @@ impl Server {
         let prober = self.gateways.as_ref().and_then(|g| {
             crate::gateways::start_prober(rt.handle(), g, &shared.config.gateway_set, &shared, shards.len())
         });
+        let keepalives = self.nat_store.and_then(|store| {
+            crate::nat::start(rt.handle(), &shared.config.nat, store, nat_senders, &shared, shards.len())
+        });
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
             // While serving, this thread also gives memory back after peaks (module `memory`):
@@ -252,6 +264,7 @@ impl Server {
                 }
             }
             drop(prober);
+            drop(keepalives);
             tracing::info!(timeout_s = drain_timeout.as_secs(), "shutting down: draining transactions");
             shared.draining.store(true, Ordering::Relaxed);
             for tx in &shared.ctl {
