@@ -111,6 +111,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // [location] mode = "redis": registrations shared with the other nodes through Redis.
+    if let Err(e) = herald_server::location_redis::start(&config, &server, &store, seed) {
+        eprintln!("herald serve: {e}");
+        return ExitCode::from(2);
+    }
     // [nat] keep-alives to its UDP bindings behind NAT, sent while serving.
     server.with_nat_keepalives(store.clone());
     let stats = server.stats();

@@ -53,6 +53,7 @@ pub mod gateways;
 mod http;
 mod ingress;
 pub mod location;
+pub mod location_redis;
 mod metrics;
 mod nat;
 mod pem;

@@ -64,8 +64,12 @@ impl Server {
             None => None,
         };
         let admin = (admin::bind(&config.admin)?, None, Arc::default());
-        let flood =
-            config.flood.enabled.then(|| Arc::new(FloodGuard::new(config.flood.settings(), std::time::Instant::now())));
+        let flood = config.flood.enabled.then(|| {
+            // The other nodes of a shared location forward their callers' requests here at any rate.
+            let mut settings = config.flood.settings();
+            settings.trusted.extend(config.location.cluster_nodes());
+            Arc::new(FloodGuard::new(settings, std::time::Instant::now()))
+        });
         let tls_listener = bound.iter().any(|b| matches!(b.transport, Transport::Tls | Transport::Wss));
         config
             .tls

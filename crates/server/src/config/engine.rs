@@ -101,6 +101,7 @@ impl Config {
             },
             aliases: a.aliases.clone().into_iter().collect(),
             trusted_peers: a.trusted_peers.iter().filter_map(|p| PeerPrefix::parse(p).ok()).collect(),
+            nodes: self.location.cluster_nodes(),
         };
         let algorithms = a
             .algorithms

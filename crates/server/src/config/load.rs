@@ -215,6 +215,11 @@ impl Config {
         if let Some((k, msg)) = self.location.problems() {
             return fail(&["location", k], msg);
         }
+        if let (super::location::LocationMode::Redis, Err((k, msg))) =
+            (self.location.mode, self.location.redis.validate())
+        {
+            return fail(&["location", "redis", k], msg);
+        }
         if let Some((at, message)) = self.admin.problems() {
             let mut path = vec![Seg::Key("admin".into())];
             if let Some(i) = at.token {

@@ -1,6 +1,7 @@
 //! `[location]`: where registrations are kept besides memory, so that they survive a restart
 //! (issue 19; Kamailio usrloc's `db_mode`). The copy itself is `herald-persist`.
 
+use super::redis::Redis;
 use herald_persist::Mode;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ pub struct Location {
     /// Write-back: how often waiting changes are written, in milliseconds (1 to 60000). A
     /// crash loses at most this long's changes.
     pub write_back_interval_ms: u64,
+    /// `[location.redis]`: the shared location of several nodes, used when `mode = "redis"`.
+    pub redis: Redis,
 }
 
 /// `[location] mode`
@@ -33,6 +36,9 @@ pub enum LocationMode {
     Memory,
     WriteBack,
     WriteThrough,
+    /// Several nodes share their registrations through Redis (`[location.redis]`); no local
+    /// database.
+    Redis,
 }
 
 impl Default for Location {
@@ -41,6 +47,7 @@ impl Default for Location {
             mode: LocationMode::WriteBack,
             path: PathBuf::from("herald-location.db"),
             write_back_interval_ms: 1000,
+            redis: Redis::default(),
         }
     }
 }
@@ -52,6 +59,17 @@ impl Location {
             LocationMode::Memory => Mode::Memory,
             LocationMode::WriteBack => Mode::WriteBack,
             LocationMode::WriteThrough => Mode::WriteThrough,
+            // The copy is Redis (`herald_persist::redis`), not the SQLite database.
+            LocationMode::Redis => Mode::Memory,
+        }
+    }
+
+    /// The other nodes sharing the location (`[location.redis] nodes`, in redis mode only): the
+    /// auth gate lets their requests pass and `[flood]` does not count them.
+    pub fn cluster_nodes(&self) -> Vec<herald_core::auth::PeerPrefix> {
+        match self.mode {
+            LocationMode::Redis => self.redis.node_prefixes(),
+            _ => Vec::new(),
         }
     }
 

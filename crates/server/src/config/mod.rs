@@ -16,6 +16,7 @@ mod nat;
 mod nat_tests;
 mod protect;
 mod realms;
+mod redis;
 mod reload;
 mod routing;
 mod schema;
@@ -35,6 +36,7 @@ pub use gateways::to_core as gateway_sets;
 pub use location::{Location, LocationMode};
 pub use nat::{Detect as NatDetect, EdgePath, Keepalive, Nat};
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};
+pub use redis::Redis;
 pub use routing::Route;
 pub use schema::{
     default_listen, ipv6_available, Config, Forking, Limits, Listen, ListenTransport, Log, Metrics, Proxy, RecordRoute,
