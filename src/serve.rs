@@ -103,7 +103,7 @@ pub fn run(args: Args) -> ExitCode {
     let store = Arc::new(registrar.new_store());
     // [location]: the registrations of the last run come back (loaded in the background) and
     // every change is kept in the location database.
-    match herald_server::location::open(&config, &store) {
+    match herald_server::location::open(&config, args.config.as_deref(), &store) {
         Ok(Some(location)) => server.with_durable_location(location),
         Ok(None) => {}
         Err(e) => {

@@ -13,6 +13,7 @@ use crate::runtime::Ctl;
 use crate::stats::Stats;
 use herald_core::registrar::Location;
 use herald_persist::sqlite::{SqliteLocation, SqliteMetrics};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -23,19 +24,25 @@ pub struct DurableLocation {
     db: SqliteLocation,
 }
 
-/// Opens the database `[location]` names, makes `store` journal into it and starts loading what
-/// it holds into `store` in the background. `None` when the mode keeps no database here
+/// Opens the database `[location]` names (a relative path is relative to `config_file`'s
+/// directory), makes `store` journal into it and starts loading what it holds into `store` in
+/// the background. `None` when the mode keeps no database here
 /// ("memory"). The error names the file.
-pub fn open(config: &Config, store: &Arc<Location>) -> Result<Option<DurableLocation>, String> {
+pub fn open(
+    config: &Config,
+    config_file: Option<&Path>,
+    store: &Arc<Location>,
+) -> Result<Option<DurableLocation>, String> {
     let l = &config.location;
     if l.mode == LocationMode::Memory {
         return Ok(None);
     }
-    let mut db = SqliteLocation::open(&l.path, l.persist_mode(), l.write_back_interval()).map_err(|e| e.to_string())?;
+    let path = l.database_path(config_file);
+    let mut db = SqliteLocation::open(&path, l.persist_mode(), l.write_back_interval()).map_err(|e| e.to_string())?;
     db.attach(store).map_err(|e| e.to_string())?;
     tracing::info!(
         mode = %l.persist_mode(),
-        database = %l.path.display(),
+        database = %path.display(),
         write_back_interval_ms = l.write_back_interval_ms,
         "registrations are kept in the location database (loading it in the background)"
     );

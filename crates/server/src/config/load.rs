@@ -18,9 +18,7 @@ impl Config {
             key: String::new(),
             message: format!("cannot read: {e}"),
         })?;
-        let mut config = Config::from_toml(&text, &file)?;
-        config.location.resolve_relative_to(path.parent().unwrap_or(Path::new("")));
-        Ok(config)
+        Config::from_toml(&text, &file)
     }
 
     /// `path` when given, else the built-in [`DEFAULT_CONFIG`].

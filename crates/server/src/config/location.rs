@@ -77,11 +77,14 @@ impl Location {
         Duration::from_millis(self.write_back_interval_ms)
     }
 
-    /// Makes a relative `path` relative to `dir` (the configuration file's directory), so that
-    /// two configurations in two directories never share a database by accident.
-    pub fn resolve_relative_to(&mut self, dir: &Path) {
-        if self.path.is_relative() {
-            self.path = dir.join(&self.path);
+    /// The database file: a relative `path` is relative to the directory of `config_file`
+    /// (the file the configuration was loaded from; `None`: the built-in configuration, whose
+    /// relative paths are relative to the current directory), so that two configurations in two
+    /// directories never share a database by accident.
+    pub fn database_path(&self, config_file: Option<&Path>) -> PathBuf {
+        match config_file.and_then(Path::parent) {
+            Some(dir) if self.path.is_relative() => dir.join(&self.path),
+            _ => self.path.clone(),
         }
     }
 

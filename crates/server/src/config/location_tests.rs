@@ -26,15 +26,16 @@ fn a_relative_path_is_relative_to_the_configuration_file() {
     let dir = std::env::temp_dir().join(format!("herald-location-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("herald.toml");
-    std::fs::write(&file, "[location]\npath = \"state/loc.db\"\n").unwrap();
-    assert_eq!(Config::load(&file).unwrap().location.path, dir.join("state/loc.db"));
-    std::fs::write(&file, "[location]\npath = \"/abs/loc.db\"\n").unwrap();
-    assert_eq!(Config::load(&file).unwrap().location.path, std::path::Path::new("/abs/loc.db"));
+    let db = |toml: &str| {
+        std::fs::write(&file, toml).unwrap();
+        Config::load(&file).unwrap().location.database_path(Some(&file))
+    };
+    assert_eq!(db("[location]\npath = \"state/loc.db\"\n"), dir.join("state/loc.db"));
+    assert_eq!(db("[location]\npath = \"/abs/loc.db\"\n"), std::path::Path::new("/abs/loc.db"));
     // No [location]: the default file beside the configuration.
-    std::fs::write(&file, "").unwrap();
-    assert_eq!(Config::load(&file).unwrap().location.path, dir.join("herald-location.db"));
+    assert_eq!(db(""), dir.join("herald-location.db"));
     // The built-in configuration: the current directory.
     let builtin = Config::load_or_default(None).unwrap();
-    assert_eq!(builtin.location.path, std::path::Path::new("herald-location.db"));
+    assert_eq!(builtin.location.database_path(None), std::path::Path::new("herald-location.db"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
