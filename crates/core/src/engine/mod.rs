@@ -44,8 +44,8 @@ mod trace;
 mod validate;
 
 pub use config::{EngineConfig, Forking, Listener, RecordRoute, SourceRoute};
-pub use hop::{hop_for, Hop};
 pub use config_updates::ConfigUpdates;
+pub use hop::{hop_for, Hop};
 pub use stats::ResponseStats;
 
 use crate::auth::Authenticator;
@@ -103,9 +103,9 @@ pub struct Engine {
     gateway_calls: gateway_calls::GatewayCalls,
     /// REGISTER answers waiting for their change to be durable (write-through location).
     durable: durable_waits::DurableWaits,
-}
     /// Where a reloaded configuration comes from, and the generation of it this engine has.
     updates: Option<(Arc<ConfigUpdates>, u64)>,
+}
 
 impl Engine {
     /// `index` tells engines of one process apart (the runtime's shard index): with the config's
@@ -136,7 +136,6 @@ impl Engine {
             pings: ping_table::Pings::default(),
             gateway_calls: gateway_calls::GatewayCalls::default(),
             durable: durable_waits::DurableWaits::default(),
-        }
             updates: None,
         }
     }
@@ -157,6 +156,7 @@ impl Engine {
                 *seen = generation;
                 self.cfg = cfg;
             }
+        }
     }
 
     /// Challenges requests as `auth`'s policy says (RFC 3261 §22).
@@ -256,8 +256,8 @@ impl Engine {
 
 impl SipHandler for Engine {
     fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Output>) {
-        match input {
         self.refresh_config();
+        match input {
             Input::Message { from, local, msg } => {
                 // RFC-level feedback for operators (issue 15): at debug, one line per message.
                 let traced = trace::enabled().then(|| (msg.clone(), out.len()));
@@ -289,8 +289,8 @@ impl SipHandler for Engine {
     }
 
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
-        for (id, action) in self.txs.handle_timeouts(now) {
         self.refresh_config();
+        for (id, action) in self.txs.handle_timeouts(now) {
             match action {
                 TxAction::Send(bytes) => {
                     if let Some(to) = self.txs.peer(id) {
