@@ -6,7 +6,7 @@
 //! routes through A; an unregistration at B is seen at A; Redis stops answering for 10 s
 //! (SIGSTOP) and later loses everything (SIGKILL and a restart on the same port): the nodes keep
 //! serving their cached users and converge after; node B restarts and serves A's users at once
-//! after its load. Runs in about 25 s.
+//! after its load. Runs in about 15 s.
 
 mod cluster_support;
 mod common;
