@@ -128,6 +128,8 @@ pub fn run(args: Args) -> ExitCode {
     // The admin API (herald ctl) and SIGHUP's reload; the engines take a reloaded
     // configuration from `updates` at their next message.
     let updates = Arc::new(ConfigUpdates::new(engine_cfg.clone()));
+    // The gateway sets in force (reloads included), probed and exported while serving.
+    server.with_gateways(updates.clone());
     server.with_admin(admin_api(&args, &config, listeners, store.clone(), users, updates.clone(), seed));
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(

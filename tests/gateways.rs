@@ -230,4 +230,22 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
     assert_eq!(header_of(&answer, "Retry-After", "Retry-After").map(str::trim), Some("30"), "{text}");
     assert!(took < Duration::from_millis(500), "503 after {took:?}: not at once");
     assert_eq!(gateway_metric(&herald, "calls_total", "dead", &dead1), 0.0, "an attempt went to a down gateway");
+
+    // A reload (SIGHUP) that adds the good gateway to the dead set: it is probed from then on,
+    // shown on the metrics endpoint, and takes the set's calls; the dead ones stay down.
+    let conf = dir.join("herald.toml");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let old_list = format!("[[gateway_set.destinations]]\nuri = \"{dead2}\"\nweight = 1\npriority = 0\n");
+    assert!(text.contains(&old_list), "{text}");
+    let new_list =
+        format!("{old_list}[[gateway_set.destinations]]\nuri = \"{}\"\nweight = 1\npriority = 0\n", good.uri());
+    std::fs::write(&conf, text.replace(&old_list, &new_list)).unwrap();
+    let hup = std::process::Command::new("kill").args(["-HUP", &herald.pid().to_string()]).status().unwrap();
+    assert!(hup.success());
+    within(Duration::from_secs(5), "the added destination probed", &herald, || {
+        gateway_metric(&herald, "probes_total", "dead", &good.uri()) > 0.0
+    });
+    assert_eq!(gateway_metric(&herald, "up", "dead", &dead1), 0.0, "a kept destination keeps its health");
+    call(&dir, "after-reload", herald.addr, "8002", &["alice"], 3, 20, None).assert_all_successful(3);
+    assert_eq!(gateway_metric(&herald, "calls_total", "dead", &good.uri()), 3.0);
 }

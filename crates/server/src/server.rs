@@ -37,8 +37,8 @@ pub struct Server {
     metrics: Option<std::net::TcpListener>,
     /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
     tls: Option<Arc<TlsContext>>,
-    /// The engines' gateway sets, probed while running ([`Server::with_gateways`]).
-    gateways: Option<Arc<herald_core::gateways::Gateways>>,
+    /// Where the engines' gateway sets are published, probed while running ([`Server::with_gateways`]).
+    gateways: Option<Arc<herald_core::engine::ConfigUpdates>>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
     /// The location store whose NATed UDP bindings get keep-alives ([`Server::with_nat_keepalives`]).
@@ -139,11 +139,13 @@ impl Server {
         self.nat_store = Some(store);
     }
 
-    /// The gateway sets the engines route to (`EngineConfig::gateways`): [`Server::run`] probes
-    /// them as `[[gateway_set]]` says, and the metrics endpoint shows their health.
-    pub fn with_gateways(&mut self, gateways: Arc<herald_core::gateways::Gateways>) {
-        self.stats.export_collector(crate::gateways::GatewayMetrics { gateways: gateways.clone() });
-        self.gateways = Some(gateways);
+    /// The engines' configuration slot, whose gateway sets (`EngineConfig::gateways`, replaced
+    /// by a reload) [`Server::run`] probes as `[[gateway_set]]` says and the metrics endpoint
+    /// shows.
+    pub fn with_gateways(&mut self, updates: Arc<herald_core::engine::ConfigUpdates>) {
+        let latest = updates.clone();
+        self.stats.export_collector(crate::gateways::GatewayMetrics::new(move || latest.latest().gateways.clone()));
+        self.gateways = Some(updates);
     }
 
     /// The live counters (valid before, during and after [`Server::run`]).
@@ -245,8 +247,8 @@ impl Server {
             rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
         }
         // Gateway probes go from this thread's runtime through the shards; stopped at the drain.
-        let prober = self.gateways.as_ref().and_then(|g| {
-            crate::gateways::start_prober(rt.handle(), g, &shared.config.gateway_set, &shared, shards.len())
+        let prober = self.gateways.and_then(|updates| {
+            crate::gateways::start_probing(rt.handle(), updates, &shared.config.gateway_set, &shared, shards.len())
         });
         let keepalives = self.nat_store.and_then(|store| {
             crate::nat::start(rt.handle(), &shared.config.nat, store, nat_senders, &shared, shards.len())

@@ -13,7 +13,8 @@
 //! | `herald_gateway_active_calls` | gauge | calls in progress there (see `herald_core::gateways`) |
 //!
 //! The collector reads the destinations' atomics at scrape time: the engines count without a
-//! lock, and a scrape takes none of theirs.
+//! lock, and a scrape takes none of theirs. It asks for the sets in force at each scrape, so a
+//! reload's sets are shown (a destination that stays keeps its counters).
 
 use herald_core::gateways::{Gateways, HealthSnapshot, HealthState};
 use prometheus_client::collector::Collector;
@@ -24,10 +25,23 @@ use prometheus_client::metrics::MetricType;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Exports every destination of `gateways` (register once with `Stats::export_collector`).
-#[derive(Debug)]
+/// Exports every destination of the sets in force (register once with
+/// `Stats::export_collector`).
 pub struct GatewayMetrics {
-    pub gateways: Arc<Gateways>,
+    /// The sets in force now (the engines' latest configuration's).
+    sets: Box<dyn Fn() -> Arc<Gateways> + Send + Sync>,
+}
+
+impl GatewayMetrics {
+    pub fn new(sets: impl Fn() -> Arc<Gateways> + Send + Sync + 'static) -> GatewayMetrics {
+        GatewayMetrics { sets: Box::new(sets) }
+    }
+}
+
+impl std::fmt::Debug for GatewayMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayMetrics").field("sets", &(self.sets)().len()).finish()
+    }
 }
 
 /// What one family shows of a snapshot.
@@ -75,12 +89,12 @@ const FAMILIES: [(&str, &str, MetricType, Pick); 7] = [
 
 impl Collector for GatewayMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if self.gateways.is_empty() {
+        let gateways = (self.sets)();
+        if gateways.is_empty() {
             return Ok(());
         }
         let now = Instant::now();
-        let snapshots: Vec<(&str, &str, HealthSnapshot)> = self
-            .gateways
+        let snapshots: Vec<(&str, &str, HealthSnapshot)> = gateways
             .iter()
             .flat_map(|set| {
                 set.destinations.iter().map(move |d| (set.name.as_str(), d.uri.as_str(), d.health.snapshot()))
@@ -133,7 +147,7 @@ mod tests {
         gw2.active_inc();
         let gateways = Arc::new(Gateways::new(vec![set], None));
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(GatewayMetrics { gateways }));
+        registry.register_collector(Box::new(GatewayMetrics::new(move || gateways.clone())));
         let mut text = String::new();
         prometheus_client::encoding::text::encode_registry(&mut text, &registry).unwrap();
         let one = r#"{set="pstn",destination="sip:192.0.2.2"}"#;
@@ -154,7 +168,7 @@ mod tests {
     #[test]
     fn no_sets_no_families() {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(GatewayMetrics { gateways: Arc::new(Gateways::default()) }));
+        registry.register_collector(Box::new(GatewayMetrics::new(|| Arc::new(Gateways::default()))));
         let mut text = String::new();
         prometheus_client::encoding::text::encode_registry(&mut text, &registry).unwrap();
         assert!(!text.contains("herald_gateway"), "{text}");

@@ -11,38 +11,100 @@ pub use prober::{ProbeSender, Prober};
 
 mod engine_probes;
 
-use crate::config::GatewaySet as SetConfig;
+use crate::config::{GatewayProbing, GatewaySet as SetConfig};
 use crate::shared::Shared;
+use engine_probes::EngineProbes;
+use herald_core::engine::ConfigUpdates;
 use herald_core::gateways::Gateways;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 
-/// Starts probing every set of `gateways` whose `[gateway_set.probing]` (matched by name in
-/// `config`) is enabled, through the engine shards; `None` when no set probes. Stop it (or drop
-/// it) when the drain begins.
-pub(crate) fn start_prober(
+/// How often the supervisor looks for sets a reload published.
+const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// Probing that follows the configuration: stop it (or drop it) when the drain begins.
+#[derive(Debug)]
+pub struct Probing {
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Probes every set of the engines' configuration whose `[gateway_set.probing]` is enabled,
+/// through the engine shards, and starts again on the sets a reload publishes (`updates`):
+/// destinations that stay keep their health, added ones are probed from then on, removed ones
+/// no longer. `config`: the `[[gateway_set]]` entries herald started with, whose probing
+/// settings apply by set name; a set a reload adds is probed with the default settings until
+/// the next start. `None` when the process has no room for another ping client.
+pub(crate) fn start_probing(
     runtime: &Handle,
-    gateways: &Gateways,
+    updates: Arc<ConfigUpdates>,
     config: &[SetConfig],
     shared: &Shared,
     shards: usize,
+) -> Option<Probing> {
+    // Reports are drained as they come; the bound only absorbs a burst of them.
+    let most = (2 * config.iter().map(|s| s.destinations.len()).sum::<usize>()).max(1024);
+    let Some(sender) = EngineProbes::new(runtime, &shared.pings, shared.ctl.clone(), shards, most) else {
+        tracing::error!("gateway probing cannot start: no room for another ping client");
+        return None;
+    };
+    let sender = Arc::new(sender);
+    let config = config.to_vec();
+    let (stop, mut stopped) = watch::channel(false);
+    let handle = runtime.clone();
+    runtime.spawn(async move {
+        let mut current = updates.latest().gateways.clone();
+        let mut prober = probe(&handle, &current, &config, &sender, false);
+        let mut tick = tokio::time::interval(RELOAD_CHECK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stopped.wait_for(|s| *s) => return,
+            }
+            let latest = updates.latest().gateways.clone();
+            if !Arc::ptr_eq(&latest, &current) {
+                drop(prober);
+                prober = probe(&handle, &latest, &config, &sender, true);
+                current = latest;
+            }
+        }
+    });
+    Some(Probing { stop })
+}
+
+/// A [`Prober`] for the sets of `gateways` that probe; `None` when none does.
+fn probe(
+    runtime: &Handle,
+    gateways: &Gateways,
+    config: &[SetConfig],
+    sender: &Arc<EngineProbes>,
+    reloaded: bool,
 ) -> Option<Prober> {
     let sets: Vec<_> = gateways
         .iter()
         .filter_map(|set| {
-            let c = config.iter().find(|c| c.name == set.name)?;
-            c.probing.enabled.then(|| (set.clone(), c.probing.clone()))
+            let probing = match config.iter().find(|c| c.name == set.name) {
+                Some(c) => c.probing.clone(),
+                None => {
+                    tracing::warn!(set = %set.name, "gateway set added by a reload: probed with the default [probing] settings until herald restarts");
+                    GatewayProbing::default()
+                }
+            };
+            probing.enabled.then(|| (set.clone(), probing))
         })
         .collect();
+    let destinations: usize = sets.iter().map(|(s, _)| s.destinations.len()).sum();
     if sets.is_empty() {
         return None;
     }
-    let destinations = sets.iter().map(|(s, _)| s.destinations.len()).sum();
-    let Some(sender) =
-        engine_probes::EngineProbes::new(runtime, &shared.pings, shared.ctl.clone(), shards, destinations)
-    else {
-        tracing::error!("gateway probing cannot start: no room for another ping client");
-        return None;
-    };
-    tracing::info!(sets = sets.len(), destinations, "gateway probing started");
-    Some(Prober::start(runtime, sets, std::sync::Arc::new(sender)))
+    let what = if reloaded { "gateway probing restarted on the reloaded sets" } else { "gateway probing started" };
+    tracing::info!(sets = sets.len(), destinations, "{what}");
+    Some(Prober::start(runtime, sets, sender.clone()))
 }
