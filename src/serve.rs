@@ -88,8 +88,6 @@ pub fn run(args: Args) -> ExitCode {
     let listeners: Vec<Listener> =
         server.local_addrs().iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
     let engine_cfg = Arc::new(config.engine_config(&listeners, Arc::new(KernelRoutes::new()), seed));
-    // Probed and exported while serving ([[gateway_set]]).
-    server.with_gateways(engine_cfg.gateways.clone());
     tracing::info!(
         listeners = ?server.local_addrs().iter().map(|b| format!("{}/{}", b.transport, b.addr)).collect::<Vec<_>>(),
         domains = ?engine_cfg.identity.domains,
