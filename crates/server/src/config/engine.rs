@@ -64,7 +64,7 @@ impl Config {
             seed,
             nat: self.nat.engine(),
             gateways: Arc::new(super::gateways::to_core(&self.gateway_set, None)),
-            routing: Arc::new(super::routing::table(&self.route, &self.gateway_set_names())),
+            routing: Arc::new(super::routing::table(&self.route, &self.gateway_set)),
         }
     }
 

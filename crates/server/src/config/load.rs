@@ -207,7 +207,7 @@ impl Config {
         if let Some((k, msg)) = self.overload.problems() {
             return fail(&["overload", k], msg);
         }
-        if let Err((i, leaf, message)) = super::routing::check(&self.route, &self.gateway_set_names()) {
+        if let Err((i, leaf, message)) = super::routing::check(&self.route, &self.gateway_set) {
             return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
         }
         if let Some((k, msg)) = self.location.problems() {
