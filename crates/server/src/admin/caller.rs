@@ -75,7 +75,7 @@ impl Tokens {
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let value = value.trim_ascii();
     let (scheme, rest) = value.split_at_checked(6)?;
-    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.first().is_some_and(|b| *b == b' ') {
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
         return None;
     }
     let token = rest.trim_ascii();

@@ -32,11 +32,10 @@
 
 mod account;
 mod expiring;
-mod listing;
+pub(super) mod listing;
 mod prefix;
 
 pub use crate::config::FloodSettings;
-pub use listing::{Hold, HoldKind};
 
 use super::window::{Count, SlidingCounts};
 use account::{Accounts, Outcome};

@@ -5,7 +5,8 @@ mod flood;
 mod overload;
 mod window;
 
-pub use flood::{FloodCounters, FloodGuard, FloodSettings, FloodVerdict, Hold, HoldKind};
+pub use flood::listing::{Hold, HoldKind};
+pub use flood::{FloodCounters, FloodGuard, FloodSettings, FloodVerdict};
 pub use overload::{OverloadDetector, OverloadSettings};
 
 use herald_core::Peer;

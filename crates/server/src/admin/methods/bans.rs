@@ -1,6 +1,6 @@
 //! `flood.list` and `flood.unban`: the `[flood]` guard's bans and user locks.
 
-use super::{limit, Methods};
+use super::state::{limit, Methods};
 use crate::admin::caller::Caller;
 use crate::admin::rpc::{params, Call, RpcError, UNAVAILABLE};
 use crate::protect::FloodGuard;

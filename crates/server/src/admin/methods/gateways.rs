@@ -1,7 +1,7 @@
 //! `gateways.list` and `gateways.set_state`: the health of every destination of the gateway
 //! sets in force (`herald_core::gateways`), and an operator's forced state.
 
-use super::Methods;
+use super::state::Methods;
 use crate::admin::caller::Caller;
 use crate::admin::rpc::{params, Call, RpcError, UNAVAILABLE};
 use herald_core::engine::EngineConfig;

@@ -2,11 +2,10 @@
 //!
 //! A listing pages through the store's incremental scan (`LocationStore::scan`: one shard's read
 //! lock per page, held only while the page is copied), so listing 1,000,000 bindings delays no
-//! REGISTER by more than a page. The scan position is kept here, under an opaque cursor handed
-//! to the client, and bounded: at most [`MAX_OPEN`] listings, each forgotten [`IDLE`] after its
-//! last page (a client that stops half-way costs nothing lasting).
+//! REGISTER by more than a page. The scan position is kept under an opaque cursor (`listings`).
 
-use super::{limit, Methods};
+use super::listings::{Filter, Listing};
+use super::state::{limit, Methods};
 use crate::admin::caller::Caller;
 use crate::admin::rpc::{params, Call, RpcError, UNAVAILABLE};
 use herald_core::{Location, Peer};
@@ -14,15 +13,8 @@ use herald_sip::uri::SipUri;
 use herald_store::{Aor, Binding, ScanCursor};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Listings open at once; opening one more forgets the one idle longest.
-const MAX_OPEN: usize = 32;
-/// A listing not continued for this long is forgotten.
-const IDLE: Duration = Duration::from_secs(300);
 /// AoRs read per scan step (one shard read lock each).
 const PAGE_AORS: usize = 256;
 /// How long one call may scan for matches before it answers with what it has (a filter that
@@ -30,59 +22,6 @@ const PAGE_AORS: usize = 256;
 const CALL_BUDGET: Duration = Duration::from_millis(20);
 const DEFAULT_LIMIT: usize = 1000;
 const MAX_LIMIT: usize = 10_000;
-
-/// Open listings by cursor.
-#[derive(Default)]
-pub(super) struct Listings {
-    open: Mutex<HashMap<u64, Listing>>,
-    /// Keys the cursor numbers, so a cursor cannot be guessed from another.
-    keys: RandomState,
-    next: std::sync::atomic::AtomicU64,
-}
-
-struct Listing {
-    at: ScanCursor,
-    filter: Filter,
-    touched: Instant,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Filter {
-    /// The AoR key (`user@host`) starts with this.
-    prefix: Option<String>,
-    /// The AoR's user part is exactly this.
-    user: Option<String>,
-}
-
-impl Filter {
-    fn matches(&self, aor: &str) -> bool {
-        let user = aor.rsplit_once('@').map_or(aor, |(u, _)| u);
-        self.prefix.as_deref().is_none_or(|p| aor.starts_with(p)) && self.user.as_deref().is_none_or(|u| u == user)
-    }
-}
-
-impl Listings {
-    /// The listing of `cursor`, taken out (it is put back with its new position).
-    fn take(&self, cursor: &str, now: Instant) -> Option<Listing> {
-        let id = u64::from_str_radix(cursor, 16).ok()?;
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|_, l| now.duration_since(l.touched) < IDLE);
-        open.remove(&id)
-    }
-
-    fn put(&self, listing: Listing) -> String {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = self.keys.hash_one(n);
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if open.len() >= MAX_OPEN {
-            if let Some(oldest) = open.iter().min_by_key(|(_, l)| l.touched).map(|(k, _)| *k) {
-                open.remove(&oldest);
-            }
-        }
-        open.insert(id, listing);
-        format!("{id:016x}")
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -230,15 +169,6 @@ fn binding(aor: &str, b: &Binding<Peer>, expires_in: u32) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn filters_match_prefix_and_user() {
-        let f = Filter { prefix: Some("al".into()), user: None };
-        assert!(f.matches("alice@example.com") && !f.matches("bob@example.com"));
-        let f = Filter { prefix: None, user: Some("bob".into()) };
-        assert!(f.matches("bob@example.com") && !f.matches("bobby@example.com"));
-        assert!(Filter::default().matches("anything"));
-    }
 
     #[test]
     fn aors_are_typed_with_or_without_scheme() {

@@ -1,6 +1,6 @@
 //! `stats`: what herald is doing now, from the same counters as the metrics endpoint.
 
-use super::Methods;
+use super::state::Methods;
 use crate::admin::rpc::RpcError;
 use crate::metrics::{MsgType, Totals, TYPES};
 use serde_json::{json, Map, Value};

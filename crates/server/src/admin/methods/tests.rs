@@ -2,7 +2,10 @@
 //! and after.
 
 use super::*;
+use crate::admin::caller::Caller;
+use crate::admin::context::{AdminApi, Live};
 use crate::admin::reload::Reloader;
+use crate::admin::rpc::RpcError;
 use crate::admin::rpc::{self, INVALID_PARAMS, NOT_FOUND, REFUSED};
 use crate::config::Config;
 use crate::protect::FloodGuard;
@@ -10,6 +13,7 @@ use crate::stats::Stats;
 use herald_core::engine::ConfigUpdates;
 use herald_core::{Location, Peer, Seed};
 use herald_store::{Aor, ContactUpdate, StoreConfig, Update};
+use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
 

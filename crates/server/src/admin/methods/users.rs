@@ -1,7 +1,7 @@
 //! `users.list`, `users.add`, `users.remove`: the users file of digest authentication
 //! (`admin::users` does the file; this maps its outcomes to JSON-RPC).
 
-use super::Methods;
+use super::state::Methods;
 use crate::admin::caller::Caller;
 use crate::admin::rpc::{params, Call, RpcError, FAILED, UNAVAILABLE};
 use crate::admin::users::{UsersError, UsersFile};
