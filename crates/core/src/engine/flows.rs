@@ -13,7 +13,7 @@ use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
 use super::delivery::reachable_by_itself;
 use super::Engine;
-use crate::nat::EdgePath;
+use crate::nat::{message_behind_nat, EdgePath};
 use crate::peer::Peer;
 use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};
 use crate::proxy::route::Preprocessed;
@@ -84,13 +84,15 @@ impl Engine {
         })
     }
 
-    /// The flow token of a Path value herald inserts into a REGISTER it forwards to another
-    /// registrar (RFC 5626 §5.1, RFC 3327 §4), and whether the REGISTER must also get
-    /// `Require: path`: when herald is the UA's first hop and the UA registers with Outbound
-    /// (`Supported: outbound`, `+sip.instance` and `reg-id`) or with a Contact only its flow
-    /// reaches; else as `[nat] edge_path` says (`crate::nat::EdgePath`), which is how a phone
-    /// behind NAT registered with a registrar behind herald stays reachable through herald.
-    pub(super) fn edge_path_flow(&self, req: &Message, from: Peer) -> Option<(String, bool)> {
+    /// The Path herald inserts into a REGISTER it forwards to another registrar, if any (RFC
+    /// 3327 §4, RFC 5626 §5.1). With the flow token of the REGISTER's flow and `ob` when herald
+    /// is the UA's first hop and the UA registers with Outbound (`Supported: outbound`,
+    /// `+sip.instance` and `reg-id`) or with a Contact only its flow reaches; else as `[nat]
+    /// edge_path` says (`crate::nat::EdgePath`): with the flow token when the UA is behind NAT
+    /// (`crate::nat::message_behind_nat`: the registrar's requests must leave over the NAT's
+    /// mapping), without one otherwise (they come back to herald, which routes them by their
+    /// Request-URI: a third-party registration's contact is not where the REGISTER came from).
+    pub(super) fn edge_path(&self, req: &Message, from: Peer) -> Option<EdgePathPlan> {
         let supports =
             |tag: &str| req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case(tag)));
         let outbound = supports("outbound")
@@ -98,15 +100,32 @@ impl Engine {
                 Contact::Address(a) => a.params.get("reg-id").is_some() && a.params.get("+sip.instance").is_some(),
                 Contact::Star => false,
             });
-        let flow_needed = from_ua(req) && (outbound || contact_needs_flow(req));
+        if from_ua(req) && (outbound || contact_needs_flow(req)) {
+            return Some(EdgePathPlan { token: Some(self.flows.mint(from)), ob: true, require: false });
+        }
         let configured = match self.cfg.nat.edge_path {
             EdgePath::Off => false,
             EdgePath::Supported => supports("path"),
             EdgePath::Always => true,
         };
-        let require = configured && !flow_needed && !supports("path");
-        (flow_needed || configured).then(|| (self.flows.mint(from), require))
+        if !configured {
+            return None;
+        }
+        let natted = from_ua(req) && message_behind_nat(req, from.addr, self.cfg.nat.detect);
+        Some(EdgePathPlan { token: natted.then(|| self.flows.mint(from)), ob: false, require: !supports("path") })
     }
+}
+
+/// The Path value herald adds to a forwarded REGISTER ([`Engine::edge_path`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct EdgePathPlan {
+    /// The flow token naming the REGISTER's flow, when the registrar's requests must leave over
+    /// it.
+    pub token: Option<String>,
+    /// `;ob`: herald supports Outbound as the UA's first hop (RFC 5626 §6).
+    pub ob: bool,
+    /// Add `Require: path`: the UA did not list `path` in Supported (RFC 3327 §5.1).
+    pub require: bool,
 }
 
 /// The flow token a URI of ours carries.

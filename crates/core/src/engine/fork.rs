@@ -9,7 +9,7 @@ use super::{Engine, Forking};
 use crate::io::Output;
 use crate::nat::request_contact_fix;
 use crate::peer::{Peer, Transport};
-use crate::proxy::forward::{forward, outbound_path_value, via_fixup, via_value, Forward};
+use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
 use crate::transaction::TxId;
 use herald_sip::uri::Uri;
@@ -165,12 +165,16 @@ impl Engine {
         // with the flow token, so that the registrar's requests come back over this flow.
         // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
         // the UA did not list it.
-        let edge_path = (req.method() == Some(Method::Register))
-            .then(|| self.edge_path_flow(&req, ctx.source))
-            .flatten()
-            .map(|(token, require)| {
+        let edge_path =
+            (req.method() == Some(Method::Register)).then(|| self.edge_path(&req, ctx.source)).flatten().map(|plan| {
                 let t = listener.transport;
-                (outbound_path_value((t != Transport::Udp).then(|| t.as_param()), listener.addr, &token), require)
+                let value = edge_path_value(
+                    (t != Transport::Udp).then(|| t.as_param()),
+                    listener.addr,
+                    plan.token.as_deref(),
+                    plan.ob,
+                );
+                (value, plan.require)
             });
         // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
         let contact_fix = request_contact_fix(&req, ctx.source, &self.cfg.nat);

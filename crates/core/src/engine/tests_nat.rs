@@ -195,3 +195,20 @@ fn a_registrar_does_not_fix_answers_that_come_through_a_path() {
     let (_, resp) = up.iter().find(|(_, m)| m.status() == Some(200)).unwrap();
     assert_eq!(contact_of(resp), format!("sip:erin@{LAN}"));
 }
+
+/// A REGISTER from a phone that is not behind NAT (here a third-party registration: the
+/// contact is another host's) gets herald's Path without a flow token: the registrar's INVITE
+/// comes back through herald and goes to the contact, not to where the REGISTER came from.
+#[test]
+fn an_edge_path_for_a_phone_not_behind_nat_has_no_flow_token() {
+    let mut h = nat_harness(NatConfig::default());
+    let reg = format!("REGISTER sip:{REGISTRAR} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bKtp\nMax-Forwards: 70\nFrom: <sip:frank@{REGISTRAR}>;tag=r1\nTo: <sip:frank@{REGISTRAR}>\nCall-ID: reg-frank\nCSeq: 1 REGISTER\nSupported: path\nContact: <sip:frank@{BOB}>\nExpires: 600\nContent-Length: 0\n\n");
+    let out = sent(&h.send(ALICE, &reg));
+    let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).expect("REGISTER forwarded");
+    let paths: Vec<String> = fwd.paths().map(|p| p.unwrap().uri.as_str().to_owned()).collect();
+    assert_eq!(paths, ["sip:192.0.2.10:5060;lr"]);
+    let call = format!("INVITE sip:frank@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {REGISTRAR};branch=z9hG4bKtp-in\nMax-Forwards: 69\nRoute: <{}>\nFrom: <sip:dave@{REGISTRAR}>;tag=d1\nTo: <sip:frank@{REGISTRAR}>\nCall-ID: tp-1\nCSeq: 1 INVITE\nContact: <sip:dave@{REGISTRAR}>\nContent-Length: 0\n\n", paths[0]);
+    let out = sent(&h.send(REGISTRAR, &call));
+    let (to, _) = out.iter().find(|(_, m)| m.is_request()).expect("INVITE towards frank");
+    assert_eq!(to.addr, addr(BOB), "to the contact, not to the REGISTER's source");
+}

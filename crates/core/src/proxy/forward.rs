@@ -169,6 +169,13 @@ pub fn outbound_path_value(transport_param: Option<&str>, local: SocketAddr, flo
     own_uri("sip", transport_param, local, None, Some(flow), ";ob")
 }
 
+/// The Path value herald inserts into a REGISTER it forwards to another registrar (RFC 3327
+/// §4): its own URI, with the flow token of the UA's flow when the registrar's requests must
+/// leave over it (a phone behind NAT), and `ob` for an Outbound UA ([`outbound_path_value`]).
+pub fn edge_path_value(transport_param: Option<&str>, local: SocketAddr, flow: Option<&str>, ob: bool) -> String {
+    own_uri("sip", transport_param, local, None, flow, if ob { ";ob" } else { "" })
+}
+
 /// `<SCHEME:HOST:PORT[;transport=T];lr[;hs=SIG][;ft=TOKEN]TAIL>`: herald's own loose-routing URI
 /// as every Record-Route and Path value it writes has it.
 fn own_uri(
@@ -280,5 +287,7 @@ mod tests {
             "<sip:[2001:db8::1]:5060;transport=ws;lr;hs=0a1b;ft=77>"
         );
         assert_eq!(outbound_path_value(Some("tcp"), l, "77"), "<sip:[2001:db8::1]:5060;transport=tcp;lr;ft=77;ob>");
+        assert_eq!(edge_path_value(Some("tcp"), l, Some("77"), true), outbound_path_value(Some("tcp"), l, "77"));
+        assert_eq!(edge_path_value(None, l, None, false), "<sip:[2001:db8::1]:5060;lr>");
     }
 }

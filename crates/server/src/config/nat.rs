@@ -33,13 +33,13 @@ pub struct Nat {
     /// removed (any response counts as an answer).
     pub keepalive_max_failures: u32,
     /// When herald forwards a REGISTER for a domain it does not serve (an edge proxy in front of
-    /// another registrar), add a Path header with its own URI and a flow token for the phone's
-    /// flow (RFC 3327 §4, §5.1; RFC 5626 §5.1), so that the registrar's requests for the phone
-    /// come back through herald and leave over the flow the REGISTER came on: `"off"`,
-    /// `"supported"` (only when the UA lists `path` in Supported, as RFC 3327 §5.1 asks) or
-    /// `"always"` (also otherwise, with `Require: path` so that a registrar without Path support
-    /// refuses rather than ignores it, §5.1). A REGISTER from an Outbound UA gets its Path in
-    /// any case (RFC 5626 §5.1).
+    /// another registrar), add a Path header with its own URI (RFC 3327 §4), so that the
+    /// registrar's requests for the phone come back through herald; for a phone behind NAT with
+    /// a flow token of the phone's flow (RFC 5626 §5.1), so that they leave over the NAT's
+    /// mapping: `"off"`, `"supported"` (only when the UA lists `path` in Supported, as RFC 3327
+    /// §5.1 asks) or `"always"` (also otherwise, with `Require: path` so that a registrar
+    /// without Path support refuses rather than ignores it, §5.1). A REGISTER from an Outbound
+    /// UA gets its Path in any case (RFC 5626 §5.1).
     pub edge_path: EdgePath,
 }
 
