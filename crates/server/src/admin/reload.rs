@@ -2,7 +2,7 @@
 //! and validated exactly as at start (`Config::load`); a file that does not load is refused with
 //! its error (file, line, key) and nothing changes. A change to a setting that is fixed while
 //! herald runs (sockets, workers, sizes of tables, the registrar's and authenticator's
-//! settings) is refused as a whole, naming the sections: herald never applies half a file.
+//! settings, `[flood]`, `[nat]`, `[location]`) is refused as a whole, naming the sections: herald never applies half a file.
 //!
 //! What a reload applies, without dropping a call:
 //! * `domains`, `aliases`, `[proxy]`, `[[route]]`, `[[gateway_set]]`: a new engine configuration
@@ -184,6 +184,8 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         overload,
         tls,
         websocket,
+        nat,
+        location,
         admin.listen,
         admin.required,
         admin.max_body_bytes,
