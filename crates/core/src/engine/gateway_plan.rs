@@ -19,7 +19,8 @@ impl Engine {
     /// `[proxy] forking` says.
     ///
     /// Errors: no set of that name → 500 (a configuration the loader should have refused);
-    /// every destination down → 503 with Retry-After (`retry_after_s`), nothing sent.
+    /// every destination down → 503 with Retry-After (`retry_after_s`; none when 0), nothing
+    /// sent.
     pub(super) fn plan_gateway_set(
         &self,
         _now: Instant,
@@ -43,11 +44,11 @@ impl Engine {
         };
         let mut attempts = order(set, keys);
         if attempts.is_empty() {
-            return Err(Local::RejectWith(
-                503,
-                "Service Unavailable (No Gateway Up)",
-                vec![("Retry-After", set.retry_after_s.to_string())],
-            ));
+            const REASON: &str = "Service Unavailable (No Gateway Up)";
+            return Err(match set.retry_after_s {
+                0 => Local::Reject(503, REASON),
+                s => Local::RejectWith(503, REASON, vec![("Retry-After", s.to_string())]),
+            });
         }
         attempts.truncate(set.failover.max_attempts.max(1));
         Ok(attempts

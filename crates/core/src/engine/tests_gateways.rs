@@ -64,6 +64,9 @@ fn every_destination_down_is_503_with_retry_after_and_an_unknown_set_is_500() {
         Err(decisions::Local::RejectWith(503, _, headers)) => assert_eq!(headers, [("Retry-After", "17".to_owned())]),
         _ => panic!("not a 503"),
     }
+    let quiet = harness_with(Algorithm::RoundRobin, &[GW1], |s| s.retry_after_s = 0);
+    quiet.engine.cfg.gateways.get("pstn").unwrap().destinations[0].health.force(Some(HealthState::Down));
+    assert!(matches!(plan(&quiet, "c3"), Err(decisions::Local::Reject(503, _))), "0: no Retry-After");
     let msg = Message::parse(Bytes::from(invite("x", "c2").replace('\n', "\r\n")), &Limits::default()).unwrap();
     assert!(matches!(h.engine.plan_gateway_set(h.now, "nope", &msg, "sip:x@y"), Err(decisions::Local::Reject(500, _))));
 }
@@ -266,4 +269,14 @@ fn hash_from_user_keys_on_the_callers_number_in_sip_and_tel_from_uris() {
     }
     let distinct: std::collections::HashSet<&String> = by_number.iter().collect();
     assert!(distinct.len() > 1, "callers spread: {by_number:?}");
+}
+
+#[test]
+fn a_gateways_408_fails_over_like_its_silence() {
+    let mut h = harness_with(Algorithm::Priority, &[GW1, GW2], |_| {});
+    let inv1 = call(&mut h, "f9", GW1);
+    let out = h.send(GW1, &answer(&inv1, 408, "Request Timeout", "g1"));
+    assert_eq!(to_caller(&out), [] as [u16; 0]);
+    let inv2 = requests_to(&out, GW2).into_iter().next().expect("408 fails over");
+    assert_eq!(to_caller(&h.send(GW2, &answer(&inv2, 200, "OK", "g2"))), [200]);
 }

@@ -105,7 +105,7 @@ pub struct GatewaySet {
     pub failover: FailoverPolicy,
     pub health: HealthRules,
     /// Seconds in the Retry-After (RFC 3261 §20.33) of the 503 a caller gets when every
-    /// destination is down. Default 30.
+    /// destination is down; 0 leaves the header out. Default 30.
     pub retry_after_s: u32,
     /// Calls planned so far: the round-robin position, the weighted draw, the least-active
     /// tie-break. Shared by every shard.
