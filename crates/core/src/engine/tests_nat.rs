@@ -4,7 +4,7 @@
 //! phone's flow, and `[registrar] use_domain`.
 
 use super::*;
-use crate::nat::{EdgePath, NatConfig};
+use crate::nat::{EdgePath, NatConfig, NatDetect};
 
 /// The NAT's public side, where the phone's packets come from.
 const NAT: &str = "203.0.113.7:40001";
@@ -211,4 +211,33 @@ fn an_edge_path_for_a_phone_not_behind_nat_has_no_flow_token() {
     let out = sent(&h.send(REGISTRAR, &call));
     let (to, _) = out.iter().find(|(_, m)| m.is_request()).expect("INVITE towards frank");
     assert_eq!(to.addr, addr(BOB), "to the contact, not to the REGISTER's source");
+}
+
+/// A 3xx from a NATed phone names redirect targets, not the phone: its Contact is left alone.
+#[test]
+fn a_redirect_from_a_phone_behind_nat_keeps_its_contacts() {
+    let mut h = nat_harness(NatConfig::default());
+    sent(&h.send(NAT, &register_from_lan("bob", "example.com", "")));
+    let out = sent(&h.send(ALICE, &invite("bob", "r1")));
+    let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    let moved = answer(fwd, 302, "Moved Temporarily", "b1")
+        .replace("Content-Length: 0", "Contact: <sip:bob@192.168.1.99:5060>\r\nContent-Length: 0");
+    let up = sent(&h.send(NAT, &moved));
+    let (_, resp) = up.iter().find(|(_, m)| m.status() == Some(302)).expect("302 upstream");
+    assert_eq!(contact_of(resp), "sip:bob@192.168.1.99:5060");
+}
+
+/// `[nat] detect = "contact_differs"`: a public contact that is not where the REGISTER came
+/// from is taken for NAT too, and reached at the source; by default it is a third-party
+/// registration, reached at the contact.
+#[test]
+fn contact_differs_reaches_a_public_contact_at_its_source() {
+    for (detect, want) in [(NatDetect::ContactDiffers, NAT), (NatDetect::Private, "198.51.100.77:5060")] {
+        let mut h = nat_harness(NatConfig { detect, ..NatConfig::default() });
+        let reg = register_from_lan("bob", "example.com", "").replace(LAN, "198.51.100.77:5060");
+        assert_eq!(sent(&h.send(NAT, &reg))[0].1.status(), Some(200));
+        let out = sent(&h.send(ALICE, &invite("bob", "cd1")));
+        let (to, _) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+        assert_eq!(to.addr, addr(want), "{detect:?}");
+    }
 }
