@@ -8,7 +8,7 @@
 //!   Contact reaches the caller rewritten to the NAT's address, and the caller's BYE to that
 //!   Contact reaches the phone; CRLF keep-alives arrive from herald's SIP port every second.
 //! * OPTIONS keep-alives: answered, the binding stays; unanswered twice in a row, it is removed
-//!   and a call gets 404.
+//!   and a call gets 404; the metrics endpoint counts sent, answered and dropped.
 //! * Path (RFC 3327): a second herald is the registrar; the first is an edge proxy in front of
 //!   it (serving no domain). The phone registers through the edge, which adds its Path; the
 //!   registrar's INVITE goes through the edge and reaches the phone over the NAT.
@@ -139,7 +139,7 @@ fn options_keepalives_keep_an_answering_phone_and_drop_a_silent_one() {
         &config(
             "0.0.0.0:5060",
             &[&lab.herald_ip],
-            "keepalive = \"options\"\nkeepalive_interval_s = 1\nkeepalive_max_failures = 2",
+            "keepalive = \"options\"\nkeepalive_interval_s = 1\nkeepalive_max_failures = 2\n[metrics]\nlisten = \"127.0.0.1:9190\"",
         ),
     );
     let mut phone = Ua::new(NatLab::udp_in(&lab.phone_ns, &format!("{}:{PHONE_PORT}", lab.phone_ip)));
@@ -169,6 +169,16 @@ fn options_keepalives_keep_an_answering_phone_and_drop_a_silent_one() {
     let answer = caller.wait_for(WAIT, |m| status(m).is_some_and(|s| s >= 300));
     let code = answer.as_ref().and_then(|(m, _)| status(m));
     assert_eq!(code, Some(404), "{}", fail("a call after the drop", &[&herald], &[("caller", &caller)]));
+
+    // The metrics endpoint counts them: at least the three answered and two unanswered sent.
+    let metrics = NatLab::http_get_in(&lab.herald_ns, "127.0.0.1:9190", "/metrics");
+    let value = |name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}:\n{metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("herald_nat_keepalives_sent_total") >= 5.0, "{metrics}");
+    assert!(value("herald_nat_keepalives_answered_total") >= 3.0, "{metrics}");
+    assert_eq!(value("herald_nat_keepalive_bindings_dropped_total"), 1.0, "{metrics}");
 }
 
 #[test]

@@ -136,6 +136,27 @@ impl NatLab {
         .unwrap()
     }
 
+    /// `GET PATH` over HTTP/1.1 to `addr` from inside namespace `ns` (the metrics endpoint of a
+    /// herald there): the whole answer.
+    pub fn http_get_in(ns: &str, addr: &str, path: &str) -> String {
+        let (ns, addr, path) = (ns.to_owned(), addr.to_owned(), path.to_owned());
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let f = File::open(format!("/run/netns/{ns}")).unwrap_or_else(|e| panic!("open netns {ns}: {e}"));
+            // SAFETY: as in `udp_in`; this thread only fetches and ends.
+            let rc = unsafe { setns(f.as_raw_fd(), CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+            let mut c = std::net::TcpStream::connect(&addr).unwrap_or_else(|e| panic!("connect {addr} in {ns}: {e}"));
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+            let mut out = String::new();
+            let _ = c.read_to_string(&mut out);
+            out
+        })
+        .join()
+        .unwrap()
+    }
+
     /// `herald serve --config CONFIG` in herald's namespace, log in `dir/NAME/NAME.out`; returns
     /// once herald logged "herald serving".
     /// Each herald runs in its own directory `dir/NAME` (its location database is there).
