@@ -8,9 +8,10 @@
 //! * the per-attempt timeout: an attempt that heard nothing at all (not even 100 Trying)
 //!   within `failover.attempt_timeout` is abandoned - counted as 408, the next attempt starts.
 //!   Its client transaction lives on: RFC 3261 §9.1 forbids a CANCEL before a provisional,
-//!   so a provisional that comes later is answered with CANCEL (and not relayed), a late 2xx is
-//!   relayed like any 2xx (§16.7 step 4, the caller sees two and ends one, as with any
-//!   forking), any other late final response is absorbed;
+//!   so a provisional that comes later is answered with CANCEL (and not relayed), even after
+//!   the call's response context is gone, and the transaction is dropped 64*T1 after the CANCEL
+//!   if no final response comes; a late 2xx is relayed like any 2xx (§16.7 step 4, the caller
+//!   sees two and ends one, as with any forking); any other late final response is absorbed;
 //! * the destination's health: each attempt counts as a call there, failed when it ends in a
 //!   failover status, a timeout, a transport error or no route (`Health::record_call`; M in a
 //!   row take it down); a CANCEL from the caller is nobody's failure;
@@ -25,8 +26,9 @@ use super::context::{BranchState, FinalResponse};
 use super::Engine;
 use crate::gateways::{GatewayLeg, HealthState};
 use crate::io::Output;
+use crate::proxy::respond::build_cancel;
 use crate::transaction::TxId;
-use herald_sip::{Message, Method};
+use herald_sip::{Limits, Message, Method};
 use std::time::Instant;
 
 impl Engine {
@@ -45,45 +47,57 @@ impl Engine {
         }
     }
 
-    /// A response to a gateway attempt, before the ordinary handling (`responses`). Returns
-    /// true when it is absorbed here: anything but a 2xx to an abandoned attempt (a provisional
-    /// there gets its CANCEL now). Otherwise a final response updates the destination's health
-    /// and, when it is not a failover status, ends the call's attempts.
-    pub(super) fn gateway_response(
-        &mut self,
-        now: Instant,
-        sid: TxId,
-        idx: usize,
-        resp: &Message,
-        status: u16,
-        out: &mut Vec<Output>,
-    ) -> bool {
-        let Some(ctx) = self.contexts.get_mut(&sid) else { return false };
+    /// A response on client transaction `id`, before anything else looks at it: absorbed
+    /// (true) when `id` is an attempt given up by its timeout, unless it is a 2xx (relayed as
+    /// any 2xx, RFC 3261 §16.7 step 4). Its first provisional gets the CANCEL that §9.1 did not
+    /// allow before - whether or not the call's response context still exists.
+    pub(super) fn abandoned_response(&mut self, now: Instant, id: TxId, resp: &Message, out: &mut Vec<Output>) -> bool {
+        let Some(cancelled) = self.gateway_calls.abandoned(id) else { return false };
+        let status = resp.status().unwrap_or(0);
+        if (200..300).contains(&status) {
+            return false;
+        }
+        if status < 200 && !cancelled {
+            self.cancel_abandoned(now, id, out);
+        }
+        true
+    }
+
+    /// Sends CANCEL for the abandoned INVITE of client transaction `id` (RFC 3261 §9.1), and
+    /// gives the transaction 64*T1 to end.
+    fn cancel_abandoned(&mut self, now: Instant, id: TxId, out: &mut Vec<Output>) {
+        let Some(invite) = self.txs.get(id).and_then(|t| t.request()).cloned() else { return };
+        let Some(peer) = self.txs.peer(id) else { return };
+        if invite.method() != Some(Method::Invite) {
+            return;
+        }
+        self.gateway_calls.cancelled(id, now + self.cfg.timers.t1 * 64);
+        if let Ok(cancel) = Message::parse(build_cancel(&invite), &Limits::default()) {
+            if let Ok((cid, actions)) = self.txs.insert_client(now, cancel, peer) {
+                self.apply(now, cid, Some(peer), actions, out);
+            }
+        }
+    }
+
+    /// A response to a gateway attempt, before the ordinary handling (`responses`): a final
+    /// response updates the destination's health and, when it is not a failover status, ends
+    /// the call's attempts. A late 2xx of an attempt given up makes its call established.
+    pub(super) fn gateway_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: &Message, status: u16) {
+        let Some(ctx) = self.contexts.get_mut(&sid) else { return };
         let is_invite = ctx.is_invite;
-        let Some(b) = ctx.branches.get_mut(idx) else { return false };
-        let Some(leg) = b.planned.gateway.clone() else { return false };
+        let Some(b) = ctx.branches.get_mut(idx) else { return };
+        let Some(leg) = b.planned.gateway.clone() else { return };
         let established = is_invite && (200..300).contains(&status);
         if b.abandoned {
-            if status >= 300 {
-                b.state = BranchState::Done(status);
-                return true;
-            }
-            if status < 200 {
-                if is_invite && !b.cancelled && !matches!(b.state, BranchState::Done(_)) {
-                    b.state = BranchState::Proceeding;
-                    self.cancel_branch(now, sid, idx, out);
-                }
-                return true;
-            }
-            // A late 2xx is relayed (the caller must see every 2xx): the call exists after all.
-            if established && matches!(b.state, BranchState::Trying | BranchState::Proceeding) {
+            // Only a 2xx gets here (`abandoned_response`): the call exists after all.
+            if established && !matches!(b.state, BranchState::Done(_)) {
                 leg.destination().health.active_inc();
                 self.gateway_call_established(now, &leg, resp.call_id().unwrap_or_default());
             }
-            return false;
+            return;
         }
         if status < 200 || !b.is_pending() {
-            return false;
+            return;
         }
         let fails_over = leg.set.fails_over(status);
         if !fails_over {
@@ -99,7 +113,6 @@ impl Engine {
         if established {
             self.gateway_call_established(now, &leg, resp.call_id().unwrap_or_default());
         }
-        false
     }
 
     /// A gateway attempt failed without a response (`Engine::branch_failed`: Timer B/F/C, a
@@ -132,6 +145,11 @@ impl Engine {
         while let Some((sid, idx)) = self.gateway_calls.pop_due(now) {
             self.abandon_attempt(now, sid, idx, out);
         }
+        while let Some(id) = self.gateway_calls.pop_give_up(now) {
+            // CANCELled 64*T1 ago and still no final response: the gateway is gone (§9.1).
+            self.clients.remove(&id);
+            self.txs.remove(id);
+        }
         self.gateway_calls.expire(now);
     }
 
@@ -147,6 +165,9 @@ impl Engine {
                 b.abandoned = true;
                 b.timer_c = None;
                 b.cancel_when_provisional = false;
+                if let Some(cid) = b.client {
+                    self.gateway_calls.abandon(cid);
+                }
                 ctx.finals.push(FinalResponse { status: 408, msg: None });
                 tracing::debug!(set = %leg.set.name, destination = %leg.destination().uri, "gateway attempt timed out");
                 attempt_ended(now, &leg, false, is_invite);

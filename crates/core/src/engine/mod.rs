@@ -318,7 +318,7 @@ impl SipHandler for Engine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
-        let ours = [self.pings.next_deadline(), self.gateway_calls.next_deadline()];
+        let ours = [self.pings.next_deadline(), self.gateway_calls.next_due()];
         [self.txs.next_timeout(), timer_c, self.next_expire, self.durable.next_deadline()]
             .into_iter()
             .chain(ours)

@@ -64,11 +64,14 @@ impl Engine {
         }
         if let Some(&(sid, idx)) = self.clients.get(&id) {
             match event {
+                // An attempt given up by its timeout answers late (`failover`).
+                TuEvent::Response(resp) if self.abandoned_response(now, id, &resp, out) => {}
                 TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),
                 TuEvent::Timeout => self.branch_failed(now, sid, idx, 408, out),
                 TuEvent::TransportError => self.retry_or_fail(now, sid, idx, out),
                 TuEvent::Terminated => {
                     self.clients.remove(&id);
+                    self.gateway_calls.ended_tx(id);
                     // A branch whose transaction ended without a final response failed.
                     self.branch_failed(now, sid, idx, 408, out);
                 }
@@ -93,9 +96,7 @@ impl Engine {
     fn on_branch_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: Message, out: &mut Vec<Output>) {
         let Some(status) = resp.status() else { return };
         let resp = self.fix_nated_response(sid, idx, resp);
-        if self.gateway_response(now, sid, idx, &resp, status, out) {
-            return; // a gateway attempt given up before (`failover`)
-        }
+        self.gateway_response(now, sid, idx, &resp, status);
         let Some(ctx) = self.contexts.get_mut(&sid) else {
             // The server transaction is gone: a late 2xx must still reach the caller (RFC 6026).
             if (200..300).contains(&status) {
@@ -248,7 +249,7 @@ impl Engine {
     /// one, it counts as 408.
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
         let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
-        if b.timer_c != Some(at) || matches!(b.state, BranchState::Done(_)) {
+        if b.timer_c != Some(at) || !b.is_pending() {
             return; // stale: reset by a later provisional, or the branch finished
         }
         match b.state {

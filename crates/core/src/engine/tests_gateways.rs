@@ -280,3 +280,30 @@ fn a_gateways_408_fails_over_like_its_silence() {
     let inv2 = requests_to(&out, GW2).into_iter().next().expect("408 fails over");
     assert_eq!(to_caller(&h.send(GW2, &answer(&inv2, 200, "OK", "g2"))), [200]);
 }
+
+#[test]
+fn a_provisional_from_an_abandoned_attempt_is_cancelled_even_after_the_call_ended() {
+    let mut h = harness_with(Algorithm::Priority, &[GW1, GW2], |s| {
+        s.failover.attempt_timeout = Some(Duration::from_secs(2));
+    });
+    let inv1 = call(&mut h, "f10", GW1);
+    let out = h.advance(Duration::from_millis(2100));
+    let inv2 = requests_to(&out, GW2).into_iter().next().unwrap();
+    let out = h.send(GW2, &answer(&inv2, 486, "Busy Here", "g2"));
+    let busy = sent(&out).into_iter().find(|(p, _)| p.addr == addr(ALICE)).unwrap().1;
+    assert_eq!(busy.status(), Some(486));
+    let tag = busy.to_tag().unwrap().unwrap().to_owned();
+    h.send(ALICE, &format!("ACK sip:+4930123@example.com SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-f10;rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:+4930123@example.com>;tag={tag}\nCall-ID: f10\nCSeq: 1 ACK\nContent-Length: 0\n\n"));
+    // Timer I ends the caller's transaction, and with it the call's response context.
+    h.advance(Duration::from_secs(6));
+    // gw1 wakes up at last: it is CANCELled, the caller hears nothing.
+    let out = h.send(GW1, &answer(&inv1, 180, "Ringing", "g1"));
+    assert_eq!(requests_to(&out, GW1).iter().map(|m| m.method()).collect::<Vec<_>>(), [Some(Method::Cancel)]);
+    assert!(sent(&out).iter().all(|(p, _)| p.addr != addr(ALICE)));
+    assert!(requests_to(&h.send(GW1, &answer(&inv1, 180, "Ringing", "g1")), GW1).is_empty(), "one CANCEL");
+    // gw1 never sends a final response: 64*T1 after the CANCEL its INVITE is dropped.
+    let held = h.engine.transactions();
+    h.advance(Duration::from_secs(33));
+    assert!(h.engine.transactions() < held, "{} transactions still held", h.engine.transactions());
+    assert_eq!(h.engine.transactions(), 0);
+}
