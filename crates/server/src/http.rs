@@ -128,8 +128,6 @@ where
     }
 }
 
-// Used by the admin API's JSON-RPC bodies; the metrics endpoint reads none.
-#[allow(dead_code)]
 /// Reads a request body of at most `max` bytes within `timeout`. The error is the answer to
 /// send instead: 413 when longer (told by Content-Length before any byte is read, or counted),
 /// 408 when too slow, 400 when the body is malformed (bad chunking) or cut short.
