@@ -126,6 +126,12 @@ fn check(args: &CheckArgs) -> Result<Value, String> {
     if report.get("rule").is_none() {
         report["rule"] = Value::Null;
     }
+    // What the auth gate makes of it: the table asked as for a caller who did not
+    // authenticate; a request that leaves herald then is a relay (engine/auth_gate.rs).
+    let anonymous = decide(&cfg.routing, &cfg.identity, &ruri, Request { authenticated: false, ..req });
+    let allowed = matches!(anonymous, Decision::Rule(_, rule) if rule.allow_unauthenticated);
+    report["relay"] = json!(!anonymous.stays() && !allowed);
+    report["auth_enabled"] = json!(config.auth.enabled);
     Ok(report)
 }
 
@@ -209,5 +215,13 @@ fn text(r: &Value) -> String {
         other => other.to_owned(),
     };
     out.push_str(&format!("goes to: {goes}\n"));
+    let relay = match (r["relay"].as_bool(), r["auth_enabled"].as_bool()) {
+        (Some(true), Some(true)) => {
+            "challenged (a relay: it leaves herald), unless from [auth] trusted_peers or with allow_relay"
+        }
+        (Some(true), _) => "pass ([auth] enabled = false)",
+        _ => "no challenge for where it goes (it stays with herald, or its rule has allow_unauthenticated)",
+    };
+    out.push_str(&format!("unauthenticated callers: {relay}\n"));
     out
 }

@@ -91,8 +91,11 @@ fn route_check_says_which_rule_matches_and_where_the_request_goes() {
     assert_eq!(
         text,
         "rule: route[1] \"uk\"\nrequest-uri: sip:00441234@example.com\n\
-         goes to: next hop sip:gw.example.net:5080;transport=tcp\n"
+         goes to: next hop sip:gw.example.net:5080;transport=tcp\n\
+         unauthenticated callers: challenged (a relay: it leaves herald), unless from [auth] trusted_peers or with \
+         allow_relay\n"
     );
+    assert_eq!(json["relay"], true);
     assert_eq!(json["rule"]["index"], 1);
     assert_eq!(json["rule"]["name"], "uk");
     assert_eq!(json["action"], "next_hop");
@@ -119,7 +122,8 @@ fn route_check_says_which_rule_matches_and_where_the_request_goes() {
     assert_eq!((json["rule"].clone(), json["action"].as_str()), (Value::Null, Some("location")));
     let (text, _) = check(&config, &["INVITE sip:+33123@example.com", "--from", "198.51.100.1"]);
     assert!(text.starts_with("rule: none (herald's default routing)\n"), "{text}");
-    assert!(text.ends_with("goes to: the location service (registered contacts)\n"), "{text}");
+    assert!(text.contains("goes to: the location service (registered contacts)\n"), "{text}");
+    assert!(text.ends_with("unauthenticated callers: no challenge for where it goes (it stays with herald, or its rule has allow_unauthenticated)\n"), "{text}");
 
     // Herald's own roads: the registrar, OPTIONS to herald, a foreign domain.
     let (_, json) = check(&config, &["REGISTER sip:example.com"]);

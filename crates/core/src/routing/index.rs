@@ -37,11 +37,6 @@ impl PrefixIndex {
         push_once(&mut self.nodes[n].exact_rules, rule);
     }
 
-    /// How many nodes the trie has (the root included).
-    pub fn nodes(&self) -> usize {
-        self.nodes.len()
-    }
-
     fn node_for(&mut self, key: &str) -> usize {
         let mut n = 0;
         for &b in key.as_bytes() {
