@@ -133,6 +133,30 @@ fn route_check_says_which_rule_matches_and_where_the_request_goes() {
     let (_, json) = check(&config, &["MESSAGE sip:bob@other.org"]);
     assert_eq!((json["rule"].clone(), json["action"].as_str()), (Value::Null, Some("request_uri")));
 
+    // A gateway set: its destinations in the order its algorithm tries them (priority here),
+    // a tel: number converted for each destination's host.
+    let with_sets = dir.join("gateways.toml");
+    let sets = "\n[[route]]\nname = \"de\"\nuser_prefix = \"+49\"\ngateway_set = \"pstn\"\n\n\
+                [[gateway_set]]\nname = \"pstn\"\nalgorithm = \"priority\"\ndestinations = [\n\
+                { uri = \"sip:192.0.2.11:5060\", priority = 2 },\n{ uri = \"sip:192.0.2.10\", priority = 1 },\n]\n";
+    std::fs::write(&with_sets, format!("{CONFIG}{sets}")).unwrap();
+    let (text, json) = check(&with_sets, &["INVITE tel:+49-30-123"]);
+    assert_eq!(json["gateway_set"], "pstn");
+    let dests: Vec<(String, String)> = json["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["uri"].as_str().unwrap().to_owned(), d["request_uri"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        dests,
+        [
+            ("sip:192.0.2.10".to_owned(), "sip:+4930123@192.0.2.10;user=phone".to_owned()),
+            ("sip:192.0.2.11:5060".to_owned(), "sip:+4930123@192.0.2.11:5060;user=phone".to_owned()),
+        ]
+    );
+    assert!(text.contains("goes to: gateway set \"pstn\"\n  1. sip:192.0.2.10 (request-uri sip:+4930123@192.0.2.10;user=phone)\n  2. sip:192.0.2.11:5060"), "{text}");
+
     // Not a request: a usage error.
     let out = herald(&["route", "check", "sip:bob@example.com", "--config", config.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
