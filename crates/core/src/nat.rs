@@ -25,7 +25,7 @@
 //! proxy, the source is the proxy and the Contact is still the UA's.
 
 use crate::peer::{Peer, Transport};
-use herald_sip::headers::{Contact, ListValue, NameAddr};
+use herald_sip::headers::{ListValue, NameAddr};
 use herald_sip::text::push_host_port;
 use herald_sip::uri::{Host, SipUri, Uri};
 use herald_sip::{HeaderName, Message};
@@ -128,12 +128,8 @@ fn contact_behind_nat(uri: &SipUri<'_>, source: SocketAddr, detect: NatDetect) -
 /// first Contact fails the Contact tests, or (a request: its top Via is the sender's own) its
 /// top Via's address is not the source (flag 2).
 pub fn message_behind_nat(msg: &Message, source: SocketAddr, detect: NatDetect) -> bool {
-    if msg.is_request() {
-        if let Some(ip) = msg.top_via().ok().and_then(|v| host_ip(&v.host)) {
-            if ip != source.ip() {
-                return true;
-            }
-        }
+    if msg.is_request() && via_not_source(msg, source) {
+        return true;
     }
     match first_contact(msg) {
         Some((_, addr)) => addr.uri.as_sip().is_some_and(|u| contact_behind_nat(u, source, detect)),
@@ -141,12 +137,19 @@ pub fn message_behind_nat(msg: &Message, source: SocketAddr, detect: NatDetect) 
     }
 }
 
+/// Flag 2: the top Via's sent-by is an address other than the source (a host name proves
+/// nothing).
+fn via_not_source(msg: &Message, source: SocketAddr) -> bool {
+    msg.top_via().ok().and_then(|v| host_ip(&v.host)).is_some_and(|ip| ip != source.ip())
+}
+
+/// The first Contact value and its name-addr (`None` for `*` or a malformed one). One parse of
+/// that value alone: `Message::contacts` would read expires/q parameters this never needs
+/// (half the cost of the check on a forwarded request).
 fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
     let value = msg.list_values(HeaderName::Contact).next()?.ok()?;
-    match msg.contacts().next()?.ok()? {
-        Contact::Address(addr) => Some((value, addr)),
-        Contact::Star => None,
-    }
+    let addr = NameAddr::parse(value.bytes).ok()?;
+    Some((value, addr))
 }
 
 /// The Contact header field line of `msg` rewritten to `source` (nathelper
@@ -157,7 +160,16 @@ fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
 /// port change.
 pub fn fixed_contact(msg: &Message, source: SocketAddr) -> Option<(usize, String)> {
     let (value, addr) = first_contact(msg)?;
-    let uri = addr.uri.as_sip()?;
+    fixed_contact_of(msg, value, addr.uri.as_sip()?, source)
+}
+
+/// [`fixed_contact`] of a Contact value already read.
+fn fixed_contact_of(
+    msg: &Message,
+    value: ListValue<'_>,
+    uri: &SipUri<'_>,
+    source: SocketAddr,
+) -> Option<(usize, String)> {
     if msg.list_values(HeaderName::Contact).filter_map(Result::ok).filter(|v| v.field == value.field).count() != 1 {
         return None;
     }
@@ -198,12 +210,19 @@ pub fn request_contact_fix(msg: &Message, from: Peer, cfg: &NatConfig) -> Option
     if !cfg.fix_contact
         || matches!(from.transport, Transport::Ws | Transport::Wss)
         || msg.method() == Some(herald_sip::Method::Register)
-        || msg.vias().take(2).count() != 1
-        || !message_behind_nat(msg, from.addr, cfg.detect)
+        || msg.list_values(HeaderName::Via).take(2).count() != 1
     {
         return None;
     }
-    fixed_contact(msg, from.addr)
+    // The Contact first: most in-dialog requests (ACK, BYE) have none, and then nothing else
+    // is parsed. The checks of `message_behind_nat`, reading that Contact once.
+    let (value, addr) = first_contact(msg)?;
+    let uri = addr.uri.as_sip()?;
+    let natted = via_not_source(msg, from.addr) || contact_behind_nat(uri, from.addr, cfg.detect);
+    if !natted {
+        return None;
+    }
+    fixed_contact_of(msg, value, uri, from.addr)
 }
 
 /// The Contact fix of a response from a NATed callee (`None`: none): `contact` is the binding's
@@ -213,14 +232,12 @@ pub fn response_contact_fix(resp: &Message, contact: &str, to: Peer, cfg: &NatCo
     if !cfg.fix_contact || to.transport != Transport::Udp || !binding_behind_nat(contact, to, cfg.detect) {
         return None;
     }
-    let answered_by_it = match first_contact(resp) {
-        Some((_, addr)) => addr.uri.as_sip().is_some_and(|u| contact_behind_nat(u, to.addr, cfg.detect)),
-        None => false,
-    };
-    if !answered_by_it {
+    let (value, addr) = first_contact(resp)?;
+    let uri = addr.uri.as_sip()?;
+    if !contact_behind_nat(uri, to.addr, cfg.detect) {
         return None;
     }
-    fixed_contact(resp, to.addr)
+    fixed_contact_of(resp, value, uri, to.addr)
 }
 
 #[cfg(test)]
