@@ -248,3 +248,96 @@ fn socket_queue_overflow_is_counted() {
     assert!(drops + read >= flood && drops < flood, "drops {drops}, read {read}, sent {flood}+");
     assert!(herald.stop().is_some_and(|s| s.success()));
 }
+
+/// The whole scrape of a herald whose other areas export families too (durable location,
+/// gateway sets, NAT keep-alives, admin API) keeps the OpenMetrics rules a scraper relies on:
+/// one HELP and TYPE per family, every sample under its family with the suffixes its type
+/// allows (counter `_total`, histogram `_bucket`/`_sum`/`_count`), cumulative buckets ending in
+/// `+Inf` = `_count`, and `# EOF` once, last.
+#[test]
+fn a_fully_configured_scrape_is_valid_openmetrics() {
+    let dir = test_dir("metrics_openmetrics");
+    let toml = "[flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n\
+                [admin]\nlisten = \"127.0.0.1:0\"\n\
+                [location]\nmode = \"write-back\"\npath = \"location.db\"\n\
+                [[gateway_set]]\nname = \"pstn\"\ndestinations = [{ uri = \"sip:127.0.0.1:9\" }]\n";
+    let extras = HeraldExtras { metrics: true, toml: Some(toml.into()), ..Default::default() };
+    let herald = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    let url = herald.metrics_url.clone().unwrap();
+    let addr: SocketAddr = url.trim_start_matches("http://").trim_end_matches("/metrics").parse().unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    let req = register_request(herald.addr, local, "alice", 1);
+    assert_eq!(udp_transaction(&sock, herald.addr, &req, "reg-alice"), 200);
+
+    let answer = http_exchange(addr, &[b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"], Duration::ZERO);
+    let (head, text) = answer.split_once("\r\n\r\n").expect("a whole answer");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(head.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{head}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.last(), Some(&"# EOF"));
+    assert_eq!(lines.iter().filter(|l| l.starts_with("# EOF")).count(), 1);
+
+    let mut families = std::collections::HashSet::new();
+    let mut current: Option<(String, String)> = None; // (family, type)
+    let mut help: Option<String> = None;
+    // Per histogram series (family, labels without le): last cumulative bucket, and +Inf.
+    let mut buckets: std::collections::HashMap<String, (f64, Option<f64>)> = Default::default();
+    let mut counts: std::collections::HashMap<String, f64> = Default::default();
+    for l in &lines[..lines.len() - 1] {
+        if let Some(rest) = l.strip_prefix("# HELP ") {
+            help = Some(rest.split(' ').next().unwrap().to_string());
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap();
+            assert_eq!(help.as_deref(), Some(name), "HELP before TYPE: {l}");
+            assert!(families.insert(name.to_string()), "family twice: {l}");
+            current = Some((name.to_string(), ty.to_string()));
+            continue;
+        }
+        assert!(!l.starts_with('#') && !l.is_empty(), "unexpected line {l:?}");
+        let (series, value) = l.rsplit_once(' ').unwrap();
+        let value: f64 = if value == "+Inf" { f64::INFINITY } else { value.parse().unwrap_or_else(|_| panic!("{l}")) };
+        let (name, labels) = series.split_once('{').map_or((series, ""), |(n, l)| (n, l.trim_end_matches('}')));
+        let (family, ty) = current.as_ref().unwrap_or_else(|| panic!("sample before any TYPE: {l}"));
+        let suffix = name.strip_prefix(family.as_str()).unwrap_or_else(|| panic!("{l} under family {family}"));
+        let allowed: &[&str] = match ty.as_str() {
+            "counter" => &["_total"],
+            "gauge" | "unknown" => &[""],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            other => panic!("type {other}: {l}"),
+        };
+        assert!(allowed.contains(&suffix), "{l}: suffix {suffix:?} in a {ty}");
+        if ty == "histogram" {
+            let key_labels: Vec<&str> = labels.split(',').filter(|p| !p.starts_with("le=")).collect();
+            let key = format!("{family}{{{}}}", key_labels.join(","));
+            match suffix {
+                "_bucket" => {
+                    let b = buckets.entry(key).or_insert((0.0, None));
+                    assert!(value >= b.0, "buckets not cumulative: {l}");
+                    b.0 = value;
+                    if labels.contains("le=\"+Inf\"") {
+                        b.1 = Some(value);
+                    }
+                }
+                "_count" => {
+                    counts.insert(key, value);
+                }
+                _ => {}
+            }
+        } else {
+            assert!(!labels.contains("le="), "{l}");
+        }
+    }
+    assert!(!buckets.is_empty(), "the REGISTER was timed: some histogram has series");
+    assert_eq!(buckets.len(), counts.len(), "every histogram series has a _count");
+    for (key, (_, inf)) in &buckets {
+        assert_eq!(*inf, counts.get(key).copied(), "{key}: +Inf bucket = _count");
+    }
+    // Herald's own families and those the other areas registered, one line each.
+    for prefix in ["herald_messages_received", "herald_location_", "herald_gateway_", "herald_nat_", "herald_admin_"] {
+        assert!(families.iter().any(|f| f.starts_with(prefix)), "no {prefix} family in\n{text}");
+    }
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}
