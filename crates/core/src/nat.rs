@@ -43,7 +43,8 @@ pub enum NatDetect {
 }
 
 /// When herald, forwarding a REGISTER to a registrar of another domain, adds a Path with its own
-/// URI and the flow token of the REGISTER's flow (RFC 3327 §4, RFC 5626 §5.1).
+/// URI (RFC 3327 §4); for a UA behind NAT the URI carries the flow token of the REGISTER's
+/// flow (RFC 5626 §5.1), so the registrar's requests leave over the NAT's mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EdgePath {
     /// Only for Outbound UAs and contacts only their flow reaches (RFC 5626 §5.1, RFC 7118 §5).
