@@ -457,7 +457,7 @@ impl Default for Log {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Metrics {
-    /// `IP:PORT` of the HTTP endpoint that answers `GET /metrics` (Prometheus text format): per
+    /// `IP:PORT` of the HTTP endpoint that answers `GET /metrics` (OpenMetrics text): per
     /// message type counts, socket queue wait, service time, socket drops. Absent or `""`: no
     /// endpoint, and the workers measure nothing (no clock reads per message; the kernel
     /// timestamps stay on when `[overload]` needs them).
