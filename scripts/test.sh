@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # Chromium to render `herald bench report` pages and, headless, to run the browser phones of
 # tests/browser_ws.rs (JsSIP is vendored in tests/browser_support: no npm at test time),
 # python3 for scripts/module_cycles.py, coturn for its STUN client (turnutils_stunclient: the
-# real peer of tests/stun_peer.rs; Debian has no stuntman-client).
+# real peer of tests/stun_peer.rs; Debian has no stuntman-client), nftables for the masquerading
+# router between a phone and herald in tests/nat_traversal.rs.
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
