@@ -240,3 +240,18 @@ fn a_gateway_set_rule_tries_the_sets_destinations_with_the_rewritten_number() {
     let out = h.send(ALICE, &request("INVITE", "tel:+4930123", "sip:alice@example.com", ALICE, "g2", ""));
     assert_eq!(ruri_of(&requests_to(&out, GW1)[0]), format!("sip:004930123@{GW1};user=phone"));
 }
+
+#[test]
+fn stateless_mode_follows_the_table_too() {
+    let uk = Rule {
+        number: NumberRules { plus: Plus::ToPrefix("00".into()), ..Default::default() },
+        ..Rule { user: prefix("+44"), ..Rule::new(to_gw()) }
+    };
+    let cfg = EngineConfig { routing: Arc::new(RoutingTable::new(vec![uk])), ..config(Forking::Parallel, true) };
+    let mut h = Harness::from_config(cfg);
+    let out = h.send(ALICE, &request("INVITE", "sip:+441234@example.com", "sip:alice@example.com", ALICE, "st1", ""));
+    let at_gw = requests_to(&out, GW);
+    assert_eq!(at_gw.len(), 1, "{out:?}");
+    assert_eq!(ruri_of(&at_gw[0]), "sip:00441234@example.com");
+    assert_eq!(h.engine.transactions(), 0, "no state");
+}
