@@ -7,10 +7,10 @@
 //!
 //! # Adding an area's metrics
 //!
-//! The hot path never takes a lock or shares a counter's cache line between workers (Kamailio
-//! issue 4209: every worker hung on the metrics lock). So an area that counts on the hot path
-//! (the location store, Redis sync, gateways) keeps its own atomics (`AtomicU64`, per shard or
-//! per worker if written by several threads at a high rate) and exposes them at scrape time with
+//! The hot path never takes a lock to count (Kamailio issue 4209: every worker hung on the
+//! metrics lock). So an area that counts on the hot path (the location store, Redis sync,
+//! gateways) keeps its own atomics (`AtomicU64`; per worker, like [`Stats`], when several threads
+//! bump one at a high rate, so no cache line bounces) and exposes them at scrape time with
 //! a [`prometheus_client::collector::Collector`] in its own file, next to its code (any crate:
 //! add `prometheus-client.workspace = true` to its Cargo.toml):
 //!
