@@ -58,6 +58,10 @@ pub(crate) struct Keepalives {
     /// How long an OPTIONS may stay unanswered: shorter than the interval, so that the next
     /// round does not find it still in flight.
     timeout: Duration,
+    /// The round period; a round spreads its pages over half of it ([`Keepalives::round`]).
+    interval: Duration,
+    /// Pages the last round read (0 before the first).
+    last_pages: u32,
     store: Arc<Location>,
     /// Herald's UDP sockets (copies of one worker's), by bound address.
     senders: Vec<(SocketAddr, UdpSocket)>,
@@ -86,6 +90,8 @@ impl Keepalives {
             detect: nat.engine().detect,
             max_failures: nat.keepalive_max_failures.max(1),
             timeout: (interval / 2).clamp(Duration::from_millis(500), Duration::from_secs(16)),
+            interval,
+            last_pages: 0,
             store,
             senders,
             pinger,
@@ -114,13 +120,19 @@ impl Keepalives {
         (due, next)
     }
 
-    /// One round over the whole store, a page at a time with a yield in between.
+    /// One round over the whole store, a page at a time. The pages are spread over half the
+    /// interval (paced by the last round's page count), so that a large store sends its
+    /// keep-alives as a steady trickle rather than a burst every interval (for OPTIONS: fewer
+    /// in flight at once than the engines' cap).
     pub(crate) async fn round(&mut self) {
         let started = Instant::now();
         self.expire_in_flight(started);
         let mut seen: HashSet<Key> = HashSet::new();
         let mut cursor = Some(ScanCursor::START);
+        let pause = (self.last_pages > 1).then(|| (self.interval / 2) / self.last_pages);
+        let mut pages = 0u32;
         while let Some(c) = cursor {
+            pages = pages.saturating_add(1);
             let now = Instant::now();
             let (due, next) = self.page(c, now);
             cursor = next;
@@ -134,8 +146,12 @@ impl Keepalives {
                     }
                 }
             }
-            tokio::task::yield_now().await;
+            match pause {
+                Some(p) if cursor.is_some() => tokio::time::sleep(p).await,
+                _ => tokio::task::yield_now().await,
+            }
         }
+        self.last_pages = pages;
         // A binding that is gone (expired, unregistered, registered again from elsewhere)
         // forgets its misses.
         if self.mode == Keepalive::Options {

@@ -90,3 +90,28 @@ async fn an_unanswering_binding_is_dropped_after_k_missed_options_and_an_answer_
     }
     assert_eq!((counters.sent.get(), counters.answered.get(), counters.dropped.get()), (5, 3, 1));
 }
+
+/// A round spreads its pages over half the interval once it knows how many there are: the first
+/// round of 1,000 AoRs (4 pages) goes at once, the next sleeps between pages.
+#[tokio::test]
+async fn rounds_are_paced_over_half_the_interval() {
+    let phone = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let source = Peer::udp(phone.local_addr().unwrap());
+    let store = Arc::new(Location::new());
+    for i in 0..1000 {
+        register(&store, &format!("u{i}"), &format!("sip:u{i}@10.0.0.2:5060"), source, None);
+    }
+    let counters = KeepaliveCounters::default();
+    let nat = Nat { keepalive_interval_s: 1, ..nat(Keepalive::Crlf) };
+    let mut ka = Keepalives::new(&nat, store, herald_socket(), None, counters.clone());
+    let first = Instant::now();
+    ka.round().await;
+    let first = first.elapsed();
+    let second = Instant::now();
+    ka.round().await;
+    let second = second.elapsed();
+    assert_eq!(counters.sent.get(), 2000, "every binding, every round");
+    // 4 pages: 3 pauses of 500 ms / 4.
+    assert!(second >= Duration::from_millis(375), "paced: {second:?}");
+    assert!(first < second && second < Duration::from_secs(5), "first {first:?}, second {second:?}");
+}
