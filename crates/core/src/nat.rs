@@ -174,14 +174,15 @@ fn fixed_contact_of(
     if msg.list_values(HeaderName::Contact).filter_map(Result::ok).filter(|v| v.field == value.field).count() != 1 {
         return None;
     }
-    let line = std::str::from_utf8(msg.value_of(&msg.headers()[value.field])).ok()?;
+    let line = std::str::from_utf8(msg.value_of(msg.headers().get(value.field)?)).ok()?;
+    // The URI is a slice of that line: find it by address, and check it is there, as it was
+    // written (never slice the line anywhere else).
     let old = uri.as_str();
-    let at = old.as_ptr() as usize - line.as_ptr() as usize;
-    if at + old.len() > line.len() {
-        return None;
-    }
+    let at = (old.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+    let before = line.get(..at)?;
+    let after = line.get(at..)?.strip_prefix(old)?;
     let mut fixed = String::with_capacity(line.len() + 16);
-    fixed.push_str(&line[..at]);
+    fixed.push_str(before);
     fixed.push_str(uri.scheme.as_str());
     fixed.push(':');
     if let Some(user) = uri.user {
@@ -198,7 +199,7 @@ fn fixed_contact_of(
         fixed.push('?');
         fixed.push_str(uri.headers_raw());
     }
-    fixed.push_str(&line[at + old.len()..]);
+    fixed.push_str(after);
     Some((value.field, fixed))
 }
 

@@ -140,3 +140,24 @@ fn which_responses_get_their_contact_fixed() {
         response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, &NatConfig { fix_contact: false, ..cfg }).is_none()
     );
 }
+
+#[test]
+fn odd_contacts_are_fixed_exactly_or_left_alone() {
+    let src = addr("203.0.113.7:40001");
+    // Compact form, folded line, escapes in the user part, no space after the colon.
+    let m = msg("INVITE sip:b@example.com SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2;branch=z9hG4bKo\nMax-Forwards: 70\nFrom: <sip:a@example.com>;tag=1\nTo: <sip:b@example.com>\nCall-ID: o1\nCSeq: 1 INVITE\nm:\n  <sip:a%20b@10.0.0.2:5062;lr>;q=0.5\nContent-Length: 0\n\n");
+    let (field, value) = fixed_contact(&m, src).unwrap();
+    assert_eq!(m.headers()[field].name, HeaderName::Contact);
+    assert!(value.ends_with("<sip:a%20b@203.0.113.7:40001;lr>;q=0.5"), "{value}");
+    // A Contact that is not a SIP URI, or not parseable: nothing.
+    assert!(fixed_contact(&invite("10.0.0.2", "<mailto:a@example.com>"), src).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "<sip:@>"), src).is_none());
+    // The fix keeps the message well-formed.
+    let natted = invite("10.0.0.2:5062", "\"A, B\" <sip:a@[fd00::2]:5062>");
+    let (field, value) = request_contact_fix(&natted, Peer::udp(src), &NatConfig::default()).unwrap();
+    let mut e = herald_sip::Editor::new(&natted);
+    e.replace_value(field, value.as_bytes());
+    let fixed = Message::parse(e.finish(), &Limits::default()).unwrap();
+    fixed.validate_all().unwrap();
+    assert_eq!(value, "\"A, B\" <sip:a@203.0.113.7:40001>");
+}
