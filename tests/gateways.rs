@@ -5,7 +5,7 @@
 //!
 //! * Distribution per algorithm, counted at the gateways (SIPp -trace_counts): round-robin
 //!   even, weighted in proportion, hash over Call-ID and over From user sticky, priority all on
-//!   the first.
+//!   the first, least active calls spread over idle gateways.
 //! * Killing a gateway mid-run: no failed call beyond one in flight at the kill, probing marks
 //!   it down within its configured time (metrics endpoint and log), restarting it brings it
 //!   back after K good probes, and it takes calls again.
@@ -74,6 +74,7 @@ fn calls_spread_as_each_algorithm_says() {
         set("callid", "hash-call-id", "3", all([1, 1, 1], [0, 0, 0])),
         set("from", "hash-from-user", "4", all([1, 1, 1], [0, 0, 0])),
         set("prio", "priority", "5", all([1, 1, 1], [2, 0, 1])),
+        set("least", "least-calls", "6", all([1, 1, 1], [0, 0, 0])),
     ];
     let herald = start_herald(&dir, &sets);
     let gws = [&a, &b, &c];
@@ -116,6 +117,10 @@ fn calls_spread_as_each_algorithm_says() {
 
     // Priority: b has the lowest value and takes every call.
     assert_eq!(run("prio", "5001", &["alice"], 10, None), [0, 10, 0]);
+
+    // Fewest active calls: short calls one after another leave ties, which go round in turn.
+    let least = run("least", "6001", &["alice"], 30, None);
+    assert!(least.iter().all(|n| *n >= 5), "least-calls left a gateway idle: {least:?}");
 
     for (set, g) in [("rr", &a), ("prio", &b)] {
         assert_eq!(gateway_metric(&herald, "up", set, &g.uri()), 1.0);
