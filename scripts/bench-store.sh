@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Durable registrations (issue 19): what [location] costs, one build, modes interleaved.
+#
+# 1. REGISTER load in each mode - memory, write-back, write-through - same herald build, same
+#    run, rounds interleaved (ABC ABC ...): `herald bench register` refreshes USERS users at
+#    RATE REGISTERs/s for SECS s against `herald serve` (UDP, no auth, WORKERS workers, a fresh
+#    database per run). Per run: achieved REGISTER/s, failures, p50/p99 response time, server
+#    CPU µs per REGISTER (--server-pid: utime+stime over the window / attempted), database file
+#    size. Prints every sample, the medians, and each mode's cost against memory.
+# 2. Start-up with STARTUP_BINDINGS stored bindings (built by the persist crate's example
+#    make_location_db through LocationStore + SqliteLocation): time from spawning herald to the
+#    200 of its first OPTIONS, and the background load's own time from its log line, STARTS
+#    times each against an empty database and the full one.
+#
+# Usage: scripts/bench-store.sh [DIR]   (DIR holds herald and examples/, default target/release;
+#        cargo build --release -p herald -p herald-persist --example make_location_db)
+#        ROUNDS=3 RATE=10000 SECS=10 USERS=10000 WORKERS=1 STARTUP_BINDINGS=1000000 STARTS=3
+#        MODES="memory write-back write-through" PORT=17731 (UDP; must be free: checked before each start)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${1:-target/release}
+ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECS=${SECS:-10} USERS=${USERS:-10000} WORKERS=${WORKERS:-1}
+STARTUP_BINDINGS=${STARTUP_BINDINGS:-1000000} STARTS=${STARTS:-3}
+MODES=${MODES:-memory write-back write-through}
+PORT=${PORT:-17731}
+HZ=$(getconf CLK_TCK)
+tmp=$(mktemp -d)
+server_pid=''
+# shellcheck source=scripts/lib/procs.sh
+. scripts/lib/procs.sh
+trap 'stop "$server_pid"; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+port_free() { # refuses to measure someone else's server on our port
+    local hex
+    hex=$(printf '0100007F:%04X' "$PORT")
+    if awk -v a="$hex" '$2 == a {f = 1} END {exit !f}' /proc/net/udp; then
+        echo "UDP port $PORT is in use: another server would be measured (set PORT)" >&2
+        exit 1
+    fi
+}
+
+location_toml() { # MODE DB
+    printf '[registrar]\nmin_expires = 0\n[location]\nmode = "%s"\npath = "%s"\n' "$1" "$2"
+}
+
+register() { # MODE
+    rm -f "$tmp"/loc.db*
+    port_free
+    herald_bench_config "$PORT" "$(location_toml "$1" "$tmp/loc.db")" >"$tmp/h.toml"
+    "$DIR/herald" serve --config "$tmp/h.toml" >"$tmp/serve.log" 2>&1 &
+    server_pid=$!
+    wait_bound "$PORT" "$server_pid"
+    "$DIR/herald" bench register --registrar "127.0.0.1:$PORT" --rate "$RATE" --duration "$SECS" \
+        --users "$USERS" --quiet --server-pid "$server_pid" --json "$tmp/r.json" >/dev/null || true
+    local size
+    size=$( (cat "$tmp"/loc.db* 2>/dev/null || true) | wc -c | awk '{print int($1 / 1024)}')
+    stop "$server_pid"; server_pid=''
+    python3 - "$tmp/r.json" "$1" "$size" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+srv = sum(s['cpu_s'] for s in r['servers']) * 1e6 / max(r['attempted'], 1)
+t = r['response_time'].get('REGISTER', {})
+print(f"register {sys.argv[2]} achieved_per_s {r['achieved_rate']:.0f} failed {r['failed']} "
+      f"p50_ms {t.get('p50_us', 0) / 1000:.3f} p99_ms {t.get('p99_us', 0) / 1000:.3f} "
+      f"server_us_per_register {srv:.2f} db_kib {sys.argv[3]}")
+PY
+}
+
+first_options() { # DB LABEL: spawn herald on DB, time to the first OPTIONS 200, then stop it
+    herald_bench_config "$PORT" "$(location_toml write-back "$1")" >"$tmp/h.toml"
+    sed -i 's/level = "warn"/level = "info"/' "$tmp/h.toml"
+    port_free
+    local t0
+    t0=$(date +%s%N)
+    "$DIR/herald" serve --config "$tmp/h.toml" >"$tmp/serve.log" 2>&1 &
+    server_pid=$!
+    python3 - "$PORT" "$t0" "$2" <<'PY'
+import socket, sys, time
+port, t0, label = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+s.settimeout(0.002)
+local = "127.0.0.1:%d" % s.getsockname()[1]
+deadline = time.time() + 60
+n = 0
+while time.time() < deadline:
+    n += 1
+    req = (f"OPTIONS sip:127.0.0.1:{port} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-start{n}\r\n"
+           f"Max-Forwards: 70\r\nFrom: <sip:probe@{local}>;tag=p\r\nTo: <sip:127.0.0.1:{port}>\r\n"
+           f"Call-ID: start-{n}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n")
+    s.sendto(req.encode(), ("127.0.0.1", port))
+    try:
+        data = s.recv(65536)
+    except socket.timeout:
+        continue
+    if data.startswith(b"SIP/2.0 200"):
+        print(f"startup {label} first_options_ms {(time.time_ns() - t0) / 1e6:.1f}")
+        sys.exit(0)
+print(f"startup {label} first_options_ms nan")
+PY
+    # The background load's own summary (the full database only).
+    for _ in $(seq 600); do grep -q "registrations loaded" "$tmp/serve.log" && break; sleep 0.05; done
+    grep "registrations loaded" "$tmp/serve.log" | sed 's/.*registrations loaded/  load:/' || true
+    stop "$server_pid"; server_pid=''
+}
+
+echo "== REGISTER load: rate $RATE/s, $USERS users, $SECS s, $WORKERS worker(s), $ROUNDS rounds"
+for round in $(seq "$ROUNDS"); do
+    for mode in $MODES; do
+        register "$mode" >>"$tmp/samples"
+        tail -n 1 "$tmp/samples"
+        sleep 1
+    done
+done
+python3 - "$tmp/samples" "$MODES" <<'PY'
+import statistics, sys
+s = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    for k, v in zip(f[2::2], f[3::2]):
+        s.setdefault((k, f[1]), []).append(float(v))
+modes = sys.argv[2].split()
+for k in ('achieved_per_s', 'failed', 'p50_ms', 'p99_ms', 'server_us_per_register', 'db_kib'):
+    cells = "  ".join(f"{m} {statistics.median(s[(k, m)]):.3f}" for m in modes)
+    print(f"median {k}: {cells}")
+base = statistics.median(s[('server_us_per_register', modes[0])])
+for m in modes[1:]:
+    c = statistics.median(s[('server_us_per_register', m)])
+    print(f"cost of {m} vs {modes[0]}: {c / base:.3f}x server CPU per REGISTER ({(c / base - 1) * 100:+.1f}%)")
+PY
+
+echo "== start-up with $STARTUP_BINDINGS stored bindings"
+"$DIR/examples/make_location_db" "$tmp/full.db" "$STARTUP_BINDINGS"
+ls -l "$tmp/full.db" | awk '{printf "database %.0f MiB\n", $5 / 1048576}'
+for i in $(seq "$STARTS"); do
+    rm -f "$tmp"/empty.db*
+    first_options "$tmp/empty.db" empty >>"$tmp/starts"
+    first_options "$tmp/full.db" full >>"$tmp/starts"
+    tail -n 3 "$tmp/starts"
+done
+python3 - "$tmp/starts" <<'PY'
+import statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == 'startup':
+        v.setdefault(f[1], []).append(float(f[3]))
+for k, xs in v.items():
+    print(f"median first OPTIONS 200 after spawn, {k} database: {statistics.median(xs):.1f} ms ({len(xs)} starts)")
+PY
