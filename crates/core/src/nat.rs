@@ -227,11 +227,25 @@ pub fn request_contact_fix(msg: &Message, from: Peer, cfg: &NatConfig) -> Option
     fixed_contact_of(msg, value, uri, from.addr)
 }
 
-/// The Contact fix of a response from a NATed callee (`None`: none): `contact` is the binding's
-/// contact the branch targeted (its Request-URI) and `to` where the branch went; the callee is
-/// that binding, reached at the source of its registration because it is behind NAT.
-pub fn response_contact_fix(resp: &Message, contact: &str, to: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
-    if !cfg.fix_contact || to.transport != Transport::Udp || !binding_behind_nat(contact, to, cfg.detect) {
+/// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
+/// the Request-URI the branch's request carried and `to` where it was sent. The responder is the
+/// UA itself, not a proxy in front of one, when `target` is a binding behind NAT reached at the
+/// source of its registration (a dialog-creating request), or when the request is in a dialog
+/// (`in_dialog`: its To has a tag) and went straight to the address its Request-URI names, the
+/// dialog's remote target (RFC 3261 §12.2.1.1: a proxy on the way would have record-routed and
+/// the request would follow a Route). A 2xx to a re-INVITE refreshes the remote target
+/// (§12.2.1.2), so it needs the fix as much as the first one.
+pub fn response_contact_fix(
+    resp: &Message,
+    target: &str,
+    to: Peer,
+    in_dialog: bool,
+    cfg: &NatConfig,
+) -> Option<(usize, String)> {
+    if !cfg.fix_contact || to.transport != Transport::Udp {
+        return None;
+    }
+    if !(binding_behind_nat(target, to, cfg.detect) || (in_dialog && names_peer(target, to.addr))) {
         return None;
     }
     let (value, addr) = first_contact(resp)?;
@@ -240,6 +254,17 @@ pub fn response_contact_fix(resp: &Message, contact: &str, to: Peer, cfg: &NatCo
         return None;
     }
     fixed_contact_of(resp, value, uri, to.addr)
+}
+
+/// Whether a sip/sips URI names exactly this address: an IP literal host and its port (the
+/// scheme's default when absent).
+fn names_peer(uri: &str, addr: SocketAddr) -> bool {
+    match Uri::parse(uri.as_bytes()) {
+        Ok(Uri::Sip(u)) => {
+            host_ip(&u.host) == Some(addr.ip()) && u.port.unwrap_or_else(|| u.scheme.default_port()) == addr.port()
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@ use crate::transaction::TxId;
 use herald_sip::{Editor, Limits, Message};
 
 impl Engine {
-    /// A provisional or 2xx response on branch `idx` of `sid` from a registered phone behind NAT
-    /// (the branch went straight to its registration's source, or to the flow a flow token of
-    /// herald's Path names): its Contact, the dialog's remote target
-    /// for the caller (RFC 3261 §12.1.2), is rewritten to that source, so the caller's in-dialog
-    /// requests reach the phone through the NAT. Other responses pass unchanged; 3xx Contacts
+    /// A provisional or 2xx response on branch `idx` of `sid` from a phone behind NAT (a
+    /// registered one reached at its registration's source or over the flow a flow token of
+    /// herald's Path names, or the remote target of an in-dialog request: see
+    /// `crate::nat::response_contact_fix`): its Contact, the dialog's remote target for the
+    /// caller (RFC 3261 §12.1.2, §12.2.1.2), is rewritten to where the phone is, so the caller's
+    /// in-dialog requests reach it through the NAT. Other responses pass unchanged; 3xx Contacts
     /// are redirect targets, not the responder's address, and are never touched.
     pub(super) fn fix_nated_response(&self, sid: TxId, idx: usize, resp: Message) -> Message {
         if !self.cfg.nat.fix_contact || !resp.status().is_some_and(|s| (101..300).contains(&s)) {
@@ -21,21 +22,30 @@ impl Engine {
         }
         let Some(ctx) = self.contexts.get(&sid) else { return resp };
         let Some(branch) = ctx.branches.get(idx) else { return resp };
-        // Only a branch that went straight to a binding's source: not one through the binding's
-        // Path (the next hop is a proxy, an edge that fixes the Contact itself), nor one to a URI.
-        if !matches!(branch.planned.dest, PlannedDest::Peer(_)) || !branch.planned.push_routes.is_empty() {
-            return resp;
-        }
         // The contact the branch targeted: its new Request-URI, else the request's own (a
         // request routed by a flow token keeps the Request-URI the registrar wrote).
-        let request_uri =
-            ctx.request.as_ref().and_then(|r| r.request_uri_bytes()).and_then(|u| std::str::from_utf8(u).ok());
-        let (Some(contact), Some(to)) =
+        let request = ctx.request.as_ref();
+        let request_uri = request.and_then(|r| r.request_uri_bytes()).and_then(|u| std::str::from_utf8(u).ok());
+        let (Some(target), Some(to)) =
             (branch.planned.request_uri.as_deref().or(request_uri), branch.client.and_then(|c| self.txs.peer(c)))
         else {
             return resp;
         };
-        let Some((field, value)) = response_contact_fix(&resp, contact, to, &self.cfg.nat) else { return resp };
+        // Only a branch that went straight to the UA: to a binding's source or a flow, or to
+        // the address its Request-URI names; not one through a Path or a Route (the next hop is
+        // a proxy, an edge that fixes the Contact itself).
+        let straight = branch.planned.push_routes.is_empty()
+            && match &branch.planned.dest {
+                PlannedDest::Peer(_) => true,
+                PlannedDest::Uri(u) => u == target,
+            };
+        if !straight {
+            return resp;
+        }
+        let in_dialog = request.is_some_and(|r| r.to_tag().ok().flatten().is_some());
+        let Some((field, value)) = response_contact_fix(&resp, target, to, in_dialog, &self.cfg.nat) else {
+            return resp;
+        };
         let mut e = Editor::new(&resp);
         e.replace_value(field, value.as_bytes());
         e.ensure_content_length();

@@ -241,3 +241,31 @@ fn contact_differs_reaches_a_public_contact_at_its_source() {
         assert_eq!(to.addr, addr(want), "{detect:?}");
     }
 }
+
+/// A re-INVITE to the Contact herald fixed goes straight to the NAT, and the phone's 2xx (which
+/// refreshes the caller's remote target, RFC 3261 §12.2.1.2) names the NAT again; an in-dialog
+/// request that follows a Route to another proxy keeps its answer's Contact.
+#[test]
+fn in_dialog_answers_from_a_phone_behind_nat_are_fixed_too() {
+    let mut h = nat_harness(NatConfig::default());
+    sent(&h.send(NAT, &register_from_lan("bob", "example.com", "")));
+    let out = sent(&h.send(ALICE, &invite("bob", "rd1")));
+    let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).unwrap();
+    let rr = fwd.record_routes().next().unwrap().unwrap().uri.as_str().to_owned();
+    let ok = answer(fwd, 200, "OK", "b1").replace(&format!("sip:bob@{BOB}"), &format!("sip:bob@{LAN}"));
+    sent(&h.send(NAT, &ok));
+    for (route, to_want, fixed) in [
+        (format!("Route: <{rr}>\n"), NAT, true),
+        (format!("Route: <{rr}>\nRoute: <sip:198.51.100.9;lr>\n"), "198.51.100.9:5060", false),
+    ] {
+        let reinvite = format!("INVITE sip:bob@{NAT} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-re-{fixed};rport\nMax-Forwards: 70\n{route}From: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: rd1\nCSeq: {} INVITE\nContact: <sip:alice@{ALICE}>\nContent-Length: 0\n\n", if fixed { 2 } else { 3 });
+        let out = sent(&h.send(ALICE, &reinvite));
+        let (to, fwd) = out.iter().find(|(_, m)| m.is_request()).expect("re-INVITE forwarded");
+        assert_eq!(to.addr, addr(to_want));
+        let ok = answer(fwd, 200, "OK", "b1").replace(&format!("sip:bob@{BOB}"), &format!("sip:bob@{LAN}"));
+        let up = sent(&h.send(to_want, &ok));
+        let (_, resp) = up.iter().find(|(_, m)| m.status() == Some(200)).expect("200 upstream");
+        let want = if fixed { format!("sip:bob@{NAT}") } else { format!("sip:bob@{LAN}") };
+        assert_eq!(contact_of(resp), want, "fixed: {fixed}");
+    }
+}

@@ -132,13 +132,18 @@ fn which_responses_get_their_contact_fixed() {
     let cfg = NatConfig::default();
     let ok = msg("SIP/2.0 200 OK\nVia: SIP/2.0/UDP 192.0.2.10:5060;branch=z9hG4bKh\nVia: SIP/2.0/UDP 198.51.100.3;branch=z9hG4bKc\nFrom: <sip:alice@example.com>;tag=1\nTo: <sip:bob@example.com>;tag=2\nCall-ID: c1\nCSeq: 1 INVITE\nContact: <sip:bob@192.168.1.20:5060>\nContent-Length: 0\n\n");
     let to = Peer::udp(addr("203.0.113.7:40001"));
-    let (_, v) = response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, &cfg).unwrap();
+    let (_, v) = response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, false, &cfg).unwrap();
     assert_eq!(v, "<sip:bob@203.0.113.7:40001>");
-    // The branch went to a contact that is not behind NAT (a gateway, a public phone).
-    assert!(response_contact_fix(&ok, "sip:bob@203.0.113.7:40001", to, &cfg).is_none());
-    assert!(
-        response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, &NatConfig { fix_contact: false, ..cfg }).is_none()
-    );
+    // A dialog-creating request to a contact that is not behind NAT (a gateway, a public
+    // phone, a proxy in front of a private network): its answer is not judged.
+    assert!(response_contact_fix(&ok, "sip:bob@203.0.113.7:40001", to, false, &cfg).is_none());
+    // An in-dialog request sent straight to its Request-URI: the answer is the UA's own.
+    let (_, v) = response_contact_fix(&ok, "sip:bob@203.0.113.7:40001", to, true, &cfg).unwrap();
+    assert_eq!(v, "<sip:bob@203.0.113.7:40001>");
+    assert!(response_contact_fix(&ok, "sip:bob@203.0.113.8:40001", to, true, &cfg).is_none(), "not where it went");
+    assert!(response_contact_fix(&ok, "sip:bob@203.0.113.7", to, true, &cfg).is_none(), "5060 is not 40001");
+    let off = NatConfig { fix_contact: false, ..cfg };
+    assert!(response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, false, &off).is_none());
 }
 
 #[test]
