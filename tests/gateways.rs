@@ -78,9 +78,10 @@ fn calls_spread_as_each_algorithm_says() {
     ];
     let herald = start_herald(&dir, &sets);
     let gws = [&a, &b, &c];
-    let mut run = |name: &str, number: &str, users: &[&str], calls: u32, cid: Option<&str>| -> Vec<u64> {
+    let run = |name: &str, number: &str, users: &[&str], calls: u32, cid: Option<&str>| -> Vec<u64> {
         let before = counts(&gws);
-        call(&dir, name, herald.addr, number, users, calls, 100, cid).assert_all_successful(u64::from(calls));
+        call(&dir, name, herald.addr, &Calls { number, from: users, calls, rate: 100, call_ids: cid })
+            .assert_all_successful(u64::from(calls));
         Gateway::settle();
         let got = delta(&counts(&gws), &before);
         assert_eq!(got.iter().sum::<u64>(), u64::from(calls), "{name}: {got:?}");
@@ -95,7 +96,7 @@ fn calls_spread_as_each_algorithm_says() {
     // a draw in proportion (±35, ±33, ±26); an even spread (100 each) would fail.
     let w = run("weighted", "2001", &["alice"], 300, None);
     for (got, share) in w.iter().zip([3.0 / 6.0, 2.0 / 6.0, 1.0 / 6.0]) {
-        let (want, sd) = (300.0 * share, (300.0 * share * (1.0 - share)) as f64);
+        let (want, sd) = (300.0 * share, 300.0 * share * (1.0 - share));
         assert!((*got as f64 - want).abs() <= 4.0 * sd.sqrt(), "weighted 3:2:1 gave {w:?}");
     }
 
@@ -154,7 +155,9 @@ fn a_killed_gateway_costs_no_calls_is_marked_down_and_comes_back() {
     // 200 calls at 40/s: five seconds, the kill after one and the restart after three.
     let caller = std::thread::spawn({
         let dir = dir.clone();
-        move || call(&dir, "caller", h, "9001", &["alice"], 200, 40, None)
+        move || {
+            call(&dir, "caller", h, &Calls { number: "9001", from: &["alice"], calls: 200, rate: 40, call_ids: None })
+        }
     });
     std::thread::sleep(Duration::from_secs(1));
     let before_kill = a.invites();
@@ -215,7 +218,13 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
     ];
     let herald = start_herald(&dir, &sets);
     // Every call is answered 503 by busy first, then 200 by good: the caller sees 200 only.
-    call(&dir, "failover", herald.addr, "7001", &["alice"], 5, 20, None).assert_all_successful(5);
+    call(
+        &dir,
+        "failover",
+        herald.addr,
+        &Calls { number: "7001", from: &["alice"], calls: 5, rate: 20, call_ids: None },
+    )
+    .assert_all_successful(5);
     Gateway::settle();
     assert_eq!((busy.invites(), good.invites()), (5, 5));
     assert_eq!(gateway_metric(&herald, "call_failures_total", "busy-first", &busy.uri()), 5.0);
@@ -251,6 +260,12 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
         gateway_metric(&herald, "probes_total", "dead", &good.uri()) > 0.0
     });
     assert_eq!(gateway_metric(&herald, "up", "dead", &dead1), 0.0, "a kept destination keeps its health");
-    call(&dir, "after-reload", herald.addr, "8002", &["alice"], 3, 20, None).assert_all_successful(3);
+    call(
+        &dir,
+        "after-reload",
+        herald.addr,
+        &Calls { number: "8002", from: &["alice"], calls: 3, rate: 20, call_ids: None },
+    )
+    .assert_all_successful(3);
     assert_eq!(gateway_metric(&herald, "calls_total", "dead", &good.uri()), 3.0);
 }

@@ -172,19 +172,20 @@ pub fn herald_toml(sets: &[Set]) -> String {
     t
 }
 
-/// Runs a SIPp caller (tests/sipp/gateway_caller.xml) to `herald`: `calls` calls to the user
-/// `number`, at `rate` per second, each From user taken in turn from `from_users`, Call-IDs
-/// from `call_ids` (SIPp's -cid_str: `%u` is the call number) when given. Returns the run.
-pub fn call(
-    dir: &Path,
-    name: &str,
-    herald: std::net::SocketAddr,
-    number: &str,
-    from_users: &[&str],
-    calls: u32,
-    rate: u32,
-    call_ids: Option<&str>,
-) -> crate::common::SippRun {
+/// What a SIPp caller (tests/sipp/gateway_caller.xml) does: `calls` calls to the user `number`
+/// at `rate` per second, each From user taken in turn from `from`, Call-IDs from `call_ids`
+/// (SIPp's -cid_str: `%u` is the call number) when given.
+pub struct Calls<'a> {
+    pub number: &'a str,
+    pub from: &'a [&'a str],
+    pub calls: u32,
+    pub rate: u32,
+    pub call_ids: Option<&'a str>,
+}
+
+/// Runs a SIPp caller to `herald` as `c` says and returns the run.
+pub fn call(dir: &Path, name: &str, herald: std::net::SocketAddr, c: &Calls) -> crate::common::SippRun {
+    let Calls { number, from: from_users, calls, rate, call_ids } = *c;
     let users = dir.join(format!("{name}_users.csv"));
     let mut text = String::from("SEQUENTIAL\n");
     for u in from_users {
