@@ -9,6 +9,9 @@
 //!   Contact reaches the phone; CRLF keep-alives arrive from herald's SIP port every second.
 //! * OPTIONS keep-alives: answered, the binding stays; unanswered twice in a row, it is removed
 //!   and a call gets 404; the metrics endpoint counts sent, answered and dropped.
+//! * Real phones: SIPp as bob (tests/sipp/uas.xml) behind the NAT, SIPp as the caller
+//!   (tests/sipp/uac.xml) in herald's namespace: three calls, each ACK and BYE following the
+//!   fixed Contact through the NAT to bob.
 //! * Path (RFC 3327): a second herald is the registrar; the first is an edge proxy in front of
 //!   it (serving no domain). The phone registers through the edge, which adds its Path; the
 //!   registrar's INVITE goes through the edge and reaches the phone over the NAT.
@@ -219,4 +222,49 @@ fn path_through_an_edge_proxy_reaches_the_phone_behind_nat() {
     };
     let contact = uri_of(header(&answer, "Contact").unwrap());
     assert!(contact.starts_with(&format!("sip:carol@{}:", lab.public_ip)), "the edge fixed the Contact: {contact}");
+}
+
+#[test]
+fn sipp_calls_reach_a_sipp_phone_behind_nat_and_its_dialogs_follow_the_fixed_contact() {
+    let Some(lab) = lab_or_skip("nat_traversal") else { return };
+    netns_support::require("sipp", "sip-tester");
+    let dir = test_dir("nat_traversal_sipp");
+    let herald_addr: SocketAddr = format!("{}:5060", lab.herald_ip).parse().unwrap();
+    // No keep-alives: SIPp's UAS scenario would take a CRLF datagram for an unexpected message.
+    let herald = lab.start_herald(&dir, "herald", &config("0.0.0.0:5060", &[&lab.herald_ip], "keepalive = \"off\""));
+    // bob registers from the port SIPp will answer on, so that the NAT maps that port (the
+    // mapping lives on for the conntrack UDP timeout, longer than this test).
+    let mut bob = Ua::new(NatLab::udp_in(&lab.phone_ns, &format!("{}:5100", lab.phone_ip)));
+    let reg = register(&bob, &lab.herald_ip, "bob", &lab.herald_ip, "");
+    register_behind_nat(&mut bob, herald_addr, &reg, &[&herald]);
+    drop(bob);
+    let uas = lab.sipp(&lab.phone_ns, &dir, "uas", "uas.xml", &lab.phone_ip, 5100, &["-m", "3", "-timeout", "30"]);
+    let bound = wait_until(Duration::from_secs(10), || {
+        uas.text().contains("Call") || std::fs::metadata(dir.join("uas.csv")).is_ok()
+    });
+    assert!(bound, "sipp uas did not start:\n{}", uas.text());
+    let target = herald_addr.to_string();
+    let uac = lab.sipp(
+        &lab.herald_ns,
+        &dir,
+        "uac",
+        "uac.xml",
+        &lab.herald_ip,
+        5120,
+        &[&target, "-s", "bob", "-m", "3", "-r", "2", "-timeout", "30"],
+    );
+    let uac = NatLab::sipp_result(uac, &dir, Duration::from_secs(40));
+    let logs = || {
+        format!(
+            "--- herald:\n{}\n--- uas messages:\n{}",
+            herald.text(),
+            common::tail(&dir.join("uas_messages.log"), 60)
+        )
+    };
+    assert!(uac.status.success() && uac.count("SuccessfulCall") == 3, "{uac:?}\n{}", logs());
+    let uas = NatLab::sipp_result(uas, &dir, Duration::from_secs(30));
+    // The UAS ends each call on the BYE the caller sent to bob's fixed Contact.
+    uas.assert_all_successful(3);
+    let uas_log = std::fs::read_to_string(dir.join("uas_messages.log")).unwrap_or_default();
+    assert!(uas_log.contains(&format!("BYE sip:{}:", lab.public_ip)), "BYE to the NAT's address:\n{}", logs());
 }

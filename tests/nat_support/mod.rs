@@ -13,6 +13,7 @@
 
 #![allow(dead_code)] // not every test uses every helper
 
+use crate::common::{last_stat_row, tail, SippRun};
 use crate::netns_support::{wait_until, Proc};
 use std::fs::File;
 use std::net::{SocketAddr, UdpSocket};
@@ -171,6 +172,32 @@ impl NatLab {
         let up = wait_until(Duration::from_secs(20), || h.text().contains("herald serving") || h.exited().is_some());
         assert!(up && h.exited().is_none(), "{name} did not start; log:\n{}", h.text());
         h
+    }
+
+    /// `sipp -sf tests/sipp/SCENARIO -i IP -p PORT ARGS` in namespace `ns` (control port
+    /// PORT+1, media PORT+2), statistics, errors and messages in `dir/NAME*`.
+    pub fn sipp(&self, ns: &str, dir: &Path, name: &str, scenario: &str, ip: &str, port: u16, args: &[&str]) -> Proc {
+        let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sipp").join(scenario);
+        let file = |suffix: &str| dir.join(format!("{name}{suffix}")).to_str().unwrap().to_owned();
+        let (p, cp, mp) = (port.to_string(), (port + 1).to_string(), (port + 2).to_string());
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, "sipp", "-sf", scenario.to_str().unwrap(), "-i", ip, "-p", &p, "-cp", &cp])
+            .args(["-mp", &mp, "-nostdin", "-trace_stat", "-stf", &file(".csv"), "-fd", "1"])
+            .args(["-trace_err", "-error_file", &file("_errors.log"), "-trace_msg", "-message_file"])
+            .arg(file("_messages.log"))
+            .args(args)
+            .current_dir(dir);
+        Proc::spawn(cmd, dir, name, false)
+    }
+
+    /// Waits for a [`NatLab::sipp`] run to end (killed after `timeout`) and reads its results.
+    pub fn sipp_result(mut p: Proc, dir: &Path, timeout: Duration) -> SippRun {
+        let name = p.name.clone();
+        let Some(status) = p.wait(timeout) else {
+            panic!("sipp {name} still running after {timeout:?}:\n{}", p.text());
+        };
+        let stats = last_stat_row(&dir.join(format!("{name}.csv")));
+        SippRun { name: name.clone(), status, stats, errors: tail(&dir.join(format!("{name}_errors.log")), 40) }
     }
 
     fn pids(&self, ns: &str) -> Vec<c_int> {
