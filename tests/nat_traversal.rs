@@ -238,21 +238,14 @@ fn sipp_calls_reach_a_sipp_phone_behind_nat_and_its_dialogs_follow_the_fixed_con
     let reg = register(&bob, &lab.herald_ip, "bob", &lab.herald_ip, "");
     register_behind_nat(&mut bob, herald_addr, &reg, &[&herald]);
     drop(bob);
-    let uas = lab.sipp(&lab.phone_ns, &dir, "uas", "uas.xml", &lab.phone_ip, 5100, &["-m", "3", "-timeout", "30"]);
+    let uas = lab.sipp(true, &dir, "uas", "uas.xml", 5100, &["-m", "3", "-timeout", "30"]);
     let bound = wait_until(Duration::from_secs(10), || {
         uas.text().contains("Call") || std::fs::metadata(dir.join("uas.csv")).is_ok()
     });
     assert!(bound, "sipp uas did not start:\n{}", uas.text());
     let target = herald_addr.to_string();
-    let uac = lab.sipp(
-        &lab.herald_ns,
-        &dir,
-        "uac",
-        "uac.xml",
-        &lab.herald_ip,
-        5120,
-        &[&target, "-s", "bob", "-m", "3", "-r", "2", "-timeout", "30"],
-    );
+    let uac =
+        lab.sipp(false, &dir, "uac", "uac.xml", 5120, &[&target, "-s", "bob", "-m", "3", "-r", "2", "-timeout", "30"]);
     let uac = NatLab::sipp_result(uac, &dir, Duration::from_secs(40));
     let logs = || {
         format!(

@@ -174,9 +174,11 @@ impl NatLab {
         h
     }
 
-    /// `sipp -sf tests/sipp/SCENARIO -i IP -p PORT ARGS` in namespace `ns` (control port
-    /// PORT+1, media PORT+2), statistics, errors and messages in `dir/NAME*`.
-    pub fn sipp(&self, ns: &str, dir: &Path, name: &str, scenario: &str, ip: &str, port: u16, args: &[&str]) -> Proc {
+    /// `sipp -sf tests/sipp/SCENARIO -i IP -p PORT ARGS` on the phone's side (its private
+    /// address) or herald's (`phone_side` false), control port PORT+1, media PORT+2;
+    /// statistics, errors and messages in `dir/NAME*`.
+    pub fn sipp(&self, phone_side: bool, dir: &Path, name: &str, scenario: &str, port: u16, args: &[&str]) -> Proc {
+        let (ns, ip) = if phone_side { (&self.phone_ns, &self.phone_ip) } else { (&self.herald_ns, &self.herald_ip) };
         let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sipp").join(scenario);
         let file = |suffix: &str| dir.join(format!("{name}{suffix}")).to_str().unwrap().to_owned();
         let (p, cp, mp) = (port.to_string(), (port + 1).to_string(), (port + 2).to_string());
