@@ -10,6 +10,7 @@ use herald_core::Location;
 use herald_core::Seed;
 use herald_server::admin::{AdminApi, Reloader, UsersFile};
 use herald_server::config::{Config, Listen, ListenTransport};
+use herald_server::gateways::ProbingSettings;
 use herald_server::{shutdown_signal, KernelRoutes, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -127,8 +128,9 @@ pub fn run(args: Args) -> ExitCode {
     // configuration from `updates` at their next message.
     let updates = Arc::new(ConfigUpdates::new(engine_cfg.clone()));
     // The gateway sets in force (reloads included), probed and exported while serving.
-    server.with_gateways(updates.clone());
-    server.with_admin(admin_api(&args, &config, listeners, store.clone(), users, updates.clone(), seed));
+    let probing = ProbingSettings::new(&config.gateway_set);
+    server.with_gateways(updates.clone(), probing.clone());
+    server.with_admin(admin_api(&args, &config, listeners, store.clone(), users, updates.clone(), seed, probing));
     // One engine per shard; the shard index keeps the engines' DNS tokens and tag seeds apart.
     let result = server.run(
         move |shard| {
@@ -199,6 +201,8 @@ fn authenticator(config: &Config) -> Result<Option<(Authenticator, Arc<SharedCre
 /// What the admin API works on: the location store, the users file and the table the
 /// authenticator reads (when `[auth]` is on), and the reload of `--config` (the listeners given
 /// on the command line stay at every reload).
+// One argument per thing the API serves or reloads (the gateway probing settings included).
+#[allow(clippy::too_many_arguments)]
 fn admin_api(
     args: &Args,
     config: &Config,
@@ -207,10 +211,14 @@ fn admin_api(
     users: Option<Arc<SharedCredentials>>,
     updates: Arc<ConfigUpdates>,
     seed: Seed,
+    probing: ProbingSettings,
 ) -> AdminApi {
     let routes: Arc<dyn SourceRoute> = Arc::new(KernelRoutes::new());
-    let build =
-        move |c: &Config, previous: &EngineConfig| c.reloaded_engine_config(&listeners, routes.clone(), seed, previous);
+    // A reloaded file's probing settings are in place before the engines see its gateway sets.
+    let build = move |c: &Config, previous: &EngineConfig| {
+        probing.replace(&c.gateway_set);
+        c.reloaded_engine_config(&listeners, routes.clone(), seed, previous)
+    };
     let mut reload = Reloader::new(args.config.clone(), config.clone(), updates, build);
     let cli = [&args.listen, &args.listen_tls, &args.listen_ws, &args.listen_wss];
     if cli.iter().any(|l| !l.is_empty()) {

@@ -246,20 +246,28 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
     assert_eq!(gateway_metric(&herald, "calls_total", "dead", &dead1), 0.0, "an attempt went to a down gateway");
 
     // A reload (SIGHUP) that adds the good gateway to the dead set: it is probed from then on,
-    // shown on the metrics endpoint, and takes the set's calls; the dead ones stay down.
+    // shown on the metrics endpoint, and takes the set's calls; the dead ones stay down. The
+    // reload also adds a set whose probing is off: the reloaded file's settings are used.
     let conf = dir.join("herald.toml");
     let text = std::fs::read_to_string(&conf).unwrap();
     let old_list = format!("[[gateway_set.destinations]]\nuri = \"{dead2}\"\nweight = 1\npriority = 0\n");
     assert!(text.contains(&old_list), "{text}");
     let new_list =
         format!("{old_list}[[gateway_set.destinations]]\nuri = \"{}\"\nweight = 1\npriority = 0\n", good.uri());
-    std::fs::write(&conf, text.replace(&old_list, &new_list)).unwrap();
+    let late = format!(
+        "[[gateway_set]]\nname = \"late\"\ndestinations = [{{ uri = \"{}\" }}]\n[gateway_set.probing]\nenabled = false\n",
+        good.uri()
+    );
+    std::fs::write(&conf, text.replace(&old_list, &new_list) + &late).unwrap();
     let hup = std::process::Command::new("kill").args(["-HUP", &herald.pid().to_string()]).status().unwrap();
     assert!(hup.success());
     within(Duration::from_secs(5), "the added destination probed", &herald, || {
         gateway_metric(&herald, "probes_total", "dead", &good.uri()) > 0.0
     });
     assert_eq!(gateway_metric(&herald, "up", "dead", &dead1), 0.0, "a kept destination keeps its health");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(gateway_metric(&herald, "up", "late", &good.uri()), 1.0, "the added set is exported");
+    assert_eq!(gateway_metric(&herald, "probes_total", "late", &good.uri()), 0.0, "its probing is off");
     call(
         &dir,
         "after-reload",

@@ -38,7 +38,7 @@ pub struct Server {
     /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
     tls: Option<Arc<TlsContext>>,
     /// Where the engines' gateway sets are published, probed while running ([`Server::with_gateways`]).
-    gateways: Option<Arc<herald_core::engine::ConfigUpdates>>,
+    gateways: Option<(Arc<herald_core::engine::ConfigUpdates>, crate::gateways::ProbingSettings)>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
     /// The location store whose NATed UDP bindings get keep-alives ([`Server::with_nat_keepalives`]).
@@ -140,12 +140,16 @@ impl Server {
     }
 
     /// The engines' configuration slot, whose gateway sets (`EngineConfig::gateways`, replaced
-    /// by a reload) [`Server::run`] probes as `[[gateway_set]]` says and the metrics endpoint
-    /// shows.
-    pub fn with_gateways(&mut self, updates: Arc<herald_core::engine::ConfigUpdates>) {
+    /// by a reload) [`Server::run`] probes as `settings` (`[[gateway_set]]`, also replaced by a
+    /// reload) say and the metrics endpoint shows.
+    pub fn with_gateways(
+        &mut self,
+        updates: Arc<herald_core::engine::ConfigUpdates>,
+        settings: crate::gateways::ProbingSettings,
+    ) {
         let latest = updates.clone();
         self.stats.export_collector(crate::gateways::GatewayMetrics::new(move || latest.latest().gateways.clone()));
-        self.gateways = Some(updates);
+        self.gateways = Some((updates, settings));
     }
 
     /// The live counters (valid before, during and after [`Server::run`]).
@@ -247,8 +251,8 @@ impl Server {
             rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
         }
         // Gateway probes go from this thread's runtime through the shards; stopped at the drain.
-        let prober = self.gateways.and_then(|updates| {
-            crate::gateways::start_probing(rt.handle(), updates, &shared.config.gateway_set, &shared, shards.len())
+        let prober = self.gateways.and_then(|(updates, settings)| {
+            crate::gateways::start_probing(rt.handle(), updates, settings, &shared, shards.len())
         });
         let keepalives = self.nat_store.and_then(|store| {
             crate::nat::start(rt.handle(), &shared.config.nat, store, nat_senders, &shared, shards.len())

@@ -16,13 +16,34 @@ use crate::shared::Shared;
 use engine_probes::EngineProbes;
 use herald_core::engine::ConfigUpdates;
 use herald_core::gateways::Gateways;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 /// How often the supervisor looks for sets a reload published.
 const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// The `[[gateway_set]]` entries in force, for their `[gateway_set.probing]` settings: the
+/// start-up file's, replaced by each reload before the engines get its sets (the reload's
+/// engine-configuration builder calls [`ProbingSettings::replace`]).
+#[derive(Debug, Clone, Default)]
+pub struct ProbingSettings(Arc<Mutex<Vec<SetConfig>>>);
+
+impl ProbingSettings {
+    pub fn new(sets: &[SetConfig]) -> ProbingSettings {
+        ProbingSettings(Arc::new(Mutex::new(sets.to_vec())))
+    }
+
+    /// The sets of a reloaded file.
+    pub fn replace(&self, sets: &[SetConfig]) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = sets.to_vec();
+    }
+
+    fn get(&self) -> Vec<SetConfig> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
 
 /// Probing that follows the configuration: stop it (or drop it) when the drain begins.
 #[derive(Debug)]
@@ -39,29 +60,27 @@ impl Drop for Probing {
 /// Probes every set of the engines' configuration whose `[gateway_set.probing]` is enabled,
 /// through the engine shards, and starts again on the sets a reload publishes (`updates`):
 /// destinations that stay keep their health, added ones are probed from then on, removed ones
-/// no longer. `config`: the `[[gateway_set]]` entries herald started with, whose probing
-/// settings apply by set name; a set a reload adds is probed with the default settings until
-/// the next start. `None` when the process has no room for another ping client.
+/// no longer, each set with the probing settings of the file in force (`settings`, by set
+/// name). `None` when the process has no room for another ping client.
 pub(crate) fn start_probing(
     runtime: &Handle,
     updates: Arc<ConfigUpdates>,
-    config: &[SetConfig],
+    settings: ProbingSettings,
     shared: &Shared,
     shards: usize,
 ) -> Option<Probing> {
     // Reports are drained as they come; the bound only absorbs a burst of them.
-    let most = (2 * config.iter().map(|s| s.destinations.len()).sum::<usize>()).max(1024);
+    let most = (2 * settings.get().iter().map(|s| s.destinations.len()).sum::<usize>()).max(1024);
     let Some(sender) = EngineProbes::new(runtime, &shared.pings, shared.ctl.clone(), shards, most) else {
         tracing::error!("gateway probing cannot start: no room for another ping client");
         return None;
     };
     let sender = Arc::new(sender);
-    let config = config.to_vec();
     let (stop, mut stopped) = watch::channel(false);
     let handle = runtime.clone();
     runtime.spawn(async move {
         let mut current = updates.latest().gateways.clone();
-        let mut prober = probe(&handle, &current, &config, &sender, false);
+        let mut prober = probe(&handle, &current, &settings.get(), &sender, false);
         let mut tick = tokio::time::interval(RELOAD_CHECK);
         loop {
             tokio::select! {
@@ -71,7 +90,7 @@ pub(crate) fn start_probing(
             let latest = updates.latest().gateways.clone();
             if !Arc::ptr_eq(&latest, &current) {
                 drop(prober);
-                prober = probe(&handle, &latest, &config, &sender, true);
+                prober = probe(&handle, &latest, &settings.get(), &sender, true);
                 current = latest;
             }
         }
@@ -90,13 +109,10 @@ fn probe(
     let sets: Vec<_> = gateways
         .iter()
         .filter_map(|set| {
-            let probing = match config.iter().find(|c| c.name == set.name) {
-                Some(c) => c.probing.clone(),
-                None => {
-                    tracing::warn!(set = %set.name, "gateway set added by a reload: probed with the default [probing] settings until herald restarts");
-                    GatewayProbing::default()
-                }
-            };
+            // A set without its entry (a builder that did not pass the reloaded file on) is
+            // probed as `[gateway_set.probing]` defaults say.
+            let probing =
+                config.iter().find(|c| c.name == set.name).map_or_else(GatewayProbing::default, |c| c.probing.clone());
             probing.enabled.then(|| (set.clone(), probing))
         })
         .collect();
