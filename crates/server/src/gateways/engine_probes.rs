@@ -78,3 +78,61 @@ impl ProbeSender for EngineProbes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ping the prober's probe handed to the workers, as `Ctl::Ping`.
+    fn sent(ctl: &mut mpsc::UnboundedReceiver<Ctl>) -> (u64, herald_core::Ping) {
+        match ctl.try_recv() {
+            Ok(Ctl::Ping { token, ping, .. }) => (token, ping),
+            _ => panic!("no ping handed to a worker"),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_probe_gets_the_outcome_of_its_own_ping() {
+        let router = Arc::new(PingRouter::default());
+        let (tx, mut ctl) = mpsc::unbounded_channel();
+        let probes = Arc::new(EngineProbes::new(&Handle::current(), &router, vec![tx], 4, 8).unwrap());
+        let probe = |uri: &str| {
+            let (probes, uri) = (probes.clone(), uri.to_string());
+            tokio::spawn(async move { probes.probe(uri, Duration::from_millis(500)).await })
+        };
+        let first = probe("sip:192.0.2.1");
+        let second = probe("sip:192.0.2.2;transport=tcp");
+        tokio::task::yield_now().await;
+        let (t1, p1) = sent(&mut ctl);
+        let (t2, p2) = sent(&mut ctl);
+        // The destination answers itself (Max-Forwards 0), within the set's timeout.
+        assert_eq!((p1.max_forwards, p1.timeout), (0, Some(Duration::from_millis(500))));
+        assert_eq!(p2.target, PingTarget::Uri("sip:192.0.2.2;transport=tcp".into()));
+        assert_eq!(p1.target, PingTarget::Uri("sip:192.0.2.1".into()));
+        router.deliver(t2, PingOutcome::Answered(404));
+        router.deliver(t1, PingOutcome::TimedOut);
+        assert_eq!(first.await.unwrap(), PingOutcome::TimedOut);
+        assert_eq!(second.await.unwrap(), PingOutcome::Answered(404));
+        // A report for a probe no longer waiting (or never sent) is dropped, and nothing is kept.
+        router.deliver(t1, PingOutcome::Answered(200));
+        tokio::task::yield_now().await;
+        assert!(probes.waiting.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_probe_given_up_forgets_its_token() {
+        let router = Arc::new(PingRouter::default());
+        let (tx, _ctl) = mpsc::unbounded_channel();
+        let probes = EngineProbes::new(&Handle::current(), &router, vec![tx], 1, 8).unwrap();
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(20), probes.probe("sip:192.0.2.9".into(), Duration::ZERO)).await;
+        assert!(gave_up.is_err(), "no report came");
+        assert!(probes.waiting.lock().unwrap().is_empty(), "the waiter is gone with its probe");
+        // Without workers (herald stopping), a probe is not sent and says so.
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(rx);
+        let stopping = EngineProbes::new(&Handle::current(), &router, vec![tx], 1, 8).unwrap();
+        let outcome = stopping.probe("sip:192.0.2.9".into(), Duration::from_millis(10)).await;
+        assert!(matches!(outcome, PingOutcome::NotSent(_)), "{outcome:?}");
+    }
+}

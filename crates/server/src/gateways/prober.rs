@@ -117,9 +117,9 @@ impl<P: ProbeSender> Probe<P> {
         let before = health.snapshot();
         if let Some(new) = health.record_probe(Instant::now(), ok, &rules) {
             let why = if ok {
-                format!("{} good probes in a row (last: {})", rules.probe_successes_up, describe(outcome))
+                format!("{} in a row (last: {})", probes(rules.probe_successes_up, "good"), describe(outcome))
             } else {
-                format!("{} failed probes in a row (last: {})", rules.probe_failures_down, describe(outcome))
+                format!("{} in a row (last: {})", probes(rules.probe_failures_down, "failed"), describe(outcome))
             };
             tracing::info!(
                 set = %self.set.name,
@@ -133,6 +133,11 @@ impl<P: ProbeSender> Probe<P> {
             tracing::debug!(set = %self.set.name, destination = %self.destination().uri, outcome = %describe(outcome), "probe failed");
         }
     }
+}
+
+/// "1 good probe", "3 failed probes".
+fn probes(n: u32, kind: &str) -> String {
+    format!("{n} {kind} probe{}", if n == 1 { "" } else { "s" })
 }
 
 /// A probe's outcome in words, for the log.
