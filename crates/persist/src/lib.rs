@@ -3,8 +3,8 @@
 //!
 //! What it owns: keeping a copy of [`herald_core::Location`] outside the process and reading it
 //! back. The store tells a [`herald_store::Journal`] of every change (under the changed AoR's
-//! lock, with the AoR's complete binding list); here that journal is a [`ChangeQueue`] that
-//! keeps the latest state of every changed AoR, and a backend writes what it holds:
+//! lock); here that journal is a [`ChangeQueue`], the set of AoRs changed since the last write,
+//! and a backend's writer reads their current bindings from the store and writes them:
 //!
 //! * [`sqlite`]: one embedded SQLite database in WAL mode, written by one thread. In
 //!   write-back mode the queue is written every interval; in write-through mode at once, with

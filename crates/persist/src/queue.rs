@@ -1,42 +1,45 @@
-//! The journal the store calls: the latest state of every AoR changed since the last write,
-//! waiting for a backend's writer thread.
+//! The journal the store calls: the set of AoRs changed since the last write, waiting for a
+//! backend's writer thread, which reads each one's *current* bindings from the store when it
+//! writes (Kamailio usrloc's dirty flag).
 //!
 //! Memory is bounded by the number of AoRs, never by the rate of changes: a second change of an
-//! AoR replaces the first in the queue (the store tells the journal an AoR's *complete* binding
-//! list, under the AoR's lock, so the latest state is the only one that matters). A bounded
-//! channel would have to block a worker or drop a change when full; this queue does neither.
+//! AoR before the write adds nothing (the latest state is the only one that matters, and the
+//! writer reads it). A bounded channel would have to block a worker or drop a change when full;
+//! this queue does neither. And the worker pays for one key in a set, not for a copy of the
+//! bindings: the copy is made once per write, on the writer's thread.
 //!
 //! Tickets: every change gets the next sequence number under the queue's lock, and the writer
 //! takes *every* waiting change at once, so when a batch is committed every ticket up to its
 //! highest is durable ([`ChangeQueue::durable`]).
 
 use crate::{Mode, PersistStats};
-use herald_core::Peer;
+use herald_core::{Location, Peer};
 use herald_store::{Aor, AorBindings, Binding, Journal, Ticket};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The state of one AoR after its latest change.
+/// The state of one AoR as the writer read it ([`ChangeQueue::state_of`]).
 #[derive(Debug, Clone)]
 pub struct AorChange {
     /// Unexpired bindings, oldest update first; `expires_at` holds the seconds each had left
     /// at `at_unix`. Empty: the AoR is gone.
     pub bindings: Vec<Binding<Peer>>,
-    /// Wall-clock time of the change, in seconds since the Unix epoch.
+    /// Wall-clock time of the read, in seconds since the Unix epoch.
     pub at_unix: u64,
 }
 
-/// What a writer takes: every waiting change, and the ticket that is durable once they are.
+/// What a writer takes: every AoR changed, and the ticket that is durable once their current
+/// states are written.
 #[derive(Debug, Default)]
 pub struct Batch {
-    pub changes: Vec<(Aor, AorChange)>,
+    pub aors: Vec<Aor>,
     pub up_to: Ticket,
 }
 
 struct Pending {
-    changes: HashMap<Aor, (AorChange, u64)>,
+    changed: HashSet<Aor>,
     /// The last ticket handed out.
     seq: u64,
     closed: bool,
@@ -55,6 +58,8 @@ pub struct ChangeQueue {
     loading: AtomicBool,
     taken_while_loading: Mutex<HashSet<Aor>>,
     stats: Arc<PersistStats>,
+    /// The store whose changes these are (set by `attach`, before the journal is installed).
+    store: OnceLock<Weak<Location>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -69,14 +74,33 @@ impl ChangeQueue {
     pub fn new(mode: Mode, stats: Arc<PersistStats>) -> ChangeQueue {
         ChangeQueue {
             mode,
-            pending: Mutex::new(Pending { changes: HashMap::new(), seq: 0, closed: false }),
+            pending: Mutex::new(Pending { changed: HashSet::new(), seq: 0, closed: false }),
             wake: Condvar::new(),
             committed: AtomicU64::new(0),
             on_commit: OnceLock::new(),
             loading: AtomicBool::new(false),
             taken_while_loading: Mutex::new(HashSet::new()),
             stats,
+            store: OnceLock::new(),
         }
+    }
+
+    /// The store the writer reads the changed AoRs from (once; before the journal is installed).
+    pub fn set_store(&self, store: &Arc<Location>) {
+        let _ = self.store.set(Arc::downgrade(store));
+    }
+
+    /// The current state of `aor` in the store, as it is written (`None`: no store, or it is
+    /// gone: nothing to write).
+    pub fn state_of(&self, aor: &Aor) -> Option<AorChange> {
+        let store = self.store.get()?.upgrade()?;
+        let at_unix = unix_now();
+        let bindings = store.read_bindings(aor, Instant::now(), |v| {
+            v.live()
+                .map(|b| Binding { expires_at: v.expires_in(b), source: Peer { conn: None, ..b.source }, ..b.clone() })
+                .collect()
+        });
+        Some(AorChange { bindings, at_unix })
     }
 
     pub fn mode(&self) -> Mode {
@@ -98,12 +122,12 @@ impl ChangeQueue {
     pub fn next_batch(&self, interval: Option<Duration>, since: Instant) -> Option<Batch> {
         let mut p = lock(&self.pending);
         loop {
-            if p.closed && p.changes.is_empty() {
+            if p.closed && p.changed.is_empty() {
                 return None;
             }
             let due = match interval {
-                None => !p.changes.is_empty(),
-                Some(i) => p.closed || (since.elapsed() >= i && !p.changes.is_empty()),
+                None => !p.changed.is_empty(),
+                Some(i) => p.closed || (since.elapsed() >= i && !p.changed.is_empty()),
             };
             if due {
                 break;
@@ -117,24 +141,21 @@ impl ChangeQueue {
             };
         }
         let up_to = Ticket(p.seq);
-        let changes: Vec<(Aor, AorChange)> = p.changes.drain().map(|(aor, (change, _))| (aor, change)).collect();
+        let aors: Vec<Aor> = p.changed.drain().collect();
         self.stats.queue_depth.store(0, Ordering::Relaxed);
         // Still under the queue's lock: `has_newer` must find every AoR in one set or the other.
         if self.loading.load(Ordering::Acquire) {
-            lock(&self.taken_while_loading).extend(changes.iter().map(|(aor, _)| aor.clone()));
+            lock(&self.taken_while_loading).extend(aors.iter().cloned());
         }
         drop(p);
-        Some(Batch { changes, up_to })
+        Some(Batch { aors, up_to })
     }
 
-    /// Puts back the changes of a batch that could not be written, unless a newer change of
-    /// the same AoR is waiting.
+    /// Puts back the AoRs of a batch that could not be written (their state is read again).
     pub fn put_back(&self, batch: Batch) {
         let mut p = lock(&self.pending);
-        for (aor, change) in batch.changes {
-            p.changes.entry(aor).or_insert((change, batch.up_to.0));
-        }
-        self.stats.queue_depth.store(p.changes.len() as u64, Ordering::Relaxed);
+        p.changed.extend(batch.aors);
+        self.stats.queue_depth.store(p.changed.len() as u64, Ordering::Relaxed);
     }
 
     /// Every ticket up to `up_to` is on disk.
@@ -165,7 +186,7 @@ impl ChangeQueue {
 
     /// AoRs waiting to be written.
     pub fn depth(&self) -> usize {
-        lock(&self.pending).changes.len()
+        lock(&self.pending).changed.len()
     }
 }
 
@@ -174,17 +195,13 @@ impl Journal<Peer> for ChangeQueue {
         if self.mode == Mode::Memory {
             return Ticket::DURABLE;
         }
-        // Copied before taking the queue's lock (the shard's lock is held either way).
-        let bindings = change
-            .live()
-            .map(|b| Binding { expires_at: change.expires_in(b), source: Peer { conn: None, ..b.source }, ..b.clone() })
-            .collect();
-        let state = AorChange { bindings, at_unix: unix_now() };
         let mut p = lock(&self.pending);
         p.seq += 1;
         let seq = p.seq;
-        p.changes.insert(change.aor().clone(), (state, seq));
-        self.stats.queue_depth.store(p.changes.len() as u64, Ordering::Relaxed);
+        if !p.changed.contains(change.aor()) {
+            p.changed.insert(change.aor().clone());
+            self.stats.queue_depth.store(p.changed.len() as u64, Ordering::Relaxed);
+        }
         drop(p);
         match self.mode {
             Mode::WriteThrough => {
@@ -205,6 +222,6 @@ impl Journal<Peer> for ChangeQueue {
 
     fn has_newer(&self, aor: &Aor) -> bool {
         self.loading.load(Ordering::Acquire)
-            && (lock(&self.pending).changes.contains_key(aor) || lock(&self.taken_while_loading).contains(aor))
+            && (lock(&self.pending).changed.contains(aor) || lock(&self.taken_while_loading).contains(aor))
     }
 }

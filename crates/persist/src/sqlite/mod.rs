@@ -99,6 +99,7 @@ impl SqliteLocation {
     /// the database). Call once, before serving.
     pub fn attach(&mut self, store: &Arc<Location>) -> Result<(), OpenError> {
         let err = |message: String| OpenError { path: self.path.clone(), message };
+        self.queue.set_store(store);
         self.queue.set_loading(true);
         self.queue.stats().loading.store(1, Ordering::Relaxed);
         store.set_journal(self.queue.clone()).map_err(|_| err("the location store has a journal already".into()))?;

@@ -39,17 +39,17 @@ pub(super) fn spawn(
         while let Some(batch) = queue.next_batch(interval, since) {
             since = Instant::now();
             let started = Instant::now();
-            match write(&mut conn, &batch) {
+            match write(&mut conn, &queue, &batch) {
                 Ok((inserted, deleted)) => {
                     let stats = queue.stats();
                     stats.commit_took(started.elapsed());
-                    stats.aor_writes.fetch_add(batch.changes.len() as u64, Ordering::Relaxed);
+                    stats.aor_writes.fetch_add(batch.aors.len() as u64, Ordering::Relaxed);
                     stats.stored_bindings.fetch_add(inserted - deleted, Ordering::Relaxed);
                     queue.committed(batch.up_to);
                 }
                 Err(e) => {
                     queue.stats().failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, aors = batch.changes.len(), "location database: write failed; retrying in 1 s");
+                    tracing::error!(error = %e, aors = batch.aors.len(), "location database: write failed; retrying in 1 s");
                     queue.put_back(batch);
                     std::thread::sleep(Duration::from_secs(1));
                 }
@@ -62,14 +62,16 @@ pub(super) fn spawn(
     })
 }
 
-/// One transaction for the whole batch; returns (rows inserted, rows deleted).
-fn write(conn: &mut Connection, batch: &Batch) -> rusqlite::Result<(i64, i64)> {
+/// One transaction for the whole batch, each AoR as the store holds it now; returns (rows
+/// inserted, rows deleted).
+fn write(conn: &mut Connection, queue: &ChangeQueue, batch: &Batch) -> rusqlite::Result<(i64, i64)> {
     let tx = conn.transaction()?;
     let (mut inserted, mut deleted) = (0i64, 0i64);
     {
         let mut delete = tx.prepare_cached(schema::DELETE_AOR)?;
         let mut insert = tx.prepare_cached(schema::INSERT)?;
-        for (aor, change) in &batch.changes {
+        for aor in &batch.aors {
+            let Some(change) = queue.state_of(aor) else { continue };
             deleted += delete.execute([aor.as_bytes()])? as i64;
             for (position, b) in change.bindings.iter().enumerate() {
                 let expires = change.at_unix.saturating_add(u64::from(b.expires_at));

@@ -3,10 +3,21 @@
 //! delays writers of that shard, and for no longer than the page takes.
 
 use super::{read, LocationStore, Record};
-use crate::{AorBindings, ScanCursor};
+use crate::{Aor, AorBindings, ScanCursor};
 use std::time::Instant;
 
 impl<S: Clone> LocationStore<S> {
+    /// Calls `f` with the bindings `aor` holds now (none: an empty view), under its shard's read
+    /// lock: how a durable copy's writer reads the state it writes (the journal only noted that
+    /// the AoR changed). Never reads a [`crate::Backfill`].
+    pub fn read_bindings<R>(&self, aor: &Aor, now: Instant, f: impl FnOnce(&AorBindings<'_, S>) -> R) -> R {
+        let now_s = self.secs(now);
+        let hash = self.hash(aor.as_bytes());
+        let shard = read(&self.slot(hash).shard);
+        let bindings = shard.table.find(hash, |r| r.key == *aor).map_or(&[][..], |r| &r.bindings[..]);
+        f(&AorBindings { aor, bindings, now_s })
+    }
+
     /// Calls `f` for up to `max_aors` AoRs (at least one, when any is left) from `cursor` on,
     /// under the read lock of their shard, and returns where to resume, or `None` when every
     /// shard has been visited. `f` runs with a lock held: copy what you need and return.
