@@ -34,7 +34,7 @@ mod store;
 
 pub use aor::Aor;
 pub use binding::{Binding, ContactUpdate, StoreError, Update};
-pub use journal::{Applied, AorBindings, Backfill, Journal, Removed, Ticket};
+pub use journal::{AorBindings, Applied, Backfill, Journal, Removed, Ticket};
 pub use scan_cursor::ScanCursor;
 pub use store::{LocationStore, StoreConfig};
 
