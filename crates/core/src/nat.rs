@@ -27,7 +27,7 @@
 use crate::peer::{Peer, Transport};
 use herald_sip::headers::{ListValue, NameAddr};
 use herald_sip::text::push_host_port;
-use herald_sip::uri::{Host, SipUri, Uri};
+use herald_sip::uri::{Host, Scheme, SipUri, Uri};
 use herald_sip::{HeaderName, Message};
 use std::net::{IpAddr, SocketAddr};
 
@@ -159,18 +159,13 @@ fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
 /// line with others (a REGISTER's list: never a dialog's remote target, left alone). The user
 /// part, URI parameters (`transport`, `ob`, ...) and header parameters are kept; only host and
 /// port change.
-pub fn fixed_contact(msg: &Message, source: SocketAddr) -> Option<(usize, String)> {
+pub fn fixed_contact(msg: &Message, source: Peer) -> Option<(usize, String)> {
     let (value, addr) = first_contact(msg)?;
     fixed_contact_of(msg, value, addr.uri.as_sip()?, source)
 }
 
 /// [`fixed_contact`] of a Contact value already read.
-fn fixed_contact_of(
-    msg: &Message,
-    value: ListValue<'_>,
-    uri: &SipUri<'_>,
-    source: SocketAddr,
-) -> Option<(usize, String)> {
+fn fixed_contact_of(msg: &Message, value: ListValue<'_>, uri: &SipUri<'_>, source: Peer) -> Option<(usize, String)> {
     if msg.list_values(HeaderName::Contact).filter_map(Result::ok).filter(|v| v.field == value.field).count() != 1 {
         return None;
     }
@@ -193,8 +188,18 @@ fn fixed_contact_of(
         }
         fixed.push('@');
     }
-    push_host_port(&mut fixed, source);
+    push_host_port(&mut fixed, source.addr);
     fixed.push_str(uri.params_raw());
+    // A phone behind NAT over TCP or TLS is reachable only over its connection, which herald
+    // finds by address and transport: a Contact without `transport` would send the far end's
+    // requests to that address over UDP (RFC 3263 §4.1 default), which the NAT drops.
+    if matches!(source.transport, Transport::Tcp | Transport::Tls)
+        && uri.transport().is_none()
+        && uri.scheme == Scheme::Sip
+    {
+        fixed.push_str(";transport=");
+        fixed.push_str(source.transport.as_param());
+    }
     if !uri.headers_raw().is_empty() {
         fixed.push('?');
         fixed.push_str(uri.headers_raw());
@@ -224,7 +229,7 @@ pub fn request_contact_fix(msg: &Message, from: Peer, cfg: &NatConfig) -> Option
     if !natted {
         return None;
     }
-    fixed_contact_of(msg, value, uri, from.addr)
+    fixed_contact_of(msg, value, uri, from)
 }
 
 /// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
@@ -242,10 +247,15 @@ pub fn response_contact_fix(
     in_dialog: bool,
     cfg: &NatConfig,
 ) -> Option<(usize, String)> {
-    if !cfg.fix_contact || to.transport != Transport::Udp {
+    // WebSocket phones are reached over their flows (flow tokens, `engine::flows`).
+    if !cfg.fix_contact || matches!(to.transport, Transport::Ws | Transport::Wss) {
         return None;
     }
-    if !(binding_behind_nat(target, to, cfg.detect) || (in_dialog && names_peer(target, to.addr))) {
+    let reached_at_source = match Uri::parse(target.as_bytes()) {
+        Ok(Uri::Sip(u)) => contact_behind_nat(&u, to.addr, cfg.detect),
+        _ => false,
+    };
+    if !(reached_at_source || (in_dialog && names_peer(target, to.addr))) {
         return None;
     }
     let (value, addr) = first_contact(resp)?;
@@ -253,7 +263,7 @@ pub fn response_contact_fix(
     if !contact_behind_nat(uri, to.addr, cfg.detect) {
         return None;
     }
-    fixed_contact_of(resp, value, uri, to.addr)
+    fixed_contact_of(resp, value, uri, to)
 }
 
 /// Whether a sip/sips URI names exactly this address: an IP literal host and its port (the

@@ -78,7 +78,7 @@ fn the_contact_is_rewritten_to_the_source_keeping_everything_else() {
         "10.0.0.2:5062",
         "\"Al\" <sip:alice;x=y:pw@10.0.0.2:5062;transport=udp;ob?h=v>;expires=60;+sip.instance=\"<urn:uuid:1>\"",
     );
-    let (field, value) = fixed_contact(&m, src).unwrap();
+    let (field, value) = fixed_contact(&m, Peer::udp(src)).unwrap();
     assert_eq!(m.headers()[field].name, HeaderName::Contact);
     assert_eq!(
         value,
@@ -86,15 +86,15 @@ fn the_contact_is_rewritten_to_the_source_keeping_everything_else() {
     );
     // An addr-spec without brackets.
     let m = invite("10.0.0.2:5062", "sip:alice@10.0.0.2");
-    assert_eq!(fixed_contact(&m, src).unwrap().1, "sip:alice@203.0.113.7:40001");
+    assert_eq!(fixed_contact(&m, Peer::udp(src)).unwrap().1, "sip:alice@203.0.113.7:40001");
     // IPv6 source; no user part.
     let m = invite("[fd00::2]:5062", "<sips:[fd00::2]:5061>");
-    assert_eq!(fixed_contact(&m, addr("[2001:db8::7]:4000")).unwrap().1, "<sips:[2001:db8::7]:4000>");
+    assert_eq!(fixed_contact(&m, Peer::udp(addr("[2001:db8::7]:4000"))).unwrap().1, "<sips:[2001:db8::7]:4000>");
     // Nothing to fix.
-    assert!(fixed_contact(&invite("10.0.0.2", "*"), src).is_none());
-    assert!(fixed_contact(&invite("10.0.0.2", "<tel:+1555>"), src).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "*"), Peer::udp(src)).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "<tel:+1555>"), Peer::udp(src)).is_none());
     let two = invite("10.0.0.2", "<sip:a@10.0.0.2>, <sip:a@10.0.0.3>");
-    assert!(fixed_contact(&two, src).is_none());
+    assert!(fixed_contact(&two, Peer::udp(src)).is_none());
 }
 
 #[test]
@@ -119,9 +119,16 @@ fn which_requests_get_their_contact_fixed() {
     // A WebSocket client: its flow token does the job.
     let ws = Peer { transport: Transport::Ws, ..from };
     assert!(request_contact_fix(&natted, ws, &cfg).is_none());
-    // A TCP phone behind NAT: the connection's address.
+    // A TCP phone behind NAT: the connection's address, and its transport, without which the
+    // far end's requests would go there over UDP.
     let tcp = Peer { transport: Transport::Tcp, ..from };
-    assert!(request_contact_fix(&natted, tcp, &cfg).is_some());
+    let (_, v) = request_contact_fix(&natted, tcp, &cfg).unwrap();
+    assert_eq!(v, "<sip:alice@203.0.113.7:40001;transport=tcp>");
+    let tls = Peer { transport: Transport::Tls, ..from };
+    let sips = invite("10.0.0.2:5062", "<sips:alice@10.0.0.2:5061>");
+    assert_eq!(request_contact_fix(&sips, tls, &cfg).unwrap().1, "<sips:alice@203.0.113.7:40001>");
+    let explicit = invite("10.0.0.2:5062", "<sip:alice@10.0.0.2:5062;transport=TCP>");
+    assert_eq!(request_contact_fix(&explicit, tcp, &cfg).unwrap().1, "<sip:alice@203.0.113.7:40001;transport=TCP>");
     // REGISTER: the registrar keeps the source itself.
     let reg = raw(String::from_utf8_lossy(natted.as_bytes()).replace("INVITE", "REGISTER"));
     assert!(request_contact_fix(&reg, from, &cfg).is_none());
@@ -144,6 +151,12 @@ fn which_responses_get_their_contact_fixed() {
     assert!(response_contact_fix(&ok, "sip:bob@203.0.113.7", to, true, &cfg).is_none(), "5060 is not 40001");
     let off = NatConfig { fix_contact: false, ..cfg };
     assert!(response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", to, false, &off).is_none());
+    // A phone behind NAT registered over TCP, answering over its connection.
+    let tcp = Peer { transport: Transport::Tcp, ..to };
+    let (_, v) = response_contact_fix(&ok, "sip:bob@192.168.1.20:5060;transport=tcp", tcp, false, &cfg).unwrap();
+    assert_eq!(v, "<sip:bob@203.0.113.7:40001;transport=tcp>");
+    let ws = Peer { transport: Transport::Ws, ..to };
+    assert!(response_contact_fix(&ok, "sip:bob@192.168.1.20:5060", ws, false, &cfg).is_none(), "flow tokens do it");
 }
 
 #[test]
@@ -151,12 +164,12 @@ fn odd_contacts_are_fixed_exactly_or_left_alone() {
     let src = addr("203.0.113.7:40001");
     // Compact form, folded line, escapes in the user part, no space after the colon.
     let m = msg("INVITE sip:b@example.com SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2;branch=z9hG4bKo\nMax-Forwards: 70\nFrom: <sip:a@example.com>;tag=1\nTo: <sip:b@example.com>\nCall-ID: o1\nCSeq: 1 INVITE\nm:\n  <sip:a%20b@10.0.0.2:5062;lr>;q=0.5\nContent-Length: 0\n\n");
-    let (field, value) = fixed_contact(&m, src).unwrap();
+    let (field, value) = fixed_contact(&m, Peer::udp(src)).unwrap();
     assert_eq!(m.headers()[field].name, HeaderName::Contact);
     assert!(value.ends_with("<sip:a%20b@203.0.113.7:40001;lr>;q=0.5"), "{value}");
     // A Contact that is not a SIP URI, or not parseable: nothing.
-    assert!(fixed_contact(&invite("10.0.0.2", "<mailto:a@example.com>"), src).is_none());
-    assert!(fixed_contact(&invite("10.0.0.2", "<sip:@>"), src).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "<mailto:a@example.com>"), Peer::udp(src)).is_none());
+    assert!(fixed_contact(&invite("10.0.0.2", "<sip:@>"), Peer::udp(src)).is_none());
     // The fix keeps the message well-formed.
     let natted = invite("10.0.0.2:5062", "\"A, B\" <sip:a@[fd00::2]:5062>");
     let (field, value) = request_contact_fix(&natted, Peer::udp(src), &NatConfig::default()).unwrap();
