@@ -9,6 +9,9 @@
 //!   Contact reaches the phone; CRLF keep-alives arrive from herald's SIP port every second.
 //! * OPTIONS keep-alives: answered, the binding stays; unanswered twice in a row, it is removed
 //!   and a call gets 404; the metrics endpoint counts sent, answered and dropped.
+//! * A phone behind NAT on TCP registers over its connection; the call reaches it over that
+//!   connection, its 200's private Contact (no `transport`) reaches the caller as the NAT's
+//!   address with `transport=tcp`, and the BYE sent there comes back over the connection.
 //! * Real phones: SIPp as bob (tests/sipp/uas.xml) behind the NAT, SIPp as the caller
 //!   (tests/sipp/uac.xml) in herald's namespace: three calls, each ACK and BYE following the
 //!   fixed Contact through the NAT to bob.
@@ -260,4 +263,47 @@ fn sipp_calls_reach_a_sipp_phone_behind_nat_and_its_dialogs_follow_the_fixed_con
     uas.assert_all_successful(3);
     let uas_log = std::fs::read_to_string(dir.join("uas_messages.log")).unwrap_or_default();
     assert!(uas_log.contains(&format!("BYE sip:{}:", lab.public_ip)), "BYE to the NAT's address:\n{}", logs());
+}
+
+#[test]
+fn a_tcp_phone_behind_nat_is_called_over_its_connection_and_its_dialog_comes_back_on_it() {
+    let Some(lab) = lab_or_skip("nat_traversal") else { return };
+    let dir = test_dir("nat_traversal_tcp");
+    let herald_addr: SocketAddr = format!("{}:5060", lab.herald_ip).parse().unwrap();
+    let cfg = format!(
+        "domains = [\"{}\"]\n[[listen]]\naddress = \"0.0.0.0:5060\"\ntransports = [\"udp\", \"tcp\"]\n[auth]\nenabled = false\n",
+        lab.herald_ip
+    );
+    let herald = lab.start_herald(&dir, "herald", &cfg);
+    let mut carl = TcpUa::new(NatLab::tcp_in(&lab.phone_ns, herald_addr));
+    let lan = format!("{}:5070", lab.phone_ip);
+    let domain = &lab.herald_ip;
+    carl.send(&format!("REGISTER sip:{domain} SIP/2.0\nVia: SIP/2.0/TCP {lan};branch=z9hG4bK-tcpreg;rport\nMax-Forwards: 70\nFrom: <sip:carl@{domain}>;tag=c1\nTo: <sip:carl@{domain}>\nCall-ID: reg-carl\nCSeq: 1 REGISTER\nContact: <sip:carl@{lan};transport=tcp>\nExpires: 120\nContent-Length: 0\n\n"));
+    let ok = carl.wait_for(WAIT, |m| status(m).is_some_and(|s| s >= 200));
+    assert_eq!(ok.as_deref().and_then(status), Some(200), "{}", herald.text());
+
+    let mut caller = Ua::new(NatLab::udp_in(&lab.herald_ns, &format!("{}:0", lab.herald_ip)));
+    let ruri = format!("sip:carl@{domain}");
+    caller.send(herald_addr, &invite(&caller, &ruri, "tcp-call-1"));
+    let Some(inv) = carl.wait_for(WAIT, |m| m.starts_with("INVITE ")) else {
+        panic!("the INVITE did not come over carl's connection; carl saw:\n{}\n{}", carl.seen(), herald.text());
+    };
+    // Carl answers with his private address and no transport, as many phones do.
+    carl.send(&respond(&inv, 200, "OK", "k1", Some(&format!("sip:carl@{lan}"))));
+    let Some((ok, _)) = caller.wait_for(WAIT, |m| status(m) == Some(200)) else {
+        panic!("no 200 at the caller:\n{}\n{}", caller.seen(), herald.text());
+    };
+    let contact = uri_of(header(&ok, "Contact").unwrap()).to_owned();
+    let public = contact.strip_prefix(&format!("sip:carl@{}:", lab.public_ip)).unwrap_or_else(|| panic!("{contact}"));
+    assert!(public.ends_with(";transport=tcp"), "the connection's transport added: {contact}");
+    let rr = uri_of(header(&ok, "Record-Route").expect("herald record-routes")).to_owned();
+    let local = caller.addr;
+    caller.send(herald_addr, &format!("BYE {contact} SIP/2.0\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-tcpbye;rport\nMax-Forwards: 70\nRoute: <{rr}>\nFrom: <sip:alice@example.net>;tag=a1\nTo: <{ruri}>;tag=k1\nCall-ID: tcp-call-1\nCSeq: 2 BYE\nContent-Length: 0\n\n"));
+    let Some(bye) = carl.wait_for(WAIT, |m| m.starts_with("BYE ")) else {
+        panic!("the BYE did not come back over carl's connection; carl saw:\n{}\n{}", carl.seen(), herald.text());
+    };
+    carl.send(&respond(&bye, 200, "OK", "k1", None));
+    let bye_ok =
+        caller.wait_for(WAIT, |m| status(m) == Some(200) && header(m, "CSeq").is_some_and(|c| c.ends_with("BYE")));
+    assert!(bye_ok.is_some(), "no 200 for the BYE:\n{}", caller.seen());
 }

@@ -137,6 +137,22 @@ impl NatLab {
         .unwrap()
     }
 
+    /// A TCP connection from inside namespace `ns` to `to` (read timeout 50 ms).
+    pub fn tcp_in(ns: &str, to: SocketAddr) -> std::net::TcpStream {
+        let ns = ns.to_owned();
+        std::thread::spawn(move || {
+            let f = File::open(format!("/run/netns/{ns}")).unwrap_or_else(|e| panic!("open netns {ns}: {e}"));
+            // SAFETY: as in `udp_in`; the connection stays in the namespace after the thread ends.
+            let rc = unsafe { setns(f.as_raw_fd(), CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+            let c = std::net::TcpStream::connect(to).unwrap_or_else(|e| panic!("connect {to} in {ns}: {e}"));
+            c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            c
+        })
+        .join()
+        .unwrap()
+    }
+
     /// `GET PATH` over HTTP/1.1 to `addr` from inside namespace `ns` (the metrics endpoint of a
     /// herald there): the whole answer.
     pub fn http_get_in(ns: &str, addr: &str, path: &str) -> String {
@@ -348,4 +364,58 @@ pub fn respond(req: &str, code: u16, reason: &str, tag: &str, contact: Option<&s
     }
     s += "Content-Length: 0\n\n";
     s
+}
+
+/// A UA on a TCP connection: messages without bodies, framed by their blank line (RFC 3261
+/// §18.3 with Content-Length 0, which is all these tests send and herald relays here).
+pub struct TcpUa {
+    pub conn: std::net::TcpStream,
+    buf: Vec<u8>,
+    /// Every SIP message received so far (start line first).
+    pub log: Vec<String>,
+}
+
+impl TcpUa {
+    pub fn new(conn: std::net::TcpStream) -> TcpUa {
+        TcpUa { conn, buf: Vec::new(), log: Vec::new() }
+    }
+
+    pub fn send(&mut self, text: &str) {
+        use std::io::Write;
+        self.conn.write_all(text.replace("\r\n", "\n").replace('\n', "\r\n").as_bytes()).unwrap();
+    }
+
+    /// Reads until a message for which `pred` holds arrives, or `timeout` passes.
+    pub fn wait_for(&mut self, timeout: Duration, mut pred: impl FnMut(&str) -> bool) -> Option<String> {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        let mut chunk = [0u8; 8192];
+        loop {
+            while let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let msg: Vec<u8> = self.buf.drain(..end + 4).collect();
+                let text = String::from_utf8_lossy(&msg).trim_start().to_owned();
+                if text.is_empty() {
+                    continue; // a CRLF keep-alive
+                }
+                self.log.push(text.clone());
+                if pred(&text) {
+                    return Some(text);
+                }
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            match self.conn.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+    }
+
+    /// What arrived so far, for failure messages.
+    pub fn seen(&self) -> String {
+        self.log.iter().map(|m| m.lines().next().unwrap_or("").to_owned()).collect::<Vec<_>>().join("\n")
+    }
 }
