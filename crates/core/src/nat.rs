@@ -157,8 +157,8 @@ fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
 /// `fix_nated_contact`): `(index of the header line, its new value)`, or `None` when there is
 /// nothing to fix (no Contact, not a sip/sips URI, `*`), or when the first Contact shares its
 /// line with others (a REGISTER's list: never a dialog's remote target, left alone). The user
-/// part, URI parameters (`transport`, `ob`, ...) and header parameters are kept; only host and
-/// port change.
+/// part, URI parameters (`transport`, `ob`, ...) and header parameters are kept; host and port
+/// change, and a `sip:` URI of a TCP or TLS source without `transport` gets the source's.
 pub fn fixed_contact(msg: &Message, source: Peer) -> Option<(usize, String)> {
     let (value, addr) = first_contact(msg)?;
     fixed_contact_of(msg, value, addr.uri.as_sip()?, source)
