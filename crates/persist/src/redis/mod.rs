@@ -5,8 +5,9 @@
 //! and looks up only there: no call waits on Redis. The store's journal ([`queue::Pending`])
 //! queues every local change (latest state per AoR, bounded); a task on its own thread writes it
 //! to Redis — one key per AoR, `PREFIXloc:AOR`, holding the AoR's whole binding list
-//! ([`record`]) and expiring with its last binding (`PXAT`) — and announces it on the channel
-//! `PREFIXchanges`; every other node reads the announced key and replaces its copy of the AoR
+//! ([`record`]) and expiring with its last binding (`PXAT`); Redis itself tells every other
+//! node which keys changed (client-side-caching invalidation, see [`sync`]), and each reads the
+//! key and replaces its copy of the AoR
 //! ([`LocationStore::replace`], not journaled: no echo).
 //!
 //! *Reaching a phone held by another node.* A binding registered directly at A is stored with a
@@ -27,7 +28,8 @@
 //!
 //! *Redis Cluster and Sentinel* work on paper: one key per AoR (keys hash to slots
 //! independently), no multi-key command or transaction, reads page with `SCAN` per key and
-//! pipelined single-key `GET`s, and the channel is a plain `PUBLISH` (a cluster broadcasts it).
+//! pipelined single-key `GET`s; in a cluster the invalidations come from each shard's primary,
+//! so a node would keep one tracking connection per shard.
 //! The `redis` crate's cluster and sentinel clients would replace the single connection of
 //! [`sync`]; only a single server is tested.
 
@@ -70,7 +72,15 @@ impl RedisLocation {
         store.set_journal(pending.clone()).map_err(|_| "the location store already has a journal".to_owned())?;
         let stats = Arc::new(RedisStats::default());
         let codec = Codec { node: settings.node.clone(), advertise: settings.advertise, tokens: FlowTokens::new(seed) };
-        let task = sync::Task { settings, store, pending: pending.clone(), stats: stats.clone(), codec, run_id: None };
+        let task = sync::Task {
+            settings,
+            store,
+            pending: pending.clone(),
+            stats: stats.clone(),
+            codec,
+            run_id: None,
+            flushed: false,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

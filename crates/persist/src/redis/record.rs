@@ -43,7 +43,7 @@ const VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredAor {
     pub v: u32,
-    /// The node that wrote it last (for the operator; replication reads it from the channel).
+    /// The node that wrote it last (for the operator reading Redis).
     pub node: String,
     pub bindings: Vec<StoredBinding>,
 }

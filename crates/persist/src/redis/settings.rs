@@ -12,7 +12,7 @@ pub struct RedisSettings {
     pub node: String,
     /// The SIP address (UDP) other nodes reach this node at.
     pub advertise: SocketAddr,
-    /// Prefix of every key and of the channel (several clusters may share one Redis).
+    /// Prefix of every key (several clusters may share one Redis).
     pub key_prefix: String,
     /// Most AoRs whose changes wait to be written.
     pub max_queued: usize,

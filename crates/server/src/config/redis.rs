@@ -24,8 +24,8 @@ pub struct Redis {
     /// and are exempt from `[flood]` limits: a request for a phone held here comes from them.
     /// Put the nodes on a network that outsiders cannot send from (UDP sources can be forged).
     pub nodes: Vec<String>,
-    /// Prefix of every key (`PREFIXloc:AOR`) and of the channel (`PREFIXchanges`): several
-    /// clusters can share one Redis.
+    /// Prefix of every key (`PREFIXloc:AOR`), which is also what each node asks Redis to
+    /// report changes of: several clusters can share one Redis.
     pub key_prefix: String,
     /// Most addresses-of-record whose changes wait to be written while Redis is slow or down;
     /// beyond it the next resync writes the whole local store instead.
