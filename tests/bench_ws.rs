@@ -9,7 +9,7 @@ mod common;
 mod tls_support;
 
 use bench_support::{assert_exit, bench, read_run};
-use common::{log_excerpt, port_block, sigterm, test_dir, wait_bound};
+use common::{log_excerpt, metric, port_block, sigterm, test_dir, wait_bound};
 use herald_bench::results::RunResult;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -27,6 +27,8 @@ struct WsHerald {
     plain: SocketAddr,
     ws: SocketAddr,
     wss: SocketAddr,
+    /// The metrics endpoint's URL.
+    metrics: String,
     log: std::path::PathBuf,
 }
 
@@ -34,14 +36,15 @@ impl WsHerald {
     fn start(dir: &Path, pki: &Pki) -> WsHerald {
         let base = port_block();
         let at = |offset: u16| -> SocketAddr { format!("127.0.0.1:{}", base + offset).parse().unwrap() };
-        let (plain, ws, wss) = (at(0), at(6), at(7));
+        let (plain, ws, wss, metrics) = (at(0), at(6), at(7), at(8));
         let config = dir.join("herald.toml");
         std::fs::write(
             &config,
             format!(
                 "[server]\nworkers = 2\ndrain_timeout_s = 1\n\
                  [tls]\ncertificate = \"{}\"\nprivate_key = \"{}\"\n\
-                 [flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n",
+                 [flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n\
+                 [metrics]\nlisten = \"{metrics}\"\n",
                 pki.cert.display(),
                 pki.key.display()
             ),
@@ -60,7 +63,8 @@ impl WsHerald {
         for port in [ws.port(), wss.port()] {
             wait_bound(port, true);
         }
-        WsHerald { child, plain, ws, wss, log }
+        wait_bound(metrics.port(), true);
+        WsHerald { child, plain, ws, wss, metrics: format!("http://{metrics}/metrics"), log }
     }
 }
 
@@ -111,6 +115,14 @@ fn calls_over_ws_and_wss_through_herald() {
     let h = WsHerald::start(&dir, &pki);
     let r = calls(&h, "ws", h.ws, &[], &dir.join("ws.json"));
     assert_clean(&r, "ws");
+    // The generator ends its caller and callee connections with a close frame (RFC 6455 §7.1.2),
+    // not by dropping them: herald counts both as closed by the peer.
+    let closed = || metric(&h.metrics, "herald_ws_closed_by_peer_total");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while closed() < 2.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(closed(), 2.0, "close frames herald saw after one ws run");
     let ca = pki.ca.to_str().unwrap();
     let r = calls(&h, "wss", h.wss, &["--tls-ca", ca], &dir.join("wss.json"));
     assert_clean(&r, "wss");

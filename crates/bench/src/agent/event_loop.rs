@@ -144,6 +144,12 @@ impl Agent {
         }
     }
 
+    /// Ends both stream connections politely (see [`Endpoint::close`]): the run is over.
+    pub fn close(&mut self) {
+        self.caller_ep.close();
+        self.callee_ep.close();
+    }
+
     /// Starts one call from user `caller` to user `callee`.
     pub fn start_call(&mut self, caller: usize, callee: usize, plan: Plan) {
         self.calls.start(&mut self.ctx, caller, callee, plan, &mut self.out);

@@ -220,6 +220,23 @@ impl Endpoint {
         }
     }
 
+    /// Ends a stream connection politely at the end of a run (a WebSocket close frame, a TLS
+    /// close_notify), written as far as the socket takes it without waiting; UDP has nothing
+    /// to say. The endpoint is closed afterwards.
+    pub fn close(&mut self) {
+        match self {
+            Endpoint::Udp(_) => {}
+            Endpoint::Tcp(t) => {
+                if !t.closed {
+                    t.codec.close(&mut t.output);
+                    t.flush();
+                    t.closed = true;
+                }
+            }
+            Endpoint::Tls(t) => t.close(),
+        }
+    }
+
     /// Reads everything available into `out`.
     pub fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
         match self {

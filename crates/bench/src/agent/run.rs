@@ -106,6 +106,7 @@ fn measured(
 /// Unregisters the run's users (see [`driver::unregister_all`]) and records the outcome.
 fn unregistered(agent: &mut Agent, mut result: RunResult) -> RunResult {
     let (failed, error) = driver::unregister_all(agent);
+    agent.close();
     result.unregister_failed = failed as u64;
     result.unregister_error = error;
     result

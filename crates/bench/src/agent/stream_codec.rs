@@ -48,6 +48,14 @@ impl StreamCodec {
         }
     }
 
+    /// Queues on `output` what ends the connection at this layer: a WebSocket close frame;
+    /// nothing for Content-Length framing (closing the stream says it all, RFC 3261 §18.3).
+    pub fn close(&mut self, output: &mut Vec<u8>) {
+        if let StreamCodec::Ws(ws) = self {
+            ws.close(output);
+        }
+    }
+
     /// Cuts the messages out of the received bytes in `input` into `out`, queuing on `output`
     /// what the protocol answers by itself (a CRLF pong to a double-CRLF ping, RFC 5626 §3.5.1;
     /// WebSocket pongs and close replies). Err: nothing more on this connection can be trusted,

@@ -105,6 +105,21 @@ impl TlsEndpoint {
         (&mut self.codec, &mut self.output)
     }
 
+    /// Ends the connection politely: the codec's goodbye (a WebSocket close frame), then a
+    /// TLS close_notify alert (RFC 8446 §6.1), written as far as the socket takes them now.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.codec.close(&mut self.output);
+        self.flush();
+        if !self.closed && !self.conn.is_handshaking() {
+            self.conn.send_close_notify();
+            self.flush();
+        }
+        self.closed = true;
+    }
+
     /// Moves plaintext into rustls and its records onto the socket until one of them is full.
     pub fn flush(&mut self) {
         if !self.closed && self.conn.is_handshaking() && Instant::now() >= self.handshake_deadline {

@@ -19,6 +19,8 @@ use tungstenite::error::Error;
 use tungstenite::handshake::client::ClientHandshake;
 use tungstenite::handshake::{HandshakeError, MidHandshake};
 use tungstenite::http::HeaderValue;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::frame::CloseFrame;
 use tungstenite::protocol::{WebSocket, WebSocketConfig};
 use tungstenite::{Message, Utf8Bytes};
 
@@ -168,6 +170,19 @@ impl WsClient {
             self.state = State::Done;
         }
         result
+    }
+
+    /// Ends the connection politely at the end of a run: a close frame with status 1000
+    /// (RFC 6455 §5.5.1, §7.1.2: the endpoint that is done sends one) goes on `output`, and
+    /// nothing more is read or sent. A connection still upgrading or already over sends nothing.
+    pub fn close(&mut self, output: &mut Vec<u8>) {
+        if let State::Open(ws) = &mut self.state {
+            // Err only when a close was already sent or received: nothing to add then.
+            let _ = ws.close(Some(CloseFrame { code: CloseCode::Normal, reason: "".into() }));
+            let _ = ws.flush();
+            output.append(&mut ws.get_mut().output);
+        }
+        self.state = State::Done;
     }
 
     /// Runs the handshake as far as the received bytes go; when it completes, the messages that

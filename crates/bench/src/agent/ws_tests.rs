@@ -238,3 +238,22 @@ fn a_message_over_the_limit_or_an_unmasked_protocol_error_ends_the_connection() 
     let err = feed(&mut client, &bytes).0.unwrap_err();
     assert!(err.starts_with("WebSocket: "), "{err}");
 }
+
+#[test]
+fn the_end_of_a_run_sends_a_normal_close_frame_and_nothing_after() {
+    let (mut client, mut server) = open();
+    let mut output = Vec::new();
+    client.close(&mut output);
+    let mut wire = Wire { from_client: io::Cursor::new(output), ..Default::default() };
+    match server.read(&mut wire) {
+        Ok(Message::Close(Some(frame))) => assert_eq!(frame.code, CloseCode::Normal),
+        other => panic!("expected a close frame with 1000, got {other:?}"),
+    }
+    // The close frame was the last thing the client wrote (the server has no more to read).
+    assert!(matches!(server.read(&mut wire), Err(tungstenite::Error::ConnectionClosed)));
+    // Closed: a later message is refused, and a second close writes nothing.
+    let mut after = Vec::new();
+    assert!(!client.send(Bytes::from_static(b"OPTIONS sip:x SIP/2.0\r\n\r\n"), &mut after));
+    client.close(&mut after);
+    assert!(after.is_empty());
+}
