@@ -9,7 +9,7 @@ use herald_core::registrar::Registrar;
 use herald_core::Location;
 use herald_core::Seed;
 use herald_server::admin::{AdminApi, Reloader, UsersFile};
-use herald_server::config::{Config, Listen, ListenTransport};
+use herald_server::config::{Admin, Config, Listen, ListenTransport};
 use herald_server::gateways::ProbingSettings;
 use herald_server::{shutdown_signal, KernelRoutes, Server};
 use std::net::SocketAddr;
@@ -59,6 +59,10 @@ pub fn run(args: Args) -> ExitCode {
         let plain = args.listen.iter().map(|a| (*a, vec![ListenTransport::Udp, ListenTransport::Tcp]));
         let all = plain.chain(streams.into_iter().flatten());
         config.listen = all.map(|(address, transports)| Listen { address, transports }).collect();
+    }
+    if args.config.is_none() {
+        // The built-in configuration answers `herald ctl` on loopback (if the port is free).
+        config.admin = Admin::builtin();
     }
     herald_server::init_logging(&config.log.level);
     let (auth, users) = match authenticator(&config) {

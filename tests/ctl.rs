@@ -393,3 +393,47 @@ fn a_public_admin_listen_without_token_is_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A newcomer's path: `herald serve` without `--config` answers `herald ctl` without flags
+/// (the built-in configuration's endpoint on 127.0.0.1:5090). In a network namespace of its
+/// own (`unshare --net`, root), so that ports 5060 and 5090 meet nothing else on the machine.
+#[test]
+fn the_builtin_configuration_answers_herald_ctl_without_flags() {
+    let dir = test_dir("ctl_builtin");
+    let herald = env!("CARGO_BIN_EXE_herald");
+    let script = r#"
+        ip link set lo up || exit 90
+        "$0" serve --listen 127.0.0.1:5060 2>herald.log &
+        pid=$!
+        trap 'kill $pid 2>/dev/null; wait $pid' EXIT
+        for i in $(seq 1 200); do
+            "$0" ctl stats >stats.txt 2>ctl.err && break
+            sleep 0.05
+        done
+        "$0" ctl --json stats >stats.json || exit 91
+        "$0" ctl reload 2>reload.err; echo "reload exit $?" >>reload.err
+    "#;
+    let out = Command::new("unshare")
+        .args(["--net", "--", "sh", "-c", script, herald])
+        .current_dir(&dir)
+        .env_remove("HERALD_ADMIN_URL")
+        .env_remove("HERALD_ADMIN_TOKEN")
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .expect("unshare (util-linux)");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\nctl: {}\nherald: {}",
+        String::from_utf8_lossy(&out.stderr),
+        read("ctl.err"),
+        read("herald.log")
+    );
+    assert!(read("stats.txt").contains("transactions"), "{}", read("stats.txt"));
+    let stats: Value = serde_json::from_str(read("stats.json").trim()).unwrap();
+    assert!(stats["workers"].as_u64().unwrap() >= 1);
+    // Nothing to reload on the built-in configuration: refused, herald keeps serving.
+    let reload = read("reload.err");
+    assert!(reload.contains("built-in configuration") && reload.contains("reload exit 1"), "{reload}");
+    assert!(read("herald.log").contains("admin endpoint: JSON-RPC 2.0"), "{}", read("herald.log"));
+}

@@ -2,14 +2,14 @@
 //! human-readable output, or the raw results with `--json`.
 //!
 //! Where herald is: `--url`, else `HERALD_ADMIN_URL`, else `[admin] listen` of `--config` (or
-//! `HERALD_CONFIG`), else the built-in configuration's `127.0.0.1:5090`. The token: `--token`,
+//! `HERALD_CONFIG`), else where `herald serve` without `--config` listens (`127.0.0.1:5090`). The token: `--token`,
 //! else `HERALD_ADMIN_TOKEN`, else the first `[[admin.token]]` of that configuration.
 
 mod client;
 mod show;
 
 use client::{Client, Failure};
-use herald_server::config::Config;
+use herald_server::config::{Admin, Config};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -249,17 +249,17 @@ fn endpoint(args: &Args) -> Result<(String, Option<String>), String> {
     // The configuration is read only when something is still to be found in it.
     let need_config = (args.url.is_none() && env("HERALD_ADMIN_URL").is_none())
         || (args.token.is_none() && env("HERALD_ADMIN_TOKEN").is_none());
-    let config = if need_config {
-        Some(Config::load_or_default(config_path.as_deref()).map_err(|e| e.to_string())?)
-    } else {
-        None
+    // Without a file, herald serve runs the built-in configuration and its endpoint.
+    let admin = match (&config_path, need_config) {
+        (Some(path), true) => Some(Config::load(path).map_err(|e| e.to_string())?.admin),
+        (None, true) => Some(Admin::builtin()),
+        (_, false) => None,
     };
     let url = match args.url.clone().or_else(|| env("HERALD_ADMIN_URL")) {
         Some(u) => u,
         None => {
-            let admin = &config.as_ref().expect("read above").admin;
-            let Some(addr) = admin.listen else {
-                let file = config_path.map_or("the built-in configuration".into(), |p| p.display().to_string());
+            let Some(addr) = admin.as_ref().and_then(|a| a.listen) else {
+                let file = config_path.map_or_else(String::new, |p| p.display().to_string());
                 return Err(format!("{file} has no [admin] listen: herald serves no admin API (give --url)"));
             };
             url_of(addr)
@@ -267,8 +267,8 @@ fn endpoint(args: &Args) -> Result<(String, Option<String>), String> {
     };
     let token = match args.token.clone().or_else(|| env("HERALD_ADMIN_TOKEN")) {
         Some(t) => Some(t),
-        None => match &config {
-            Some(c) => c.admin.secrets().map_err(|(_, m)| m)?.into_iter().next().map(|(_, secret)| secret),
+        None => match &admin {
+            Some(a) => a.secrets().map_err(|(_, m)| m)?.into_iter().next().map(|(_, secret)| secret),
             None => None,
         },
     };

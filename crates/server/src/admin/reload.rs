@@ -2,12 +2,16 @@
 //! and validated exactly as at start (`Config::load`); a file that does not load is refused with
 //! its error (file, line, key) and nothing changes. A change to a setting that is fixed while
 //! herald runs (sockets, workers, sizes of tables, the registrar's and authenticator's
-//! settings, `[flood]`, `[nat]`, `[location]`) is refused as a whole, naming the sections: herald never applies half a file.
+//! settings, `[nat]`, `[location]`, the shape of `[flood]`) is refused as a whole, naming the sections: herald never applies half a file.
 //!
 //! What a reload applies, without dropping a call:
 //! * `domains`, `aliases`, `[proxy]`, `[[route]]`, `[[gateway_set]]`: a new engine configuration
 //!   that every engine takes at its next call (`herald_core::engine::ConfigUpdates`), keeping
 //!   its transactions; a gateway destination whose set name and URI stay keeps its health.
+//! * `[flood]` thresholds and durations (`max_requests`, `max_auth_failures`,
+//!   `max_auth_failures_per_source`, `ban_s`, `account_failures`, `account_lock_max_s`): the
+//!   guard's limits from the next request on; bans in force keep their end. Its windows,
+//!   `max_sources` and `trusted` are fixed until a restart.
 //! * `[[admin.token]]`: the tokens in force (a token can be rotated without a restart).
 //!
 //! The users of `[auth] users_file` need no reload: the file is watched, and `users.*` of the
@@ -15,7 +19,8 @@
 
 use super::caller::{Caller, Tokens};
 use super::rpc::{RpcError, REFUSED};
-use crate::config::{Config, Listen};
+use crate::config::{Config, Flood, Listen};
+use crate::protect::FloodGuard;
 use herald_core::engine::{ConfigUpdates, EngineConfig};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -75,8 +80,8 @@ impl Reloader {
 
     /// Loads, checks and applies the file; `{changed: [...]}` on success. On any error nothing
     /// has changed. Logged with `who`.
-    pub fn reload(&self, who: &Caller) -> Result<Value, RpcError> {
-        let outcome = self.try_reload();
+    pub fn reload(&self, who: &Caller, flood: Option<&FloodGuard>) -> Result<Value, RpcError> {
+        let outcome = self.try_reload(flood);
         match &outcome {
             Ok(v) => tracing::info!(%who, changed = %v["changed"], "configuration reloaded"),
             Err(e) => tracing::warn!(%who, error = %e.message, "configuration not reloaded; nothing changed"),
@@ -84,7 +89,7 @@ impl Reloader {
         outcome
     }
 
-    fn try_reload(&self) -> Result<Value, RpcError> {
+    fn try_reload(&self, flood: Option<&FloodGuard>) -> Result<Value, RpcError> {
         let Some(path) = &self.path else {
             return Err(RpcError::new(
                 REFUSED,
@@ -119,7 +124,13 @@ impl Reloader {
                 t.replace(secrets);
             }
         }
-        if changed.iter().any(|c| *c != "admin.token") {
+        if let (true, Some(guard)) = (changed.contains(&"flood"), flood) {
+            // needs_restart left only the limits to differ, which retune takes.
+            guard.retune(&new.flood.settings()).map_err(|key| {
+                RpcError::new(REFUSED, format!("not reloaded: flood.{key} cannot change while herald runs"))
+            })?;
+        }
+        if changed.iter().any(|c| !matches!(*c, "admin.token" | "flood")) {
             let next = (self.build)(&new, &self.engine.latest());
             self.engine.publish(Arc::new(next));
         }
@@ -142,7 +153,21 @@ fn changes(old: &Config, new: &Config) -> Vec<&'static str> {
     check(old.route != new.route, "route");
     check(old.gateway_set != new.gateway_set, "gateway_set");
     check(old.admin.token != new.admin.token, "admin.token");
+    check(old.flood != new.flood, "flood");
     out
+}
+
+/// `fixed` with the limits of `tuned` that a reload applies (`FloodGuard::retune`).
+fn tunable_flood(tuned: &Flood, fixed: &Flood) -> Flood {
+    Flood {
+        max_requests: tuned.max_requests,
+        max_auth_failures: tuned.max_auth_failures,
+        max_auth_failures_per_source: tuned.max_auth_failures_per_source,
+        ban_s: tuned.ban_s,
+        account_failures: tuned.account_failures,
+        account_lock_max_s: tuned.account_lock_max_s,
+        ..fixed.clone()
+    }
 }
 
 /// The sections that differ and cannot change while herald runs.
@@ -155,6 +180,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     probe.route = old.route.clone();
     probe.gateway_set = old.gateway_set.clone();
     probe.admin.token = old.admin.token.clone();
+    probe.flood = tunable_flood(&old.flood, &new.flood);
     let mut out = Vec::new();
     // The realms challenges name follow the domains when `[auth] realm` is empty; the
     // authenticator's realms are fixed while it runs.
@@ -215,6 +241,17 @@ mod tests {
             cfg("domains = [\"a.example\"]\n[auth]\nrealm = \"r\"\n[server]\nworkers = 3\n[timers]\nt1_ms = 400\n");
         assert_eq!(needs_restart(&old, &fixed), vec!["server", "timers"]);
         assert_eq!(needs_restart(&old, &old.clone()), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn flood_limits_reload_and_its_shape_does_not() {
+        let old = cfg("[flood]\nmax_requests = 100\n");
+        let new = cfg("[flood]\nmax_requests = 5\nban_s = 30\n");
+        assert_eq!((needs_restart(&old, &new), changes(&old, &new)), (vec![], vec!["flood"]));
+        let shape = cfg("[flood]\nmax_requests = 5\nwindow_s = 9\n");
+        assert_eq!(needs_restart(&old, &shape), vec!["flood"]);
+        let trusted = cfg("[flood]\ntrusted = [\"10.0.0.0/8\"]\n");
+        assert_eq!(needs_restart(&old, &trusted), vec!["flood"]);
     }
 
     #[test]

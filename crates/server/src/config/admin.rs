@@ -20,13 +20,13 @@ pub const MIN_TOKEN_LEN: usize = 16;
 #[serde(deny_unknown_fields, default)]
 pub struct Admin {
     /// `IP:PORT` of the JSON-RPC 2.0 endpoint (`POST /` or `POST /rpc`). Absent or `""`: no
-    /// endpoint (a configuration file without `[admin]` has none; the built-in configuration
-    /// listens on `127.0.0.1:5090`). A non-loopback address needs at least one `[[admin.token]]`.
+    /// endpoint (a configuration file without `[admin]` has none; `herald serve` without
+    /// `--config` listens on [`Admin::BUILTIN_LISTEN`]). A non-loopback address needs at least
+    /// one `[[admin.token]]`.
     #[serde(deserialize_with = "super::schema::optional_socket_addr")]
     pub listen: Option<SocketAddr>,
     /// Whether herald refuses to start when `listen` cannot be bound. `false` serves SIP without
-    /// the endpoint and logs a warning instead: the built-in configuration says `false`, so that
-    /// several heralds started without `--config` on one machine do not fail on the port.
+    /// the endpoint and logs a warning instead ([`Admin::builtin`] is not required).
     pub required: bool,
     /// Largest request body accepted, in bytes; a larger one is answered 413 unread.
     pub max_body_bytes: usize,
@@ -66,6 +66,18 @@ pub struct AdminKey {
 }
 
 impl Admin {
+    /// Where `herald serve` without `--config` serves the admin API, and where `herald ctl`
+    /// without `--config` looks for it.
+    pub const BUILTIN_LISTEN: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5090);
+
+    /// The admin endpoint of the built-in configuration: loopback, no token, and not required
+    /// (several heralds started without `--config` on one machine do not fail on the port; the
+    /// first one serves `herald ctl`). A file without `[admin]` has no endpoint.
+    pub fn builtin() -> Admin {
+        Admin { listen: Some(Admin::BUILTIN_LISTEN), required: false, ..Admin::default() }
+    }
+
     /// The tokens as `(name, secret)`, secrets read from their files. `Err((index, key,
     /// message))` names the token entry that cannot be used.
     pub fn secrets(&self) -> Result<Vec<(String, String)>, (AdminKey, String)> {

@@ -34,11 +34,8 @@ enabled = true
 register = true
 local_callers = true
 
-# The admin endpoint `herald ctl` talks to (JSON-RPC over HTTP), on loopback only. When the
-# port is taken (another herald), herald serves without it and says so.
-[admin]
-listen = "127.0.0.1:5090"
-required = false
+# Without --config, herald serve also answers `herald ctl` on 127.0.0.1:5090 (loopback, no
+# token; [admin] in herald.example.toml), unless another process holds that port.
 "#;
 
 /// The whole configuration file.

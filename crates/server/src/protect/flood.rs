@@ -34,6 +34,7 @@ mod account;
 mod expiring;
 pub(super) mod listing;
 mod prefix;
+mod tuning;
 
 pub use crate::config::FloodSettings;
 
@@ -43,6 +44,7 @@ use expiring::Expiring;
 use herald_core::auth::Failure;
 use herald_core::{Peer, Transport};
 use prefix::source_net;
+use tuning::Tuned;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,7 +174,10 @@ struct Shard {
 
 /// The guard shared by all workers.
 pub struct FloodGuard {
+    /// As built: the windows, `max_sources` and `trusted` are read from here; the limits a
+    /// reload may change from `tuned`.
     settings: FloodSettings,
+    tuned: Tuned,
     shards: Box<[Mutex<Shard>]>,
     accounts: Box<[Mutex<Accounts>]>,
     /// Hashes user names (keyed per process, so names cannot be chosen to collide).
@@ -223,6 +228,7 @@ impl FloodGuard {
             .collect();
         let accounts = (0..SHARDS).map(|_| Mutex::new(Accounts::new(settings.auth_window, per_shard, now))).collect();
         FloodGuard {
+            tuned: Tuned::new(&settings),
             settings,
             shards,
             accounts,
@@ -232,6 +238,13 @@ impl FloodGuard {
             next_limit_log: AtomicU64::new(0),
             counters: FloodCounters::default(),
         }
+    }
+
+    /// Takes the limits of a reloaded `[flood]` (thresholds, ban and lock durations). `Err(key)`
+    /// names the first key that needs a restart (windows, `max_sources`, `trusted`); nothing
+    /// changes then.
+    pub fn retune(&self, new: &FloodSettings) -> Result<(), &'static str> {
+        self.tuned.retune(&self.settings, new)
     }
 
     /// Whether `ip` is exempt (`[flood] trusted`).
@@ -271,7 +284,7 @@ impl FloodGuard {
             bump(&self.counters.dropped);
             return FloodVerdict::Drop;
         }
-        let limit = f64::from(self.settings.max_requests);
+        let limit = f64::from(self.tuned.max_requests());
         if !src.proven {
             return match shard.requests.add_up_to(src, now, limit) {
                 Count::Estimate(n) if n > limit => {
@@ -318,7 +331,7 @@ impl FloodGuard {
         let mut shard = self.shard(src.net);
         if let (Some(user), Some(h)) = (user, hashed) {
             match shard.pair_failures.add((src, h), now) {
-                Count::Estimate(n) if n > f64::from(self.settings.max_auth_failures) => {
+                Count::Estimate(n) if n > f64::from(self.tuned.max_auth_failures()) => {
                     self.lock_user(&mut shard, src, user, h, n, now);
                 }
                 Count::Estimate(_) => {}
@@ -326,7 +339,7 @@ impl FloodGuard {
             }
         }
         match shard.auth_failures.add(src, now) {
-            Count::Estimate(n) if n > f64::from(self.settings.max_auth_failures_per_source) => {
+            Count::Estimate(n) if n > f64::from(self.tuned.max_auth_failures_per_source()) => {
                 self.ban(&mut shard, src, Reason::AuthFailures, n, now);
             }
             Count::Estimate(_) => {}
@@ -373,7 +386,7 @@ impl FloodGuard {
     }
 
     fn account_failed(&self, now: Instant, user: &str, h: u64) {
-        let outcome = self.account(h).failed(h, now, self.settings.account_failures, self.settings.account_lock_max);
+        let outcome = self.account(h).failed(h, now, self.tuned.account_failures(), self.tuned.account_lock_max());
         match outcome {
             Outcome::Counted => {}
             Outcome::Untracked => bump(&self.counters.untracked),
@@ -403,12 +416,12 @@ impl FloodGuard {
             return;
         }
         shard.limited_logged.lift_expired(now, |_, _| {});
-        shard.limited_logged.insert(src, now + self.settings.ban, ());
+        shard.limited_logged.insert(src, now + self.tuned.ban(), ());
         tracing::warn!(
             source = %src,
             evidence = src.evidence(),
             reason = "requests",
-            max_requests = self.settings.max_requests,
+            max_requests = self.tuned.max_requests(),
             window_s = self.settings.window.as_secs(),
             rate_limited_total = self.counters.rate_limited.load(Ordering::Relaxed),
             "flood: source over max_requests, the excess is dropped unanswered (rate limit, no ban; logged once per ban_s)"
@@ -416,7 +429,7 @@ impl FloodGuard {
     }
 
     fn ban(&self, shard: &mut Shard, src: Source, reason: Reason, count: f64, now: Instant) {
-        let until = now + self.settings.ban;
+        let until = now + self.tuned.ban();
         let mut inserted = shard.bans.insert(src, until, Ban { reason, count });
         if !inserted {
             // Full: expired bans may wait for the next sweep; lift them here and try again.
@@ -439,13 +452,13 @@ impl FloodGuard {
             evidence = src.evidence(),
             reason = reason.as_str(),
             count = count.round() as u64,
-            ban_s = self.settings.ban.as_secs(),
+            ban_s = self.tuned.ban().as_secs(),
             "flood: source banned, its requests are dropped unanswered"
         );
     }
 
     fn lock_user(&self, shard: &mut Shard, src: Source, user: &str, h: u64, count: f64, now: Instant) {
-        let until = now + self.settings.ban;
+        let until = now + self.tuned.ban();
         let mut inserted = shard.user_locks.insert((src, h), until, UserLock { user: logged(user).into(), count });
         if !inserted {
             self.lift(shard, now);
@@ -464,7 +477,7 @@ impl FloodGuard {
             user = %logged(user),
             reason = "auth-failures",
             count = count.round() as u64,
-            lock_s = self.settings.ban.as_secs(),
+            lock_s = self.tuned.ban().as_secs(),
             "flood: user locked at this source, its answers are challenged unchecked (other users are not)"
         );
     }
@@ -495,7 +508,7 @@ impl FloodGuard {
     }
 
     fn lift(&self, shard: &mut Shard, now: Instant) {
-        let ban_s = self.settings.ban.as_secs();
+        let ban_s = self.tuned.ban().as_secs();
         shard.bans.lift_expired(now, |src, ban| {
             bump(match ban.reason {
                 Reason::Requests => &self.counters.request_bans_lifted,

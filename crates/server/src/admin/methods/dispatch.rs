@@ -58,7 +58,7 @@ impl Methods {
         let Some(r) = &self.api.reload else {
             return Err(RpcError::new(crate::admin::rpc::UNAVAILABLE, "this herald cannot reload its configuration"));
         };
-        r.reload(who)
+        r.reload(who, self.live.flood.as_deref())
     }
 }
 

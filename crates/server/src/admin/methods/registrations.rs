@@ -15,8 +15,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// AoRs read per scan step (one shard read lock each).
-const PAGE_AORS: usize = 256;
+/// AoRs read per scan step (one shard read lock each, held while they are copied).
+const PAGE_AORS: usize = 128;
 /// How long one call may scan for matches before it answers with what it has (a filter that
 /// matches little must not hold the admin endpoint's thread).
 const CALL_BUDGET: Duration = Duration::from_millis(20);
@@ -67,12 +67,15 @@ pub(super) fn list(m: &Methods, call: &Call) -> Result<Value, RpcError> {
         }
         let now = Instant::now();
         let page = (want - out.len()).clamp(1, PAGE_AORS);
+        // Under the shard's read lock only the copies; the JSON is written after it is let go.
+        let mut copied: Vec<(String, Binding<Peer>, u32)> = Vec::new();
         next = store.scan(at, page, now, |aor| {
             let key = aor.aor().to_string();
             if listing.filter.matches(&key) {
-                out.extend(aor.live().map(|b| binding(&key, b, aor.expires_in(b))));
+                copied.extend(aor.live().map(|b| (key.clone(), b.clone(), aor.expires_in(b))));
             }
         });
+        out.extend(copied.iter().map(|(key, b, expires_in)| binding(key, b, *expires_in)));
     }
     let cursor = next.map(|at| {
         listing.at = at;

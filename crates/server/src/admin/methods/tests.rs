@@ -189,3 +189,64 @@ fn reload_applies_a_valid_file_and_refuses_the_rest_unchanged() {
     assert_eq!(m.counters.changes("config.reload", "refused"), 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The listing of a large store, with a REGISTER-like writer running beside it: how long each
+/// page takes and how long a writer waits at most. Run by hand (about a minute in a debug
+/// build): `cargo test -p herald-server --lib -- --ignored --nocapture a_million`.
+#[test]
+#[ignore]
+fn a_million_bindings_are_listed_without_stalling_writers() {
+    const N: usize = 1_000_000;
+    let filling = Instant::now();
+    let store = store_with(N);
+    println!("{N} bindings stored in {:?}", filling.elapsed());
+    let m = methods_with(store.clone(), None);
+    let writes = |store: Arc<Location>, stop: Arc<std::sync::atomic::AtomicBool>, first: u32| {
+        std::thread::spawn(move || {
+            let (mut worst, mut n) = (std::time::Duration::ZERO, first);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                register(&store, &format!("w{n}"), &["sip:w@192.0.2.9:5060"]);
+                worst = worst.max(t.elapsed());
+                n += 1;
+                // About 2,000 REGISTERs a second.
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            (worst, n - first)
+        })
+    };
+    // The same writes without a listing, for comparison.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let alone = writes(store.clone(), stop.clone(), 0);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (worst_alone, writes_alone) = alone.join().unwrap();
+    println!("{writes_alone} writes alone, slowest {worst_alone:?}");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = writes(store.clone(), stop.clone(), 1 << 30);
+    let started = Instant::now();
+    let (mut cursor, mut seen, mut pages, mut worst_page) = (None::<String>, 0usize, 0usize, std::time::Duration::ZERO);
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({ "cursor": c, "limit": 1000 }),
+            None => json!({ "limit": 1000 }),
+        };
+        let t = Instant::now();
+        let page = call(&m, "registrations.list", params).unwrap();
+        worst_page = worst_page.max(t.elapsed());
+        seen += page["registrations"].as_array().unwrap().len();
+        pages += 1;
+        match page["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (worst_write, writes) = writer.join().unwrap();
+    println!(
+        "{seen} bindings in {pages} pages, {:?} in all; slowest page {worst_page:?}; \
+         {writes} writes beside it, slowest {worst_write:?}",
+        started.elapsed()
+    );
+    assert!(seen >= N);
+}
