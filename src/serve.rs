@@ -120,7 +120,7 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     // [nat] keep-alives to its UDP bindings behind NAT, sent while serving.
-    server.with_nat_keepalives(store.clone());
+    server.with_nat_keepalives(store.clone(), registrar.edge_flows());
     let stats = server.stats();
     stats.export_registrar(registrar.shared_stats());
     let responses = Arc::new(ResponseStats::default());

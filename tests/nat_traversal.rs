@@ -16,8 +16,9 @@
 //!   (tests/sipp/uac.xml) in herald's namespace: three calls, each ACK and BYE following the
 //!   fixed Contact through the NAT to bob.
 //! * Path (RFC 3327): a second herald is the registrar; the first is an edge proxy in front of
-//!   it (serving no domain). The phone registers through the edge, which adds its Path; the
-//!   registrar's INVITE goes through the edge and reaches the phone over the NAT.
+//!   it (serving no domain). The phone registers through the edge, which adds its Path and
+//!   keeps the phone's NAT mapping open with CRLF keep-alives; the registrar's INVITE goes
+//!   through the edge and reaches the phone over the NAT.
 //!
 //! Needs root, iproute2 and nftables (scripts/test.sh installs them); without network
 //! namespaces the tests print "skipped" and pass. Logs: `target/tmp/nat_traversal_*/`.
@@ -195,8 +196,11 @@ fn path_through_an_edge_proxy_reaches_the_phone_behind_nat() {
     let registrar_addr: SocketAddr = "127.0.0.1:5070".parse().unwrap();
     // The edge serves no domain of its own; the registrar serves 127.0.0.1 and knows nothing
     // of the NAT (its keep-alives skip bindings with a Path).
-    let edge =
-        lab.start_herald(&dir, "edge", &config(&edge_addr.to_string(), &["edge.invalid"], "edge_path = \"supported\""));
+    let edge = lab.start_herald(
+        &dir,
+        "edge",
+        &config(&edge_addr.to_string(), &["edge.invalid"], "edge_path = \"supported\"\nkeepalive_interval_s = 1"),
+    );
     let registrar = lab.start_herald(&dir, "registrar", &config(&registrar_addr.to_string(), &["127.0.0.1"], ""));
     let heralds = [&edge, &registrar];
     let mut phone = Ua::new(NatLab::udp_in(&lab.phone_ns, &format!("{}:{PHONE_PORT}", lab.phone_ip)));
@@ -211,6 +215,13 @@ fn path_through_an_edge_proxy_reaches_the_phone_behind_nat() {
     assert_eq!(status(&ok), Some(200), "{ok}");
     let path = header(&ok, "Path").unwrap_or_else(|| panic!("the registrar echoes the Path (RFC 3327 §5.3): {ok}"));
     assert!(path.contains(&format!("sip:{edge_addr};lr;ft=")), "the edge's URI with a flow token: {path}");
+    // The edge keeps the phone's NAT mapping open: the registrar holds the binding, but the
+    // mapping points at the edge.
+    let kept = wait_until(Duration::from_secs(5), || {
+        phone.wait_for(Duration::from_millis(100), |_| false);
+        phone.keepalives.contains(&edge_addr)
+    });
+    assert!(kept, "{}", fail("no CRLF keep-alive from the edge in 5 s", &heralds, &[("phone", &phone)]));
 
     // A call at the registrar goes through the edge and over the NAT to the phone.
     caller.send(registrar_addr, &invite(&caller, "sip:carol@127.0.0.1", "path-call-1"));

@@ -24,6 +24,10 @@
 //! Only a message from the UA itself (herald its first hop: one Via) can be judged: behind a
 //! proxy, the source is the proxy and the Contact is still the UA's.
 
+mod edge;
+
+pub use edge::{requested_expires, EdgeFlows, MAX_EDGE_FLOWS};
+
 use crate::peer::{Peer, Transport};
 use herald_sip::headers::{ListValue, NameAddr};
 use herald_sip::text::push_host_port;

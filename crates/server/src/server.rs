@@ -41,8 +41,9 @@ pub struct Server {
     gateways: Option<(Arc<herald_core::engine::ConfigUpdates>, crate::gateways::ProbingSettings)>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
-    /// The location store whose NATed UDP bindings get keep-alives ([`Server::with_nat_keepalives`]).
-    nat_store: Option<Arc<herald_core::registrar::Location>>,
+    /// The location store whose NATed UDP bindings get keep-alives, and the flows registered
+    /// elsewhere through herald ([`Server::with_nat_keepalives`]).
+    nat_store: Option<(Arc<herald_core::registrar::Location>, Arc<herald_core::nat::EdgeFlows>)>,
     /// The location database ([`Server::with_durable_location`]).
     location: Option<crate::location::DurableLocation>,
 }
@@ -134,9 +135,14 @@ impl Server {
     }
 
     /// The location store the engines register into: [`Server::run`] sends keep-alives to its
-    /// UDP bindings behind NAT as `[nat]` says (`crate::nat`).
-    pub fn with_nat_keepalives(&mut self, store: Arc<herald_core::registrar::Location>) {
-        self.nat_store = Some(store);
+    /// UDP bindings behind NAT as `[nat]` says (`crate::nat`), and to the flows of NATed phones
+    /// it registered with other registrars as their edge proxy (`Registrar::edge_flows`).
+    pub fn with_nat_keepalives(
+        &mut self,
+        store: Arc<herald_core::registrar::Location>,
+        edge: Arc<herald_core::nat::EdgeFlows>,
+    ) {
+        self.nat_store = Some((store, edge));
     }
 
     /// The engines' configuration slot, whose gateway sets (`EngineConfig::gateways`, replaced
@@ -254,8 +260,8 @@ impl Server {
         let prober = self.gateways.and_then(|(updates, settings)| {
             crate::gateways::start_probing(rt.handle(), updates, settings, &shared, shards.len())
         });
-        let keepalives = self.nat_store.and_then(|store| {
-            crate::nat::start(rt.handle(), &shared.config.nat, store, nat_senders, &shared, shards.len())
+        let keepalives = self.nat_store.and_then(|(store, edge)| {
+            crate::nat::start(rt.handle(), &shared.config.nat, store, edge, nat_senders, &shared, shards.len())
         });
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);

@@ -7,7 +7,7 @@ use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
 use super::{Engine, Forking};
 use crate::io::Output;
-use crate::nat::request_contact_fix;
+use crate::nat::{request_contact_fix, requested_expires};
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
@@ -165,17 +165,22 @@ impl Engine {
         // with the flow token, so that the registrar's requests come back over this flow.
         // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
         // the UA did not list it.
-        let edge_path =
-            (req.method() == Some(Method::Register)).then(|| self.edge_path(&req, ctx.source)).flatten().map(|plan| {
-                let t = listener.transport;
-                let value = edge_path_value(
-                    (t != Transport::Udp).then(|| t.as_param()),
-                    listener.addr,
-                    plan.token.as_deref(),
-                    plan.ob,
-                );
-                (value, plan.require)
-            });
+        let edge_plan = (req.method() == Some(Method::Register)).then(|| self.edge_path(&req, ctx.source)).flatten();
+        if edge_plan.as_ref().is_some_and(|p| p.token.is_some()) && ctx.source.transport == Transport::Udp {
+            // herald is the hop this phone's NAT mapping points at: the keep-alive loop keeps it
+            // open while the registration lasts (`crate::nat::EdgeFlows`).
+            self.registrar.edge_flows().note(ctx.source.addr, now, requested_expires(&req));
+        }
+        let edge_path = edge_plan.map(|plan| {
+            let t = listener.transport;
+            let value = edge_path_value(
+                (t != Transport::Udp).then(|| t.as_param()),
+                listener.addr,
+                plan.token.as_deref(),
+                plan.ob,
+            );
+            (value, plan.require)
+        });
         // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
         let contact_fix = request_contact_fix(&req, ctx.source, &self.cfg.nat);
         let mut pre = match preprocess(&req, &self.cfg.identity) {

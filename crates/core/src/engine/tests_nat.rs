@@ -118,6 +118,8 @@ fn as_an_edge_proxy_herald_adds_its_path_and_routes_the_registrars_requests_to_t
             continue;
         }
         assert!(paths[0].starts_with("sip:192.0.2.10:5060;lr;ft="), "{}", paths[0]);
+        // herald keeps that NAT mapping open while the registration lasts.
+        assert_eq!(h.engine.registrar.edge_flows().due(h.now), vec![addr(NAT)]);
         // The registrar calls carol: Route = the Path, Request-URI = her registered contact.
         let call = format!("INVITE sip:carol@{LAN} SIP/2.0\nVia: SIP/2.0/UDP {REGISTRAR};branch=z9hG4bKreg-in-{mode:?}\nMax-Forwards: 69\nRoute: <{}>\nFrom: <sip:dave@{domain}>;tag=d1\nTo: <sip:carol@{domain}>\nCall-ID: edge-{mode:?}\nCSeq: 1 INVITE\nContact: <sip:dave@{REGISTRAR}>\nContent-Length: 0\n\n", paths[0]);
         let out = sent(&h.send(REGISTRAR, &call));
@@ -207,6 +209,7 @@ fn an_edge_path_for_a_phone_not_behind_nat_has_no_flow_token() {
     let (_, fwd) = out.iter().find(|(_, m)| m.is_request()).expect("REGISTER forwarded");
     let paths: Vec<String> = fwd.paths().map(|p| p.unwrap().uri.as_str().to_owned()).collect();
     assert_eq!(paths, ["sip:192.0.2.10:5060;lr"]);
+    assert!(h.engine.registrar.edge_flows().is_empty(), "no NAT mapping to keep open");
     let call = format!("INVITE sip:frank@{BOB} SIP/2.0\nVia: SIP/2.0/UDP {REGISTRAR};branch=z9hG4bKtp-in\nMax-Forwards: 69\nRoute: <{}>\nFrom: <sip:dave@{REGISTRAR}>;tag=d1\nTo: <sip:frank@{REGISTRAR}>\nCall-ID: tp-1\nCSeq: 1 INVITE\nContact: <sip:dave@{REGISTRAR}>\nContent-Length: 0\n\n", paths[0]);
     let out = sent(&h.send(REGISTRAR, &call));
     let (to, _) = out.iter().find(|(_, m)| m.is_request()).expect("INVITE towards frank");

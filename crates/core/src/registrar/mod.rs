@@ -37,6 +37,7 @@ mod tests;
 #[cfg(test)]
 mod tests_torture;
 
+use crate::nat::EdgeFlows;
 use crate::peer::Peer;
 use crate::seed::SeededState;
 use bytes::BytesMut;
@@ -69,6 +70,10 @@ pub struct Registrar {
     tags: SeededState,
     /// Every answer counted by outcome; refusals by reason.
     stats: Arc<RegistrarStats>,
+    /// The flows of phones behind NAT registered through herald with another registrar (herald
+    /// their edge proxy, `crate::nat::EdgeFlows`): registration state with no binding here,
+    /// shared like the counters so that the runtime's keep-alive loop sees every shard's.
+    edge_flows: Arc<EdgeFlows>,
 }
 
 impl Registrar {
@@ -78,7 +83,7 @@ impl Registrar {
         config.max_expires = config.max_expires.max(config.min_expires).max(1);
         config.default_expires = config.default_expires.clamp(config.min_expires, config.max_expires);
         let tags = config.seed.derive("registrar to-tag", 0).build();
-        Registrar { config, tags, stats: Arc::default() }
+        Registrar { config, tags, stats: Arc::default(), edge_flows: Arc::default() }
     }
 
     pub fn config(&self) -> &RegistrarConfig {
@@ -94,6 +99,12 @@ impl Registrar {
     /// (`herald_server::Stats::export_registrar`).
     pub fn shared_stats(&self) -> Arc<RegistrarStats> {
         self.stats.clone()
+    }
+
+    /// The flows of NATed phones registered through herald with other registrars (shared by
+    /// every clone): the engines note them, the runtime's keep-alive loop keeps them open.
+    pub fn edge_flows(&self) -> Arc<EdgeFlows> {
+        self.edge_flows.clone()
     }
 
     /// A store that enforces this registrar's binding limit, its hash keyed from the seed.

@@ -20,7 +20,7 @@ use crate::config::{Keepalive, Nat};
 use crate::pings::{PingReport, Pinger};
 use crate::udp::{send_batch, Outgoing};
 use bytes::Bytes;
-use herald_core::nat::{binding_behind_nat, NatDetect};
+use herald_core::nat::{binding_behind_nat, EdgeFlows, NatDetect};
 use herald_core::registrar::{Aor, Location};
 use herald_core::{Peer, PingOutcome, PingTarget, Transport};
 use herald_store::ScanCursor;
@@ -63,6 +63,9 @@ pub(crate) struct Keepalives {
     /// Pages the last round read (0 before the first).
     last_pages: u32,
     store: Arc<Location>,
+    /// Flows of phones behind NAT herald registered elsewhere as their edge proxy: CRLF
+    /// keep-alives in every mode (no binding here to drop).
+    edge: Option<Arc<EdgeFlows>>,
     /// Herald's UDP sockets (copies of one worker's), by bound address.
     senders: Vec<(SocketAddr, UdpSocket)>,
     pinger: Option<Pinger>,
@@ -80,6 +83,7 @@ impl Keepalives {
     pub(crate) fn new(
         nat: &Nat,
         store: Arc<Location>,
+        edge: Option<Arc<EdgeFlows>>,
         senders: Vec<(SocketAddr, UdpSocket)>,
         pinger: Option<Pinger>,
         counters: KeepaliveCounters,
@@ -93,6 +97,7 @@ impl Keepalives {
             interval,
             last_pages: 0,
             store,
+            edge,
             senders,
             pinger,
             in_flight: HashMap::new(),
@@ -138,7 +143,7 @@ impl Keepalives {
             cursor = next;
             match self.mode {
                 Keepalive::Off => return,
-                Keepalive::Crlf => self.send_crlf(&due),
+                Keepalive::Crlf => self.send_crlf(due.iter().map(|(_, p)| p.addr)),
                 Keepalive::Options => {
                     for (key, peer) in due {
                         seen.insert(key.clone());
@@ -152,6 +157,9 @@ impl Keepalives {
             }
         }
         self.last_pages = pages;
+        if let Some(edge) = &self.edge {
+            self.send_crlf(edge.due(Instant::now()).into_iter());
+        }
         // A binding that is gone (expired, unregistered, registered again from elsewhere)
         // forgets its misses.
         if self.mode == Keepalive::Options {
@@ -160,12 +168,12 @@ impl Keepalives {
         tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "NAT keep-alive round done");
     }
 
-    fn send_crlf(&self, due: &[(Key, Peer)]) {
+    fn send_crlf(&self, due: impl Iterator<Item = SocketAddr> + Clone) {
         for (local, socket) in &self.senders {
             let batch: Vec<Outgoing> = due
-                .iter()
-                .filter(|(_, p)| p.addr.is_ipv4() == local.is_ipv4())
-                .map(|(_, p)| Outgoing { to: p.addr, bytes: Bytes::from_static(CRLF), origin: None })
+                .clone()
+                .filter(|to| to.is_ipv4() == local.is_ipv4())
+                .map(|to| Outgoing { to, bytes: Bytes::from_static(CRLF), origin: None })
                 .collect();
             if batch.is_empty() {
                 continue;

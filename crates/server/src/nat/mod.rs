@@ -17,6 +17,7 @@ mod tests;
 use crate::bind::WorkerSockets;
 use crate::config::{Keepalive, Nat};
 use crate::shared::Shared;
+use herald_core::nat::EdgeFlows;
 use herald_core::registrar::Location;
 use keepalive::{KeepaliveCounters, Keepalives, MAX_IN_FLIGHT};
 use std::net::{SocketAddr, UdpSocket};
@@ -40,13 +41,15 @@ pub(crate) fn senders(sockets: &[WorkerSockets]) -> Vec<(SocketAddr, UdpSocket)>
     first.udp.iter().filter_map(|s| Some((s.local_addr().ok()?, s.try_clone().ok()?))).collect()
 }
 
-/// Starts the keep-alive loop on `runtime` as `[nat]` says, over `store`; `None` when
+/// Starts the keep-alive loop on `runtime` as `[nat]` says, over `store` and the flows herald
+/// registered elsewhere as an edge proxy (`edge`, the registrar's `edge_flows`); `None` when
 /// keep-alives are off or herald has no UDP socket. `shards`: the engine shard count (for
 /// OPTIONS keep-alives, which go through the engines).
 pub(crate) fn start(
     runtime: &Handle,
     nat: &Nat,
     store: Arc<Location>,
+    edge: Arc<EdgeFlows>,
     senders: Vec<(SocketAddr, UdpSocket)>,
     shared: &Shared,
     shards: usize,
@@ -84,6 +87,6 @@ pub(crate) fn start(
         counters.dropped.clone(),
     );
     tracing::info!(mode = ?nat.keepalive, interval_s = interval.as_secs(), "NAT keep-alives started");
-    let ka = Keepalives::new(nat, store, senders, pinger, counters);
+    let ka = Keepalives::new(nat, store, Some(edge), senders, pinger, counters);
     Some(KeepaliveTask(runtime.spawn(keepalive::run(ka, interval, reports))))
 }

@@ -41,7 +41,7 @@ async fn crlf_keepalives_go_to_natted_udp_bindings_only() {
     register(&store, "direct", &format!("sip:direct@{}", direct.addr), direct, None);
     register(&store, "pathed", "sip:p@192.168.1.21", direct, Some("<sip:edge.example;lr>"));
     let counters = KeepaliveCounters::default();
-    let mut ka = Keepalives::new(&nat(Keepalive::Crlf), store, herald_socket(), None, counters.clone());
+    let mut ka = Keepalives::new(&nat(Keepalive::Crlf), store, None, herald_socket(), None, counters.clone());
     ka.round().await;
     let mut buf = [0u8; 64];
     let (n, _) = phone.recv_from(&mut buf).unwrap();
@@ -62,7 +62,7 @@ async fn an_unanswering_binding_is_dropped_after_k_missed_options_and_an_answer_
     let (pinger, _reports) = router.client(vec![ctl_tx], 1, 16).unwrap();
     let counters = KeepaliveCounters::default();
     let mut ka =
-        Keepalives::new(&nat(Keepalive::Options), store.clone(), herald_socket(), Some(pinger), counters.clone());
+        Keepalives::new(&nat(Keepalive::Options), store.clone(), None, herald_socket(), Some(pinger), counters.clone());
     let aor = |u: &str| Aor::parse(&format!("sip:{u}@example.com")).unwrap();
     for round in 0..3 {
         ka.round().await;
@@ -103,7 +103,7 @@ async fn rounds_are_paced_over_half_the_interval() {
     }
     let counters = KeepaliveCounters::default();
     let nat = Nat { keepalive_interval_s: 1, ..nat(Keepalive::Crlf) };
-    let mut ka = Keepalives::new(&nat, store, herald_socket(), None, counters.clone());
+    let mut ka = Keepalives::new(&nat, store, None, herald_socket(), None, counters.clone());
     let first = Instant::now();
     ka.round().await;
     let first = first.elapsed();
@@ -114,4 +114,24 @@ async fn rounds_are_paced_over_half_the_interval() {
     // 4 pages: 3 pauses of 500 ms / 4.
     assert!(second >= Duration::from_millis(375), "paced: {second:?}");
     assert!(first < second && second < Duration::from_secs(5), "first {first:?}, second {second:?}");
+}
+
+/// Flows herald registered elsewhere as an edge proxy get CRLF keep-alives while their
+/// registration lasts, whatever the mode (there is no binding here to drop).
+#[tokio::test]
+async fn edge_flows_get_crlf_keepalives_in_every_mode() {
+    let phone = UdpSocket::bind("127.0.0.1:0").unwrap();
+    phone.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let edge = Arc::new(herald_core::nat::EdgeFlows::default());
+    edge.note(phone.local_addr().unwrap(), Instant::now(), 60);
+    for mode in [Keepalive::Crlf, Keepalive::Options] {
+        let counters = KeepaliveCounters::default();
+        let store = Arc::new(Location::new());
+        let mut ka = Keepalives::new(&nat(mode), store, Some(edge.clone()), herald_socket(), None, counters.clone());
+        ka.round().await;
+        let mut buf = [0u8; 16];
+        let (n, _) = phone.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"\r\n\r\n", "{mode:?}");
+        assert_eq!(counters.sent.get(), 1);
+    }
 }
