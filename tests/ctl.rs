@@ -1,5 +1,6 @@
 //! `herald ctl` against a running `herald serve` (issue 19 item 3): registrations made by a real
-//! UDP client, then every command in human and `--json` output; bad input (unknown AoR, bad
+//! UDP client, then every command in human and `--json` output (users added through ctl
+//! authenticate at once, removed ones no longer; a forced gateway state survives a reload); bad input (unknown AoR, bad
 //! token, malformed JSON-RPC, oversized body, a configuration that does not validate or needs a
 //! restart) gets a clear error and changes nothing (state compared before and after); SIGHUP
 //! and `herald ctl reload` apply a changed value while OPTIONS keep being answered; a
@@ -29,24 +30,33 @@ struct Admin {
 
 /// The sections after `[server]` (which `Herald::start_with` writes). The realm is fixed, so
 /// that adding a domain does not move it (the realms are read only at start).
-fn config_text(admin_port: u16, users: &Path, tokens: bool) -> String {
+fn config_text(admin_port: u16, users: &Path, tokens: bool, register: bool) -> String {
     let token = if tokens { format!("[[admin.token]]\nname = \"ops\"\ntoken = \"{TOKEN}\"\n") } else { String::new() };
     format!(
         "[flood]\ntrusted = [\"127.0.0.0/8\"]\n\
-         [auth]\nenabled = true\nrealm = \"example.com\"\nregister = false\nlocal_callers = false\nusers_file = \"{}\"\n\
-         [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n{token}",
+         [auth]\nenabled = true\nrealm = \"example.com\"\nregister = {register}\nlocal_callers = false\nusers_file = \"{}\"\n\
+         [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n{token}\
+         [[gateway_set]]\nname = \"carriers\"\n\
+         destinations = [{{ uri = \"sip:192.0.2.10:5060\" }}, {{ uri = \"sip:192.0.2.11:5060\" }}]\n\
+         [gateway_set.probing]\nenabled = false\n",
         users.display()
     )
 }
 
 impl Admin {
     fn start(name: &str, tokens: bool) -> Admin {
+        Admin::start_with(name, tokens, false)
+    }
+
+    /// With `register`, REGISTERs are challenged (digest, realm example.com).
+    fn start_with(name: &str, tokens: bool, register: bool) -> Admin {
         let dir = test_dir(name);
         let admin_port = port_block();
         let users = dir.join("users.txt");
         let extras = HeraldExtras {
             workers: Some(2),
-            toml: Some(config_text(admin_port, &users, tokens)),
+            metrics: true,
+            toml: Some(config_text(admin_port, &users, tokens, register)),
             domains: vec!["example.com".into()],
             ..Default::default()
         };
@@ -239,10 +249,31 @@ fn ctl_registrations_stats_bans_users_and_gateways() {
     let e = a.fails(&["users", "remove", "dave"], 1);
     assert!(e.contains("no user 'dave'"), "{e}");
 
-    // gateways: none configured here; an unknown set is an error.
-    assert_eq!(a.json(&["gateways", "list"])[0]["sets"], serde_json::json!([]));
-    let e = a.fails(&["gateways", "set", "carriers", "sip:192.0.2.1", "down"], 1);
-    assert!(e.contains("no gateway set 'carriers'"), "{e}");
+    // gateways: the set's destinations and their health; a forced state; unknown names change
+    // nothing.
+    let sets = &a.json(&["gateways", "list"])[0]["sets"];
+    assert_eq!(sets[0]["name"], "carriers");
+    assert_eq!(sets[0]["destinations"].as_array().unwrap().len(), 2);
+    assert_eq!(sets[0]["destinations"][0]["effective"], "up");
+    let e = a.fails(&["gateways", "set", "pstn", "sip:192.0.2.10:5060", "down"], 1);
+    assert!(e.contains("no gateway set 'pstn'"), "{e}");
+    let e = a.fails(&["gateways", "set", "carriers", "sip:192.0.2.99:5060", "down"], 1);
+    assert!(e.contains("has no destination"), "{e}");
+    let out = a.ok(&["gateways", "set", "carriers", "sip:192.0.2.10:5060", "down"]);
+    assert!(out.contains("down (forced down)"), "{out}");
+    let human = a.ok(&["gateways", "list"]);
+    assert!(
+        human.contains("sip:192.0.2.10:5060  down (forced down)") && human.contains("sip:192.0.2.11:5060  up"),
+        "{human}"
+    );
+    let back = &a.json(&["gateways", "set", "carriers", "sip:192.0.2.10:5060", "auto"])[0];
+    assert_eq!((back["effective"].as_str(), back["forced"].is_null()), (Some("up"), true));
+
+    // The changes are counted on the metrics endpoint.
+    let url = a.herald.metrics_url.clone().unwrap();
+    let text = herald_bench::scrape::fetch(&url).unwrap_or_else(|e| panic!("scrape: {e}"));
+    assert!(text.sum("herald_admin_changes_total", &[("method", "registrations.remove"), ("outcome", "done")]) >= 2.0);
+    assert!(text.sum("herald_admin_changes_total", &[("method", "gateways.set_state"), ("outcome", "refused")]) >= 2.0);
 
     // Every change is logged with who made it.
     let log = a.herald.log_text();
@@ -321,15 +352,25 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
     };
 
     let text = std::fs::read_to_string(&a.config).unwrap();
-    let served = text.replace("domains = [\"example.com\"]", "domains = [\"example.com\", \"other.example\"]");
+    let served = text.replace("domains = [\"example.com\"]", "domains = [\"example.com\", \"other.example\"]").replace(
+        "{ uri = \"sip:192.0.2.11:5060\" }]",
+        "{ uri = \"sip:192.0.2.11:5060\" }, { uri = \"sip:192.0.2.12:5060\" }]",
+    );
     assert_ne!(served, text);
+    assert!(served.contains("192.0.2.12"));
+    a.ok(&["gateways", "set", "carriers", "sip:192.0.2.10:5060", "down"]);
     let original = text.clone();
     let out = a.json(&["reload"]);
     assert_eq!(out[0]["changed"], serde_json::json!([]), "same values: nothing to apply");
 
     std::fs::write(&a.config, &served).unwrap();
     let out = a.ok(&["reload"]);
-    assert!(out.contains("reloaded: domains changed"), "{out}");
+    assert!(out.contains("reloaded: domains, gateway_set changed"), "{out}");
+    // The kept destination keeps its (forced) health; the new one is up.
+    let dests = a.json(&["gateways", "list"])[0]["sets"][0]["destinations"].clone();
+    assert_eq!(dests.as_array().unwrap().len(), 3);
+    assert_eq!((dests[0]["uri"].as_str(), dests[0]["forced"].as_str()), (Some("sip:192.0.2.10:5060"), Some("down")));
+    assert_eq!((dests[2]["uri"].as_str(), dests[2]["effective"].as_str()), (Some("sip:192.0.2.12:5060"), Some("up")));
     assert_eq!(register(&phone, a.herald.addr, "frank", "other.example", &["sip:frank@192.0.2.81:5060"], 2), 200);
     assert_eq!(a.json(&["registrations", "show", "frank@other.example"])[0]["bindings"].as_array().unwrap().len(), 1);
 
@@ -359,7 +400,7 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let probes = prober.join().expect("every OPTIONS answered during the reloads");
     assert!(probes > 0);
-    assert!(a.herald.log_text().contains("who=signal SIGHUP changed=[\"domains\"]"));
+    assert!(a.herald.log_text().contains("who=signal SIGHUP changed=[\"domains\",\"gateway_set\"]"));
 }
 
 /// Waits until `needle` appears `times` times in herald's log.
@@ -436,4 +477,70 @@ fn the_builtin_configuration_answers_herald_ctl_without_flags() {
     let reload = read("reload.err");
     assert!(reload.contains("built-in configuration") && reload.contains("reload exit 1"), "{reload}");
     assert!(read("herald.log").contains("admin endpoint: JSON-RPC 2.0"), "{}", read("herald.log"));
+}
+
+/// A REGISTER for `user@example.com` answered with `password` when challenged: the final status.
+fn register_with_password(socket: &UdpSocket, herald: SocketAddr, user: &str, password: &str) -> u16 {
+    // Each REGISTER is a new transaction of one registration (Call-ID), CSeq rising.
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let local = socket.local_addr().unwrap();
+    let request = |auth: &str| {
+        let cseq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!(
+            "REGISTER sip:example.com SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-auth-{user}-{cseq}-{};rport\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:{user}@example.com>;tag=a\r\nTo: <sip:{user}@example.com>\r\n\
+             Call-ID: ctl-auth-{user}-{}\r\nCSeq: {cseq} REGISTER\r\nContact: <sip:{user}@{local}>\r\n{auth}\
+             Expires: 600\r\nContent-Length: 0\r\n\r\n",
+            local.port(),
+            local.port()
+        )
+    };
+    let exchange = |req: String| -> Vec<u8> {
+        socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..10 {
+            socket.send_to(req.as_bytes(), herald).unwrap();
+            if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                if status_of(&buf[..n]).is_some_and(|s| s >= 200) {
+                    return buf[..n].to_vec();
+                }
+            }
+        }
+        panic!("REGISTER not answered");
+    };
+    let challenge = exchange(request(""));
+    assert_eq!(status_of(&challenge), Some(401));
+    let value = header_of(&challenge, "WWW-Authenticate", "WWW-Authenticate").unwrap().to_string();
+    let param = |name: &str| {
+        let at = value.find(&format!("{name}=\"")).map(|i| i + name.len() + 2)?;
+        Some(value[at..at + value[at..].find('"')?].to_string())
+    };
+    let (realm, nonce, opaque) = (param("realm").unwrap(), param("nonce").unwrap(), param("opaque"));
+    let answer = herald_credentials::Answer {
+        algorithm: herald_credentials::Algorithm::Md5,
+        sess: false,
+        user,
+        realm: &realm,
+        nonce: &nonce,
+        uri: "sip:example.com",
+        nc: value.contains("qop").then_some(1),
+        cnonce: "ctl0123",
+        opaque: opaque.as_deref(),
+    };
+    let auth = format!("Authorization: {}\r\n", answer.header_value("REGISTER", password));
+    status_of(&exchange(request(&auth))).unwrap()
+}
+
+#[test]
+fn users_added_through_ctl_authenticate_and_removed_ones_do_not() {
+    let a = Admin::start_with("ctl_users_auth", false, true);
+    let phone = udp();
+    assert_eq!(register_with_password(&phone, a.herald.addr, "eve", "pw-eve-1"), 401, "no such user yet");
+    let out = a.ctl_with(&["users", "add", "eve", "--password-stdin"], None, Some("pw-eve-1\n"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(register_with_password(&phone, a.herald.addr, "eve", "pw-eve-1"), 200, "in use at once");
+    assert_eq!(register_with_password(&phone, a.herald.addr, "eve", "wrong"), 401);
+    let out = a.ctl_with(&["users", "remove", "eve"], None, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(register_with_password(&phone, a.herald.addr, "eve", "pw-eve-1"), 401, "removed");
 }
