@@ -48,6 +48,11 @@ impl Tokens {
         Tokens { named: RwLock::new(named) }
     }
 
+    /// The `(name, secret)` pairs in force.
+    pub fn named(&self) -> Vec<(String, String)> {
+        self.named.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     pub fn replace(&self, named: Vec<(String, String)>) {
         *self.named.write().unwrap_or_else(PoisonError::into_inner) = named;
     }

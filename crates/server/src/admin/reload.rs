@@ -116,19 +116,23 @@ impl Reloader {
             )
             .with_data(json!({ "restart": fixed })));
         }
-        let changed = changes(&running, &new);
-        if changed.contains(&"admin.token") {
-            // Checked by Config::load; an unreadable token file since then refuses the reload.
-            let secrets = new.admin.secrets().map_err(|(_, m)| RpcError::new(REFUSED, format!("not reloaded: {m}")))?;
-            if let Some(t) = self.tokens.get() {
-                t.replace(secrets);
-            }
+        let mut changed = changes(&running, &new);
+        // Token files are read again: a secret rotated in its file is a change too. Checked by
+        // Config::load; a file unreadable since then refuses the reload.
+        let secrets = new.admin.secrets().map_err(|(_, m)| RpcError::new(REFUSED, format!("not reloaded: {m}")))?;
+        let tokens = self.tokens.get();
+        if !changed.contains(&"admin.token") && tokens.is_some_and(|t| t.named() != secrets) {
+            changed.push("admin.token");
         }
+        // The one step that could refuse goes first, so that a refusal leaves everything as it was.
         if let (true, Some(guard)) = (changed.contains(&"flood"), flood) {
             // needs_restart left only the limits to differ, which retune takes.
             guard.retune(&new.flood.settings()).map_err(|key| {
                 RpcError::new(REFUSED, format!("not reloaded: flood.{key} cannot change while herald runs"))
             })?;
+        }
+        if let (true, Some(t)) = (changed.contains(&"admin.token"), tokens) {
+            t.replace(secrets);
         }
         if changed.iter().any(|c| !matches!(*c, "admin.token" | "flood")) {
             let next = (self.build)(&new, &self.engine.latest());
@@ -252,6 +256,34 @@ mod tests {
         assert_eq!(needs_restart(&old, &shape), vec!["flood"]);
         let trusted = cfg("[flood]\ntrusted = [\"10.0.0.0/8\"]\n");
         assert_eq!(needs_restart(&old, &trusted), vec!["flood"]);
+    }
+
+    #[test]
+    fn a_secret_rotated_in_its_token_file_is_taken_by_a_reload() {
+        let dir = std::env::temp_dir().join(format!("herald-reload-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (file, secret) = (dir.join("herald.toml"), dir.join("ops.token"));
+        std::fs::write(&secret, "first-secret-0123456789\n").unwrap();
+        let text = format!("[[admin.token]]\nname = \"ops\"\ntoken_file = \"{}\"\n", secret.display());
+        std::fs::write(&file, &text).unwrap();
+        let config = Config::load(&file).unwrap();
+        let routes: Arc<dyn herald_core::engine::SourceRoute> = Arc::new(crate::KernelRoutes::new());
+        let seed = herald_core::Seed::fixed(0);
+        let initial = Arc::new(config.engine_config(&[], routes.clone(), seed));
+        let build = move |c: &Config, _: &EngineConfig| c.engine_config(&[], routes.clone(), seed);
+        let reloader = Reloader::new(Some(file.clone()), config.clone(), Arc::new(ConfigUpdates::new(initial)), build);
+        let tokens = Arc::new(Tokens::new(config.admin.secrets().unwrap()));
+        reloader.set_tokens(tokens.clone());
+        let who = Caller::Signal("test");
+        assert_eq!(reloader.reload(&who, None).unwrap()["changed"], json!([]));
+        std::fs::write(&secret, "second-secret-0123456789\n").unwrap();
+        assert_eq!(reloader.reload(&who, None).unwrap()["changed"], json!(["admin.token"]));
+        assert_eq!(tokens.named(), vec![("ops".to_string(), "second-secret-0123456789".to_string())]);
+        assert_eq!(reloader.engine.generation(), 0, "tokens alone publish no engine configuration");
+        std::fs::write(&secret, "short\n").unwrap();
+        assert_eq!(reloader.reload(&who, None).unwrap_err().code, REFUSED);
+        assert_eq!(tokens.named()[0].1, "second-secret-0123456789", "a refused reload keeps the tokens");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
