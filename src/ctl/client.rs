@@ -14,6 +14,10 @@ pub enum Failure {
     Rpc { code: i64, message: String, data: Option<Value> },
     /// No answer, or not a JSON-RPC one (connection refused, 401, timeout...).
     Transport(String),
+    /// The command line asks for something that cannot be sent (bad JSON params, no password).
+    Usage(String),
+    /// The output could not be written (`Ok` when the reader went away, as `| head` does).
+    Output(std::io::Error),
 }
 
 pub struct Client {

@@ -151,27 +151,36 @@ pub fn run(args: Args) -> ExitCode {
             }
             ExitCode::from(1)
         }
-        Err(Failure::Transport(message)) if message.starts_with("usage: ") => {
-            eprintln!("herald ctl: {}", &message[7..]);
+        Err(Failure::Usage(message)) => {
+            eprintln!("herald ctl: {message}");
             ExitCode::from(2)
         }
         Err(Failure::Transport(message)) => {
             eprintln!("herald ctl: {message}");
             ExitCode::from(3)
         }
+        // The reader of the output went away (`herald ctl ... | head`): nothing more to say.
+        Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("herald ctl: cannot write the output: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
-fn usage(message: String) -> Failure {
-    Failure::Transport(format!("usage: {message}"))
+/// Writes `text` to standard output.
+fn emit(text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Failure::Output)
 }
 
 fn execute(client: &mut Client, command: Command, json: bool) -> Result<(), Failure> {
     let out = |v: &Value, human: fn(&Value) -> String| {
         if json {
-            println!("{v}");
+            emit(&format!("{v}\n"))
         } else {
-            print!("{}", human(v));
+            emit(&human(v))
         }
     };
     match command {
@@ -187,7 +196,7 @@ fn execute(client: &mut Client, command: Command, json: bool) -> Result<(), Fail
             loop {
                 let result = client.call("registrations.list", params)?;
                 total += result["registrations"].as_array().map_or(0, Vec::len);
-                out(&result, show::bindings);
+                out(&result, show::bindings)?;
                 match result["cursor"].as_str() {
                     Some(c) => params = json!({ "cursor": c, "limit": page }),
                     None => break,
@@ -198,45 +207,46 @@ fn execute(client: &mut Client, command: Command, json: bool) -> Result<(), Fail
             }
         }
         Command::Registrations(Registrations::Show { aor }) => {
-            out(&client.call("registrations.show", json!({ "aor": aor }))?, show::aor)
+            out(&client.call("registrations.show", json!({ "aor": aor }))?, show::aor)?
         }
         Command::Registrations(Registrations::Remove { aor, contact }) => {
             let mut params = json!({ "aor": aor });
             if let Some(c) = contact {
                 params["contact"] = json!(c);
             }
-            out(&client.call("registrations.remove", params)?, show::removed)
+            out(&client.call("registrations.remove", params)?, show::removed)?
         }
-        Command::Stats => out(&client.call("stats", json!({}))?, show::stats),
-        Command::Bans(Bans::List { limit }) => out(&client.call("flood.list", json!({ "limit": limit }))?, show::holds),
+        Command::Stats => out(&client.call("stats", json!({}))?, show::stats)?,
+        Command::Bans(Bans::List { limit }) => {
+            out(&client.call("flood.list", json!({ "limit": limit }))?, show::holds)?
+        }
         Command::Bans(Bans::Unban { source }) => {
-            out(&client.call("flood.unban", json!({ "source": source }))?, show::unbanned)
+            out(&client.call("flood.unban", json!({ "source": source }))?, show::unbanned)?
         }
-        Command::Gateways(Gateways::List) => out(&client.call("gateways.list", json!({}))?, show::gateways),
+        Command::Gateways(Gateways::List) => out(&client.call("gateways.list", json!({}))?, show::gateways)?,
         Command::Gateways(Gateways::Set { set, destination, state }) => {
             let params = json!({ "set": set, "destination": destination, "state": state });
-            out(&client.call("gateways.set_state", params)?, show::gateway_state)
+            out(&client.call("gateways.set_state", params)?, show::gateway_state)?
         }
-        Command::Reload => out(&client.call("config.reload", json!({}))?, show::reloaded),
+        Command::Reload => out(&client.call("config.reload", json!({}))?, show::reloaded)?,
         Command::Users(Users::List { realm }) => {
-            out(&client.call("users.list", json!({ "realm": realm }))?, show::users)
+            out(&client.call("users.list", json!({ "realm": realm }))?, show::users)?
         }
         Command::Users(Users::Add { name, realm, password_stdin }) => {
-            let password = crate::users::read_password(&name, password_stdin).map_err(|(_, m)| usage(m))?;
+            let password = crate::users::read_password(&name, password_stdin).map_err(|(_, m)| Failure::Usage(m))?;
             let params = json!({ "name": name, "password": password, "realm": realm });
-            out(&client.call("users.add", params)?, show::user_added)
+            out(&client.call("users.add", params)?, show::user_added)?
         }
         Command::Users(Users::Remove { name, realm }) => {
-            out(&client.call("users.remove", json!({ "name": name, "realm": realm }))?, show::user_removed)
+            out(&client.call("users.remove", json!({ "name": name, "realm": realm }))?, show::user_removed)?
         }
         Command::Call { method, params } => {
             let params: Value =
-                serde_json::from_str(&params).map_err(|e| usage(format!("params are not JSON: {e}")))?;
+                serde_json::from_str(&params).map_err(|e| Failure::Usage(format!("params are not JSON: {e}")))?;
             let result = client.call(&method, params)?;
-            println!(
-                "{}",
-                if json { result.to_string() } else { serde_json::to_string_pretty(&result).unwrap_or_default() }
-            );
+            let text =
+                if json { result.to_string() } else { serde_json::to_string_pretty(&result).unwrap_or_default() };
+            emit(&format!("{text}\n"))?;
         }
     }
     Ok(())
