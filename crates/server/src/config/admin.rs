@@ -68,8 +68,7 @@ pub struct AdminKey {
 impl Admin {
     /// Where `herald serve` without `--config` serves the admin API, and where `herald ctl`
     /// without `--config` looks for it.
-    pub const BUILTIN_LISTEN: SocketAddr =
-        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5090);
+    pub const BUILTIN_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5090);
 
     /// The admin endpoint of the built-in configuration: loopback, no token, and not required
     /// (several heralds started without `--config` on one machine do not fail on the port; the

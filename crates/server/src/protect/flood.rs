@@ -44,12 +44,12 @@ use expiring::Expiring;
 use herald_core::auth::Failure;
 use herald_core::{Peer, Transport};
 use prefix::source_net;
-use tuning::Tuned;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
+use tuning::Tuned;
 
 const SHARDS: usize = 64;
 /// User names are logged at most this long (they are chosen by whoever sends them).

@@ -121,6 +121,7 @@ mod tests {
     use herald_core::auth::Failure;
     use herald_core::{ConnId, Peer, Transport};
     use std::net::SocketAddr;
+    use std::time::Duration;
 
     fn tcp(ip: &str) -> Peer {
         Peer { transport: Transport::Tcp, addr: SocketAddr::new(ip.parse().unwrap(), 40_000), conn: Some(ConnId(1)) }
@@ -163,5 +164,32 @@ mod tests {
         assert_eq!(g.unban("198.51.100.8".parse().unwrap(), t0, "test"), 1);
         assert!(!g.locked_out(t0, &tcp("198.51.100.8"), "bob"));
         assert_eq!(g.holds(t0, 100).1, 0);
+    }
+
+    /// `[flood]` limits retuned by a reload (module `tuning`).
+    #[test]
+    fn a_retune_changes_limits_from_the_next_request_and_refuses_the_shape() {
+        let t0 = Instant::now();
+        let mut settings = crate::config::Config::default().flood.settings();
+        settings.max_requests = 5;
+        let g = FloodGuard::new(settings.clone(), t0);
+        let drops = |ip: &str| (0..10).filter(|_| g.check_request(&tcp(ip), t0) == FloodVerdict::Drop).count();
+        assert_eq!(drops("198.51.100.1"), 5, "over 5: banned");
+
+        let mut looser = settings.clone();
+        looser.max_requests = 100;
+        looser.ban = Duration::from_secs(1);
+        assert_eq!(g.retune(&looser), Ok(()));
+        assert_eq!(drops("198.51.100.2"), 0, "the new limit");
+        assert_eq!(drops("198.51.100.1"), 10, "a ban in force keeps its end");
+
+        let mut shape = looser.clone();
+        shape.window = Duration::from_secs(60);
+        assert_eq!(g.retune(&shape), Err("window_s"));
+        shape = looser.clone();
+        shape.max_requests = 1;
+        shape.trusted = vec![herald_core::auth::PeerPrefix::parse("10.0.0.0/8").unwrap()];
+        assert_eq!(g.retune(&shape), Err("trusted"));
+        assert_eq!(drops("198.51.100.3"), 0, "a refused retune changed nothing");
     }
 }
