@@ -50,7 +50,12 @@ impl Admin {
 
     /// With `register`, REGISTERs are challenged (digest, realm example.com).
     fn start_with(name: &str, tokens: bool, register: bool) -> Admin {
-        let dir = test_dir(name);
+        Admin::start_in(&test_dir(name), tokens, register)
+    }
+
+    /// In `dir` as it is (a restart keeps its users file and location database).
+    fn start_in(dir: &Path, tokens: bool, register: bool) -> Admin {
+        let dir = dir.to_path_buf();
         let admin_port = port_block();
         let users = dir.join("users.txt");
         let extras = HeraldExtras {
@@ -543,4 +548,29 @@ fn users_added_through_ctl_authenticate_and_removed_ones_do_not() {
     let out = a.ctl_with(&["users", "remove", "eve"], None, None);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(register_with_password(&phone, a.herald.addr, "eve", "pw-eve-1"), 401, "removed");
+}
+
+#[test]
+fn a_removal_through_ctl_is_kept_by_the_durable_store_over_a_restart() {
+    let a = Admin::start("ctl_durable_removal", true);
+    let phone = udp();
+    for user in ["henry", "iris"] {
+        let contact = format!("sip:{user}@192.0.2.90:5060");
+        assert_eq!(register(&phone, a.herald.addr, user, "example.com", &[&contact], 1), 200);
+    }
+    a.ok(&["registrations", "remove", "iris@example.com"]);
+    let before = a.bindings();
+    assert_eq!(before.len(), 1, "{before:?}");
+    // [location] is write-back (the default): the removal is in the database within
+    // write_back_interval_ms (1 s), and a clean stop writes what is pending.
+    std::thread::sleep(Duration::from_millis(1500));
+    let dir = a.herald.dir.clone();
+    assert!(a.herald.stop().is_some_and(|st| st.success()));
+    let b = Admin::start_in(&dir, true, false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.bindings() != before {
+        assert!(Instant::now() < deadline, "after the restart: {:?}, wanted {before:?}", b.bindings());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    b.fails(&["registrations", "show", "iris@example.com"], 1);
 }
