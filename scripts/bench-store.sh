@@ -21,14 +21,17 @@ cd "$(dirname "$0")/.."
 DIR=${1:-target/release}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECS=${SECS:-10} USERS=${USERS:-10000} WORKERS=${WORKERS:-1}
 STARTUP_BINDINGS=${STARTUP_BINDINGS:-1000000} STARTS=${STARTS:-3}
-MODES=${MODES:-memory write-back write-through}
+MODES=${MODES:-memory write-back write-through$(command -v redis-server >/dev/null && echo ' redis')}
+# Mode redis: one node on a redis-server started here (no persistence, emptied before each run).
+REDIS_PORT=${REDIS_PORT:-17741}
 PORT=${PORT:-17731}
 HZ=$(getconf CLK_TCK)
 tmp=$(mktemp -d)
 server_pid=''
+redis_pid=''
 # shellcheck source=scripts/lib/procs.sh
 . scripts/lib/procs.sh
-trap 'stop "$server_pid"; rm -rf "$tmp"' EXIT
+trap 'stop "$server_pid" "$redis_pid"; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
 port_free() { # refuses to measure someone else's server on our port
@@ -41,11 +44,28 @@ port_free() { # refuses to measure someone else's server on our port
 }
 
 location_toml() { # MODE DB
-    printf '[registrar]\nmin_expires = 0\n[location]\nmode = "%s"\npath = "%s"\n' "$1" "$2"
+    if [ "$1" = redis ]; then
+        printf '[registrar]\nmin_expires = 0\n[location]\nmode = "redis"\n[location.redis]\n'
+        printf 'url = "redis://127.0.0.1:%s/"\nnode = "bench"\n' "$REDIS_PORT"
+    else
+        printf '[registrar]\nmin_expires = 0\n[location]\nmode = "%s"\npath = "%s"\n' "$1" "$2"
+    fi
 }
+
+case " $MODES " in *" redis "*)
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+        >"$tmp/redis.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+esac
 
 register() { # MODE
     rm -f "$tmp"/loc.db*
+    local redis_ticks=0
+    if [ "$1" = redis ]; then
+        redis-cli -p "$REDIS_PORT" flushall >/dev/null
+        redis_ticks=$(cpu_ticks "$redis_pid")
+    fi
     port_free
     herald_bench_config "$PORT" "$(location_toml "$1" "$tmp/loc.db")" >"$tmp/h.toml"
     "$DIR/herald" serve --config "$tmp/h.toml" >"$tmp/serve.log" 2>&1 &
@@ -55,6 +75,11 @@ register() { # MODE
         --users "$USERS" --quiet --server-pid "$server_pid" --json "$tmp/r.json" >/dev/null || true
     local size
     size=$( (cat "$tmp"/loc.db* 2>/dev/null || true) | wc -c | awk '{print int($1 / 1024)}')
+    if [ "$1" = redis ]; then
+        # The redis-server's own CPU, apart from herald's (to stderr: not a sample line).
+        python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(f"  redis-server cpu_us_per_register {int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(r[\"attempted\"], 1):.2f}")' \
+            "$tmp/r.json" "$(($(cpu_ticks "$redis_pid") - redis_ticks))" "$HZ" >&2
+    fi
     stop "$server_pid"; server_pid=''
     python3 - "$tmp/r.json" "$1" "$size" <<'PY'
 import json, sys

@@ -86,7 +86,9 @@ impl RedisLocation {
             .build()
             .map_err(|e| format!("cannot start the Redis task's runtime: {e}"))?;
         std::thread::Builder::new()
-            .name("herald-redis".into())
+            // "herald-location" as the kernel cuts it (15 bytes): counted with the location writer's
+            // thread, off the REGISTER's path, by scripts/bench-store.sh.
+            .name("herald-location-redis".into())
             .spawn(move || runtime.block_on(task.run()))
             .map_err(|e| format!("cannot start the Redis task: {e}"))?;
         Ok(RedisLocation { stats, pending })
