@@ -574,3 +574,59 @@ fn a_removal_through_ctl_is_kept_by_the_durable_store_over_a_restart() {
     }
     b.fails(&["registrations", "show", "iris@example.com"], 1);
 }
+
+/// Calls keep going through reloads: a SIPp caller places calls through herald to a SIPp
+/// callee registered as bob while the configuration is reloaded (a change applied, a file that
+/// does not load, a change that needs a restart, SIGHUP): every call completes.
+#[test]
+fn calls_complete_while_the_configuration_is_reloaded() {
+    let dir = test_dir("ctl_reload_calls");
+    let admin_port = port_block();
+    let extras = HeraldExtras {
+        workers: Some(2),
+        toml: Some(format!(
+            "[flood]\ntrusted = [\"127.0.0.0/8\"]\n[auth]\nenabled = false\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"
+        )),
+        ..Default::default()
+    };
+    let herald = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    wait_bound(admin_port, true);
+    let url = format!("http://127.0.0.1:{admin_port}/");
+    let mut a = Admin { url, config: dir.join("herald.toml"), users: dir.join("users.txt"), herald };
+    let h = a.herald.addr.to_string();
+    let uas = Sipp::start(
+        &dir,
+        "uas",
+        "uas_routed.xml",
+        &["-m", "100", "-timeout", "60", "-key", "proxy_hostport", &h, "-key", "expected_rr", &format!("sip:{h};lr ")],
+    );
+    wait_bound(uas.port, false);
+    let port = uas.port.to_string();
+    let reg = ["-s", "bob", "-key", "contact_host", "127.0.0.1", "-key", "contact_port", &port, "-m", "1"];
+    Sipp::start(&dir, "register", "register.xml", &[&[h.as_str()][..], &reg[..], &["-timeout", "30"]].concat())
+        .wait_watching(&mut a.herald, Duration::from_secs(60))
+        .assert_all_successful(1);
+    let uac =
+        Sipp::start(&dir, "uac", "uac.xml", &[&h, "-s", "bob", "-r", "25", "-m", "100", "-d", "500", "-timeout", "60"]);
+
+    let text = std::fs::read_to_string(&a.config).unwrap();
+    let aliased = format!("aliases = [\"pbx.example.net\"]\n{text}");
+    for round in 0..3 {
+        std::thread::sleep(Duration::from_millis(400));
+        std::fs::write(&a.config, if round % 2 == 0 { &aliased } else { &text }).unwrap();
+        assert!(a.ok(&["reload"]).contains("aliases changed"));
+        std::fs::write(&a.config, text.replace("[server]\n", "[server]\nworkrs = 1\n")).unwrap();
+        a.fails(&["reload"], 1);
+        std::fs::write(&a.config, text.replace("workers = 2", "workers = 1")).unwrap();
+        a.fails(&["reload"], 1);
+    }
+    std::fs::write(&a.config, &text).unwrap();
+    assert!(Command::new("kill").args(["-HUP", &a.herald.pid().to_string()]).status().unwrap().success());
+
+    let uac = uac.wait_watching(&mut a.herald, Duration::from_secs(90));
+    let uas = uas.wait_watching(&mut a.herald, Duration::from_secs(30));
+    uac.assert_all_successful(100);
+    uas.assert_all_successful(100);
+    let log = a.herald.log_text();
+    assert!(log.matches("configuration reloaded").count() >= 4, "three by ctl, one by SIGHUP:\n{log}");
+}
