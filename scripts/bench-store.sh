@@ -5,8 +5,10 @@
 #    run, rounds interleaved (ABC ABC ...): `herald bench register` refreshes USERS users at
 #    RATE REGISTERs/s for SECS s against `herald serve` (UDP, no auth, WORKERS workers, a fresh
 #    database per run). Per run: achieved REGISTER/s, failures, p50/p99 response time, server
-#    CPU µs per REGISTER (--server-pid: utime+stime over the window / attempted), database file
-#    size. Prints every sample, the medians, and each mode's cost against memory.
+#    CPU µs per REGISTER (--server-pid: utime+stime over the window / attempted), the same split
+#    into the workers' threads (what bounds REGISTER/s) and the location writer's thread (off
+#    the REGISTER's path; since start), database file size. Prints every sample, the medians,
+#    and each mode's cost against memory.
 # 2. Start-up with STARTUP_BINDINGS stored bindings (built by the persist crate's example
 #    make_location_db through LocationStore + SqliteLocation): time from spawning herald to the
 #    200 of its first OPTIONS, and the background load's own time from its log line, STARTS
@@ -73,22 +75,37 @@ register() { # MODE
     wait_bound "$PORT" "$server_pid"
     "$DIR/herald" bench register --registrar "127.0.0.1:$PORT" --rate "$RATE" --duration "$SECS" \
         --users "$USERS" --quiet --server-pid "$server_pid" --json "$tmp/r.json" >/dev/null || true
-    local size
+    local size writer_ticks other_ticks
     size=$( (cat "$tmp"/loc.db* 2>/dev/null || true) | wc -c | awk '{print int($1 / 1024)}')
+    # Per thread, since start: the location writer ("herald-location-writer", cut to 15
+    # characters) against every other thread (the workers). The writer works off the REGISTER's
+    # path; the workers' CPU is what bounds REGISTER/s.
+    writer_ticks=0 other_ticks=0
+    for t in /proc/"$server_pid"/task/*; do
+        local ticks
+        ticks=$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')
+        case "$(cat "$t/comm")" in
+            herald-location*) writer_ticks=$((writer_ticks + ticks)) ;;
+            *) other_ticks=$((other_ticks + ticks)) ;;
+        esac
+    done
     if [ "$1" = redis ]; then
         # The redis-server's own CPU, apart from herald's (to stderr: not a sample line).
         python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(f"  redis-server cpu_us_per_register {int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(r[\"attempted\"], 1):.2f}")' \
             "$tmp/r.json" "$(($(cpu_ticks "$redis_pid") - redis_ticks))" "$HZ" >&2
     fi
     stop "$server_pid"; server_pid=''
-    python3 - "$tmp/r.json" "$1" "$size" <<'PY'
+    python3 - "$tmp/r.json" "$1" "$size" "$writer_ticks" "$other_ticks" "$HZ" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-srv = sum(s['cpu_s'] for s in r['servers']) * 1e6 / max(r['attempted'], 1)
+n = max(r['attempted'], 1)
+srv = sum(s['cpu_s'] for s in r['servers']) * 1e6 / n
+writer, other, hz = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 t = r['response_time'].get('REGISTER', {})
 print(f"register {sys.argv[2]} achieved_per_s {r['achieved_rate']:.0f} failed {r['failed']} "
       f"p50_ms {t.get('p50_us', 0) / 1000:.3f} p99_ms {t.get('p99_us', 0) / 1000:.3f} "
-      f"server_us_per_register {srv:.2f} db_kib {sys.argv[3]}")
+      f"server_us_per_register {srv:.2f} workers_us_per_register {other * 1e6 / hz / n:.2f} "
+      f"writer_us_per_register {writer * 1e6 / hz / n:.2f} db_kib {sys.argv[3]}")
 PY
 }
 
@@ -146,13 +163,15 @@ for line in open(sys.argv[1]):
     for k, v in zip(f[2::2], f[3::2]):
         s.setdefault((k, f[1]), []).append(float(v))
 modes = sys.argv[2].split()
-for k in ('achieved_per_s', 'failed', 'p50_ms', 'p99_ms', 'server_us_per_register', 'db_kib'):
+for k in ('achieved_per_s', 'failed', 'p50_ms', 'p99_ms', 'server_us_per_register', 'workers_us_per_register',
+          'writer_us_per_register', 'db_kib'):
     cells = "  ".join(f"{m} {statistics.median(s[(k, m)]):.3f}" for m in modes)
     print(f"median {k}: {cells}")
-base = statistics.median(s[('server_us_per_register', modes[0])])
-for m in modes[1:]:
-    c = statistics.median(s[('server_us_per_register', m)])
-    print(f"cost of {m} vs {modes[0]}: {c / base:.3f}x server CPU per REGISTER ({(c / base - 1) * 100:+.1f}%)")
+for k in ('server_us_per_register', 'workers_us_per_register'):
+    base = statistics.median(s[(k, modes[0])])
+    for m in modes[1:]:
+        c = statistics.median(s[(k, m)])
+        print(f"cost of {m} vs {modes[0]}, {k}: {c / base:.3f}x ({(c / base - 1) * 100:+.1f}%)")
 PY
 
 echo "== start-up with $STARTUP_BINDINGS stored bindings"

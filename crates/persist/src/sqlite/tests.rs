@@ -186,3 +186,34 @@ fn a_user_not_yet_loaded_is_read_by_a_point_read() {
     assert_eq!(&*s.lookup(&aor("gus"), Instant::now())[0].contact, "sip:gus@192.0.2.3");
     assert!(s.lookup(&aor("nobody"), Instant::now()).is_empty());
 }
+
+#[test]
+fn expired_rows_are_deleted_by_the_walk_and_live_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("location.db");
+    let db = SqliteLocation::open(&path, Mode::WriteBack, Duration::from_secs(1)).unwrap();
+    let conn = super::writer::connect(&path).unwrap();
+    let now = crate::queue::unix_now() as i64;
+    for i in 0..12_000 {
+        // Every third AoR expired; one AoR with one expired and one live binding.
+        let expires = if i % 3 == 0 { now - 1 } else { now + 100 };
+        conn.execute(
+            "INSERT INTO location VALUES (?1, 0, 'sip:u@h', ?2, 'c', 1, NULL, NULL, NULL, NULL, 'UDP', '192.0.2.1:5060')",
+            rusqlite::params![format!("u{i:05}@h").as_bytes(), expires],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO location VALUES (?1, 1, 'sip:u2@h', ?2, 'c', 1, NULL, NULL, NULL, NULL, 'UDP', '192.0.2.1:5060')",
+        rusqlite::params![b"u00001@h".as_slice(), now - 1],
+    )
+    .unwrap();
+    // Chunks of 5,000 rows: the walk goes on where it stopped and starts over after the end.
+    let mut after = Vec::new();
+    for _ in 0..4 {
+        after = super::writer::purge(&conn, db.queue(), after);
+    }
+    assert_eq!(rows(&path), 8_000);
+    let live: i64 = conn.query_row("SELECT COUNT(*) FROM location WHERE expires > ?1", [now], |r| r.get(0)).unwrap();
+    assert_eq!(live, 8_000);
+}

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How often expired rows are looked for, and how many one statement deletes.
+/// How often expired rows are looked for, and how many rows one chunk of the walk covers.
 const PURGE_EVERY: Duration = Duration::from_secs(10);
-const PURGE_ROWS: i64 = 10_000;
+const PURGE_ROWS: i64 = 5_000;
 
 pub(super) fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
@@ -35,6 +35,7 @@ pub(super) fn spawn(
             Err(e) => tracing::warn!(error = %e, "location database: cannot count the stored bindings"),
         }
         let mut last_purge = Instant::now();
+        let mut purged_to = Vec::new();
         let mut since = Instant::now();
         while let Some(batch) = queue.next_batch(interval, since) {
             since = Instant::now();
@@ -56,7 +57,7 @@ pub(super) fn spawn(
             }
             if last_purge.elapsed() >= PURGE_EVERY {
                 last_purge = Instant::now();
-                purge(&conn, &queue);
+                purged_to = purge(&conn, &queue, std::mem::take(&mut purged_to));
             }
         }
     })
@@ -97,22 +98,32 @@ fn write(conn: &mut Connection, queue: &ChangeQueue, batch: &Batch) -> rusqlite:
     Ok((inserted, deleted))
 }
 
-/// Deletes expired rows until none is left or 100 ms have gone (the next batch waits).
-fn purge(conn: &Connection, queue: &ChangeQueue) {
+/// Walks the key from where the last walk stopped, deleting expired rows a chunk at a time,
+/// for at most 20 ms (the next batch waits meanwhile); the walk starts over after the last
+/// AoR. Returns where to go on.
+pub(super) fn purge(conn: &Connection, queue: &ChangeQueue, mut after: Vec<u8>) -> Vec<u8> {
     let started = Instant::now();
     let now = i64::try_from(unix_now()).unwrap_or(i64::MAX);
-    while started.elapsed() < Duration::from_millis(100) {
-        match conn.execute(schema::PURGE, params![now, PURGE_ROWS]) {
+    while started.elapsed() < Duration::from_millis(20) {
+        let end: Option<Vec<u8>> =
+            match conn.query_row(schema::PURGE_CHUNK_END, params![after, PURGE_ROWS], |r| r.get(0)) {
+                Ok(end) => end,
+                Err(e) => {
+                    tracing::warn!(error = %e, "location database: looking for expired bindings failed");
+                    return after;
+                }
+            };
+        let Some(end) = end else { return Vec::new() }; // past the last AoR: start over next time
+        match conn.execute(schema::PURGE, params![after, end, now]) {
             Ok(n) => {
                 queue.stats().stored_bindings.fetch_sub(n as i64, Ordering::Relaxed);
-                if (n as i64) < PURGE_ROWS {
-                    break;
-                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "location database: deleting expired bindings failed");
-                break;
+                return after;
             }
         }
+        after = end;
     }
+    after
 }
