@@ -298,7 +298,9 @@ fn ctl_refuses_bad_tokens_malformed_requests_and_oversized_bodies() {
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         assert!(stderr(&out).contains("401"), "{}", stderr(&out));
     }
-    assert!(a.herald.log_text().contains("admin: request refused (401)"));
+    assert!(a.herald.log_text().contains("admin: request refused (401"));
+    let scrape = herald_bench::scrape::fetch(a.herald.metrics_url.as_deref().unwrap()).unwrap();
+    assert_eq!(scrape.sum("herald_admin_unauthorized_total", &[]), 2.0, "both refusals counted");
     assert_eq!(a.bindings(), before);
 
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();

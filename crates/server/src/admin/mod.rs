@@ -31,8 +31,9 @@ use crate::config::Admin;
 use caller::{Caller, Tokens};
 use methods::Methods;
 use service::Service;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Connections served at once (an operator's tools, not a crowd).
 const MAX_CONNECTIONS: usize = 16;
@@ -78,8 +79,13 @@ pub(crate) async fn run(
     if let Some(r) = &api.reload {
         r.set_tokens(tokens.clone());
     }
-    let service =
-        Arc::new(Service { methods: Methods::new(api, live, counters), tokens, max_body: config.max_body_bytes });
+    let service = Arc::new(Service {
+        methods: Methods::new(api, live, counters),
+        tokens,
+        max_body: config.max_body_bytes,
+        refusal_logged: AtomicU64::new(0),
+        epoch: Instant::now(),
+    });
     if let Some(listener) = listener {
         let limits = crate::http::Limits {
             max_connections: MAX_CONNECTIONS,

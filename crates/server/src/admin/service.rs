@@ -12,8 +12,9 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a client may take to send its body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,6 +24,10 @@ pub(crate) struct Service {
     pub methods: Methods,
     pub tokens: Arc<Tokens>,
     pub max_body: usize,
+    /// Refusals are logged at most once a second (whoever sends bad tokens must not flood the
+    /// log); all are counted. Seconds since `epoch` of the last line logged, plus one.
+    pub refusal_logged: AtomicU64,
+    pub epoch: Instant,
 }
 
 impl Service {
@@ -61,7 +66,11 @@ impl Service {
             Refusal::Missing => ("no bearer token", r#"Bearer realm="herald""#),
             Refusal::Unknown => ("unknown bearer token", r#"Bearer realm="herald", error="invalid_token""#),
         };
-        tracing::warn!(%peer, reason = why, "admin: request refused (401)");
+        let second = self.epoch.elapsed().as_secs() + 1;
+        if self.refusal_logged.swap(second, Ordering::Relaxed) != second {
+            let total = self.methods.counters.unauthorized.get();
+            tracing::warn!(%peer, reason = why, refused_total = total, "admin: request refused (401; logged once a second)");
+        }
         let mut r = http::text(StatusCode::UNAUTHORIZED, &format!("{why}: send Authorization: Bearer TOKEN\n"));
         r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
         r
