@@ -91,7 +91,7 @@ register() { # MODE
     done
     if [ "$1" = redis ]; then
         # The redis-server's own CPU, apart from herald's (to stderr: not a sample line).
-        python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(f"  redis-server cpu_us_per_register {int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(r[\"attempted\"], 1):.2f}")' \
+        python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); n = max(r["attempted"], 1); print(f"  redis-server cpu_us_per_register {int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / n:.2f}")' \
             "$tmp/r.json" "$(($(cpu_ticks "$redis_pid") - redis_ticks))" "$HZ" >&2
     fi
     stop "$server_pid"; server_pid=''
