@@ -27,14 +27,14 @@ pub struct DurableLocation {
 /// Opens the database `[location]` names (a relative path is relative to `config_file`'s
 /// directory), makes `store` journal into it and starts loading what it holds into `store` in
 /// the background. `None` when the mode keeps no database here
-/// ("memory"). The error names the file.
+/// ("memory", or "redis": `herald_persist::redis`). The error names the file.
 pub fn open(
     config: &Config,
     config_file: Option<&Path>,
     store: &Arc<Location>,
 ) -> Result<Option<DurableLocation>, String> {
     let l = &config.location;
-    if l.mode == LocationMode::Memory {
+    if matches!(l.mode, LocationMode::Memory | LocationMode::Redis) {
         return Ok(None);
     }
     let path = l.database_path(config_file);
