@@ -140,3 +140,25 @@ fn write_back_loses_at_most_the_last_interval() {
     }
     assert!(missing.len() < users.len() / 2, "most registrations survive: {} of {}", missing.len(), users.len());
 }
+
+#[test]
+fn a_second_herald_on_the_same_database_refuses_to_start_naming_it() {
+    let dir = test_dir("durable_locked");
+    let herald = start(&dir, "write-back");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(dir.join("herald.toml"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let db = dir.join("herald-location.db");
+    assert!(stderr.contains(&format!("location database {}: in use", db.display())), "{stderr}");
+    // The first one still serves.
+    assert_eq!(call_options(&herald), Ok(()));
+}
+
+fn call_options(herald: &Herald) -> Result<(), String> {
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp_options_ok(&probe, herald.addr, "durable-still-serving", Duration::from_secs(2))
+}
