@@ -7,6 +7,7 @@
 //! * a call to a restored user succeeds right after the restart (the start-up load runs in the
 //!   background; a user not loaded yet is read from the database);
 //! * bindings that expired while herald was down are not restored.
+//! * a second herald on the same database refuses to start, naming the file.
 
 mod common;
 #[path = "durable_support/mod.rs"]
