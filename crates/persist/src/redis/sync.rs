@@ -84,12 +84,18 @@ impl Task {
     /// Runs sessions for ever, reconnecting with backoff.
     pub async fn run(mut self) {
         let mut backoff = FIRST_BACKOFF;
+        // One warning per outage (at start too); the retries that follow are debug.
+        let mut warned = false;
         loop {
             let started = Instant::now();
             let reason = self.session().await;
             let was_up = self.stats.up.swap(false, Ordering::Relaxed);
             if was_up {
                 tracing::warn!(url = %self.settings.url, error = %reason, queued = self.pending.queued(), "redis: connection lost; serving from the local store, changes queued");
+                warned = true;
+            } else if !warned {
+                tracing::warn!(url = %self.settings.url, error = %reason, "redis: cannot connect; serving from the local store, retrying");
+                warned = true;
             } else {
                 tracing::debug!(url = %self.settings.url, error = %reason, "redis: cannot connect");
             }
