@@ -115,10 +115,13 @@ pub fn run(args: Args) -> ExitCode {
         }
     }
     // [location] mode = "redis": registrations shared with the other nodes through Redis.
-    if let Err(e) = herald_server::location_redis::start(&config, &server, &store, seed) {
-        eprintln!("herald serve: {e}");
-        return ExitCode::from(2);
-    }
+    let redis = match herald_server::location_redis::start(&config, &server, &store, seed) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("herald serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // [nat] keep-alives to its UDP bindings behind NAT, sent while serving.
     server.with_nat_keepalives(store.clone(), registrar.edge_flows());
     let stats = server.stats();
@@ -148,6 +151,8 @@ pub fn run(args: Args) -> ExitCode {
         },
         shutdown_signal(),
     );
+    // [location] mode = "redis": the changes still queued reach Redis before the process ends.
+    herald_server::location_redis::finish(redis);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

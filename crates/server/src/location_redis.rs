@@ -7,6 +7,7 @@ use herald_core::registrar::Location;
 use herald_core::{Seed, Transport};
 use herald_persist::redis::{RedisLocation, RedisSettings};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Makes `store` share its changes through Redis and take the other nodes' (the Redis task
 /// connects and loads in the background: herald serves at once). `seed` is the engines': the
@@ -35,4 +36,14 @@ pub fn start(
     let location = RedisLocation::start(settings, store.clone(), seed)?;
     server.stats().export_collector(location.metrics());
     Ok(Some(location))
+}
+
+/// After [`Server::run`] returned (a clean stop): writes what is still queued, waiting at most
+/// 2 s (Redis may be unreachable), so that the other nodes see this node's last changes.
+pub fn finish(location: Option<RedisLocation>) {
+    if let Some(l) = location {
+        if !l.flush(Duration::from_secs(2)) {
+            tracing::warn!(queued = l.pending.queued(), "redis: stopping with changes not written (Redis unreachable)");
+        }
+    }
 }

@@ -50,6 +50,7 @@ use herald_core::proxy::flow_token::FlowTokens;
 use herald_core::{Peer, Seed};
 use herald_store::LocationStore;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A running Redis mode: its counters and its queue's gauges.
 #[derive(Clone)]
@@ -92,6 +93,19 @@ impl RedisLocation {
             .spawn(move || runtime.block_on(task.run()))
             .map_err(|e| format!("cannot start the Redis task: {e}"))?;
         Ok(RedisLocation { stats, pending })
+    }
+
+    /// Waits, at most `limit`, until every queued change is written (a clean stop loses nothing
+    /// while Redis answers). Whether it got there.
+    pub fn flush(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.pending.idle() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     /// Its families for the metrics endpoint (`stats.export_collector(location.metrics())`).

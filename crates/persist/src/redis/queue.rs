@@ -32,6 +32,8 @@ pub struct Pending {
     queued: AtomicU64,
     /// Changes not kept because the queue was full.
     overflows: AtomicU64,
+    /// AoRs taken by the writer and not yet written (or put back).
+    in_flight: AtomicU64,
 }
 
 #[derive(Default)]
@@ -53,6 +55,7 @@ impl Pending {
             capacity: capacity.max(1),
             queued: AtomicU64::new(0),
             overflows: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
         }
     }
 
@@ -83,12 +86,24 @@ impl Pending {
         let batch: Vec<(Aor, Change)> =
             keys.into_iter().filter_map(|k| inner.latest.remove(&k).map(|c| (k, c))).collect();
         self.queued.store(inner.latest.len() as u64, Ordering::Relaxed);
+        self.in_flight.fetch_add(batch.len() as u64, Ordering::Relaxed);
         batch
+    }
+
+    /// `n` AoRs of what [`Self::take`] gave are written.
+    pub fn written(&self, n: usize) {
+        self.in_flight.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+
+    /// Nothing waits and nothing is being written.
+    pub fn idle(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) == 0 && self.in_flight.load(Ordering::Relaxed) == 0
     }
 
     /// Puts back changes whose write failed, unless a newer change of the AoR came meanwhile.
     /// May exceed the capacity by what was taken: those AoRs held places before.
     pub fn put_back(&self, batch: Vec<(Aor, Change)>) {
+        self.in_flight.fetch_sub(batch.len() as u64, Ordering::Relaxed);
         let mut inner = self.lock();
         for (aor, change) in batch {
             inner.latest.entry(aor).or_insert(change);
@@ -196,12 +211,16 @@ mod tests {
         q.push(&aor("a"), change(1));
         q.push(&aor("b"), change(2));
         let batch = q.take(10);
+        assert!(!q.idle());
         q.push(&aor("a"), change(3));
         q.put_back(batch);
         let mut back = q.take(10);
         back.sort_by(|x, y| x.0.cmp(&y.0));
         let got: Vec<u64> = back.iter().map(|(_, c)| c.at_ms).collect();
         assert_eq!(got, [3, 2]);
+        assert!(!q.idle(), "taken, not written");
+        q.written(back.len());
+        assert!(q.idle());
         assert!(!q.holds(&aor("x")));
     }
 

@@ -272,7 +272,7 @@ impl Task {
             });
             // A change queued meanwhile is at least as new: it is written by `write_queued`.
             page.retain(|(aor, _)| !self.pending.holds(aor));
-            self.write(conn, page).await?;
+            self.write(conn, page, false).await?;
         }
         Ok(())
     }
@@ -308,12 +308,19 @@ impl Task {
             if batch.is_empty() {
                 return Ok(());
             }
-            self.write(conn, batch).await?;
+            let n = batch.len();
+            self.write(conn, batch, true).await?;
+            self.pending.written(n);
         }
     }
 
     /// One pipeline: per AoR its value (or its deletion).
-    async fn write(&mut self, conn: &mut MultiplexedConnection, batch: Vec<(Aor, Change)>) -> Result<(), Failure> {
+    async fn write(
+        &mut self,
+        conn: &mut MultiplexedConnection,
+        batch: Vec<(Aor, Change)>,
+        from_queue: bool,
+    ) -> Result<(), Failure> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -338,7 +345,9 @@ impl Task {
             }
             Err(e) => {
                 self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                self.pending.put_back(batch);
+                if from_queue {
+                    self.pending.put_back(batch);
+                }
                 Err(failed("write", e))
             }
         }
