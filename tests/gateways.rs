@@ -197,8 +197,9 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
     let busy = Gateway::start(&dir, "busy", "gateway_busy.xml");
     let good = Gateway::start(&dir, "good", "gateway.xml");
     // Nothing listens on these: probes fail, and the set goes down.
-    let dead1 = format!("sip:127.0.0.1:{}", port_block());
-    let dead2 = format!("sip:127.0.0.1:{};transport=udp", port_block());
+    let (block1, block2) = (Reserved::block(), Reserved::block());
+    let dead1 = block1.uri();
+    let dead2 = format!("{};transport=udp", block2.uri());
     let quiet = "[gateway_set.health]\ndown_after_calls = 0\n";
     let sets = [
         Set {

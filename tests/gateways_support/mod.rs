@@ -3,7 +3,7 @@
 //! (SIPp `-trace_counts`), SIPp callers with a From user per call, and a herald configuration
 //! with gateway sets and `[[route]]` prefixes.
 
-use crate::common::{port_block, port_taken, tail, wait_bound};
+use crate::common::{port_block, port_taken, tail, wait_bound, BLOCK};
 use std::fs::{self, File};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,28 @@ fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sipp").join(name)
 }
 
+/// A block of ports ([`port_block`]) held for the whole test: its last port stays bound, so
+/// that another test process (which takes only blocks with every port free) cannot take the
+/// block while its gateway is down or when nothing is meant to answer there.
+pub struct Reserved {
+    pub port: u16,
+    _hold: UdpSocket,
+}
+
+impl Reserved {
+    pub fn block() -> Reserved {
+        let port = port_block();
+        let hold = UdpSocket::bind(("127.0.0.1", port + BLOCK - 1))
+            .unwrap_or_else(|e| panic!("hold port {}: {e}", port + BLOCK - 1));
+        Reserved { port, _hold: hold }
+    }
+
+    /// `sip:127.0.0.1:PORT` with nothing listening: a dead destination.
+    pub fn uri(&self) -> String {
+        format!("sip:127.0.0.1:{}", self.port)
+    }
+}
+
 /// A SIPp UAS playing a gateway (tests/sipp/gateway.xml or gateway_busy.xml): its SIP port
 /// stays the same across [`Gateway::kill`] and [`Gateway::restart`]. Killed on drop.
 pub struct Gateway {
@@ -22,6 +44,8 @@ pub struct Gateway {
     scenario: &'static str,
     dir: PathBuf,
     child: Option<Child>,
+    /// Keeps this gateway's port block across a kill and a restart.
+    _block: Reserved,
     /// INVITEs counted by the processes that ran before this one (a restart starts at 0).
     earlier: u64,
     runs: u32,
@@ -30,10 +54,11 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `scenario` on a fresh block of ports (SIP, control, media), files in `dir/name/`.
     pub fn start(dir: &Path, name: &str, scenario: &'static str) -> Gateway {
-        let port = port_block();
+        let block = Reserved::block();
+        let port = block.port;
         let dir = dir.join(name);
         fs::create_dir_all(&dir).unwrap();
-        let mut g = Gateway { name: name.into(), port, scenario, dir, child: None, earlier: 0, runs: 0 };
+        let mut g = Gateway { name: name.into(), port, scenario, dir, child: None, earlier: 0, runs: 0, _block: block };
         g.spawn();
         g
     }
@@ -74,6 +99,11 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("cannot run sipp (package sip-tester): {e}"));
         self.child = Some(child);
         wait_bound(self.port, false);
+        // The port bound may be another's: SIPp then exits at once, saying so.
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+            panic!("{}: sipp exited ({st}) on port {}: {}", self.name, self.port, self.errors());
+        }
     }
 
     /// The INVITEs this gateway has received, all its runs together, as of SIPp's last dump
