@@ -11,7 +11,8 @@ pub const LATENCY_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
 #[derive(Debug)]
 pub struct PersistStats {
     pub mode: Mode,
-    /// Binding rows in the copy (inserted minus deleted; counted from the load on).
+    /// Binding rows in the copy: what the start-up load read, plus the writer's inserts, minus
+    /// its deletes (approximate while the load runs).
     pub stored_bindings: AtomicI64,
     /// AoR states written (one per changed AoR per commit).
     pub aor_writes: AtomicU64,

@@ -66,6 +66,10 @@ fn load_all(conn: &Connection, store: &Location, queue: &ChangeQueue) -> rusqlit
         }
         let Some((last, _)) = groups.last() else { return Ok(aors) };
         after = last.as_bytes().to_vec();
+        // The rows the database held at start are counted as the load reads them (no scan of
+        // its own before the first request); the writer adds and subtracts its own. An AoR the
+        // writer rewrote before the load reached it is off by its change in size meanwhile.
+        stats.stored_bindings.fetch_add(groups.iter().map(|(_, b)| b.len() as i64).sum(), Ordering::Relaxed);
         let now = Instant::now();
         for (aor, mut bindings) in groups {
             let before = bindings.len();

@@ -74,6 +74,7 @@ fn write_through_tickets_become_durable_and_everything_comes_back() {
     let s = store();
     db.attach(&s).unwrap();
     db.wait_loaded();
+    assert_eq!(db.stats().stored_bindings.load(std::sync::atomic::Ordering::Relaxed), 2, "counted by the load");
     let got = s.lookup(&aor("alice"), Instant::now());
     assert_eq!(got.len(), 1);
     let b = &got[0];

@@ -28,12 +28,6 @@ pub(super) fn spawn(
     interval: Option<Duration>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("herald-location-writer".into()).spawn(move || {
-        // Counted here, before the first batch, so that the writer's own inserts and deletes keep
-        // the gauge exact from then on.
-        match conn.query_row("SELECT COUNT(*) FROM location", [], |r| r.get::<_, i64>(0)) {
-            Ok(n) => queue.stats().stored_bindings.store(n, Ordering::Relaxed),
-            Err(e) => tracing::warn!(error = %e, "location database: cannot count the stored bindings"),
-        }
         let mut last_purge = Instant::now();
         let mut purged_to = Vec::new();
         let mut since = Instant::now();
