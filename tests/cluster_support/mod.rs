@@ -137,7 +137,7 @@ impl Node {
                  [auth]\nrealm = \"{DOMAIN}\"\nusers_file = \"{users}\"\nalgorithms = [\"MD5\"]\nregister = false\n\
                  [location]\nmode = \"redis\"\n\
                  [location.redis]\nurl = \"{url}\"\nnode = \"{name}\"\nnodes = [{peers}]\n\
-                 timeout_ms = 300\nreconnect_max_ms = 500\n",
+                 timeout_ms = 500\nreconnect_max_ms = 500\n",
                 sip = spec.sip,
                 ws = spec.ws,
                 metrics = spec.metrics,
