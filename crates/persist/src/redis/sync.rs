@@ -107,7 +107,10 @@ impl Task {
         }
     }
 
-    /// A RESP3 connection whose pushes (the invalidations) come out of the receiver.
+    /// A RESP3 connection whose pushes (the invalidations) come out of the receiver. The
+    /// channel is unbounded (the redis crate's push sender): it holds key names pushed by Redis,
+    /// a trusted peer, while the task is busy (a resync of a large store), at the rate the other
+    /// nodes change AoRs; the task drains it whenever it waits.
     async fn connect(&self) -> Result<(MultiplexedConnection, UnboundedReceiver<PushInfo>), Failure> {
         let t = self.settings.timeout;
         let info = self.settings.url.as_str().into_connection_info().map_err(|e| failed("url", e))?;
