@@ -165,6 +165,34 @@ fn register(socket: &UdpSocket, herald: SocketAddr, user: &str, domain: &str, co
     panic!("REGISTER for {user}@{domain} not answered");
 }
 
+/// An OPTIONS for `uri` (a user of a served domain: routed, not answered by herald for itself)
+/// from `socket`: its final status.
+fn options_to(socket: &UdpSocket, herald: SocketAddr, uri: &str) -> u16 {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let local = socket.local_addr().unwrap();
+    let call_id = format!("ctl-options-{n}-{}", local.port());
+    let req = format!(
+        "OPTIONS {uri} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-{call_id};rport\r\nMax-Forwards: 70\r\n\
+         From: <sip:probe@example.com>;tag=o\r\nTo: <{uri}>\r\nCall-ID: {call_id}\r\nCSeq: 1 OPTIONS\r\n\
+         Content-Length: 0\r\n\r\n"
+    );
+    socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..10 {
+        socket.send_to(req.as_bytes(), herald).unwrap();
+        while let Ok((len, _)) = socket.recv_from(&mut buf) {
+            let msg = &buf[..len];
+            if header_of(msg, "Call-ID", "i") == Some(call_id.as_str()) {
+                if let Some(st) = status_of(msg).filter(|st| *st >= 200) {
+                    return st;
+                }
+            }
+        }
+    }
+    panic!("OPTIONS {uri} not answered");
+}
+
 fn udp() -> UdpSocket {
     UdpSocket::bind("127.0.0.1:0").unwrap()
 }
@@ -369,8 +397,12 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
         "{ uri = \"sip:192.0.2.11:5060\" }]",
         "{ uri = \"sip:192.0.2.11:5060\" }, { uri = \"sip:192.0.2.12:5060\" }]",
     );
+    // And a routing rule: requests for blocked* users are refused.
+    let served = format!("{served}[[route]]\nname = \"blocked\"\nuser_prefix = [\"blocked\"]\nreject = 403\n");
     assert_ne!(served, text);
     assert!(served.contains("192.0.2.12"));
+    let blocked = |a: &Admin| options_to(&phone, a.herald.addr, "sip:blocked7@example.com");
+    assert_ne!(blocked(&a), 403, "no rule yet");
     a.ok(&["gateways", "set", "carriers", "sip:192.0.2.10:5060", "down"]);
     let original = text.clone();
     let out = a.json(&["reload"]);
@@ -378,7 +410,8 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
 
     std::fs::write(&a.config, &served).unwrap();
     let out = a.ok(&["reload"]);
-    assert!(out.contains("reloaded: domains, gateway_set changed"), "{out}");
+    assert!(out.contains("reloaded: domains, route, gateway_set changed"), "{out}");
+    assert_eq!(blocked(&a), 403, "the new routing table is in force");
     // The kept destination keeps its (forced) health; the new one is up.
     let dests = a.json(&["gateways", "list"])[0]["sets"][0]["destinations"].clone();
     assert_eq!(dests.as_array().unwrap().len(), 3);
@@ -413,7 +446,8 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let probes = prober.join().expect("every OPTIONS answered during the reloads");
     assert!(probes > 0);
-    assert!(a.herald.log_text().contains("who=signal SIGHUP changed=[\"domains\",\"gateway_set\"]"));
+    assert!(a.herald.log_text().contains("who=signal SIGHUP changed=[\"domains\",\"route\",\"gateway_set\"]"));
+    assert_ne!(blocked(&a), 403, "the rule is gone again");
 }
 
 /// Waits until `needle` appears `times` times in herald's log.
