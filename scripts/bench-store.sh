@@ -9,7 +9,12 @@
 #    into the workers' threads (what bounds REGISTER/s) and the location writer's thread (off
 #    the REGISTER's path; since start), database file size. Prints every sample, the medians,
 #    and each mode's cost against memory.
-# 2. Start-up with STARTUP_BINDINGS stored bindings (built by the persist crate's example
+# 2. Throughput (the issue's target names it): the same REGISTER load stepped up through
+#    CAPACITY_RATES (REGISTER/s, CAP_SECS s each, modes interleaved at every step; a mode that
+#    fails a step is not offered the higher ones). A step passes when under 0.01% of the
+#    REGISTERs failed and at least 99% of the offered rate was achieved; each mode's capacity
+#    is its highest passing step (the next one failed).
+# 3. Start-up with STARTUP_BINDINGS stored bindings (built by the persist crate's example
 #    make_location_db through LocationStore + SqliteLocation): time from spawning herald to the
 #    200 of its first OPTIONS, and the background load's own time from its log line, STARTS
 #    times each against an empty database and the full one.
@@ -18,11 +23,14 @@
 #        cargo build --release -p herald -p herald-persist --example make_location_db)
 #        ROUNDS=3 RATE=10000 SECS=10 USERS=10000 WORKERS=1 STARTUP_BINDINGS=1000000 STARTS=3
 #        MODES="memory write-back write-through" PORT=17731 (UDP; must be free: checked before each start)
+#        PARTS="load capacity startup" CAPACITY_RATES="10000 15000 20000 25000 30000 35000" CAP_SECS=5
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-target/release}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-10000} SECS=${SECS:-10} USERS=${USERS:-10000} WORKERS=${WORKERS:-1}
 STARTUP_BINDINGS=${STARTUP_BINDINGS:-1000000} STARTS=${STARTS:-3}
+PARTS=${PARTS:-load capacity startup}
+CAPACITY_RATES=${CAPACITY_RATES:-10000 15000 20000 25000 30000 35000} CAP_SECS=${CAP_SECS:-5}
 MODES=${MODES:-memory write-back write-through$(command -v redis-server >/dev/null && echo ' redis')}
 # Mode redis: one node on a redis-server started here (no persistence, emptied before each run).
 REDIS_PORT=${REDIS_PORT:-17741}
@@ -80,13 +88,14 @@ register() { # MODE
     # Per thread, since start: the location writer ("herald-location-writer", cut to 15
     # characters) against every other thread (the workers). The writer works off the REGISTER's
     # path; the workers' CPU is what bounds REGISTER/s.
+    # Nanoseconds on CPU from schedstat (clock ticks of 10 ms were too coarse for the writer).
     writer_ticks=0 other_ticks=0
     for t in /proc/"$server_pid"/task/*; do
-        local ticks
-        ticks=$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')
+        local ns
+        ns=$(awk '{print $1}' "$t/schedstat")
         case "$(cat "$t/comm")" in
-            herald-location*) writer_ticks=$((writer_ticks + ticks)) ;;
-            *) other_ticks=$((other_ticks + ticks)) ;;
+            herald-location*) writer_ticks=$((writer_ticks + ns)) ;;
+            *) other_ticks=$((other_ticks + ns)) ;;
         esac
     done
     if [ "$1" = redis ]; then
@@ -95,14 +104,14 @@ register() { # MODE
             "$tmp/r.json" "$(($(cpu_ticks "$redis_pid") - redis_ticks))" "$HZ" >&2
     fi
     stop "$server_pid"; server_pid=''
-    python3 - "$tmp/r.json" "$1" "$size" "$writer_ticks" "$other_ticks" "$HZ" <<'PY'
+    python3 - "$tmp/r.json" "$1" "$size" "$writer_ticks" "$other_ticks" 1000000000 <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 n = max(r['attempted'], 1)
 srv = sum(s['cpu_s'] for s in r['servers']) * 1e6 / n
 writer, other, hz = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 t = r['response_time'].get('REGISTER', {})
-print(f"register {sys.argv[2]} achieved_per_s {r['achieved_rate']:.0f} failed {r['failed']} "
+print(f"register {sys.argv[2]} achieved_per_s {r['achieved_rate']:.0f} attempted {r['attempted']} failed {r['failed']} "
       f"p50_ms {t.get('p50_us', 0) / 1000:.3f} p99_ms {t.get('p99_us', 0) / 1000:.3f} "
       f"server_us_per_register {srv:.2f} workers_us_per_register {other * 1e6 / hz / n:.2f} "
       f"writer_us_per_register {writer * 1e6 / hz / n:.2f} db_kib {sys.argv[3]}")
@@ -147,6 +156,7 @@ PY
     stop "$server_pid"; server_pid=''
 }
 
+case " $PARTS " in *" load "*)
 echo "== REGISTER load: rate $RATE/s, $USERS users, $SECS s, $WORKERS worker(s), $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
     for mode in $MODES; do
@@ -173,7 +183,46 @@ for k in ('server_us_per_register', 'workers_us_per_register'):
         c = statistics.median(s[(k, m)])
         print(f"cost of {m} vs {modes[0]}, {k}: {c / base:.3f}x ({(c / base - 1) * 100:+.1f}%)")
 PY
+esac
 
+case " $PARTS " in *" capacity "*)
+    echo "== REGISTER capacity: steps $CAPACITY_RATES REGISTER/s, $CAP_SECS s each, $USERS users, $WORKERS worker(s)"
+    failed_modes=' '
+    for step in $CAPACITY_RATES; do
+        for mode in $MODES; do
+            case "$failed_modes" in *" $mode "*) continue ;; esac
+            line=$(RATE=$step SECS=$CAP_SECS register "$mode")
+            echo "step $step $line" | tee -a "$tmp/steps"
+            if ! python3 -c 'import sys; f = sys.argv[2:]; d = dict(zip(f[2::2], map(float, f[3::2])))
+sys.exit(not (d["failed"] <= 1e-4 * d["attempted"] and d["achieved_per_s"] >= 0.99 * int(sys.argv[1])))' \
+                "$step" $line; then
+                failed_modes="$failed_modes$mode "
+            fi
+            sleep 1
+        done
+    done
+    python3 - "$tmp/steps" "$MODES" <<'PY'
+import sys
+best, fail = {}, {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    step, mode, d = int(f[1]), f[3], dict(zip(f[4::2], map(float, f[5::2])))
+    ok = d["failed"] <= 1e-4 * d["attempted"] and d["achieved_per_s"] >= 0.99 * step
+    if ok:
+        best[mode] = max(best.get(mode, 0), step)
+    else:
+        fail[mode] = min(fail.get(mode, 1 << 40), step)
+modes = sys.argv[2].split()
+for m in modes:
+    print(f"capacity {m}: {best.get(m, 0)} REGISTER/s (next step {fail.get(m, 'none: raise CAPACITY_RATES')})")
+base = best.get(modes[0], 0)
+for m in modes[1:]:
+    if base:
+        print(f"capacity of {m} vs {modes[0]}: {best.get(m, 0) / base:.3f}x")
+PY
+esac
+
+case " $PARTS " in *" startup "*)
 echo "== start-up with $STARTUP_BINDINGS stored bindings"
 "$DIR/examples/make_location_db" "$tmp/full.db" "$STARTUP_BINDINGS"
 ls -l "$tmp/full.db" | awk '{printf "database %.0f MiB\n", $5 / 1048576}'
@@ -193,3 +242,4 @@ for line in open(sys.argv[1]):
 for k, xs in v.items():
     print(f"median first OPTIONS 200 after spawn, {k} database: {statistics.median(xs):.1f} ms ({len(xs)} starts)")
 PY
+esac

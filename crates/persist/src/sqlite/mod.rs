@@ -74,6 +74,9 @@ impl SqliteLocation {
         }
         let conn = writer::connect(path).map_err(|e| err(e.to_string()))?;
         schema::create(&conn).map_err(err)?;
+        if mode == Mode::WriteBack {
+            schema::relax_for_write_back(&conn).map_err(|e| err(e.to_string()))?;
+        }
         let stats = Arc::new(PersistStats::new(mode));
         let queue = Arc::new(ChangeQueue::new(mode, stats));
         let interval = (mode == Mode::WriteBack).then_some(write_back_interval.max(Duration::from_millis(1)));

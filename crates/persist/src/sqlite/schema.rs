@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS location (
 
 /// The pragmas every connection uses: WAL (a reader never waits for the writer, nor the writer
 /// for a reader), FULL synchronous (a commit is on disk, power loss included, when it
-/// returns: in WAL mode that is one fsync of the log per commit), a busy timeout for the
+/// returns: in WAL mode that is one fsync of the log per commit; write-back's writer relaxes
+/// it, [`relax_for_write_back`]), a busy timeout for the
 /// moments a checkpoint holds the lock. Pages are read through a memory map and kept in a
 /// 32 MiB cache: a write is then b-tree work, not read system calls (scripts/bench-store.sh).
 ///
@@ -41,6 +42,15 @@ pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The writer's commits in write-back mode: `synchronous = NORMAL`, the WAL is fsynced at
+/// checkpoints only, not at every commit. A commit is then safe against the process dying
+/// (`kill -9`, a panic: the WAL is in the OS's page cache) but not against power loss or a
+/// kernel crash, which may lose the last commits, as write-back may lose its last interval by
+/// design. Write-through keeps FULL: its 200 promises the disk.
+pub(crate) fn relax_for_write_back(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "synchronous", "NORMAL")
+}
+
 /// Creates the table on a new database; checks the version of an existing one.
 pub(crate) fn create(conn: &Connection) -> Result<(), String> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| e.to_string())?;
@@ -51,7 +61,12 @@ pub(crate) fn create(conn: &Connection) -> Result<(), String> {
     conn.pragma_update(None, "user_version", VERSION).map_err(|e| e.to_string())
 }
 
-pub(crate) const DELETE_AOR: &str = "DELETE FROM location WHERE aor = ?1";
+/// The rows of an AoR past its current bindings (`?2`: how many it has now; 0: all).
+pub(crate) const DELETE_FROM_POSITION: &str = "DELETE FROM location WHERE aor = ?1 AND position >= ?2";
+/// A binding rewritten in place (the parameters are [`INSERT`]'s).
+pub(crate) const UPDATE: &str = "UPDATE location SET contact = ?3, expires = ?4, call_id = ?5, cseq = ?6, path = ?7, \
+                                 instance = ?8, reg_id = ?9, q = ?10, transport = ?11, source = ?12 \
+                                 WHERE aor = ?1 AND position = ?2";
 pub(crate) const INSERT: &str = "INSERT INTO location (aor, position, contact, expires, call_id, cseq, path, instance, \
                                  reg_id, q, transport, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 const COLUMNS: &str = "aor, contact, expires, call_id, cseq, path, instance, reg_id, q, transport, source";

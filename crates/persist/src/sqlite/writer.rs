@@ -5,7 +5,9 @@
 use super::schema;
 use crate::queue::unix_now;
 use crate::{Batch, ChangeQueue};
+use herald_store::Aor;
 use rusqlite::{params, Connection};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -59,18 +61,33 @@ pub(super) fn spawn(
 
 /// One transaction for the whole batch, each AoR as the store holds it now; returns (rows
 /// inserted, rows deleted).
+///
+/// A refresh (the common change: same bindings, new expiry and CSeq) is one in-place `UPDATE`
+/// per binding, found by its key (aor, position), and one `DELETE` of positions past the new
+/// count that finds nothing: the b-tree keeps its shape, no row is removed and inserted again
+/// (DELETE + INSERT: 2.6 us per AoR in the writer_cost example, against 2.2). An `UPDATE`
+/// that finds no row (a new binding) becomes an `INSERT`; `changes()` tells the two apart, so
+/// the count of stored rows stays exact.
 fn write(conn: &mut Connection, queue: &ChangeQueue, batch: &Batch) -> rusqlite::Result<(i64, i64)> {
     let tx = conn.transaction()?;
     let (mut inserted, mut deleted) = (0i64, 0i64);
+    // One buffer for every binding's source address: no allocation per row.
+    let mut source = String::with_capacity(48);
     {
-        let mut delete = tx.prepare_cached(schema::DELETE_AOR)?;
+        let mut update = tx.prepare_cached(schema::UPDATE)?;
         let mut insert = tx.prepare_cached(schema::INSERT)?;
-        for aor in &batch.aors {
+        let mut trim = tx.prepare_cached(schema::DELETE_FROM_POSITION)?;
+        // In key order: consecutive writes touch neighbouring b-tree pages, which are then in
+        // the CPU's caches (writer_cost example, 10,000 AoRs: 1.8 instead of 2.1 us per AoR).
+        let mut aors: Vec<&Aor> = batch.aors.iter().collect();
+        aors.sort_unstable();
+        for aor in aors {
             let Some(change) = queue.state_of(aor) else { continue };
-            deleted += delete.execute([aor.as_bytes()])? as i64;
             for (position, b) in change.bindings.iter().enumerate() {
                 let expires = change.at_unix.saturating_add(u64::from(b.expires_at));
-                insert.execute(params![
+                source.clear();
+                let _ = write!(source, "{}", b.source.addr);
+                let values = params![
                     aor.as_bytes(),
                     position as i64,
                     &*b.contact,
@@ -82,10 +99,14 @@ fn write(conn: &mut Connection, queue: &ChangeQueue, batch: &Batch) -> rusqlite:
                     b.reg_id.map(|r| r.get()),
                     b.q,
                     b.source.transport.as_via_str(),
-                    b.source.addr.to_string(),
-                ])?;
-                inserted += 1;
+                    source.as_str(),
+                ];
+                if update.execute(values)? == 0 {
+                    insert.execute(values)?;
+                    inserted += 1;
+                }
             }
+            deleted += trim.execute(params![aor.as_bytes(), change.bindings.len() as i64])? as i64;
         }
     }
     tx.commit()?;
