@@ -332,6 +332,15 @@ fn ctl_refuses_bad_tokens_malformed_requests_and_oversized_bodies() {
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         assert!(stderr(&out).contains("401"), "{}", stderr(&out));
     }
+    // The endpoint and the token found in the configuration herald runs with.
+    let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["ctl", "--config", a.config.to_str().unwrap(), "--json", "stats"])
+        .env_remove("HERALD_ADMIN_URL")
+        .env_remove("HERALD_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["workers"].is_u64());
     assert!(a.herald.log_text().contains("admin: request refused (401"));
     let scrape = herald_bench::scrape::fetch(a.herald.metrics_url.as_deref().unwrap()).unwrap();
     assert_eq!(scrape.sum("herald_admin_unauthorized_total", &[]), 2.0, "both refusals counted");
