@@ -24,6 +24,9 @@
 #        ROUNDS=3 RATE=10000 SECS=10 USERS=10000 WORKERS=1 STARTUP_BINDINGS=1000000 STARTS=3
 #        MODES="memory write-back write-through" PORT=17731 (UDP; must be free: checked before each start)
 #        PARTS="load capacity startup" CAPACITY_RATES="10000 15000 20000 25000 30000 35000" CAP_SECS=5
+#        METRICS_PORT=17761 (TCP; set: herald's [metrics] endpoint is on in every mode, which costs
+#        the workers their per-message timing, and each write-back/write-through run also prints
+#        its commits and AoRs per commit, from herald_location_commit_seconds_count)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-target/release}
@@ -78,6 +81,9 @@ register() { # MODE
     fi
     port_free
     herald_bench_config "$PORT" "$(location_toml "$1" "$tmp/loc.db")" >"$tmp/h.toml"
+    if [ -n "${METRICS_PORT:-}" ]; then
+        printf '[metrics]\nlisten = "127.0.0.1:%s"\n' "$METRICS_PORT" >>"$tmp/h.toml"
+    fi
     "$DIR/herald" serve --config "$tmp/h.toml" >"$tmp/serve.log" 2>&1 &
     server_pid=$!
     wait_bound "$PORT" "$server_pid"
@@ -102,6 +108,16 @@ register() { # MODE
         # The redis-server's own CPU, apart from herald's (to stderr: not a sample line).
         python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); n = max(r["attempted"], 1); print(f"  redis-server cpu_us_per_register {int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / n:.2f}")' \
             "$tmp/r.json" "$(($(cpu_ticks "$redis_pid") - redis_ticks))" "$HZ" >&2
+    fi
+    if [ -n "${METRICS_PORT:-}" ] && [ "$1" != memory ] && [ "$1" != redis ]; then
+        # Since start (the users' first registrations included); to stderr: not a sample line.
+        python3 - "$METRICS_PORT" "$1" >&2 <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+v = {l.split()[0]: float(l.split()[1]) for l in text.splitlines() if l.startswith("herald_location_")}
+commits, writes = v.get("herald_location_commit_seconds_count", 0), v.get("herald_location_writes_total", 0)
+print(f"  {sys.argv[2]} commits {commits:.0f} aor_writes {writes:.0f} aors_per_commit {writes / max(commits, 1):.1f}")
+PY
     fi
     stop "$server_pid"; server_pid=''
     python3 - "$tmp/r.json" "$1" "$size" "$writer_ticks" "$other_ticks" 1000000000 <<'PY'
