@@ -39,6 +39,9 @@ pub(super) fn spawn(
     interval: Option<Duration>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("herald-location-writer".into()).spawn(move || {
+        if interval.is_some() {
+            lower_priority();
+        }
         let mut last_purge = Instant::now();
         let mut purged_to = Vec::new();
         let mut since = Instant::now();
@@ -73,6 +76,18 @@ pub(super) fn spawn(
             }
         }
     })
+}
+
+/// Write-back: nobody waits for the writer, while a busy worker's REGISTERs wait for the CPU.
+/// Every interval the writer has a burst of SQLite work (3.3 us per AoR: 165 ms for 50,000);
+/// on a machine whose cores are all busy, at normal priority it takes its share of CPU from
+/// the workers and their queues grow (scripts/bench-store.sh: failures at 50,000 REGISTER/s on
+/// 2 cores). At nice 10 it runs on what the workers leave. Linux: nice is per thread, and
+/// `setpriority(PRIO_PROCESS, 0, ..)` sets the calling thread's. Lowering needs no privilege.
+fn lower_priority() {
+    if let Err(e) = rustix::process::setpriority_process(None, 10) {
+        tracing::debug!(error = %e, "location writer: setpriority failed");
+    }
 }
 
 /// One transaction for the whole batch, each AoR as the store holds it now; returns (rows
