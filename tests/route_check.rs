@@ -4,32 +4,25 @@
 
 mod common;
 
-use common::test_dir;
+use common::{routes, test_dir};
 use serde_json::Value;
 use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const CONFIG: &str = r#"domains = ["example.com"]
+/// The configuration the checks run against: premium, uk, an unnamed DID rule, trunk-only.
+fn config_text() -> String {
+    let premium_and_uk = routes::premium_and_uk("sip:gw.example.net:5080;transport=tcp");
+    format!(
+        r#"domains = ["example.com"]
 
 [[listen]]
 address = "127.0.0.1:5060"
 
+{premium_and_uk}
 [[route]]
-name = "premium"
-user_prefix = "+1900"
-reject = 403
-reason = "Premium Numbers Barred"
-
-[[route]]
-name = "uk"
-user_prefix = ["+44", "0044"]
-replace_plus_with = "00"
-next_hop = "sip:gw.example.net:5080;transport=tcp"
-
-[[route]]
-user_regex = "^\\+4930123[0-9]{4}$"
+user_regex = "^\\+4930123[0-9]{{4}}$"
 strip = 8
 location = true
 
@@ -39,7 +32,9 @@ user_prefix = "+33"
 source = "192.0.2.0/24"
 authenticated = false
 next_hop = "sip:192.0.2.99"
-"#;
+"#
+    )
+}
 
 fn herald(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_herald")).args(args).output().expect("herald runs")
@@ -85,7 +80,7 @@ fn check(config: &Path, extra: &[&str]) -> (String, Value) {
 fn route_check_says_which_rule_matches_and_where_the_request_goes() {
     let dir = test_dir("route_check");
     let config = dir.join("herald.toml");
-    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(&config, config_text()).unwrap();
 
     let (text, json) = check(&config, &["INVITE sip:+441234@example.com"]);
     assert_eq!(
@@ -139,7 +134,7 @@ fn route_check_says_which_rule_matches_and_where_the_request_goes() {
     let sets = "\n[[route]]\nname = \"de\"\nuser_prefix = \"+49\"\ngateway_set = \"pstn\"\n\n\
                 [[gateway_set]]\nname = \"pstn\"\nalgorithm = \"priority\"\ndestinations = [\n\
                 { uri = \"sip:192.0.2.11:5060\", priority = 2 },\n{ uri = \"sip:192.0.2.10\", priority = 1 },\n]\n";
-    std::fs::write(&with_sets, format!("{CONFIG}{sets}")).unwrap();
+    std::fs::write(&with_sets, format!("{}{sets}", config_text())).unwrap();
     let (text, json) = check(&with_sets, &["INVITE tel:+49-30-123"]);
     assert_eq!(json["gateway_set"], "pstn");
     let dests: Vec<(String, String)> = json["destinations"]

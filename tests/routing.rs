@@ -8,7 +8,7 @@
 mod common;
 
 use common::sip_client::{register, transaction, udp_from};
-use common::{header_of, status_of, test_dir, Herald, HeraldConfig, HeraldExtras};
+use common::{header_of, routes, status_of, test_dir, Herald, HeraldConfig, HeraldExtras};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -98,20 +98,10 @@ fn every_rule_kind_through_a_running_herald() {
     let gw2 = udp_from("127.0.0.1");
     let echo = udp_from("127.0.0.1");
     let (gw_at, gw2_at, echo_at) = (gw.local_addr().unwrap(), gw2.local_addr().unwrap(), echo.local_addr().unwrap());
+    let premium_and_uk = routes::premium_and_uk(&format!("sip:{gw_at}"));
     let rules = format!(
         r#"
-[[route]]
-name = "premium"
-user_prefix = "+1900"
-reject = 403
-reason = "Premium Numbers Barred"
-
-[[route]]
-name = "uk"
-user_prefix = ["+44", "0044"]
-replace_plus_with = "00"
-next_hop = "sip:{gw_at}"
-
+{premium_and_uk}
 [[route]]
 name = "france-from-127.0.0.2"
 user_prefix = "+33"

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod routes;
 pub mod sip_client;
 
 use std::collections::{HashMap, HashSet};
