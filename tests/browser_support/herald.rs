@@ -4,12 +4,11 @@
 //! with the `[tls]` certificate the test generates). Configured by file only, as an operator
 //! would. SIGTERM on drop (SIGKILL if it does not stop).
 
-use crate::common::{herald_users_add, log_excerpt, port_block, udp_options_ok, wait_bound};
+use crate::common::{herald_users_add, log_excerpt, port_block, spawn_serve, udp_options_ok, wait_bound};
 use crate::tls_support::Pki;
-use std::fs::File;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The domain herald serves and its phones' AoRs are in (also the digest realm).
@@ -56,15 +55,7 @@ impl WsHerald {
             herald_users_add(&format!("{name}@{DOMAIN}"), password, &["--config", config.to_str().unwrap()]);
         }
         let log = dir.join("herald.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", std::env::var("HERALD_TEST_LOG").unwrap_or_else(|_| "info".into()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let child = spawn_serve(&config, &log);
         let mut h = WsHerald { child, udp, ws, wss, log, pki };
         // OPTIONS is not challenged: it tells when herald is up.
         let probe = UdpSocket::bind(at(1)).unwrap();

@@ -6,7 +6,7 @@
 
 pub mod phone;
 
-use crate::common::{log_excerpt, stop_child, udp_options_ok};
+use crate::common::{log_excerpt, spawn_serve, stop_child, udp_options_ok};
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -165,14 +165,7 @@ impl Node {
     fn spawn(&mut self) {
         self.runs += 1;
         let log = self.log.with_extension(format!("{}.log", self.runs));
-        let child = Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(["serve", "--config", self.config.to_str().unwrap()])
-            .env("RUST_LOG", std::env::var("HERALD_TEST_LOG").unwrap_or_else(|_| "info".into()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let child = spawn_serve(&self.config, &log);
         self.child = Some(child);
         self.log = log;
         let probe = UdpSocket::bind((self.sip.ip(), 0)).unwrap();

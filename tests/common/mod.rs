@@ -552,6 +552,20 @@ impl SippRun {
     }
 }
 
+/// Spawns `herald serve --config CONFIG` with its stderr in `log`, the log level from
+/// `HERALD_TEST_LOG` (default info), stdin and stdout null; the caller waits for it to be up.
+pub fn spawn_serve(config: &Path, log: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", std::env::var("HERALD_TEST_LOG").unwrap_or_else(|_| "info".into()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
 /// The interesting part of herald's log for a failure message: a panic with the lines after it
 /// (up to the backtrace) and the last lines, or else the last 40 lines.
 pub fn log_excerpt(path: &Path) -> String {
