@@ -14,41 +14,20 @@
 #![allow(dead_code)] // not every test uses every helper
 
 use crate::common::{last_stat_row, tail, SippRun};
-use crate::netns_support::{wait_until, Proc};
+use crate::netns_support::{delete_netns, ip, or_skip, wait_until, Proc};
 use std::fs::File;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::raw::c_int;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 extern "C" {
-    fn kill(pid: c_int, sig: c_int) -> c_int;
     fn setns(fd: c_int, nstype: c_int) -> c_int;
 }
-const SIGKILL: c_int = 9;
 const CLONE_NEWNET: c_int = 0x4000_0000;
-
-/// Runs a command; the error names it and carries its stderr.
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("`{program}` not runnable: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{program} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// The three namespaces; deleted (with everything still running inside) on drop.
 pub struct NatLab {
@@ -81,31 +60,31 @@ impl NatLab {
         };
         let gw = format!("192.168.{n}.1");
         for name in [&lab.herald_ns, &lab.router_ns, &lab.phone_ns] {
-            let _ = run("ip", &["netns", "del", name]);
+            let _ = ip(&["netns", "del", name]);
         }
-        run("ip", &["netns", "add", &lab.herald_ns])?;
+        ip(&["netns", "add", &lab.herald_ns])?;
         // From here on, Drop deletes what was made.
-        run("ip", &["netns", "add", &lab.router_ns])?;
-        run("ip", &["netns", "add", &lab.phone_ns])?;
+        ip(&["netns", "add", &lab.router_ns])?;
+        ip(&["netns", "add", &lab.phone_ns])?;
         let (h, r, p) = (lab.herald_ns.as_str(), lab.router_ns.as_str(), lab.phone_ns.as_str());
-        run("ip", &["link", "add", "veth-h", "netns", h, "type", "veth", "peer", "name", "veth-out", "netns", r])?;
-        run("ip", &["link", "add", "veth-p", "netns", p, "type", "veth", "peer", "name", "veth-in", "netns", r])?;
-        run("ip", &["-n", h, "addr", "add", &format!("{}/24", lab.herald_ip), "dev", "veth-h"])?;
-        run("ip", &["-n", r, "addr", "add", &format!("{}/24", lab.public_ip), "dev", "veth-out"])?;
-        run("ip", &["-n", r, "addr", "add", &format!("{gw}/24"), "dev", "veth-in"])?;
-        run("ip", &["-n", p, "addr", "add", &format!("{}/24", lab.phone_ip), "dev", "veth-p"])?;
+        ip(&["link", "add", "veth-h", "netns", h, "type", "veth", "peer", "name", "veth-out", "netns", r])?;
+        ip(&["link", "add", "veth-p", "netns", p, "type", "veth", "peer", "name", "veth-in", "netns", r])?;
+        ip(&["-n", h, "addr", "add", &format!("{}/24", lab.herald_ip), "dev", "veth-h"])?;
+        ip(&["-n", r, "addr", "add", &format!("{}/24", lab.public_ip), "dev", "veth-out"])?;
+        ip(&["-n", r, "addr", "add", &format!("{gw}/24"), "dev", "veth-in"])?;
+        ip(&["-n", p, "addr", "add", &format!("{}/24", lab.phone_ip), "dev", "veth-p"])?;
         for (ns, dev) in [(h, "veth-h"), (r, "veth-out"), (r, "veth-in"), (p, "veth-p")] {
-            run("ip", &["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
         for ns in [h, r, p] {
-            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
-        run("ip", &["-n", p, "route", "add", "default", "via", &gw])?;
-        run("ip", &["netns", "exec", r, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])?;
+        ip(&["-n", p, "route", "add", "default", "via", &gw])?;
+        ip(&["netns", "exec", r, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])?;
         let nft = |args: &[&str]| {
             let mut all = vec!["netns", "exec", r, "nft"];
             all.extend_from_slice(args);
-            run("ip", &all).unwrap_or_else(|e| panic!("NAT setup: {e} (install the Debian package nftables)"))
+            ip(&all).unwrap_or_else(|e| panic!("NAT setup: {e} (install the Debian package nftables)"))
         };
         nft(&["add", "table", "ip", "nat"]);
         nft(&["add chain ip nat post { type nat hook postrouting priority 100 ; }"]);
@@ -217,46 +196,19 @@ impl NatLab {
         let stats = last_stat_row(&dir.join(format!("{name}.csv")));
         SippRun { name: name.clone(), status, stats, errors: tail(&dir.join(format!("{name}_errors.log")), 40) }
     }
-
-    fn pids(&self, ns: &str) -> Vec<c_int> {
-        let out = Command::new("ip").args(["netns", "pids", ns]).output();
-        out.map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect())
-            .unwrap_or_default()
-    }
 }
 
 impl Drop for NatLab {
     fn drop(&mut self) {
-        for ns in [self.phone_ns.clone(), self.router_ns.clone(), self.herald_ns.clone()] {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let pids = self.pids(&ns);
-                if pids.is_empty() || Instant::now() > deadline {
-                    break;
-                }
-                for pid in pids {
-                    // SAFETY: kill(2) on a process id; only processes this test started live in
-                    // its own namespaces.
-                    unsafe {
-                        kill(pid, SIGKILL);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = run("ip", &["netns", "del", &ns]);
+        for ns in [&self.phone_ns, &self.router_ns, &self.herald_ns] {
+            delete_netns(ns);
         }
     }
 }
 
 /// Creates the lab, or prints why the test is skipped and returns `None`.
 pub fn lab_or_skip(test: &str) -> Option<NatLab> {
-    match NatLab::create() {
-        Ok(lab) => Some(lab),
-        Err(e) => {
-            eprintln!("{test}: skipped: network namespaces unavailable: {e}");
-            None
-        }
-    }
+    or_skip(test, NatLab::create)
 }
 
 /// A UA on one socket: sends text, and reads datagrams, keeping the CRLF keep-alives apart.

@@ -51,7 +51,7 @@ pub struct Netns {
 }
 
 /// Runs `ip ARGS`; the error names the command and carries its stderr.
-fn ip(args: &[&str]) -> Result<(), String> {
+pub fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
@@ -114,47 +114,57 @@ impl Netns {
         c.args(["netns", "exec", self.name(side), program]);
         c
     }
+}
 
-    /// The process ids of everything running in one namespace.
-    fn pids(&self, side: Side) -> Vec<c_int> {
-        let out = Command::new("ip").args(["netns", "pids", self.name(side)]).output();
-        out.map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect())
-            .unwrap_or_default()
+/// The process ids of everything running in namespace `ns`.
+fn pids(ns: &str) -> Vec<c_int> {
+    let out = Command::new("ip").args(["netns", "pids", ns]).output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Kills everything still running in namespace `ns` (for up to 5 s) and deletes it. Only
+/// processes the test started live in its own namespaces.
+pub fn delete_netns(ns: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pids = pids(ns);
+        if pids.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        for pid in pids {
+            // SAFETY: kill(2) on a process id; no memory is touched.
+            unsafe {
+                kill(pid, SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = ip(&["netns", "del", ns]);
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
         for side in [Side::Phones, Side::Herald] {
-            // Only processes this test started live in its own namespaces.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let pids = self.pids(side);
-                if pids.is_empty() || Instant::now() > deadline {
-                    break;
-                }
-                for pid in pids {
-                    // SAFETY: kill(2) on a process id; no memory is touched.
-                    unsafe {
-                        kill(pid, SIGKILL);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = ip(&["netns", "del", self.name(side)]);
+            delete_netns(self.name(side));
+        }
+    }
+}
+
+/// The namespaces `create` made, or `None` after printing why the test is skipped.
+pub fn or_skip<T>(test: &str, create: impl FnOnce() -> Result<T, String>) -> Option<T> {
+    match create() {
+        Ok(made) => Some(made),
+        Err(e) => {
+            eprintln!("{test}: skipped: network namespaces unavailable: {e}");
+            None
         }
     }
 }
 
 /// Creates the namespaces, or prints why the test is skipped and returns `None`.
 pub fn netns_or_skip(test: &str) -> Option<Netns> {
-    match Netns::create() {
-        Ok(ns) => Some(ns),
-        Err(e) => {
-            eprintln!("{test}: skipped: network namespaces unavailable: {e}");
-            None
-        }
-    }
+    or_skip(test, Netns::create)
 }
 
 /// Panics unless `program` is on the PATH, naming the Debian package that has it.
