@@ -37,10 +37,10 @@ pub struct Server {
     metrics: Option<std::net::TcpListener>,
     /// Certificates and verifiers, when herald listens on TLS or `[tls]` names a certificate.
     tls: Option<Arc<TlsContext>>,
-    /// Where the engines' gateway sets are published, probed while running ([`Server::with_gateways`]).
-    gateways: Option<(Arc<herald_core::engine::ConfigUpdates>, crate::gateways::ProbingSettings)>,
     /// The admin endpoint's listener (`[admin] listen`), and what it serves ([`Server::with_admin`]).
     admin: (Option<std::net::TcpListener>, Option<AdminApi>, Arc<AdminCounters>),
+    /// Where the engines' gateway sets are published, probed while running ([`Server::with_gateways`]).
+    gateways: Option<(Arc<herald_core::engine::ConfigUpdates>, crate::gateways::ProbingSettings)>,
     /// The location store whose NATed UDP bindings get keep-alives, and the flows registered
     /// elsewhere through herald ([`Server::with_nat_keepalives`]).
     nat_store: Option<(Arc<herald_core::registrar::Location>, Arc<herald_core::nat::EdgeFlows>)>,
@@ -81,7 +81,19 @@ impl Server {
         } else {
             None
         };
-        Ok(Server { config, workers, sockets, bound, stats: Stats::new(workers, flood), metrics, tls, gateways: None, admin, nat_store: None, location: None })
+        Ok(Server {
+            config,
+            workers,
+            sockets,
+            bound,
+            stats: Stats::new(workers, flood),
+            metrics,
+            tls,
+            gateways: None,
+            admin,
+            nat_store: None,
+            location: None,
+        })
     }
 
     /// The per-source guard (`[flood]`), shared by the workers; `None` when disabled. Give it
@@ -115,6 +127,30 @@ impl Server {
         shard_count(self.workers)
     }
 
+    /// The engines' configuration slot, whose gateway sets (`EngineConfig::gateways`, replaced
+    /// by a reload) [`Server::run`] probes as `settings` (`[[gateway_set]]`, also replaced by a
+    /// reload) say and the metrics endpoint shows.
+    pub fn with_gateways(
+        &mut self,
+        updates: Arc<herald_core::engine::ConfigUpdates>,
+        settings: crate::gateways::ProbingSettings,
+    ) {
+        let latest = updates.clone();
+        self.stats.export_collector(crate::gateways::GatewayMetrics::new(move || latest.latest().gateways.clone()));
+        self.gateways = Some((updates, settings));
+    }
+
+    /// The location store the engines register into: [`Server::run`] sends keep-alives to its
+    /// UDP bindings behind NAT as `[nat]` says (`crate::nat`), and to the flows of NATed phones
+    /// it registered with other registrars as their edge proxy (`Registrar::edge_flows`).
+    pub fn with_nat_keepalives(
+        &mut self,
+        store: Arc<herald_core::registrar::Location>,
+        edge: Arc<herald_core::nat::EdgeFlows>,
+    ) {
+        self.nat_store = Some((store, edge));
+    }
+
     /// The location database (`[location]`, [`crate::location::open`]): its commits wake the
     /// workers (write-through answers), its metrics are exported, and it is written one last
     /// time when [`Server::run`] returns.
@@ -132,30 +168,6 @@ impl Server {
     /// The admin endpoint's address (port resolved), when it listens.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.0.as_ref().and_then(|l| l.local_addr().ok())
-    }
-
-    /// The location store the engines register into: [`Server::run`] sends keep-alives to its
-    /// UDP bindings behind NAT as `[nat]` says (`crate::nat`), and to the flows of NATed phones
-    /// it registered with other registrars as their edge proxy (`Registrar::edge_flows`).
-    pub fn with_nat_keepalives(
-        &mut self,
-        store: Arc<herald_core::registrar::Location>,
-        edge: Arc<herald_core::nat::EdgeFlows>,
-    ) {
-        self.nat_store = Some((store, edge));
-    }
-
-    /// The engines' configuration slot, whose gateway sets (`EngineConfig::gateways`, replaced
-    /// by a reload) [`Server::run`] probes as `settings` (`[[gateway_set]]`, also replaced by a
-    /// reload) say and the metrics endpoint shows.
-    pub fn with_gateways(
-        &mut self,
-        updates: Arc<herald_core::engine::ConfigUpdates>,
-        settings: crate::gateways::ProbingSettings,
-    ) {
-        let latest = updates.clone();
-        self.stats.export_collector(crate::gateways::GatewayMetrics::new(move || latest.latest().gateways.clone()));
-        self.gateways = Some((updates, settings));
     }
 
     /// The live counters (valid before, during and after [`Server::run`]).
@@ -249,13 +261,6 @@ impl Server {
         if let Some(l) = self.metrics {
             rt.spawn(endpoint::serve(l, shared.stats.clone()));
         }
-        // The admin API and SIGHUP's reload, on this thread's runtime too.
-        if self.admin.0.is_some() || self.admin.1.is_some() {
-            let (listener, api, counters) = self.admin;
-            counters.export(&shared.stats);
-            let live = admin::Live::new(&shared, shards.clone());
-            rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
-        }
         // Gateway probes go from this thread's runtime through the shards; stopped at the drain.
         let prober = self.gateways.and_then(|(updates, settings)| {
             crate::gateways::start_probing(rt.handle(), updates, settings, &shared, shards.len())
@@ -263,6 +268,13 @@ impl Server {
         let keepalives = self.nat_store.and_then(|(store, edge)| {
             crate::nat::start(rt.handle(), &shared.config.nat, store, edge, nat_senders, &shared, shards.len())
         });
+        // The admin API and SIGHUP's reload, on this thread's runtime too.
+        if self.admin.0.is_some() || self.admin.1.is_some() {
+            let (listener, api, counters) = self.admin;
+            counters.export(&shared.stats);
+            let live = admin::Live::new(&shared, shards.clone());
+            rt.spawn(admin::run(listener, shared.config.admin.clone(), api.unwrap_or_default(), live, counters));
+        }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
             // While serving, this thread also gives memory back after peaks (module `memory`):

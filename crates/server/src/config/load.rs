@@ -207,9 +207,6 @@ impl Config {
         if let Some((k, msg)) = self.overload.problems() {
             return fail(&["overload", k], msg);
         }
-        if let Err((i, leaf, message)) = super::routing::check(&self.route, &self.gateway_set) {
-            return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
-        }
         if let Some((k, msg)) = self.location.problems() {
             return fail(&["location", k], msg);
         }
@@ -225,6 +222,9 @@ impl Config {
             }
             path.push(Seg::Key(at.key.into()));
             return Err((path, message));
+        }
+        if let Err((i, leaf, message)) = super::routing::check(&self.route, &self.gateway_set) {
+            return Err((vec![Seg::Key("route".into()), Seg::Index(i), Seg::Key(leaf.into())], message));
         }
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
             return fail(&["log", "level"], format!("not a log level or filter: {e}"));

@@ -26,13 +26,13 @@ mod websocket;
 pub use admin::{Admin, AdminKey, AdminToken};
 pub use auth::{Auth, DigestAlgorithm, IdentityMode};
 pub use error::ConfigError;
+/// `[[gateway_set]]` as the engine takes it, keeping the health of a previous configuration's
+/// destinations (a reload).
+pub use gateways::to_core as gateway_sets;
 pub use gateways::{
     Algorithm as GatewayAlgorithm, Destination as GatewayDestination, Failover as GatewayFailover, GatewaySet,
     Health as GatewayHealth, Probing as GatewayProbing,
 };
-/// `[[gateway_set]]` as the engine takes it, keeping the health of a previous configuration's
-/// destinations (a reload).
-pub use gateways::to_core as gateway_sets;
 pub use location::{Location, LocationMode};
 pub use nat::{Detect as NatDetect, EdgePath, Keepalive, Nat};
 pub use protect::{Flood, FloodSettings, Overload, OverloadSettings};

@@ -4,8 +4,8 @@
 
 use super::admin::Admin;
 use super::auth::Auth;
-use super::location::Location;
 use super::gateways::GatewaySet;
+use super::location::Location;
 use super::nat::Nat;
 use super::protect::{Flood, Overload};
 use super::routing::Route;
