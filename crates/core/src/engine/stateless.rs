@@ -65,7 +65,9 @@ impl Engine {
         out: &mut Vec<Output>,
     ) {
         let Ok(plan) = self.plan_targets(now, msg, from, authenticated) else { return };
-        let Some(target) = plan.into_iter().max_by_key(|p| p.q) else { return };
+        // The first of the highest q: the plan is in preference order (a gateway set's
+        // algorithm, the most recent binding first), and `max_by_key` alone keeps the last.
+        let Some(target) = plan.into_iter().rev().max_by_key(|p| p.q) else { return };
         let to = match &target.dest {
             PlannedDest::Peer(p) => *p,
             PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {

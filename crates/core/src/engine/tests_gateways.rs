@@ -307,3 +307,14 @@ fn a_provisional_from_an_abandoned_attempt_is_cancelled_even_after_the_call_ende
     assert!(h.engine.transactions() < held, "{} transactions still held", h.engine.transactions());
     assert_eq!(h.engine.transactions(), 0);
 }
+
+#[test]
+fn stateless_mode_sends_to_the_first_destination_of_the_sets_order() {
+    let h = harness_with(Algorithm::Priority, &[GW1, GW2, GW3], |_| {});
+    let cfg = EngineConfig { stateless: true, ..(*h.engine.cfg).clone() };
+    let mut h = Harness { now: h.now, ..Harness::from_config(cfg) };
+    let out = h.send(ALICE, &invite("+4930123", "st-gw"));
+    assert_eq!(requests_to(&out, GW1).len(), 1, "priority order: the first destination ({out:?})");
+    assert!(requests_to(&out, GW2).is_empty() && requests_to(&out, GW3).is_empty());
+    assert_eq!(h.engine.transactions(), 0, "no state");
+}
