@@ -73,16 +73,22 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
         }
     };
     // The first `tag` parameter decides, as `params.get("tag")` would.
-    let mut tag: Option<Option<&str>> = None;
+    let mut tag: Option<Option<&[u8]>> = None;
     let (_, end) = Params::parse_visiting(s, params_at, |name, value| {
         if tag.is_none() && name.eq_ignore_ascii_case(b"tag") {
-            tag = Some(value.map(scan::ascii_str));
+            tag = Some(value);
         }
     })?;
     if end != s.len() {
         return Err(ValueError::at(end, "unexpected text after address"));
     }
-    Ok(tag.flatten())
+    // RFC 3261 §19.3: a tag is a token. A quoted one is tolerated, one that is not even UTF-8
+    // is refused: as text it would not be a view of the message, which keeps its tags as
+    // ranges of the buffer (module `checked`).
+    match tag.flatten() {
+        Some(t) => std::str::from_utf8(t).map(Some).map_err(|_| ValueError::at(params_at, "tag is not UTF-8")),
+        None => Ok(None),
+    }
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {
@@ -161,6 +167,14 @@ mod tests {
         assert!(a.params.contains("unknownparam"));
         let b = NameAddr::parse(b"<sip:u@h;unknownparam>").unwrap();
         assert!(b.params.is_empty());
+    }
+
+    #[test]
+    fn a_tag_that_is_not_utf8_is_refused_not_replaced() {
+        // As the stream_framer fuzz target found for Via branches: "" would not be a view of
+        // the message, whose memo keeps the tag as a range of its buffer.
+        assert_eq!(tag_of(b"<sip:a@b>;tag=\"t\x82\x00\"").unwrap_err().what, "tag is not UTF-8");
+        assert_eq!(tag_of("<sip:a@b>;tag=\"té\"".as_bytes()).unwrap(), Some("\"té\""));
     }
 
     #[test]

@@ -39,16 +39,22 @@ impl<'a> Via<'a> {
         let sent_by_end = sent_by_end(s, i);
         let (host, port) = parse_host_port(&s[i..sent_by_end]).map_err(|e| ValueError::at(i + e.offset, e.reason))?;
         // The first `branch` parameter decides, as `params.get("branch")` would.
-        let mut branch: Option<Option<&str>> = None;
+        let mut branch: Option<Option<&[u8]>> = None;
         let (params, end) = Params::parse_visiting(s, sent_by_end, |name, value| {
             if branch.is_none() && name.eq_ignore_ascii_case(b"branch") {
-                branch = Some(value.map(scan::ascii_str));
+                branch = Some(value);
             }
         })?;
-        let branch = branch.flatten();
         if end != s.len() {
             return Err(ValueError::at(end, "unexpected text after Via parameters"));
         }
+        // RFC 3261 §20.42: the branch is a token. A quoted value is tolerated, but one that is
+        // not even UTF-8 is refused here: as text it would not be a view of the message (the
+        // memo of module `checked` keeps the branch as a range of the buffer).
+        let branch = match branch.flatten() {
+            Some(b) => Some(std::str::from_utf8(b).map_err(|_| ValueError::at(sent_by_end, "branch is not UTF-8"))?),
+            None => None,
+        };
         Ok(Via { protocol_name, protocol_version, transport, host, port, params, branch })
     }
 
@@ -134,6 +140,16 @@ mod tests {
         assert!(v.has_rfc3261_branch());
         assert_eq!(v.rport(), Some(None));
         assert_eq!(v.received(), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn a_branch_that_is_not_utf8_is_refused_not_replaced() {
+        // Found by the stream_framer fuzz target: the branch became "" (not a slice of the
+        // message), and the message's memo took its range from a foreign pointer.
+        let err = Via::parse(b"SIP/2.0/UDP h:5060;branch=\"z9hG4bK\x82\x00x\"").unwrap_err();
+        assert_eq!(err.what, "branch is not UTF-8");
+        let v = Via::parse("SIP/2.0/UDP h;branch=\"z9hG4bK-é\"".as_bytes()).unwrap();
+        assert_eq!(v.branch(), Some("\"z9hG4bK-é\""));
     }
 
     #[test]
