@@ -5,7 +5,7 @@
 
 use herald_core::engine::{EngineConfig, Listener, SourceRoute};
 use herald_core::gateways::{order, CallKeys};
-use herald_core::routing::{decide, host_port, rewrite, Action, Decision, Request, Rule};
+use herald_core::routing::{decide, host_port, rewrite, rule_request_uri, Action, Decision, Request, Rule};
 use herald_core::Seed;
 use herald_server::config::Config;
 use herald_sip::uri::Uri;
@@ -137,22 +137,18 @@ fn check(args: &CheckArgs) -> Result<Value, String> {
 
 /// What `rule` does with `ruri`: as `herald serve`'s engine (`engine/route_rules.rs`).
 fn rule_action(cfg: &EngineConfig, ruri: &Uri<'_>, rule: &Rule, args: &CheckArgs) -> Value {
-    let rewritten = |tel_host: Option<&str>| rewrite(ruri, &rule.number, tel_host).unwrap_or_else(|| ruri.to_string());
+    let or_same = |uri: Option<String>| uri.unwrap_or_else(|| ruri.to_string());
+    let request_uri = or_same(rule_request_uri(ruri, rule, &cfg.identity));
     match &rule.action {
-        Action::Location => {
-            let domain = cfg.identity.domains.first().map(String::as_str);
-            json!({"request_uri": rewritten(domain), "action": "location"})
-        }
-        Action::NextHop(hop) => {
-            json!({"request_uri": rewritten(host_port(hop).as_deref()), "action": "next_hop", "next_hop": hop})
-        }
+        Action::Location => json!({"request_uri": request_uri, "action": "location"}),
+        Action::NextHop(hop) => json!({"request_uri": request_uri, "action": "next_hop", "next_hop": hop}),
         Action::Reject(status, reason) => {
-            json!({"request_uri": rewritten(None), "action": "reject", "status": status, "reason": &**reason})
+            json!({"request_uri": request_uri, "action": "reject", "status": status, "reason": &**reason})
         }
-        Action::RequestUri => json!({"request_uri": rewritten(None), "action": "request_uri"}),
+        Action::RequestUri => json!({"request_uri": request_uri, "action": "request_uri"}),
         Action::GatewaySet(name) => {
             let Some(set) = cfg.gateways.get(name) else {
-                return json!({"request_uri": rewritten(None), "action": "gateway_set", "gateway_set": name, "destinations": []});
+                return json!({"request_uri": request_uri, "action": "gateway_set", "gateway_set": name, "destinations": []});
             };
             let keys = CallKeys { call_id: args.call_id.as_bytes(), from_user: args.from_user.as_bytes() };
             let mut tries = order(set, keys);
@@ -161,13 +157,12 @@ fn rule_action(cfg: &EngineConfig, ruri: &Uri<'_>, rule: &Rule, args: &CheckArgs
                 .iter()
                 .map(|&d| {
                     let dest = &set.destinations[d].uri;
-                    let request_uri =
-                        if ruri.as_tel().is_some() { rewritten(host_port(dest).as_deref()) } else { rewritten(None) };
-                    json!({"uri": dest, "request_uri": request_uri})
+                    // A tel: number becomes a sip: URI of each destination's host, as the engine sends it.
+                    json!({"uri": dest, "request_uri": or_same(rewrite(ruri, &rule.number, host_port(dest).as_deref()))})
                 })
                 .collect();
             json!({
-                "request_uri": rewritten(None),
+                "request_uri": request_uri,
                 "action": "gateway_set",
                 "gateway_set": name,
                 "algorithm": format!("{:?}", set.algorithm),

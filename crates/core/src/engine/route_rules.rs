@@ -7,7 +7,7 @@
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
 use super::Engine;
-use crate::routing::{decide, host_port, rewrite, Action, Decision, Request, Rule};
+use crate::routing::{decide, host_port, rewrite, rule_request_uri, Action, Decision, Request, Rule};
 use herald_sip::uri::Uri;
 use herald_sip::Message;
 use std::net::IpAddr;
@@ -31,27 +31,24 @@ impl Engine {
         ruri: &Uri<'_>,
         rule: &Rule,
     ) -> Result<Vec<Planned>, Local> {
-        let rewritten = |tel_host: Option<&str>| rewrite(ruri, &rule.number, tel_host);
+        // The Request-URI sent on (a rejection sends nothing on).
+        let sent_on = || rule_request_uri(ruri, rule, &self.cfg.identity);
         match &rule.action {
             Action::Reject(status, reason) => Err(Local::RuleReject(*status, reason.clone())),
             Action::Location => {
                 // A tel: number is looked up as a user of the first served domain.
-                let domain = self.cfg.identity.domains.first().map(String::as_str);
-                let text = rewritten(domain).unwrap_or_else(|| ruri.as_str().to_owned());
+                let text = sent_on().unwrap_or_else(|| ruri.as_str().to_owned());
                 let uri = Uri::parse(text.as_bytes()).map_err(|_| Local::Reject(404, "Not Found"))?;
                 self.plan_location(now, &uri)
             }
-            Action::NextHop(hop) => {
-                let host = host_port(hop);
-                Ok(vec![send_to(PlannedDest::Uri(hop.clone()), rewritten(host.as_deref()))])
-            }
+            Action::NextHop(hop) => Ok(vec![send_to(PlannedDest::Uri(hop.clone()), sent_on())]),
             Action::RequestUri => {
-                let request_uri = rewritten(None);
+                let request_uri = sent_on();
                 let dest = request_uri.clone().unwrap_or_else(|| ruri.as_str().to_owned());
                 Ok(vec![send_to(PlannedDest::Uri(dest), request_uri)])
             }
             Action::GatewaySet(set) => {
-                let request_uri = rewritten(None).unwrap_or_else(|| ruri.as_str().to_owned());
+                let request_uri = sent_on().unwrap_or_else(|| ruri.as_str().to_owned());
                 let mut attempts = self.plan_gateway_set(now, set, msg, &request_uri)?;
                 if ruri.as_tel().is_some() {
                     // Each gateway gets the number as a sip: URI of its own host.
@@ -60,7 +57,7 @@ impl Engine {
                             PlannedDest::Uri(u) => host_port(u),
                             PlannedDest::Peer(p) => Some(p.addr.to_string()),
                         };
-                        a.request_uri = rewritten(host.as_deref()).or(a.request_uri.take());
+                        a.request_uri = rewrite(ruri, &rule.number, host.as_deref()).or(a.request_uri.take());
                     }
                 }
                 Ok(attempts)

@@ -3,8 +3,8 @@
 //! The engine (`engine/targets.rs`, and the auth gate for what it must know about relays) and
 //! `herald route check` ask the same function, so the check says what `herald serve` does.
 
-use super::number::match_user;
-use super::rule::{Query, Rule};
+use super::number::{match_user, rewrite};
+use super::rule::{Action, Query, Rule};
 use super::table::RoutingTable;
 use crate::proxy::Identity;
 use herald_sip::uri::Uri;
@@ -96,4 +96,19 @@ pub fn host_port(uri: &str) -> Option<String> {
         Some(p) => format!("{}:{p}", sip.host),
         None => sip.host.to_string(),
     })
+}
+
+/// The Request-URI `rule` sends a request for `ruri` on with (`None`: unchanged): its number
+/// handling applied, and a `tel:` URI made a sip: URI (RFC 3261 §19.1.6) of the host the action
+/// leads to: the first served domain for the location service (the number is looked up as its
+/// user), the next hop's host; none for the others, a gateway set converting it for each of its
+/// destinations ([`rewrite`] with that destination's [`host_port`]). The engine
+/// (`engine/route_rules.rs`) and `herald route check` both ask it.
+pub fn rule_request_uri(ruri: &Uri<'_>, rule: &Rule, identity: &Identity) -> Option<String> {
+    let tel_host = match &rule.action {
+        Action::Location => identity.domains.first().cloned(),
+        Action::NextHop(hop) => host_port(hop),
+        Action::Reject(..) | Action::RequestUri | Action::GatewaySet(_) => None,
+    };
+    rewrite(ruri, &rule.number, tel_host.as_deref())
 }

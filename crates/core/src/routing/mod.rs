@@ -15,7 +15,7 @@ mod number;
 mod rule;
 mod table;
 
-pub use decide::{decide, host_port, Decision, Request};
+pub use decide::{decide, host_port, rule_request_uri, Decision, Request};
 pub use index::PrefixIndex;
 pub use number::{match_user, rewrite, without_separators, NumberRules, Plus};
 pub use rule::{Action, DomainMatch, Query, Rule, UserMatch};
