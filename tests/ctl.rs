@@ -125,12 +125,6 @@ impl Admin {
     }
 }
 
-/// Sends SIGHUP (reload) to process `pid`.
-fn sighup(pid: u32) {
-    // SAFETY: kill(2) with a pid this test started and a valid signal number has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) }, 0, "SIGHUP to {pid}");
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -441,7 +435,7 @@ fn reload_by_ctl_and_sighup_applies_or_refuses_while_serving() {
 
     // SIGHUP: an invalid file is refused (logged), then a valid change applies.
     std::fs::write(&a.config, served.replace("[server]\n", "[server]\nworkrs = 3\n")).unwrap();
-    let hup = sighup;
+    let hup = |pid| signal(pid, SIGHUP);
     let count = |needle: &str| a.herald.log_text().matches(needle).count();
     let (refused, reloaded) = (count("configuration not reloaded"), count("configuration reloaded"));
     hup(a.herald.pid());
@@ -672,7 +666,7 @@ fn calls_complete_while_the_configuration_is_reloaded() {
         a.fails(&["reload"], 1);
     }
     std::fs::write(&a.config, &text).unwrap();
-    sighup(a.herald.pid());
+    signal(a.herald.pid(), SIGHUP);
 
     let uac = uac.wait_watching(&mut a.herald, Duration::from_secs(90));
     let uas = uas.wait_watching(&mut a.herald, Duration::from_secs(30));

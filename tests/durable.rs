@@ -38,8 +38,7 @@ fn start(dir: &Path, mode: &str) -> Herald {
 }
 
 fn kill9(herald: &Herald) {
-    let status = std::process::Command::new("kill").args(["-9", &herald.pid().to_string()]).status().unwrap();
-    assert!(status.success());
+    signal(herald.pid(), SIGKILL);
 }
 
 /// Registers [`USERS`] users and kills herald with SIGKILL once [`KILL_AFTER`] were answered

@@ -260,8 +260,7 @@ fn a_503_fails_over_and_all_down_is_503_at_once() {
         good.uri()
     );
     std::fs::write(&conf, text.replace(&old_list, &new_list) + &late).unwrap();
-    let hup = std::process::Command::new("kill").args(["-HUP", &herald.pid().to_string()]).status().unwrap();
-    assert!(hup.success());
+    signal(herald.pid(), SIGHUP);
     within(Duration::from_secs(5), "the added destination probed", &herald, || {
         gateway_metric(&herald, "probes_total", "dead", &good.uri()) > 0.0
     });

@@ -35,6 +35,8 @@ extern "C" {
     fn kill(pid: c_int, sig: c_int) -> c_int;
     fn setns(fd: c_int, nstype: c_int) -> c_int;
 }
+pub const SIGHUP: c_int = 1;
+pub const SIGKILL: c_int = 9;
 const SIGTERM: c_int = 15;
 const SIGCONT: c_int = 18;
 const SIGSTOP: c_int = 19;
@@ -43,6 +45,13 @@ const CLONE_NEWNET: c_int = 0x4000_0000;
 /// A process stopped with SIGSTOP ([`sigstop`]); it is resumed (SIGCONT) when this is dropped,
 /// however the test ends.
 pub struct Stopped(u32);
+
+/// Sends `signal` to process `pid` (a herald the test started: SIGHUP reloads it, SIGKILL is a
+/// crash), asserting it was delivered.
+pub fn signal(pid: u32, signal: c_int) {
+    // SAFETY: kill(2) with a pid we own and a valid signal number has no memory effects.
+    assert_eq!(unsafe { kill(pid as c_int, signal) }, 0, "signal {signal} to {pid}");
+}
 
 /// Stops process `pid` (SIGSTOP: it reads nothing until resumed).
 pub fn sigstop(pid: u32) -> Stopped {
