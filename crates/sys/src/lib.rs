@@ -16,6 +16,8 @@
 //! * The process: CPU and wall clocks ([`thread_cpu_ns`], [`realtime_ns`], [`rusage_self`],
 //!   [`clock_ticks_per_second`]), memory ([`malloc_trim`], [`page_size`]), the host
 //!   ([`hostname`], [`interface_addresses`]) and Ctrl-C ([`catch_sigint`], [`sigint_seen`]).
+//! * Another process's scheduling and limits, for `herald tune`: a task's EEVDF slice
+//!   ([`set_task_slice_ns`], sched_setattr(2)) and RLIMIT_NOFILE ([`nofile_limit`], [`set_nofile_limit`]).
 //!
 //! Every `unsafe` block says why it is sound. The recurring arguments: the libc structs involved
 //! (`iovec`, `mmsghdr`, `sockaddr_storage`, `timespec`, `rusage`, ...) are plain old data for
@@ -41,6 +43,7 @@ mod send;
 mod signal;
 mod sockaddr;
 mod sockopt;
+mod task;
 
 pub use batch::{Wait, BATCH};
 pub use clock::{clock_ticks_per_second, realtime_ns, rusage_self, thread_cpu_ns};
@@ -51,3 +54,4 @@ pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
 pub use send::{send_batch, Outbound};
 pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
+pub use task::{nofile_limit, set_nofile_limit, set_task_slice_ns};
