@@ -15,6 +15,9 @@
 //!   [`LocationStore::expire`] removes at most a given number of bindings per call, visiting
 //!   shards round-robin. Nothing ever scans the whole store (seed 002: a 60-second sweep caused
 //!   CPU spikes and failed calls). Lookups ignore expired bindings that were not yet removed.
+//!   The store knows its earliest due time ([`LocationStore::next_expiry`]), so a caller calls
+//!   `expire` when something is due, not on a period, and an alarm
+//!   ([`LocationStore::set_expiry_alarm`]) tells it when a change brought that time earlier.
 //! * Time is a parameter (`now: Instant`); the store never reads a clock.
 //! * Durable copies (SQLite, Redis: `herald-persist`) follow the store through its [`Journal`],
 //!   told of every change under the changed AoR's lock; they load back with
@@ -36,7 +39,7 @@ pub use aor::Aor;
 pub use binding::{Binding, ContactUpdate, StoreError, Update};
 pub use journal::{AorBindings, Applied, Backfill, Journal, Removed, Ticket};
 pub use scan_cursor::ScanCursor;
-pub use store::{LocationStore, StoreConfig};
+pub use store::{ExpiryAlarm, LocationStore, StoreConfig};
 
 #[cfg(test)]
 mod durable_tests;

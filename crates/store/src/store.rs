@@ -45,12 +45,25 @@ pub struct LocationStore<S> {
     epoch: OnceLock<Instant>,
     /// Next shard [`LocationStore::expire`] looks at.
     cursor: AtomicUsize,
+    /// No slot's `next_due` is earlier than this (seconds since `epoch`; `u32::MAX`: nothing
+    /// stored): lowered by every change that stores an earlier expiry, recomputed by the
+    /// `expire` pass that finds something due. While it lies ahead, `expire` costs one load.
+    earliest: AtomicU32,
+    /// Told when `earliest` moves earlier (see [`LocationStore::set_expiry_alarm`]).
+    alarm: OnceLock<ExpiryAlarm>,
+    /// Shard locks `expire` took, for the tests that show its work follows what expires.
+    #[cfg(test)]
+    pub(crate) expiry_locks: AtomicUsize,
     max_bindings: usize,
     /// Told of every change (see [`Journal`]); set once, before serving.
     journal: OnceLock<Arc<dyn Journal<S>>>,
     /// Reads AoRs not yet loaded from a durable copy (see [`Backfill`]); set once.
     backfill: OnceLock<Arc<dyn Backfill<S>>>,
 }
+
+/// Called with the instant of the store's new earliest expiry, under the lock of the shard that
+/// stored it: it must not call back into the store.
+pub type ExpiryAlarm = Box<dyn Fn(Instant) + Send + Sync>;
 
 /// One shard and, readable without its lock, the earliest time its expiry heap holds, so that
 /// `expire` skips shards with nothing due. Cache-line aligned: slots are written by different
@@ -136,6 +149,10 @@ impl<S: Clone> LocationStore<S> {
             hash_keys,
             epoch: OnceLock::new(),
             cursor: AtomicUsize::new(0),
+            earliest: AtomicU32::new(u32::MAX),
+            alarm: OnceLock::new(),
+            #[cfg(test)]
+            expiry_locks: AtomicUsize::new(0),
             max_bindings: config.max_bindings_per_aor.max(1),
             journal: OnceLock::new(),
             backfill: OnceLock::new(),
@@ -153,6 +170,40 @@ impl<S: Clone> LocationStore<S> {
     pub fn with_journal(self, journal: Arc<dyn Journal<S>>) -> Self {
         let _ = self.journal.set(journal);
         self
+    }
+
+    /// Installs the alarm told whenever a change stores a binding that expires before every
+    /// other (see [`Self::next_expiry`]): how a runtime that sleeps until its next deadline
+    /// learns that the store's came earlier, whichever thread stored it (a REGISTER through any
+    /// engine, a durable copy's load, replication). Once only; returns the alarm back if one is
+    /// installed.
+    pub fn set_expiry_alarm(&self, alarm: ExpiryAlarm) -> Result<(), ExpiryAlarm> {
+        self.alarm.set(alarm)
+    }
+
+    /// When [`Self::expire`] next has work: the earliest expiry (or stale heap entry) stored,
+    /// `None` when nothing is stored. Never later than the truth; earlier at times (a binding
+    /// refreshed or removed since), which costs one `expire` call that finds little or nothing.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        match self.earliest.load(Ordering::SeqCst) {
+            u32::MAX => None,
+            at => self.epoch.get().map(|e| *e + std::time::Duration::from_secs(at.into())),
+        }
+    }
+
+    /// Publishes `shard`'s earliest heap entry as its slot's due time and, when it is earlier
+    /// than the store's, lowers that and rings the alarm. Called under the shard's write lock.
+    /// SeqCst, with the loads in `expire`: a pass that reset `earliest` reads every slot after
+    /// the reset, so a change is either seen by the pass or lowers `earliest` after it.
+    fn publish_due(&self, slot: &Slot<S>, shard: &Shard<S>) {
+        let at = shard.heap.peek().map_or(u32::MAX, |d| d.0.at);
+        slot.next_due.store(at, Ordering::SeqCst);
+        // A load first: the usual change (a refresh) expires later and writes nothing shared.
+        if at < self.earliest.load(Ordering::SeqCst) && at < self.earliest.fetch_min(at, Ordering::SeqCst) {
+            if let (Some(alarm), Some(epoch)) = (self.alarm.get(), self.epoch.get()) {
+                alarm(*epoch + std::time::Duration::from_secs(at.into()));
+            }
+        }
     }
 
     /// Whether a journal is installed.
@@ -299,7 +350,7 @@ impl<S: Clone> LocationStore<S> {
                 result
             }
         };
-        slot.next_due.store(heap.peek().map_or(u32::MAX, |d| d.0.at), Ordering::Relaxed);
+        self.publish_due(slot, &guard);
         Ok(result)
     }
 
@@ -329,27 +380,46 @@ impl<S: Clone> LocationStore<S> {
     }
 
     /// Removes at most `budget` expired bindings, visiting shards round-robin from where the
-    /// previous call stopped, and returns how many it removed. Each shard pops its heap only
-    /// while the top is due, so the work is proportional to what expires, never to the size
-    /// of the store; shards with nothing due are skipped without taking their lock. Meant to
-    /// be called every few milliseconds with a small budget.
+    /// previous call stopped, and returns how many it removed. Before [`Self::next_expiry`] it
+    /// returns at once (one atomic load: nothing is visited, no lock taken). When something is
+    /// due, each shard pops its heap only while the top is due, so the work is proportional to
+    /// what expires, never to the size of the store; shards with nothing due are skipped
+    /// without taking their lock (one load each, which also recomputes the earliest due time).
+    /// Meant to be called at [`Self::next_expiry`], again at once while it returns `budget`.
     pub fn expire(&self, now: Instant, budget: usize) -> usize {
         let now_s = self.secs(now);
+        if self.earliest.load(Ordering::SeqCst) > now_s {
+            return 0;
+        }
+        // Recomputed below from every slot; a change made meanwhile lowers it again.
+        self.earliest.store(u32::MAX, Ordering::SeqCst);
         let n = self.slots.len();
         let start = self.cursor.load(Ordering::Relaxed);
         let mut removed = 0;
-        let mut visited = 0;
-        while visited < n && removed < budget {
-            let slot = &self.slots[(start + visited) & (n - 1)];
-            visited += 1;
-            if slot.next_due.load(Ordering::Relaxed) > now_s {
-                continue;
+        let mut earliest = u32::MAX;
+        let mut stopped = None;
+        for k in 0..n {
+            let i = (start + k) & (n - 1);
+            let slot = &self.slots[i];
+            let mut due = slot.next_due.load(Ordering::SeqCst);
+            if due <= now_s {
+                if removed < budget {
+                    #[cfg(test)]
+                    self.expiry_locks.fetch_add(1, Ordering::Relaxed);
+                    let mut shard = write(&slot.shard);
+                    removed += self.expire_shard(&mut shard, now_s, budget - removed);
+                    due = shard.heap.peek().map_or(u32::MAX, |d| d.0.at);
+                    slot.next_due.store(due, Ordering::SeqCst);
+                }
+                // Out of budget, or this shard used it up: the next call starts here.
+                if removed >= budget && stopped.is_none() {
+                    stopped = Some(i);
+                }
             }
-            let mut shard = write(&slot.shard);
-            removed += self.expire_shard(&mut shard, now_s, budget - removed);
-            slot.next_due.store(shard.heap.peek().map_or(u32::MAX, |d| d.0.at), Ordering::Relaxed);
+            earliest = earliest.min(due);
         }
-        self.cursor.store((start + visited) & (n - 1), Ordering::Relaxed);
+        self.earliest.fetch_min(earliest, Ordering::SeqCst);
+        self.cursor.store(stopped.unwrap_or(start), Ordering::Relaxed);
         removed
     }
 

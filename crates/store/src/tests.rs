@@ -292,3 +292,72 @@ fn mass_expiry_gives_memory_back_and_the_store_still_works() {
     assert_eq!(store.expire(secs(t0, 100), usize::MAX), 2);
     assert!(store.is_empty());
 }
+
+#[test]
+fn expire_before_anything_is_due_visits_no_shard() {
+    let store = Store::new();
+    let t0 = Instant::now();
+    let c = [ContactUpdate::new("sip:p@h", 3600)];
+    for i in 0..100_000 {
+        store.apply(&aor(&format!("sip:p{i}@example.com")), t0, &update("c", 1, &c)).unwrap();
+    }
+    let soon = [ContactUpdate::new("sip:p@h", 60)];
+    for i in 0..3 {
+        store.apply(&aor(&format!("sip:soon{i}@example.com")), t0, &update("c", 1, &soon)).unwrap();
+    }
+    assert_eq!(store.next_expiry(), Some(secs(t0, 60)));
+    // Nothing due: no lock taken, however many bindings are stored.
+    for s in [0, 30, 59] {
+        assert_eq!(store.expire(secs(t0, s), 512), 0);
+    }
+    assert_eq!(store.expiry_locks.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Three due: only their shards are locked (at most three of 256), and the next due time
+    // moves on to the others'.
+    assert_eq!(store.expire(secs(t0, 60), 512), 3);
+    assert!(store.expiry_locks.load(std::sync::atomic::Ordering::Relaxed) <= 3);
+    assert_eq!(store.next_expiry(), Some(secs(t0, 3600)));
+    assert_eq!(store.len(), 100_000);
+}
+
+#[test]
+fn next_expiry_follows_changes_from_every_path() {
+    let store = Store::with_config(StoreConfig { shards: 4, ..StoreConfig::default() });
+    let t0 = Instant::now();
+    assert_eq!(store.next_expiry(), None);
+    let rang = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = rang.clone();
+    assert!(store.set_expiry_alarm(Box::new(move |at| log.lock().unwrap().push(at))).is_ok());
+    let (a, b, c) = (aor("sip:a@example.com"), aor("sip:b@example.com"), aor("sip:c@example.com"));
+    store.apply(&a, t0, &update("c", 1, &[ContactUpdate::new("sip:a@h", 100)])).unwrap();
+    // A later expiry leaves the earliest alone and rings nothing.
+    store.apply(&b, t0, &update("c", 1, &[ContactUpdate::new("sip:b@h", 200)])).unwrap();
+    // A durable copy's load is a change like a REGISTER.
+    let restored = store.lookup(&b, t0)[0].clone();
+    assert!(store.restore(&c, vec![Binding { expires_at: 40, ..restored }], secs(t0, 10)));
+    assert_eq!(*rang.lock().unwrap(), [secs(t0, 100), secs(t0, 50)]);
+    assert_eq!(store.next_expiry(), Some(secs(t0, 50)));
+    assert_eq!(store.expire(secs(t0, 50), 10), 1);
+    assert_eq!(store.next_expiry(), Some(secs(t0, 100)));
+    // Removed before it expires: its heap entry still comes due (early, never late).
+    store.remove_aor(&a, secs(t0, 60));
+    assert_eq!(store.expire(secs(t0, 100), 10), 0);
+    assert_eq!(store.next_expiry(), Some(secs(t0, 200)));
+    assert_eq!(store.expire(secs(t0, 200), 10), 1);
+    assert_eq!(store.next_expiry(), None);
+    assert!(store.is_empty());
+}
+
+#[test]
+fn an_expiry_pass_out_of_budget_leaves_the_rest_due() {
+    let store = Store::with_config(StoreConfig { shards: 8, ..StoreConfig::default() });
+    let t0 = Instant::now();
+    for i in 0..20 {
+        store
+            .apply(&aor(&format!("sip:d{i}@example.com")), t0, &update("c", 1, &[ContactUpdate::new("sip:d@h", 10)]))
+            .unwrap();
+    }
+    assert_eq!(store.expire(secs(t0, 10), 5), 5);
+    assert_eq!(store.next_expiry(), Some(secs(t0, 10)));
+    assert_eq!(store.expire(secs(t0, 11), 100), 15);
+    assert_eq!(store.next_expiry(), None);
+}

@@ -5,7 +5,6 @@ use super::{write, Due, LocationStore, Record, Shard, Slot};
 use crate::{Aor, Binding, Removed};
 use herald_sip::uri::Uri;
 use std::cmp::Reverse;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 impl<S: Clone> LocationStore<S> {
@@ -29,7 +28,7 @@ impl<S: Clone> LocationStore<S> {
         let count = rec.bindings.iter().filter(|b| b.expires_at > now_s && same(b)).count();
         let kept: Vec<Binding<S>> = rec.bindings.iter().filter(|b| b.expires_at > now_s && !same(b)).cloned().collect();
         let ticket = self.journal(aor, &kept, now_s);
-        put(shard, slot, aor, hash, kept);
+        put(self, shard, slot, aor, hash, kept);
         Removed { count, ticket }
     }
 
@@ -91,14 +90,21 @@ impl<S: Clone> LocationStore<S> {
                 return false;
             }
         }
-        put(shard, slot, aor, hash, bindings);
+        put(self, shard, slot, aor, hash, bindings);
         true
     }
 }
 
 /// Makes `bindings` the record of `aor` (none: no record), keeping the shard's count, the
-/// heap invariant (one live entry per record, at its `next_check`) and the slot's due time.
-fn put<S>(shard: &mut Shard<S>, slot: &Slot<S>, aor: &Aor, hash: u64, bindings: Vec<Binding<S>>) {
+/// heap invariant (one live entry per record, at its `next_check`) and the due times.
+fn put<S: Clone>(
+    store: &LocationStore<S>,
+    shard: &mut Shard<S>,
+    slot: &Slot<S>,
+    aor: &Aor,
+    hash: u64,
+    bindings: Vec<Binding<S>>,
+) {
     let Shard { table, heap, bindings: stored } = shard;
     let earliest = bindings.iter().map(|b| b.expires_at).min();
     *stored += bindings.len();
@@ -125,5 +131,5 @@ fn put<S>(shard: &mut Shard<S>, slot: &Slot<S>, aor: &Aor, hash: u64, bindings: 
         }
         (Err(_), None) => {}
     }
-    slot.next_due.store(heap.peek().map_or(u32::MAX, |d| d.0.at), Ordering::Relaxed);
+    store.publish_due(slot, shard);
 }
