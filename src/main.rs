@@ -7,6 +7,7 @@ mod ctl;
 mod inspect;
 mod route;
 mod serve;
+mod tune;
 mod users;
 
 use clap::{Parser, Subcommand};
@@ -49,6 +50,10 @@ enum Command {
     /// prints the rule a request matches and where it would go, without sending anything.
     #[command(subcommand)]
     Route(route::Command),
+    /// Operating-system settings for herald (seed 003 ch. 6-7 on today's kernels): each with its
+    /// current value, the recommended one computed from this machine and herald's measured
+    /// service time, and why; `--apply` writes them (root), `--revert` restores them.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,5 +72,6 @@ fn main() -> ExitCode {
         Command::Users(command) => users::run(command),
         Command::Ctl(args) => ctl::run(args),
         Command::Route(command) => route::run(command),
+        Command::Tune(args) => tune::run(args),
     }
 }
