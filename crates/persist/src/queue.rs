@@ -133,7 +133,10 @@ impl ChangeQueue {
                 break;
             }
             p = match interval {
+                // Nothing waits: sleep until `record` brings the first change (an idle writer
+                // makes no system call; it used to look every millisecond).
                 None => self.wake.wait(p).unwrap_or_else(PoisonError::into_inner),
+                Some(_) if p.changed.is_empty() => self.wake.wait(p).unwrap_or_else(PoisonError::into_inner),
                 Some(i) => {
                     let left = i.saturating_sub(since.elapsed()).max(Duration::from_millis(1));
                     self.wake.wait_timeout(p, left).unwrap_or_else(PoisonError::into_inner).0
@@ -198,6 +201,7 @@ impl Journal<Peer> for ChangeQueue {
         let mut p = lock(&self.pending);
         p.seq += 1;
         let seq = p.seq;
+        let first = p.changed.is_empty();
         if !p.changed.contains(change.aor()) {
             p.changed.insert(change.aor().clone());
             self.stats.queue_depth.store(p.changed.len() as u64, Ordering::Relaxed);
@@ -208,8 +212,15 @@ impl Journal<Peer> for ChangeQueue {
                 self.wake.notify_one();
                 Ticket(seq)
             }
-            // The writer wakes on its interval; nobody waits for the change.
-            _ => Ticket::DURABLE,
+            // Nobody waits for the change. The writer sleeps while nothing waits and is woken
+            // by the first change; the others find it on its interval's timer (one wake per
+            // interval, not per change).
+            _ => {
+                if first {
+                    self.wake.notify_one();
+                }
+                Ticket::DURABLE
+            }
         }
     }
 
