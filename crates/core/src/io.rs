@@ -96,6 +96,10 @@ pub enum Output {
     PingDone { token: u64, outcome: PingOutcome },
 }
 
+/// How a handler tells its runtime that its next deadline came earlier between calls (see
+/// [`SipHandler::set_timeout_waker`]).
+pub type TimeoutWaker = Box<dyn Fn(Instant) + Send + Sync>;
+
 /// What the runtime drives: one instance per engine shard, behind the shard's lock, so called by
 /// one thread at a time (any worker's). The runtime sends an [`Input::Resolved`] to the instance
 /// whose [`Output::Resolve`] it answers.
@@ -105,6 +109,14 @@ pub trait SipHandler: Send + 'static {
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>);
     /// The earliest instant at which `handle_timeouts` has work.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// Called once, before serving, by a runtime that sleeps until the next `poll_timeout`: the
+    /// handler keeps `wake` to say that its `poll_timeout` came earlier *between* its calls
+    /// (state it shares with other handlers changed: the location store's next expiry). `wake`
+    /// may be called from any thread, with a lock of the shared state held; it only notes the
+    /// instant. The default ignores it: a handler whose deadlines only its own calls change.
+    fn set_timeout_waker(&mut self, wake: TimeoutWaker) {
+        let _ = wake;
+    }
     /// Transactions still waiting for a final response (graceful shutdown waits for this to
     /// reach zero, bounded).
     fn active_transactions(&self) -> usize;

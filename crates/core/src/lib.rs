@@ -27,7 +27,7 @@ pub mod routing;
 pub mod seed;
 pub mod transaction;
 
-pub use io::{Input, Output, Resolution, ResolveError, ResolveRequest, SipHandler, Target};
+pub use io::{Input, Output, Resolution, ResolveError, ResolveRequest, SipHandler, Target, TimeoutWaker};
 pub use peer::{ConnId, Peer, Transport};
 pub use ping::{Ping, PingOutcome, PingTarget};
 pub use registrar::{Location, Registrar, RegistrarConfig};

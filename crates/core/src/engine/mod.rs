@@ -50,7 +50,7 @@ pub use stats::ResponseStats;
 
 use crate::auth::Authenticator;
 use crate::hash::{fnv1a_parts, IdMap};
-use crate::io::{Input, Output, SipHandler};
+use crate::io::{Input, Output, SipHandler, TimeoutWaker};
 use crate::peer::Peer;
 use crate::proxy::flow_token::FlowTokens;
 use crate::registrar::Registrar;
@@ -61,12 +61,11 @@ use herald_store::LocationStore;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Expired registrations are removed incrementally: at most this many per engine per tick
-/// (ARCHITECTURE.md: never a full sweep).
+/// Expired registrations are removed incrementally: at most this many per `handle_timeouts`
+/// (ARCHITECTURE.md: never a full sweep); while more are due, `poll_timeout` stays due.
 const EXPIRE_BUDGET: usize = 512;
-const EXPIRE_EVERY: Duration = Duration::from_millis(250);
 
 pub struct Engine {
     cfg: Arc<EngineConfig>,
@@ -84,7 +83,9 @@ pub struct Engine {
     context_bytes: usize,
     /// Timer C deadlines: (deadline, server transaction, branch).
     timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
-    next_expire: Option<Instant>,
+    /// This engine removes the shared store's expired bindings (index 0: one engine of a
+    /// runtime does, at the store's next expiry - not every engine on a period).
+    expires_store: bool,
     next_token: u64,
     /// Keys the local tags (from the config's seed and this engine's index).
     tag_seed: u64,
@@ -126,7 +127,7 @@ impl Engine {
             resolving: IdMap::default(),
             context_bytes: 0,
             timer_c: BinaryHeap::new(),
-            next_expire: None,
+            expires_store: index == 0,
             next_token: (index as u64) << 48,
             tag_seed,
             branches,
@@ -310,20 +311,25 @@ impl SipHandler for Engine {
         self.ping_timeouts(now, out);
         self.gateway_timeouts(now, out);
         self.release_durable(now, out);
-        if self.next_expire.is_none_or(|t| t <= now) {
+        if self.expires_store {
+            // One atomic load when nothing is due.
             self.store.expire(now, EXPIRE_BUDGET);
-            self.next_expire = Some(now + EXPIRE_EVERY);
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
         let ours = [self.pings.next_deadline(), self.gateway_calls.next_due()];
-        [self.txs.next_timeout(), timer_c, self.next_expire, self.durable.next_deadline()]
-            .into_iter()
-            .chain(ours)
-            .flatten()
-            .min()
+        let expiry = if self.expires_store { self.store.next_expiry() } else { None };
+        [self.txs.next_timeout(), timer_c, expiry, self.durable.next_deadline()].into_iter().chain(ours).flatten().min()
+    }
+
+    fn set_timeout_waker(&mut self, wake: TimeoutWaker) {
+        // The store's next expiry is in this engine's `poll_timeout`, and other engines' REGISTERs
+        // (or a durable copy's load) bring it earlier.
+        if self.expires_store {
+            let _ = self.store.set_expiry_alarm(wake);
+        }
     }
 
     fn active_transactions(&self) -> usize {

@@ -9,6 +9,7 @@ use crate::transaction::Timers;
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 const PROXY: &str = "192.0.2.10:5060";
 const ALICE: &str = "192.0.2.1:5061";
@@ -593,3 +594,6 @@ fn held_bytes_follow_the_messages_held_and_return_to_zero() {
     assert_eq!(SipHandler::transactions(&h.engine), 0, "everything ended");
     assert_eq!(held(&h), 0, "nothing held once every transaction and context is gone");
 }
+
+#[path = "tests_expiry.rs"]
+mod expiry;
