@@ -129,7 +129,8 @@ pub fn apply(settings: &[Setting], machine: &Machine, state: &Path) -> Result<Ou
 }
 
 fn apply_file(s: &Setting, path: &Path, new: &str, entries: &mut Vec<Entry>, state: &Path) -> Result<String, String> {
-    let old = read_value(path)?;
+    // Unreadable: say why in the setting's own words (e.g. how to mount debugfs).
+    let old = read_value(path).map_err(|e| s.current.clone().err().unwrap_or(e))?;
     std::fs::write(path, format!("{new}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
     entries.push(Entry::File { name: s.name.clone(), path: path.to_path_buf(), old, mask: s.form == Form::CpuMask });
     save(state, entries)?;

@@ -2,10 +2,9 @@
 //! metrics endpoint on, offers it a short `herald bench calls` load, and reads its mean service
 //! time per message from the metrics. For when no herald is running to ask (`--metrics`).
 
-use super::workload::{mean_service, Measured};
+use super::workload::{cpu_ns, mean_service, with_cpu, Measured};
 use herald_bench::scrape;
 use std::net::{TcpListener, UdpSocket};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ impl Drop for Running {
 
 pub fn measure(workers: usize, calls_per_s: f64, seconds: u64) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-    let dir = PathBuf::from(std::env::temp_dir()).join(format!("herald-tune-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("herald-tune-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let result = run(&exe, &dir, workers, calls_per_s, seconds);
     let _ = std::fs::remove_dir_all(&dir);
@@ -57,6 +56,7 @@ fn run(
         .stderr(log)
         .spawn()
         .map_err(|e| format!("starting herald serve: {e}"))?;
+    let pid = child.id() as i32;
     let _serve = Running(child);
     let url = format!("http://127.0.0.1:{metrics}/metrics");
     let up = Instant::now();
@@ -68,6 +68,7 @@ fn run(
         std::thread::sleep(Duration::from_millis(50));
     }
     let before = scrape::fetch(&url)?;
+    let cpu_before = cpu_ns(pid);
     let bench = Command::new(exe)
         .args(["bench", "calls", "--quiet", "--max-failure", "1", "--proxy"])
         .arg(format!("127.0.0.1:{sip}"))
@@ -81,6 +82,7 @@ fn run(
         .output()
         .map_err(|e| format!("herald bench calls: {e}"))?;
     let after = scrape::fetch(&url)?;
+    let cpu_after = cpu_ns(pid);
     let (n, mean) = mean_service(&scrape::window(&before, &after));
     if n == 0 {
         return Err(format!(
@@ -89,11 +91,9 @@ fn run(
             String::from_utf8_lossy(&bench.stderr).lines().last().unwrap_or("")
         ));
     }
-    Ok(Measured {
-        service_us: mean,
-        messages_per_s: None,
-        source: format!(
-            "built-in run: herald serve ({workers} workers) under herald bench calls at {calls_per_s} calls/s for {seconds} s, {n} messages timed"
-        ),
-    })
+    let cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a) as f64 / 1e3 / n as f64);
+    let what = format!(
+        "built-in run: herald serve ({workers} workers) under herald bench calls at {calls_per_s} calls/s for {seconds} s, {n} messages"
+    );
+    Ok(with_cpu(mean, cpu, None, what, Some(pid)))
 }

@@ -25,9 +25,10 @@ use std::time::Duration;
 
 #[derive(Parser)]
 #[command(after_help = "\
-Where the service time comes from, first that applies: --service-us; --metrics (a running \
-herald's endpoint, two scrapes --window-s apart); else a built-in run (this herald serve under \
-`herald bench calls` at --measure-rate for --measure-s, on loopback).
+Where the service time S comes from, first that applies: --service-us; --metrics (a running \
+herald's endpoint, two scrapes --window-s apart: herald_service_seconds, or with --pid the CPU \
+time of its threads per message, kernel work included); else a built-in run (this herald serve \
+under `herald bench calls` at --measure-rate for --measure-s on loopback, CPU per message).
 
 Exit status: 0 done (settings that cannot be written are reported, not fatal), 1 --revert could \
 not restore everything (the state file is kept), 2 usage, configuration or measurement error.")]
@@ -102,7 +103,7 @@ pub fn run(args: Args) -> ExitCode {
             Ok(workload::Measured { service_us: us, messages_per_s: None, source: "--service-us".into() })
         }
         (Some(_), _) => Err("--service-us must be above 0".to_string()),
-        (None, Some(url)) => workload::from_metrics(url, Duration::from_secs_f64(args.window_s.max(0.1))),
+        (None, Some(url)) => workload::from_metrics(url, Duration::from_secs_f64(args.window_s.max(0.1)), args.pid),
         (None, None) => measure::measure(config.server.effective_workers(), args.measure_rate, args.measure_s.max(1)),
     };
     let measured = match measured {

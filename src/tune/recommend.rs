@@ -117,11 +117,7 @@ pub fn all_cores_mask(cores: usize) -> String {
     words.reverse();
     let joined = words.join(",");
     let trimmed = joined.trim_start_matches('0');
-    if trimmed.starts_with(',') {
-        trimmed[1..].to_string()
-    } else {
-        trimmed.to_string()
-    }
+    trimmed.strip_prefix(',').unwrap_or(trimmed).to_string()
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn nofile_limit_reads_back_what_was_set() {
         let (soft, hard) = nofile_limit(0).unwrap();
-        let lower = soft.min(hard).min(1024).max(64);
+        let lower = soft.min(hard).clamp(64, 1024);
         set_nofile_limit(0, lower, hard).unwrap();
         assert_eq!(nofile_limit(0).unwrap(), (lower, hard));
         set_nofile_limit(0, soft, hard).unwrap();
