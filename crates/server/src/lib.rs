@@ -62,6 +62,7 @@ pub mod protect;
 pub mod rfc3263;
 mod runtime;
 mod server;
+mod shard_timers;
 mod shards;
 mod shared;
 mod source_budget;

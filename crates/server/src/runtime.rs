@@ -9,7 +9,9 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often a worker looks at its shards' deadlines (and the longest a UDP receiver blocks).
+/// The coalescing period of timers: a worker runs its shards' due timers at most once per tick
+/// (so a timer fires at most this late), and a shedding UDP receiver blocks at most this long.
+/// Nothing wakes on it while idle (module `shard_timers`).
 pub(crate) const TICK: Duration = Duration::from_millis(10);
 
 /// A message for the worker's loop: read by one of its TCP connection tasks, or handed over by

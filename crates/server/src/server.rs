@@ -194,7 +194,7 @@ impl Server {
         F: Fn(usize) -> H + Send + Sync + 'static,
     {
         let n = self.workers;
-        let shards = Arc::new(Shards::new(shard_count(n), &make_handler));
+        let shards = Arc::new(Shards::new(shard_count(n), n, &make_handler));
         let mut inbox_rx = Vec::with_capacity(n);
         let mut inboxes = Vec::with_capacity(n);
         let mut ctl_rx = Vec::with_capacity(n);

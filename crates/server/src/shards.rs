@@ -4,20 +4,21 @@
 //! it locks that shard for the `handle` call only - never across I/O or an await point - and then
 //! carries out the outputs itself. Each shard's next timer deadline is cached in an atomic,
 //! updated under the lock after every call, so the worker that services the shard's timers
-//! (`shard % workers`) can find the due shards without taking their locks.
+//! (`shard % workers`) can find the due shards without taking their locks, and is woken when a
+//! call on another thread brings one earlier than it sleeps until (module `shard_timers`).
 
+use crate::runtime::TICK;
+use crate::shard_timers::ShardTimers;
+use crate::shared::WorkerCommon;
 use herald_core::{Input, Output, SipHandler};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 /// Shards per worker: enough that two workers rarely want the same lock at the same moment.
 const PER_WORKER: usize = 16;
 /// The fewest shards, whatever the number of workers.
 const MIN_SHARDS: usize = 64;
-/// A cached deadline meaning "no timer".
-const NO_DEADLINE: u64 = u64::MAX;
-
 /// How many shards `workers` workers get: a power of two, at least [`MIN_SHARDS`].
 pub(crate) fn shard_count(workers: usize) -> usize {
     workers.saturating_mul(PER_WORKER).max(MIN_SHARDS).next_power_of_two()
@@ -27,7 +28,7 @@ pub(crate) fn shard_count(workers: usize) -> usize {
 #[repr(align(128))]
 struct Slot<H> {
     handler: Mutex<H>,
-    /// Nanoseconds since [`Shards::epoch`] of the handler's `poll_timeout()`, or [`NO_DEADLINE`].
+    /// The handler's `poll_timeout()`, encoded by [`ShardTimers::encode`].
     deadline: AtomicU64,
     /// The handler's `transactions()` after its last call (for `limits.max_transactions`).
     transactions: AtomicUsize,
@@ -37,25 +38,32 @@ struct Slot<H> {
 
 pub(crate) struct Shards<H> {
     slots: Box<[Slot<H>]>,
-    epoch: Instant,
+    timers: Arc<ShardTimers>,
     /// Calls into a handler that panicked (see [`Shards::guarded`]).
     panics: AtomicU64,
 }
 
 impl<H: SipHandler> Shards<H> {
-    /// `count` shards; `make(i)` builds shard `i`'s handler.
-    pub(crate) fn new(count: usize, make: impl Fn(usize) -> H) -> Shards<H> {
-        let epoch = Instant::now();
+    /// `count` shards whose timers `workers` workers service; `make(i)` builds shard `i`'s
+    /// handler.
+    pub(crate) fn new(count: usize, workers: usize, make: impl Fn(usize) -> H) -> Shards<H> {
+        let timers = Arc::new(ShardTimers::new(count, workers));
         let slots: Box<[Slot<H>]> = (0..count)
             .map(|i| {
-                let h = make(i);
-                let deadline = AtomicU64::new(encode(epoch, h.poll_timeout()));
+                let mut h = make(i);
+                let alarm = timers.clone();
+                h.set_timeout_waker(Box::new(move |at| alarm.alarm(i, at)));
+                let deadline = AtomicU64::new(timers.encode(h.poll_timeout()));
                 let transactions = AtomicUsize::new(h.transactions());
                 let held = AtomicUsize::new(h.held_bytes());
                 Slot { handler: Mutex::new(h), deadline, transactions, held }
             })
             .collect();
-        Shards { slots, epoch, panics: AtomicU64::new(0) }
+        Shards { slots, timers, panics: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn timers(&self) -> &ShardTimers {
+        &self.timers
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -102,7 +110,10 @@ impl<H: SipHandler> Shards<H> {
     /// Called with the lock held, so that a later call's deadline is never overwritten by an
     /// earlier one's.
     fn publish(&self, i: usize, h: &H) {
-        self.slots[i].deadline.store(encode(self.epoch, h.poll_timeout()), Ordering::Relaxed);
+        let at = self.timers.encode(h.poll_timeout());
+        // SeqCst: see module `shard_timers`, "Memory order".
+        self.slots[i].deadline.store(at, Ordering::SeqCst);
+        self.timers.published(i, at);
         // On the slot's own cache line, which this call writes anyway: no shared counter that
         // every worker would update on every message.
         self.slots[i].transactions.store(h.transactions(), Ordering::Relaxed);
@@ -110,7 +121,8 @@ impl<H: SipHandler> Shards<H> {
     }
 
     /// Transactions held over all shards, from the values cached after each call (no lock; one
-    /// relaxed load per shard, so callers sample it once per tick, not per message).
+    /// relaxed load per shard, so callers sample it once per tick, not per message: see
+    /// [`LoadGauges`]).
     pub(crate) fn transactions(&self) -> usize {
         self.slots.iter().map(|s| s.transactions.load(Ordering::Relaxed)).sum()
     }
@@ -121,12 +133,10 @@ impl<H: SipHandler> Shards<H> {
         self.slots.iter().map(|s| s.held.load(Ordering::Relaxed)).sum()
     }
 
-    /// Shard `i`'s cached next deadline (no lock).
-    pub(crate) fn deadline(&self, i: usize) -> Option<Instant> {
-        match self.slots[i].deadline.load(Ordering::Relaxed) {
-            NO_DEADLINE => None,
-            n => Some(self.epoch + Duration::from_nanos(n)),
-        }
+    /// When shard `i` next has timer work (no lock): its cached deadline or, if earlier, the
+    /// alarm its handler rang since (encoded; `NO_DEADLINE`: none).
+    pub(crate) fn due(&self, i: usize) -> u64 {
+        self.slots[i].deadline.load(Ordering::SeqCst).min(self.timers.alarm_of(i))
     }
 
     /// Transactions still running over all shards (each locked briefly in turn).
@@ -135,11 +145,27 @@ impl<H: SipHandler> Shards<H> {
     }
 }
 
-fn encode(epoch: Instant, at: Option<Instant>) -> u64 {
-    match at {
-        None => NO_DEADLINE,
-        // A deadline before the epoch is due now (0); one past u64 nanoseconds (584 years) never.
-        Some(t) => u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(NO_DEADLINE - 1),
+/// A thread's copy, into its worker's [`WorkerCommon`], of the load over all shards that
+/// `limits.max_transactions` and `limits.max_held_bytes` bound: refreshed by the threads that
+/// admit messages (a UDP receiver, the worker's loop), before a batch and at most once per
+/// [`TICK`] - a sum of one load per shard, never per message, and no periodic wake-up: with no
+/// messages nothing reads the gauges.
+pub(crate) struct LoadGauges {
+    next: Option<Instant>,
+}
+
+impl LoadGauges {
+    pub(crate) fn new() -> LoadGauges {
+        LoadGauges { next: None }
+    }
+
+    pub(crate) fn refresh<H: SipHandler>(&mut self, shards: &Shards<H>, common: &WorkerCommon, now: Instant) {
+        if self.next.is_some_and(|next| now < next) {
+            return;
+        }
+        self.next = Some(now + TICK);
+        common.transactions.store(shards.transactions(), Ordering::Relaxed);
+        common.held_bytes.store(shards.held_bytes(), Ordering::Relaxed);
     }
 }
 

@@ -10,14 +10,19 @@
 //! queued by then, and sends what it produced in one call. That is also the model of seed 000's
 //! fastest UDP configuration: one socket per core (SO_REUSEPORT), each read by its own thread.
 //!
-//! The socket's SO_RCVTIMEO ([`TICK`]) bounds the block, so the thread notices shutdown and feeds
-//! its overload detector a zero wait when no datagram came for a whole tick.
+//! Idle, the thread blocks with no time-out: an idle herald makes no system call here. Shutdown
+//! wakes it with shutdown(2) on the socket ([`wake_to_stop`]). A read that blocked for a whole
+//! [`TICK`] found the socket queue empty, which the overload detector hears as a wait of zero
+//! (so that a high wait before a quiet spell does not count as a standing queue after it); only
+//! while shedding does SO_RCVTIMEO ([`TICK`]) bound the block, so that shedding ends when UDP
+//! traffic stops.
 
 use crate::dispatch::{Balance, Dispatcher};
 use crate::ingress::{self, Arrival};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
+use crate::shards::LoadGauges;
 use crate::shared::WorkerCommon;
 use crate::udp::{self, Received, BATCH};
 use herald_core::{Peer, SipHandler};
@@ -43,9 +48,9 @@ pub(crate) struct UdpReceiver<H> {
     overload: OverloadDetector,
     /// What this receiver last added to the worker's shedding count.
     shedding: bool,
-    /// A datagram was observed since `tick_at`.
-    observed: bool,
-    tick_at: Instant,
+    /// Overload control is on: a long block is a zero wait for the detector.
+    watch_idle: bool,
+    gauges: LoadGauges,
 }
 
 /// Tells the worker's tokio thread that a receiver ended (normally at shutdown, or by panic).
@@ -66,7 +71,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         let sock = d.common.udp[index].clone();
         let local = d.common.udp_local[index];
         sock.set_nonblocking(false)?;
-        sock.set_read_timeout(Some(TICK))?;
+        sock.set_read_timeout(None)?;
         let stamps = d.shared.config.metrics.listen.is_some() || d.shared.config.overload.enabled;
         if stamps {
             if let Err(e) = udp::enable_rx_metadata(&sock) {
@@ -75,6 +80,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
         let slot = d.shared.limits.max_message_size.min(65_535) + 1;
         let overload = OverloadDetector::new(d.shared.config.overload.settings());
+        let watch_idle = d.shared.config.overload.enabled;
         let name = format!("herald-w{}-udp{index}", d.id());
         if d.shared.workers > 1 {
             d.balance = Some(Balance::new());
@@ -90,8 +96,8 @@ impl<H: SipHandler> UdpReceiver<H> {
             stamps,
             overload,
             shedding: false,
-            observed: false,
-            tick_at: Instant::now(),
+            watch_idle,
+            gauges: LoadGauges::new(),
         };
         std::thread::Builder::new().name(name).spawn(move || r.run())
     }
@@ -102,10 +108,20 @@ impl<H: SipHandler> UdpReceiver<H> {
         let rt = self.d.common.rt.clone();
         let _rt = rt.enter();
         while !self.d.shared.stopped.load(Ordering::Relaxed) {
+            let blocked_at = self.watch_idle.then(Instant::now);
             let read = udp::recv_batch(&self.sock, &mut self.recv, &mut self.received);
             let now = Instant::now();
+            if self.d.shared.stopped.load(Ordering::Relaxed) {
+                break; // woken by `wake_to_stop`
+            }
+            if let Some(at) = blocked_at.filter(|at| now.duration_since(*at) >= TICK) {
+                // The queue was empty for a whole tick: no standing queue.
+                self.overload.observe(Duration::ZERO, at + TICK);
+                self.publish_shedding();
+            }
             match read {
                 Ok(n) => {
+                    self.gauges.refresh(&self.d.shards, &self.d.common, now);
                     if let Some(b) = self.d.balance.as_mut() {
                         b.before_batch(n, now);
                     }
@@ -117,34 +133,18 @@ impl<H: SipHandler> UdpReceiver<H> {
                     self.received = batch;
                     self.d.egress.flush();
                 }
-                // SO_RCVTIMEO passed with nothing to read.
+                // SO_RCVTIMEO (while shedding) passed with nothing to read.
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
                 Err(e) => tracing::debug!(worker = self.d.id(), error = %e, "UDP receive error"),
             }
-            self.tick(now);
         }
         if self.shedding {
             self.set_shedding(false);
         }
     }
 
-    /// Once per [`TICK`]: a receiver that read no datagram for a whole tick has no socket queue.
-    /// That is a wait of zero, so that shedding ends when UDP traffic stops.
-    /// `now`: when the last read returned.
-    fn tick(&mut self, now: Instant) {
-        if now.duration_since(self.tick_at) < TICK {
-            return;
-        }
-        self.tick_at = now;
-        if !std::mem::take(&mut self.observed) {
-            self.overload.observe(Duration::ZERO, now);
-            self.publish_shedding();
-        }
-    }
-
     /// Feeds the socket-queue wait of one datagram read at `read_at` to the overload detector.
     fn observe(&mut self, wait_ns: u64, read_at: Instant) {
-        self.observed = true;
         self.overload.observe(Duration::from_nanos(wait_ns), read_at);
         self.publish_shedding();
     }
@@ -159,6 +159,10 @@ impl<H: SipHandler> UdpReceiver<H> {
     /// The worker sheds while any of its receivers does; the server's gauge counts workers.
     fn set_shedding(&mut self, on: bool) {
         self.shedding = on;
+        // While shedding, reads time out every tick so that shedding ends when traffic stops.
+        if let Err(e) = self.sock.set_read_timeout(on.then_some(TICK)) {
+            tracing::warn!(worker = self.d.id(), error = %e, "cannot set the UDP read time-out");
+        }
         let wait_ms = self.overload.smoothed_wait_us() / 1000.0;
         let (worker, gauge) = (&self.d.common.shedding, &self.d.shared.stats.shedding);
         if on {
@@ -207,4 +211,12 @@ impl<H: SipHandler> UdpReceiver<H> {
             c.lap(None);
         }
     }
+}
+
+/// Wakes the receiver blocked on `sock` for good (at shutdown, after `stopped` is set): with
+/// shutdown(2) for reading, a blocked and every later receive return at once with nothing.
+/// Linux wakes the readers even of an unconnected UDP socket, for which the call itself fails
+/// with ENOTCONN; sending from the socket still works.
+pub(crate) fn wake_to_stop(sock: &UdpSocket) {
+    let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Read);
 }

@@ -10,18 +10,20 @@
 //! registry. The only locks on this path are the shard's (held for the `handle` call alone) and a
 //! TCP connection's write queue.
 //!
-//! Timers: shard `s` is serviced by worker `s % workers`, every [`TICK`]: the worker runs
-//! `handle_timeouts` on those of its shards whose cached deadline has passed. Any worker may set a
-//! timer on any shard (by handling a message of that shard), so the owner cannot sleep until the
-//! deadlines it knows of; and a fixed tick also coalesces the many deadlines of a busy server (a
-//! few per call) into at most 1/[`TICK`] wake-ups per second. A timer therefore fires up to
-//! [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the zero-length timers
-//! of reliable transports, which merely free state, are delayed relatively).
+//! Timers: shard `s` is serviced by worker `s % workers`, which runs `handle_timeouts` on those
+//! of its shards whose cached deadline has passed. It sleeps until the earliest of them; a call
+//! on another thread that brings one earlier wakes it (module `shard_timers`). To coalesce the
+//! many deadlines of a busy server (a few per call) it runs timers at most once per [`TICK`],
+//! and while each run finds work it looks again one [`TICK`] later rather than at the exact next
+//! deadline: at most 1/[`TICK`] wake-ups per second under load, none when idle. A timer fires up
+//! to [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the zero-length
+//! timers of reliable transports, which merely free state, are delayed relatively).
 
 use crate::dispatch::Dispatcher;
 use crate::metrics::{BatchClock, MsgType, Wire};
 use crate::runtime::{Ctl, Handed, InboxMessage, TICK};
-use crate::shards::Shards;
+use crate::shard_timers::NO_DEADLINE;
+use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::stream;
 use crate::udp_receiver::UdpReceiver;
@@ -33,6 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
@@ -52,9 +55,18 @@ pub(crate) struct Worker<H> {
     /// The origins of the handed messages handled this turn, released after the flush.
     handed: Vec<Arc<AtomicUsize>>,
     ctl_buf: Vec<Ctl>,
-    /// The [`TICK`].
+    /// Set to `armed` while that is not [`NO_DEADLINE`].
     timer: Pin<Box<Sleep>>,
     timer_fired: bool,
+    /// The deadline the timer is set to (encoded as `shard_timers` does), published there.
+    armed: u64,
+    /// Ready when another thread brought one of this worker's deadlines earlier than `armed`.
+    woken: Pin<Box<OwnedNotified>>,
+    was_woken: bool,
+    /// When timers last had work (encoded), and whether the last run had any.
+    last_work: Option<u64>,
+    busy: bool,
+    gauges: LoadGauges,
 }
 
 impl<H: SipHandler> Worker<H> {
@@ -92,6 +104,7 @@ impl<H: SipHandler> Worker<H> {
             let d = Dispatcher::new(shared.clone(), shards.clone(), common.clone());
             receivers.push(UdpReceiver::spawn(d, i)?);
         }
+        let woken = Box::pin(shards.timers().woken(id));
         Ok(Worker {
             d: Dispatcher::new(shared, shards, common),
             own,
@@ -104,6 +117,12 @@ impl<H: SipHandler> Worker<H> {
             ctl_buf: Vec::new(),
             timer: Box::pin(tokio::time::sleep(TICK)),
             timer_fired: false,
+            armed: NO_DEADLINE,
+            woken,
+            was_woken: false,
+            last_work: None,
+            busy: false,
+            gauges: LoadGauges::new(),
         })
     }
 
@@ -111,12 +130,17 @@ impl<H: SipHandler> Worker<H> {
     pub(crate) async fn run(mut self) -> io::Result<()> {
         let mut turns: u32 = 0;
         let mut failure = None;
+        self.arm();
         loop {
             poll_fn(|cx| self.poll_ready(cx)).await;
-            if std::mem::take(&mut self.timer_fired) {
-                self.run_timers();
+            let fired = std::mem::take(&mut self.timer_fired);
+            if fired || std::mem::take(&mut self.was_woken) {
+                self.run_timers(fired);
             }
             let mut items = std::mem::take(&mut self.inbox_buf);
+            if !items.is_empty() {
+                self.gauges.refresh(&self.d.shards, &self.d.common, Instant::now());
+            }
             let mut clock = (self.d.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
                 if let Some(Handed { shard, origin }) = it.handed {
@@ -169,6 +193,7 @@ impl<H: SipHandler> Worker<H> {
             }
             self.ctl_buf = ctl;
             self.d.egress.flush();
+            self.arm();
             // Sent: the receivers that handed these messages over may overtake them now.
             for origin in self.handed.drain(..) {
                 origin.fetch_sub(1, Ordering::Release);
@@ -191,6 +216,9 @@ impl<H: SipHandler> Worker<H> {
         if failure.is_some() {
             self.d.shared.stopped.store(true, Ordering::Relaxed);
         }
+        for sock in &self.d.common.udp {
+            crate::udp_receiver::wake_to_stop(sock);
+        }
         for r in self.receivers.drain(..) {
             if r.join().is_err() {
                 failure.get_or_insert_with(|| io::Error::other("a UDP receiver panicked"));
@@ -208,8 +236,14 @@ impl<H: SipHandler> Worker<H> {
         if let Poll::Ready(n) = self.ctl_rx.poll_recv_many(cx, &mut self.ctl_buf, 64) {
             any |= n > 0;
         }
-        if !self.timer_fired && self.timer.as_mut().poll(cx).is_ready() {
+        if self.armed != NO_DEADLINE && !self.timer_fired && self.timer.as_mut().poll(cx).is_ready() {
             self.timer_fired = true;
+            any = true;
+        }
+        if !self.was_woken && self.woken.as_mut().poll(cx).is_ready() {
+            // A notification is kept as a permit until the next future is polled: none is lost.
+            self.woken.set(self.d.shards.timers().woken(self.d.id()));
+            self.was_woken = true;
             any = true;
         }
         if any {
@@ -219,23 +253,68 @@ impl<H: SipHandler> Worker<H> {
         }
     }
 
-    /// Runs the timers of this worker's due shards (no lock is taken for the others), then
-    /// waits for the next [`TICK`].
-    fn run_timers(&mut self) {
+    /// Runs the timers of this worker's due shards (no lock is taken for the others). `fired`:
+    /// the timer woke it (not a publisher); a run of the timer that finds no work ends the
+    /// looking-again-every-[`TICK`] of a busy spell.
+    fn run_timers(&mut self, fired: bool) {
         let now = Instant::now();
-        self.run_due_shards(now);
-        self.timer.as_mut().reset(tokio::time::Instant::from_std(now + TICK));
-        self.d.common.transactions.store(self.d.shards.transactions(), Ordering::Relaxed);
-        self.d.common.held_bytes.store(self.d.shards.held_bytes(), Ordering::Relaxed);
+        if self.run_due_shards(now) {
+            self.last_work = Some(self.d.shards.timers().encode(Some(now)));
+            self.busy = true;
+        } else if fired {
+            self.busy = false;
+        }
     }
 
-    /// `handle_timeouts` on this worker's shards whose cached deadline has passed.
-    fn run_due_shards(&mut self, now: Instant) {
+    /// `handle_timeouts` on this worker's shards whose deadline has passed; whether there was any.
+    fn run_due_shards(&mut self, now: Instant) -> bool {
+        let timers = self.d.shards.timers();
+        let now_at = timers.encode(Some(now));
+        let mut any = false;
         for k in 0..self.own.len() {
             let shard = self.own[k];
-            if self.d.shards.deadline(shard).is_some_and(|at| at <= now) {
+            if self.d.shards.due(shard) <= now_at {
+                self.d.shards.timers().take_alarm(shard, now_at);
                 self.d.handle_timeouts(shard, now);
+                any = true;
             }
+        }
+        any
+    }
+
+    /// The earliest deadline of this worker's shards (encoded).
+    fn earliest(&self) -> u64 {
+        self.own.iter().map(|&s| self.d.shards.due(s)).min().unwrap_or(NO_DEADLINE)
+    }
+
+    /// Sets the timer for the next run (see the module comment) and publishes it.
+    fn arm(&mut self) {
+        let tick = TICK.as_nanos() as u64;
+        let mut earliest = self.earliest();
+        loop {
+            let next_look = self.last_work.map_or(0, |at| at.saturating_add(tick));
+            let at = if self.busy { next_look } else { earliest.max(next_look) };
+            // Unchanged, unless the timer has fired for it: then it is set again.
+            if at == self.armed && (at == NO_DEADLINE || !self.timer.is_elapsed()) {
+                return;
+            }
+            let raised = at > self.armed;
+            self.armed = at;
+            let timers = self.d.shards.timers();
+            timers.arm(self.d.id(), at);
+            if let Some(when) = timers.decode(at) {
+                self.timer.as_mut().reset(tokio::time::Instant::from_std(when));
+            }
+            if !raised {
+                return;
+            }
+            // A publisher that read the lower value did not wake this worker: read the
+            // deadlines again now that the new one is visible (module `shard_timers`).
+            let again = self.earliest();
+            if again >= earliest {
+                return;
+            }
+            earliest = again;
         }
     }
 
