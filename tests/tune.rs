@@ -327,3 +327,41 @@ fn measures_a_real_herald_built_in_and_through_its_metrics() {
     assert!(w["messages_per_s"].as_f64().unwrap() > 50.0, "{w}");
     drop(herald);
 }
+
+#[test]
+fn revert_skips_the_threads_of_a_herald_that_has_exited() {
+    let _g = lock();
+    if euid() != 0 {
+        eprintln!("skipped: --apply needs root");
+        return;
+    }
+    let dir = test_dir("tune-exited");
+    let herald =
+        Herald::start_with(&dir, &HeraldConfig::default(), &HeraldExtras { workers: Some(1), ..Default::default() });
+    let pid = herald.pid().to_string();
+    let state = dir.join("state.json");
+    let args = ["--service-us", "5", "--rate", "200000", "--pid", &pid, "--json"];
+    let doc = json_of(&tune(&args));
+    let before: Vec<(String, PathBuf, String)> =
+        file_settings(&doc).into_iter().filter_map(|(n, p)| read(&p).map(|v| (n, p, v))).collect();
+    let _restore = Restore { state: state.clone(), before: before.clone() };
+    let mut apply_args = args.to_vec();
+    apply_args.extend(["--apply", "--state", state.to_str().unwrap()]);
+    let out = tune(&apply_args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out_apply_log = out.stderr;
+    drop(herald);
+    if !state.exists() {
+        return; // nothing could be applied here
+    }
+    let out = tune(&["--revert", "--state", state.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(!state.exists(), "{text}");
+    if String::from_utf8_lossy(&out_apply_log).contains("set     sched slice of herald's threads") {
+        assert!(text.contains("gone     slice of thread"), "{text}");
+    }
+    for (name, path, old) in &before {
+        assert!(same(name, &read(path).unwrap(), old), "{name} not restored: {text}");
+    }
+}

@@ -3,7 +3,7 @@
 //! A setting that cannot be written (not root, missing, read-only in a container, refused by the
 //! kernel) is reported and skipped, never fatal.
 
-use super::machine::Machine;
+use super::machine::{task_slice_ns, Machine};
 use super::sched::thread_slices;
 use super::setting::{read_value, Form, Setting, Target};
 use serde_json::{json, Value};
@@ -35,6 +35,14 @@ enum Entry {
 }
 
 impl Entry {
+    fn describe(&self) -> String {
+        match self {
+            Entry::File { name, .. } => name.clone(),
+            Entry::TaskSlice { pid, tid, .. } => format!("slice of thread {tid} of {pid}"),
+            Entry::Nofile { pid, .. } => format!("RLIMIT_NOFILE of {pid}"),
+        }
+    }
+
     fn to_json(&self) -> Value {
         match self {
             Entry::File { name, path, old, mask } => {
@@ -201,22 +209,28 @@ pub fn revert(state: &Path) -> Result<Outcome, String> {
         .collect::<Result<_, _>>()?;
     let mut out = Outcome { lines: Vec::new(), failed: 0, done: 0 };
     for e in entries.iter().rev() {
+        // A thread or process that has exited took its setting with it: nothing to restore.
+        let gone = match e {
+            Entry::TaskSlice { pid, tid, .. } => !Path::new(&format!("/proc/{pid}/task/{tid}")).exists(),
+            Entry::Nofile { pid, .. } => !Path::new(&format!("/proc/{pid}")).exists(),
+            Entry::File { .. } => false,
+        };
+        if gone {
+            out.lines.push(format!("gone     {}: exited since --apply, nothing to restore", e.describe()));
+            continue;
+        }
         let (what, result) = match e {
             Entry::File { name, path, old, mask } => (name.clone(), revert_file(path, old, *mask)),
             Entry::TaskSlice { pid, tid, old, default } => {
                 let ask = if *default { 0 } else { *old };
-                let r = if !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
-                    Err("the thread has exited".to_string())
-                } else {
-                    herald_sys::set_task_slice_ns(*tid, ask).map_err(|e| e.to_string())
-                };
-                (format!("slice of thread {tid} of {pid}"), r.map(|_| old.to_string()))
+                let r = herald_sys::set_task_slice_ns(*tid, ask).map_err(|e| e.to_string());
+                (e.describe(), r.map(|_| old.to_string()).and_then(|v| check_slice(*pid, *tid, *old).map(|_| v)))
             }
             Entry::Nofile { pid, old } => {
                 let r = parse_limit(old)
                     .ok_or(format!("not 'SOFT HARD': {old}"))
                     .and_then(|(s, h)| herald_sys::set_nofile_limit(*pid, s, h).map_err(|e| e.to_string()));
-                (format!("RLIMIT_NOFILE of {pid}"), r.map(|_| old.clone()))
+                (e.describe(), r.map(|_| old.clone()))
             }
         };
         match result {
@@ -234,6 +248,16 @@ pub fn revert(state: &Path) -> Result<Outcome, String> {
         std::fs::remove_file(state).map_err(|e| format!("{}: {e}", state.display()))?;
     }
     Ok(out)
+}
+
+/// The slice reads back as it was before --apply.
+fn check_slice(pid: i32, tid: i32, old: u64) -> Result<(), String> {
+    let now = task_slice_ns(Path::new(&format!("/proc/{pid}/task/{tid}/sched")));
+    if now == Some(old) {
+        Ok(())
+    } else {
+        Err(format!("asked for {old}, reads back {now:?}"))
+    }
 }
 
 fn revert_file(path: &Path, old: &str, mask: bool) -> Result<String, String> {
