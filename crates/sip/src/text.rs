@@ -6,8 +6,9 @@
 //! call in the load generator), where these few loops cost tens. The output is byte for byte
 //! what `Display` and `{:x}` print.
 
+use crate::uri::Host;
 use std::fmt::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Appends `n` in decimal.
 pub fn push_dec(out: &mut String, n: u64) {
@@ -22,7 +23,9 @@ pub fn push_dec(out: &mut String, n: u64) {
             break;
         }
     }
-    out.extend(digits[i..].iter().map(|&d| d as char));
+    // One push of the digits (ASCII, so `ascii_str` is a plain view): pushing them as chars
+    // checked capacity and UTF-8 width once per digit.
+    out.push_str(crate::scan::ascii_str(&digits[i..]));
 }
 
 /// Appends `n` in lower-case hexadecimal, zero-padded to at least `width` digits.
@@ -41,19 +44,56 @@ pub fn push_hex(out: &mut String, n: u64, width: usize) {
 /// brackets (RFC 3261 §25.1).
 pub fn push_host(out: &mut String, ip: IpAddr) {
     match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                push_dec(out, u64::from(octet));
-            }
-        }
+        IpAddr::V4(v4) => push_ipv4(out, v4),
         // Rare (IPv6 listeners) and intricate (zero compression): left to Display.
         IpAddr::V6(v6) => {
             let _ = write!(out, "[{v6}]");
         }
     }
+}
+
+/// Appends a bare address, IPv6 without brackets (a Via `received` value: RFC 3261 §18.2.1,
+/// RFC 5118 §4.5 accepts both forms).
+pub fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => push_ipv4(out, v4),
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// Appends a parsed URI or Via host as `Display` prints it: names as written, IPv6 in brackets.
+pub fn push_uri_host(out: &mut String, host: &Host<'_>) {
+    match *host {
+        Host::Name(n) => out.push_str(n),
+        Host::Ipv4(v4) => push_ipv4(out, v4),
+        Host::Ipv6(v6) => push_host(out, IpAddr::V6(v6)),
+    }
+}
+
+/// Dotted quad, built in a stack buffer and pushed once (it goes into every Via, Record-Route
+/// and `received` herald writes).
+fn push_ipv4(out: &mut String, v4: Ipv4Addr) {
+    let mut buf = [0u8; 15];
+    let mut n = 0;
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if octet >= 100 {
+            buf[n] = b'0' + octet / 100;
+            n += 1;
+        }
+        if octet >= 10 {
+            buf[n] = b'0' + octet / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + octet % 10;
+        n += 1;
+    }
+    out.push_str(crate::scan::ascii_str(&buf[..n]));
 }
 
 /// Appends `host:port` for one of our addresses.
@@ -71,6 +111,21 @@ mod tests {
         let mut s = String::new();
         f(&mut s);
         s
+    }
+
+    #[test]
+    fn hosts_and_bare_addresses_print_as_display_does() {
+        for ip in ["0.0.0.0", "1.2.3.4", "10.0.100.255", "192.168.9.99", "255.255.255.255", "100.10.1.0"] {
+            let v4: Ipv4Addr = ip.parse().unwrap();
+            assert_eq!(with(|s| push_host(s, v4.into())), ip);
+            assert_eq!(with(|s| push_ip(s, v4.into())), ip);
+            assert_eq!(with(|s| push_uri_host(s, &Host::Ipv4(v4))), ip);
+        }
+        let v6: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
+        assert_eq!(with(|s| push_host(s, v6.into())), "[2001:db8::10]");
+        assert_eq!(with(|s| push_ip(s, v6.into())), "2001:db8::10");
+        assert_eq!(with(|s| push_uri_host(s, &Host::Ipv6(v6))), "[2001:db8::10]");
+        assert_eq!(with(|s| push_uri_host(s, &Host::Name("Example.COM"))), "Example.COM");
     }
 
     #[test]

@@ -227,5 +227,10 @@ pub fn stateless_branch(request: &Message) -> Option<String> {
         h.field(&request.cseq().ok()?.seq.to_le_bytes());
         h.field(request.request_uri_bytes()?);
     }
-    Some(format!("z9hG4bKs{:032x}", h.0))
+    let mut branch = String::with_capacity(8 + 32);
+    branch.push_str("z9hG4bKs");
+    // `{:032x}` of the u128, without core::fmt.
+    text::push_hex(&mut branch, (h.0 >> 64) as u64, 16);
+    text::push_hex(&mut branch, h.0 as u64, 16);
+    Some(branch)
 }
