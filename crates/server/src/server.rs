@@ -15,9 +15,6 @@ use crate::source_budget::SourceBudgets;
 use crate::stats::Stats;
 use crate::tls::TlsContext;
 use crate::worker::Worker;
-// Declared here, beside its only user (the main thread's loop below).
-#[path = "memory.rs"]
-mod memory;
 use herald_core::{SipHandler, Transport};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -277,19 +274,11 @@ impl Server {
         }
         let outcome = rt.block_on(async {
             tokio::pin!(shutdown);
-            // While serving, this thread also gives memory back after peaks (module `memory`):
-            // it handles no SIP, so a trim delays no message.
-            let mut trimmer = memory::Trimmer::default();
-            let mut tick = tokio::time::interval(memory::CHECK_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tokio::select! {
-                    _ = &mut shutdown => break,
-                    Some(id) = exited_rx.recv() => return Err(id),
-                    _ = tick.tick() => {
-                        trimmer.check(shards.transactions(), shards.held_bytes());
-                    }
-                }
+            // Nothing periodic here: the allocator (mimalloc, see src/main.rs) returns freed
+            // memory to the kernel by itself, where glibc's needed a malloc_trim every second.
+            tokio::select! {
+                _ = &mut shutdown => {}
+                Some(id) = exited_rx.recv() => return Err(id),
             }
             drop(prober);
             drop(keepalives);

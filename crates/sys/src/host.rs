@@ -1,4 +1,4 @@
-//! The machine and the allocator: hostname, interface addresses, page size, malloc_trim.
+//! The machine: hostname, interface addresses, page size.
 
 use crate::sockaddr;
 use std::net::IpAddr;
@@ -49,18 +49,6 @@ pub fn page_size() -> Option<usize> {
     usize::try_from(page).ok().filter(|&p| p > 0)
 }
 
-/// glibc's `malloc_trim(0)`: releases the free pages inside every malloc arena to the kernel, not
-/// only those at the top of a heap. False where the allocator has none (not glibc).
-pub fn malloc_trim() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only walks malloc's own arenas, under their locks.
-        unsafe { libc::malloc_trim(0) };
-        true
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    false
-}
 
 #[cfg(test)]
 mod tests {

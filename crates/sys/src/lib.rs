@@ -14,7 +14,7 @@
 //!   the receive options [`enable_rx_metadata`] / [`enable_rx_timestamps`].
 //! * Waiting on descriptors: [`poll`], [`wait_writable`].
 //! * The process: CPU and wall clocks ([`thread_cpu_ns`], [`realtime_ns`], [`rusage_self`],
-//!   [`clock_ticks_per_second`]), memory ([`malloc_trim`], [`page_size`]), the host
+//!   [`clock_ticks_per_second`]), memory ([`page_size`]), the host
 //!   ([`hostname`], [`interface_addresses`]) and Ctrl-C ([`catch_sigint`], [`sigint_seen`]).
 //! * Another process's scheduling and limits, for `herald tune`: a task's EEVDF slice
 //!   ([`set_task_slice_ns`], sched_setattr(2)) and RLIMIT_NOFILE ([`nofile_limit`], [`set_nofile_limit`]).
@@ -47,7 +47,7 @@ mod task;
 
 pub use batch::{Wait, BATCH};
 pub use clock::{clock_ticks_per_second, realtime_ns, rusage_self, thread_cpu_ns};
-pub use host::{hostname, interface_addresses, malloc_trim, page_size};
+pub use host::{hostname, interface_addresses, page_size};
 pub use poll::{poll, wait_writable};
 pub use recv::{Datagram, RecvBatch};
 pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
