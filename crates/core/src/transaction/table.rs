@@ -24,7 +24,7 @@ use super::server_non_invite::ServerNonInvite;
 use super::timers::Timers;
 use crate::hash::IdMap;
 use crate::peer::Peer;
-use crate::seed::{Seed, SeededState};
+use crate::seed::{Seed, TableState};
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
 use std::cmp::Reverse;
@@ -102,10 +102,10 @@ pub struct TransactionTable {
     /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
     /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
     entries: IdMap<TxId, Box<Entry>>,
-    /// Keyed by what peers send (branches, Call-IDs): SipHash with keys from the engine's seed
-    /// (hash flooding), the same keys on every run with the same seed.
-    clients: HashMap<ClientKey, TxId, SeededState>,
-    servers: HashMap<ServerKey, TxId, SeededState>,
+    /// Keyed by what peers send (branches, Call-IDs): a keyed hash against flooding
+    /// ([`TableState`]).
+    clients: HashMap<ClientKey, TxId, TableState>,
+    servers: HashMap<ServerKey, TxId, TableState>,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
     /// The sum of the entries' `held`.
     held_bytes: usize,
@@ -123,8 +123,8 @@ impl TransactionTable {
             timers,
             next_id: 1,
             entries: IdMap::default(),
-            clients: HashMap::with_hasher(seed.derive("client transactions", 0).build()),
-            servers: HashMap::with_hasher(seed.derive("server transactions", 0).build()),
+            clients: HashMap::with_hasher(seed.derive("client transactions", 0).table_state()),
+            servers: HashMap::with_hasher(seed.derive("server transactions", 0).table_state()),
             heap: BinaryHeap::new(),
             held_bytes: 0,
         }
