@@ -11,7 +11,7 @@ use crate::nat::{request_contact_fix, requested_expires};
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forward};
 use crate::proxy::route::preprocess;
-use crate::transaction::TxId;
+use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message, Method};
 use std::collections::VecDeque;
@@ -208,7 +208,10 @@ impl Engine {
         let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
             return self.branch_failed(now, sid, idx, 500, out);
         };
-        match self.txs.insert_client(now, fwd, to) {
+        // The key is the branch just written and the request's method: no Via parse of `fwd`.
+        let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
+        let key = ClientKey { branch: branch.as_str().into(), method };
+        match self.txs.insert_client_keyed(now, fwd, key, to) {
             Ok((cid, actions)) => {
                 self.clients.insert(cid, (sid, idx));
                 let timer_c = self.cfg.timer_c;

@@ -168,12 +168,31 @@ impl TransactionTable {
     /// Starts a client transaction sending `request` to `peer` (its top Via carries this
     /// element's branch, e.g. from [`super::BranchGen`]). Returns the first send.
     pub fn insert_client(&mut self, now: Instant, request: Message, peer: Peer) -> Result<(TxId, Actions), TxError> {
+        match request.method() {
+            None => return Err(TxError::NotARequest),
+            Some(Method::Ack) => return Err(TxError::Ack),
+            Some(_) => {}
+        }
+        let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
+        self.insert_client_keyed(now, request, key, peer)
+    }
+
+    /// [`Self::insert_client`] with the key already known to the caller (the branch it just
+    /// put in the request's top Via and the request's method), which spares parsing the top
+    /// Via of a request this element wrote itself.
+    pub fn insert_client_keyed(
+        &mut self,
+        now: Instant,
+        request: Message,
+        key: ClientKey,
+        peer: Peer,
+    ) -> Result<(TxId, Actions), TxError> {
+        debug_assert_eq!(ClientKey::from_message(&request).as_ref(), Some(&key), "the key of another request");
         let is_invite = match request.method() {
             None => return Err(TxError::NotARequest),
             Some(Method::Ack) => return Err(TxError::Ack),
             Some(m) => m == Method::Invite,
         };
-        let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
         if let Some(&id) = self.clients.get(&key) {
             return Err(TxError::Duplicate(id));
         }
