@@ -13,7 +13,7 @@ use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forw
 use crate::proxy::route::preprocess;
 use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
-use herald_sip::{Limits, Message, Method};
+use herald_sip::{Message, Method};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -205,13 +205,11 @@ impl Engine {
                 require: edge_path.as_ref().and_then(|(_, require)| require.then_some("path")),
             },
         );
-        let Ok(fwd) = Message::parse(bytes, &Limits::default()) else {
-            return self.branch_failed(now, sid, idx, 500, out);
-        };
-        // The key is the branch just written and the request's method: no Via parse of `fwd`.
+        // The key is the branch just written and the request's method: the copy is not parsed
+        // back (`TransactionTable::insert_client_forwarded`).
         let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
         let key = ClientKey { branch: branch.as_str().into(), method };
-        match self.txs.insert_client_keyed(now, fwd, key, to) {
+        match self.txs.insert_client_forwarded(now, bytes, key, to) {
             Ok((cid, actions)) => {
                 self.clients.insert(cid, (sid, idx));
                 let timer_c = self.cfg.timer_c;

@@ -12,6 +12,7 @@ use super::client_request::Sent;
 use super::timers::{TimerKind, TimerTable, Timers};
 use bytes::Bytes;
 use herald_sip::Message;
+use std::cell::OnceCell;
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
@@ -52,6 +53,12 @@ impl ClientNonInvite {
     /// and resent as is. [`ClientNonInvite::request`] is None for such a transaction.
     pub fn written(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
         Self::start(now, Sent::Written { bytes: request, ack: None }, reliable, timers)
+    }
+
+    /// [`ClientNonInvite::new`] for the engine's forwarded copy of a request, handed over unparsed: sent
+    /// and resent as is, and parsed only when [`ClientNonInvite::request`] is first asked for.
+    pub fn forwarded(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+        Self::start(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, reliable, timers)
     }
 
     fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {

@@ -10,7 +10,8 @@
 
 use super::ack::{write_ack, AckFields};
 use bytes::Bytes;
-use herald_sip::{HeaderName, Message};
+use herald_sip::{HeaderName, Limits, Message};
+use std::cell::OnceCell;
 
 /// What the ACK of a non-2xx final response copies from its INVITE (RFC 3261 §17.1.1.3), for a
 /// TU that built the INVITE itself: each field as written in it (typically slices of the INVITE's
@@ -59,6 +60,10 @@ pub(crate) enum Sent {
     /// transaction's size is that of its largest state, and the engine's transactions never
     /// hold this one).
     Written { bytes: Bytes, ack: Option<Box<AckSource>> },
+    /// The engine's own forwarded copy of a request (well-formed: written by the editor from a
+    /// checked request), parsed only when its headers are first needed (a CANCEL, a failover,
+    /// the ACK of a non-2xx): most transactions never need them.
+    Forwarded { bytes: Bytes, parsed: OnceCell<Option<Message>> },
 }
 
 impl Sent {
@@ -66,7 +71,7 @@ impl Sent {
     pub(crate) fn bytes(&self) -> &Bytes {
         match self {
             Sent::Parsed(m) => m.buffer(),
-            Sent::Written { bytes, .. } => bytes,
+            Sent::Written { bytes, .. } | Sent::Forwarded { bytes, .. } => bytes,
         }
     }
 
@@ -76,14 +81,18 @@ impl Sent {
         match self {
             Sent::Parsed(m) => super::ack::build_ack(m, response),
             Sent::Written { ack, .. } => ack.as_ref()?.ack(response),
+            Sent::Forwarded { .. } => super::ack::build_ack(self.message()?, response),
         }
     }
 
-    /// The request as a parsed message, when it was handed over parsed.
+    /// The request as a parsed message, when it was handed over parsed or forwarded.
     pub(crate) fn message(&self) -> Option<&Message> {
         match self {
             Sent::Parsed(m) => Some(m),
             Sent::Written { .. } => None,
+            Sent::Forwarded { bytes, parsed } => {
+                parsed.get_or_init(|| Message::parse(bytes.clone(), &Limits::default()).ok()).as_ref()
+            }
         }
     }
 }
@@ -129,6 +138,17 @@ mod tests {
             call_id: Bytes::from_static(b"a84b4c76e66710"),
             cseq: 314159,
         }
+    }
+
+    #[test]
+    fn a_forwarded_request_is_parsed_only_when_needed_and_acks_as_the_parsed_one() {
+        let busy = parse(BUSY);
+        let fwd = Sent::Forwarded { bytes: Bytes::from_static(INVITE.as_bytes()), parsed: OnceCell::new() };
+        assert_eq!(&fwd.bytes()[..], INVITE.as_bytes());
+        assert!(matches!(&fwd, Sent::Forwarded { parsed, .. } if parsed.get().is_none()), "parsed before use");
+        assert_eq!(fwd.ack(&busy), build_ack(&parse(INVITE), &busy));
+        assert_eq!(fwd.message().map(|m| m.as_bytes()), Some(INVITE.as_bytes()));
+        assert!(matches!(&fwd, Sent::Forwarded { parsed, .. } if parsed.get().is_some()), "parsed once, kept");
     }
 
     #[test]
