@@ -67,6 +67,9 @@ pub struct Agent {
     unstamped: Vec<(Owner, u32)>,
     /// Round-robin position for calls and registrations.
     next_user: usize,
+    /// Caller and callee read one UDP socket (`--single-socket`): a message goes to its role by
+    /// what it is, not by the side that read it.
+    pub single_socket: bool,
 }
 
 impl Agent {
@@ -117,6 +120,7 @@ impl Agent {
             last_input_us: 0,
             unstamped: Vec::new(),
             next_user: 0,
+            single_socket: false,
         }
     }
 
@@ -191,13 +195,9 @@ impl Agent {
     /// timer or `until_us` falls due) and returns; the caller loops.
     pub fn step(&mut self, until_us: u64) {
         self.clock();
-        let mut fired = false;
-        while let Some(t) = self.timers.pop_due(self.ctx.now) {
-            self.on_timer(t);
-            fired = true;
-        }
+        let fired = self.run_due_timers();
         self.flush();
-        let due = self.timers.next_due().unwrap_or(u64::MAX).min(until_us);
+        let due = self.timers.next_wake().unwrap_or(u64::MAX).min(until_us);
         let now = self.clock();
         let (sleep_us, poll) = plan_wait(now, due, self.last_input_us, self.quantum_us);
         if !poll && fired {
@@ -220,7 +220,21 @@ impl Agent {
         }
     }
 
-    /// Reads and handles the sockets flagged readable, then sends what that queued.
+    /// Runs every timer due by the clock as last read; true when one ran.
+    fn run_due_timers(&mut self) -> bool {
+        let mut fired = false;
+        while let Some(t) = self.timers.pop_due(self.ctx.now) {
+            self.on_timer(t);
+            fired = true;
+        }
+        fired
+    }
+
+    /// Reads and handles the sockets flagged readable, runs the timers due by then, and sends
+    /// what all that queued. The timers include those the input armed for "now" (a callee that
+    /// answers without ringing, a caller that hangs up without holding) and lax ones waiting
+    /// for a wake-up: their messages leave in the same sendmmsg as the rest, instead of in a
+    /// second one that could wake the proxy a second time.
     fn handle(&mut self, [caller, callee]: [bool; 2]) {
         if caller {
             self.receive(Side::Caller);
@@ -229,6 +243,7 @@ impl Agent {
             self.receive(Side::Callee);
         }
         if caller || callee {
+            self.run_due_timers();
             self.flush();
         }
     }
@@ -271,6 +286,12 @@ impl Agent {
 
     fn dispatch(&mut self, side: Side, msg: Message, from: SocketAddr) {
         let (ctx, out) = (&mut self.ctx, &mut self.out);
+        let side = match self.single_socket {
+            // Callees receive the requests and REGISTER's responses, callers the rest.
+            true if msg.is_request() || msg.cseq().is_ok_and(|c| c.method.as_str() == "REGISTER") => Side::Callee,
+            true => Side::Caller,
+            false => side,
+        };
         match (side, msg.is_request()) {
             (Side::Callee, true) => self.callee.on_request(ctx, &msg, from, out),
             (Side::Callee, false) => self.registrations.on_response(ctx, msg, out),

@@ -69,6 +69,13 @@ impl TimerKind {
 /// The grid lax timers are rounded up to, µs.
 pub const LAX_GRID_US: u64 = 10_000;
 
+/// How long a due lax timer may wait for the loop to wake anyway (for input, an arrival or an
+/// exact timer) before it wakes the loop itself, µs. Under load the loop wakes every few
+/// milliseconds for input and runs the lax timers then; only a quiet loop pays a wake-up of
+/// their own. A retransmission is then at most LAX_GRID_US + LAX_SLACK_US late (30 ms against
+/// T1 = 500 ms); it is never early.
+pub const LAX_SLACK_US: u64 = 20_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timer {
     pub kind: TimerKind,
@@ -76,38 +83,67 @@ pub struct Timer {
     pub generation: u32,
 }
 
-/// Deadlines in microseconds since the run's epoch.
+/// Deadlines in microseconds since the run's epoch: exact timers and lax ones in two heaps, so
+/// that the loop can ask when it must wake ([`TimerQueue::next_wake`]) apart from what is due.
 #[derive(Debug, Default)]
 pub struct TimerQueue {
-    heap: BinaryHeap<Reverse<(u64, Timer)>>,
+    exact: BinaryHeap<Reverse<(u64, Timer)>>,
+    lax: BinaryHeap<Reverse<(u64, Timer)>>,
 }
 
 impl TimerQueue {
     /// Arms `timer` for `at_us`, or for the next [`LAX_GRID_US`] step when it is a lax one.
     pub fn arm(&mut self, at_us: u64, timer: Timer) {
-        let at_us = if timer.kind.is_lax() { at_us.div_ceil(LAX_GRID_US).saturating_mul(LAX_GRID_US) } else { at_us };
-        self.heap.push(Reverse((at_us, timer)));
+        if timer.kind.is_lax() {
+            self.lax.push(Reverse((at_us.div_ceil(LAX_GRID_US).saturating_mul(LAX_GRID_US), timer)));
+        } else {
+            self.exact.push(Reverse((at_us, timer)));
+        }
+    }
+
+    fn head(heap: &BinaryHeap<Reverse<(u64, Timer)>>) -> Option<u64> {
+        heap.peek().map(|Reverse((at, _))| *at)
     }
 
     /// The earliest deadline, if any.
     pub fn next_due(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((at, _))| *at)
+        match (Self::head(&self.exact), Self::head(&self.lax)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Removes and returns one timer due at or before `now_us`.
+    /// When the loop must wake for its timers: the earliest exact deadline, or the earliest lax
+    /// one plus [`LAX_SLACK_US`], whichever comes first. Lax timers due before that run at
+    /// whatever wake-up comes first ([`TimerQueue::pop_due`] returns every due timer).
+    pub fn next_wake(&self) -> Option<u64> {
+        let lax = Self::head(&self.lax).map(|at| at.saturating_add(LAX_SLACK_US));
+        match (Self::head(&self.exact), lax) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Removes and returns one timer due at or before `now_us`, the earliest first.
     pub fn pop_due(&mut self, now_us: u64) -> Option<Timer> {
-        match self.heap.peek() {
-            Some(Reverse((at, _))) if *at <= now_us => self.heap.pop().map(|Reverse((_, t))| t),
+        let heap = match (Self::head(&self.exact), Self::head(&self.lax)) {
+            (Some(a), Some(b)) if b < a => &mut self.lax,
+            (Some(_), _) => &mut self.exact,
+            (None, Some(_)) => &mut self.lax,
+            (None, None) => return None,
+        };
+        match heap.peek() {
+            Some(Reverse((at, _))) if *at <= now_us => heap.pop().map(|Reverse((_, t))| t),
             _ => None,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.exact.len() + self.lax.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.exact.is_empty() && self.lax.is_empty()
     }
 }
 
@@ -166,6 +202,22 @@ mod tests {
         // On the grid already: unchanged.
         q.arm(520_000, t(TimerKind::RegisterTransaction, 6));
         assert_eq!(q.next_due(), Some(520_000));
+    }
+
+    #[test]
+    fn lax_timers_wake_the_loop_only_after_their_slack() {
+        let mut q = TimerQueue::default();
+        q.arm(500_001, t(TimerKind::CallerTransaction, 1)); // due at 510 000
+        assert_eq!(q.next_due(), Some(510_000));
+        assert_eq!(q.next_wake(), Some(510_000 + LAX_SLACK_US));
+        // An exact timer inside the slack sets the wake-up, and the lax one runs with it.
+        q.arm(515_000, t(TimerKind::CallerHangUp, 2));
+        assert_eq!(q.next_wake(), Some(515_000));
+        assert_eq!(q.pop_due(509_999), None, "never early");
+        let due: Vec<u32> = std::iter::from_fn(|| q.pop_due(515_000)).map(|t| t.slot).collect();
+        assert_eq!(due, [1, 2]);
+        assert_eq!(q.next_wake(), None);
+        assert!(q.is_empty());
     }
 
     /// Timer A over 32 s (64·T1 with T1 = 500 ms): sends at 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s;
