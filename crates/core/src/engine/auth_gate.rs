@@ -89,16 +89,12 @@ impl Engine {
     /// Whether `msg` stays with herald (its location service, or herald's own answer), and
     /// whether a routing rule lets it leave without credentials.
     fn stays_here(&self, msg: &Message, pre: &crate::proxy::route::Preprocessed<'_>, from: Peer) -> (bool, bool) {
-        let other_routes = msg
-            .list_values(HeaderName::Route)
-            .filter_map(Result::ok)
-            .any(|v| !pre.remove.iter().any(|r| r.span == v.span));
-        if other_routes {
+        if pre.first_remaining().is_some() {
             return (false, false);
         }
         let parsed = match &pre.request_uri {
             Some(u) => Uri::parse(u.as_bytes()).ok(),
-            None => msg.request_uri().ok(),
+            None => pre.received_uri,
         };
         let Some(u) = parsed else { return (false, false) };
         // A Request-URI that names herald itself (`sip:localhost`, a name of its own that is

@@ -17,7 +17,7 @@ use crate::nat::{message_behind_nat, EdgePath};
 use crate::peer::Peer;
 use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};
 use crate::proxy::route::Preprocessed;
-use herald_sip::headers::{Contact, NameAddr};
+use herald_sip::headers::Contact;
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message};
 
@@ -32,8 +32,7 @@ impl Engine {
     /// goes. A token naming the arrival flow is the UA's own request leaving through its edge
     /// proxy: it is routed as usual. `None`: no such token; `Err`: a token herald did not mint.
     pub(super) fn flow_route(&self, pre: &Preprocessed<'_>, from: Peer) -> Option<Result<Planned, Local>> {
-        for v in &pre.remove {
-            let Ok(route) = NameAddr::parse(v.bytes) else { continue };
+        for (_, route) in pre.removed() {
             let Some(token) = flow_param(&route.uri) else { continue };
             let flow = match self.flows.read(token) {
                 FlowToken::Valid(flow) => flow,

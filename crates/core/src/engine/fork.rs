@@ -187,7 +187,7 @@ impl Engine {
             Ok(p) => p,
             Err(_) => return self.branch_failed(now, sid, idx, 400, out),
         };
-        let append = strict_route_edits(&req, &mut pre, &planned);
+        let append = strict_route_edits(&mut pre, &planned);
         let consumed = self.consumed_credentials(&req);
         let bytes = forward(
             &req,

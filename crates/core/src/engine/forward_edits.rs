@@ -5,16 +5,12 @@
 use super::context::Planned;
 use crate::proxy::route::Preprocessed;
 use crate::proxy::validate::LOOP_SEP;
-use herald_sip::Message;
 
 /// §16.6 step 6 for a strict next hop: its own Route value is removed (it became the
 /// Request-URI) and the old Request-URI is returned as the Route value to append.
-pub(super) fn strict_route_edits<'m>(msg: &'m Message, pre: &mut Preprocessed<'m>, planned: &Planned) -> Vec<String> {
+pub(super) fn strict_route_edits(pre: &mut Preprocessed<'_>, planned: &Planned) -> Vec<String> {
     let Some(tail) = &planned.strict_route_tail else { return Vec::new() };
-    let first = msg
-        .list_values(herald_sip::HeaderName::Route)
-        .filter_map(Result::ok)
-        .find(|v| !pre.remove.iter().any(|r| r.span == v.span));
+    let first = pre.first_remaining().map(|(v, _)| *v);
     pre.remove.extend(first);
     vec![tail.clone()]
 }

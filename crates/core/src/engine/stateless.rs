@@ -80,7 +80,7 @@ impl Engine {
         let branch = loop_branch(base, loop_hash(msg));
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
-        let append = strict_route_edits(msg, &mut pre, &target);
+        let append = strict_route_edits(&mut pre, &target);
         let consumed = self.consumed_credentials(msg);
         let contact_fix = request_contact_fix(msg, from, &self.cfg.nat);
         let bytes = forward(

@@ -11,7 +11,6 @@ use super::Engine;
 use crate::peer::{Peer, Transport};
 use crate::proxy::route::{next_hop, preprocess};
 use crate::routing::Decision;
-use herald_sip::headers::NameAddr;
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
 use herald_store::Aor;
@@ -43,14 +42,9 @@ impl Engine {
             Some(u) => u.clone(),
             None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
         };
-        let first_route = msg
-            .list_values(herald_sip::HeaderName::Route)
-            .filter_map(Result::ok)
-            .find(|v| !pre.remove.iter().any(|r| r.span == v.span))
-            .and_then(|v| NameAddr::parse(v.bytes).ok());
-        if let Some(route) = first_route {
+        if let Some((_, route)) = pre.first_remaining() {
             // Loose routing: the next hop is the first remaining Route (§16.12).
-            let (next, strict) = next_hop(Some(&route), &ruri_text);
+            let (next, strict) = next_hop(Some(route), &ruri_text);
             return Ok(vec![Planned {
                 request_uri: if strict { Some(next.clone()) } else { pre.request_uri.clone() },
                 dest: PlannedDest::Uri(next),
@@ -62,7 +56,12 @@ impl Engine {
                 gateway: None,
             }]);
         }
-        let ruri = Uri::parse(ruri_text.as_bytes()).map_err(|_| Local::Reject(400, "Bad Request-URI"))?;
+        // The received Request-URI was parsed by `preprocess`; a strict-routing fix-up's is new.
+        let ruri = match pre.request_uri {
+            Some(_) => Uri::parse(ruri_text.as_bytes()).ok(),
+            None => pre.received_uri,
+        }
+        .ok_or(Local::Reject(400, "Bad Request-URI"))?;
         let method = msg.method();
         match self.decision(msg, &ruri, from.addr.ip(), authenticated) {
             Decision::Registrar => return Err(Local::Register),

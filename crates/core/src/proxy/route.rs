@@ -5,13 +5,30 @@ use herald_sip::headers::{ListValue, NameAddr};
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, ParseError};
 
-/// What §16.4 changes before the request is routed.
+/// What §16.4 changes before the request is routed, with what it parsed on the way (every
+/// Route value, the received Request-URI) so that routing does not parse them again.
 #[derive(Debug, Default)]
 pub struct Preprocessed<'m> {
     /// The Request-URI to use instead of the received one (strict-routing fix-up).
     pub request_uri: Option<String>,
     /// Route values to remove (ours at the top; the last one after a strict-routing fix-up).
     pub remove: Vec<ListValue<'m>>,
+    /// Every Route value of the request, parsed, in order.
+    pub routes: Vec<(ListValue<'m>, NameAddr<'m>)>,
+    /// The received Request-URI, parsed (None when it is not a URI herald parses).
+    pub received_uri: Option<Uri<'m>>,
+}
+
+impl<'m> Preprocessed<'m> {
+    /// The first Route value that stays: the next hop of a loose-routed request (§16.12).
+    pub fn first_remaining(&self) -> Option<&(ListValue<'m>, NameAddr<'m>)> {
+        self.routes.iter().find(|(v, _)| !self.remove.iter().any(|r| r.span == v.span))
+    }
+
+    /// The Route values to remove, parsed, in the order of [`Preprocessed::remove`].
+    pub fn removed(&self) -> impl Iterator<Item = &(ListValue<'m>, NameAddr<'m>)> {
+        self.remove.iter().filter_map(|r| self.routes.iter().find(|(v, _)| v.span == r.span))
+    }
 }
 
 /// RFC 3261 §16.4: if the Request-URI is a value this proxy placed into a Record-Route
@@ -27,15 +44,13 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity) -> Result<Preproces
             Ok((v, parsed))
         })
         .collect::<Result<_, ParseError>>()?;
-    let mut out = Preprocessed::default();
+    let mut out = Preprocessed { received_uri: msg.request_uri().ok(), ..Preprocessed::default() };
     let mut remaining = &routes[..];
-    if let Ok(ruri) = msg.request_uri() {
-        if identity.is_this_proxy(&ruri) {
-            if let Some(((last, addr), rest)) = routes.split_last() {
-                out.request_uri = Some(addr.uri.as_str().to_owned());
-                out.remove.push(*last);
-                remaining = rest;
-            }
+    if out.received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {
+        if let Some(((last, addr), rest)) = routes.split_last() {
+            out.request_uri = Some(addr.uri.as_str().to_owned());
+            out.remove.push(*last);
+            remaining = rest;
         }
     }
     for (v, addr) in remaining {
@@ -44,6 +59,7 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity) -> Result<Preproces
         }
         out.remove.push(*v);
     }
+    out.routes = routes;
     Ok(out)
 }
 
