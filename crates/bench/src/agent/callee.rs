@@ -13,6 +13,7 @@ use super::timers::{next_interval, Timer, TimerKind, T1_US, T2_US, TIMEOUT_US};
 use super::users::User;
 use super::wire::{echo, RING_HEADER};
 use bytes::Bytes;
+use herald_core::seed::{Seed, TableState};
 use herald_sip::Message;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -51,21 +52,28 @@ pub struct Dialog {
 }
 
 /// The callee side's dialogs, by `(slot, generation)` handle and by Call-ID.
+///
+/// Both maps are looked up for every request (three per call): they hash with herald-core's
+/// keyed foldhash ([`TableState`], a random seed per run), a fraction of SipHash's cost on
+/// these short keys, which the proxy's peers choose as they like.
 pub struct Callee {
     dialogs: Slab<Dialog>,
-    ids: HashMap<String, (u32, u32)>,
+    ids: HashMap<String, (u32, u32), TableState>,
     /// User name → index: the Request-URI of an INVITE is the Contact we registered.
-    user_index: HashMap<String, usize>,
+    user_index: HashMap<String, usize, TableState>,
     /// How long to ring when the INVITE does not say ([`RING_HEADER`]).
     default_ring_us: u64,
 }
 
 impl Callee {
     pub fn new(users: &[User], default_ring_us: u64) -> Callee {
+        let seed = Seed::random();
+        let mut user_index = HashMap::with_capacity_and_hasher(users.len(), seed.derive("users", 0).table_state());
+        user_index.extend(users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)));
         Callee {
             dialogs: Slab::default(),
-            ids: HashMap::new(),
-            user_index: users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect(),
+            ids: HashMap::with_hasher(seed.derive("dialogs", 0).table_state()),
+            user_index,
             default_ring_us,
         }
     }

@@ -154,17 +154,18 @@ impl Calls {
     ) {
         let Some(call) = self.calls.get_mut(slot, generation) else { return };
         call.cseq += 1;
-        let uri = ctx.user_uri(call.callee);
         let (id, branch) = ctx.new_tx();
-        let mut extra = [RING_HEADER, ": "].concat();
+        let mut extra = String::with_capacity(RING_HEADER.len() + 24);
+        extra.push_str(RING_HEADER);
+        extra.push_str(": ");
         push_dec(&mut extra, call.plan.ring_us / 1000);
         extra.push_str("\r\n");
         let (bytes, ack) = ctx.caller_local.invite(&Request {
             method: "INVITE",
-            uri: &uri,
+            uri: ctx.user_uri(call.callee),
             branch: &branch,
             from: &call.from,
-            to: &["<", &uri, ">"].concat(),
+            to: ctx.user_to(call.callee),
             call_id: &call.call_id,
             cseq: call.cseq,
             routes: &[],
@@ -196,13 +197,12 @@ impl Calls {
         let request = if method == "CANCEL" {
             // §9.1: same Request-URI, Call-ID, From, To, CSeq number and branch as the INVITE.
             let Some(invite) = &call.invite else { return };
-            let uri = ctx.user_uri(call.callee);
             let bytes = local.request(&Request {
                 method,
-                uri: &uri,
+                uri: ctx.user_uri(call.callee),
                 branch: &invite.branch,
                 from: &call.from,
-                to: &format!("<{uri}>"),
+                to: ctx.user_to(call.callee),
                 call_id: &call.call_id,
                 cseq: call.cseq,
                 routes: &[],
@@ -385,7 +385,7 @@ impl Calls {
         if (status == 401 || status == 407) && !challenged && !cancelling {
             out.record(Measure::Transaction(true));
             call.challenged = true;
-            let uri = ctx.user_uri(callee);
+            let uri = ctx.user_uri(callee).to_string();
             match ctx.credentials(caller, msg, status, "INVITE", &uri) {
                 Some(auth) => self.send_invite(ctx, slot, generation, Some(auth), out),
                 None => self.end(slot, generation, Err(&status_reason(status)), out),

@@ -21,6 +21,9 @@ pub struct Context {
     /// one, else the time it was read. Latencies end here.
     pub rx_us: u64,
     pub users: Vec<User>,
+    /// Per user: the address of record `sip:user@domain` and the To value `<sip:user@domain>`
+    /// of calls to it, written once instead of for every call.
+    aors: Vec<(String, String)>,
     pub caller_local: Local,
     pub callee_local: Local,
     pub proxy: SocketAddr,
@@ -48,11 +51,20 @@ impl Context {
         rng: SmallRng,
         run_id: u32,
     ) -> Context {
+        let aors = users
+            .iter()
+            .map(|u| {
+                let aor = ["sip:", &u.name, "@", &caller_local.domain].concat();
+                let to = ["<", &aor, ">"].concat();
+                (aor, to)
+            })
+            .collect();
         Context {
             epoch: Instant::now(),
             now: 0,
             rx_us: 0,
             users,
+            aors,
             caller_local,
             callee_local,
             proxy,
@@ -101,7 +113,12 @@ impl Context {
     }
 
     /// The address of record `sip:user@domain` of user `user` (the Request-URI of calls to it).
-    pub fn user_uri(&self, user: usize) -> String {
-        ["sip:", &self.users[user].name, "@", &self.caller_local.domain].concat()
+    pub fn user_uri(&self, user: usize) -> &str {
+        &self.aors[user].0
+    }
+
+    /// `<sip:user@domain>`: the To value of calls to user `user`.
+    pub fn user_to(&self, user: usize) -> &str {
+        &self.aors[user].1
     }
 }
