@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Capacity per core, herald vs Kamailio 5.6 (issue 21, target 3: herald >= 3x Kamailio).
+#
+# Each server is confined to one core (taskset -c $SERVER_CPU: all its threads or processes) and
+# does the same job - transaction-stateful, record-routing proxy and in-memory registrar, UDP, no
+# authentication: herald `serve` with one worker (scripts/lib/procs.sh herald_bench_config),
+# Kamailio with bench/kamailio-bench.cfg and one UDP child (-n 1; its main, timer and other
+# helper processes share the core too). The load generator, `herald bench`, runs on another
+# core (taskset -c $GEN_CPU) and plays both ends: callees REGISTER, callers place
+# INVITE->180->200->ACK->BYE calls (no ring, no hold) through the proxy, Poisson arrivals.
+#
+# Capacity is the highest call rate whose failed-call ratio stays under 0.01% over a 60 s window
+# (seeds 000/002; `herald bench capacity`). Found in two passes to keep a run short:
+#   1. search: `herald bench capacity` with SEARCH_S-second steps from START, multiplying by
+#      FACTOR, then bisecting to PRECISION;
+#   2. confirm: `herald bench capacity` again with the full CONFIRM_S-second window, starting at
+#      the search's result with --max-rate equal to it: it passes there, or steps down by 5%
+#      until a rate passes (at most CONFIRM_STEPS). That rate is the reported capacity.
+# Servers run in ABAB order (ROUNDS rounds of herald then Kamailio); the report gives every
+# round, the medians and herald/Kamailio, next to siphon-sip's published figure (about 2,700
+# proxied calls/s on one core of a 2024 laptop CPU; a different machine, so only a landmark).
+#
+# Usage: scripts/bench-per-core.sh [HERALD]   (default target/release/herald, built if absent)
+#        ROUNDS=2 SEARCH_S=10 CONFIRM_S=60 START=2000 FACTOR=1.5 PRECISION=0.05 CONFIRM_STEPS=4
+#        SERVER_CPU=0 GEN_CPU=1 PAUSE=3 OUT=target/bench-per-core.md
+#        Trials: SEARCH_S=5 CONFIRM_S=10 ROUNDS=1.
+# Ports: 127.0.0.1:18610 (herald), 18611 (Kamailio). Needs kamailio and taskset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HERALD=${1:-target/release/herald}
+ROUNDS=${ROUNDS:-2} SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} CONFIRM_STEPS=${CONFIRM_STEPS:-4}
+START=${START:-2000} FACTOR=${FACTOR:-1.5} PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3}
+SERVER_CPU=${SERVER_CPU:-0} GEN_CPU=${GEN_CPU:-1}
+OUT=${OUT:-target/bench-per-core.md}
+KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
+HPORT=18610 KPORT=18611
+WORKERS=1 # one herald worker, one Kamailio UDP child (herald_bench_config, start_kamailio_bench)
+HZ=$(getconf CLK_TCK)
+
+[ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
+command -v taskset >/dev/null || { echo "taskset not found (util-linux)" >&2; exit 2; }
+[ -x "$HERALD" ] || { cargo build --release -j2 --bin herald >&2; }
+[ "$SERVER_CPU" != "$GEN_CPU" ] || echo "warning: server and generator share CPU $GEN_CPU" >&2
+
+tmp=$(mktemp -d)
+server_pid=''
+# shellcheck source=scripts/lib/procs.sh
+. scripts/lib/procs.sh
+cleanup() {
+    local kids=''
+    [ -n "$server_pid" ] && kids=$(pgrep -P "$server_pid" || true)
+    # shellcheck disable=SC2086
+    stop "$server_pid" $kids
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# capacity NAME PORT: the two passes against the server on PORT; writes "SEARCHED CONFIRMED"
+# (calls/s, 0 when nothing passed) to $tmp/result
+capacity() {
+    local name=$1 port=$2 found confirmed=0
+    # The port in the domain: Kamailio's `uri == myself` needs it (herald serves its address).
+    local common=(--proxy "127.0.0.1:$port" --domain "127.0.0.1:$port" --users 100 --quiet --pause "$PAUSE")
+    taskset -c "$GEN_CPU" "$HERALD" bench capacity "${common[@]}" --duration "$SEARCH_S" --start-rate "$START" \
+        --step-factor "$FACTOR" --precision "$PRECISION" --json "$tmp/search.$name.json" \
+        >"$tmp/search.$name.txt" 2>&1 || true
+    found=$(json_field "$tmp/search.$name.json" capacity_rate)
+    : >"$tmp/confirm.$name.txt"
+    if [ "$found" -gt 0 ]; then
+        sleep "$PAUSE"
+        taskset -c "$GEN_CPU" "$HERALD" bench capacity "${common[@]}" --duration "$CONFIRM_S" --start-rate "$found" \
+            --max-rate "$found" --step-factor 1.05 --max-steps "$CONFIRM_STEPS" --json "$tmp/confirm.$name.json" \
+            >"$tmp/confirm.$name.txt" 2>&1 || true
+        confirmed=$(json_field "$tmp/confirm.$name.json" capacity_rate)
+    fi
+    echo "$found $confirmed" >"$tmp/result"
+}
+
+json_field() { # FILE FIELD: a top-level number of a JSON file (0 when absent)
+    python3 -c "import json,sys
+try: print(round(float(json.load(open(sys.argv[1])).get(sys.argv[2]) or 0)))
+except Exception: print(0)" "$1" "$2"
+}
+
+passing_step() { # NAME: the confirm pass's passing step with the highest rate, in words
+    python3 -c "import json,sys
+try:
+    r = json.load(open(sys.argv[1]))
+    ok = [s for s in r['steps'] if s['attempted'] and s['failed'] <= r['max_failure'] * s['attempted']]
+    s = max(ok, key=lambda s: s['offered_rate'])
+    print(f\"{s['duration_s']:.0f} s, offered {s['offered_rate']:.0f}/s, {s['attempted']} calls, {s['failed']} failed, SRD p99 {s['srd']['p99_us'] / 1000:.1f} ms\")
+except Exception: print('none passed')" "$tmp/confirm.$1.json"
+}
+
+run_herald() {
+    herald_bench_config "$HPORT" >"$tmp/herald.toml"
+    taskset -c "$SERVER_CPU" "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
+    server_pid=$!
+    wait_bound "$HPORT" "$server_pid"
+    capacity herald "$HPORT"
+    stop "$server_pid"
+    server_pid=''
+}
+
+run_kamailio() {
+    # Kamailio forks its processes itself: pinning this shell for the moment of the start gives
+    # them all the server's core.
+    local mask kids
+    mask=$(taskset -p $$ | awk '{print $NF}')
+    taskset -p -c "$SERVER_CPU" $$ >/dev/null
+    start_kamailio_bench "$KPORT"
+    taskset -p "$mask" $$ >/dev/null
+    wait_bound "$KPORT" "$server_pid"
+    sleep 1 # Kamailio forks its children after binding
+    kids=$(tree "$server_pid" | tr '\n' ' ')
+    capacity kamailio "$KPORT"
+    # shellcheck disable=SC2086
+    stop $kids
+    server_pid=''
+}
+
+{
+    echo "## Capacity per core, herald vs Kamailio: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "\`ROUNDS=$ROUNDS SEARCH_S=$SEARCH_S CONFIRM_S=$CONFIRM_S START=$START FACTOR=$FACTOR PRECISION=$PRECISION SERVER_CPU=$SERVER_CPU GEN_CPU=$GEN_CPU scripts/bench-per-core.sh $HERALD\`"
+    echo
+    echo "herald $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($HERALD), $("$KAMAILIO" -v | awk 'NR == 1 {print $2, $3}') (-n 1, -x tlsf -X tlsf)."
+    echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Server on CPU $SERVER_CPU, generator on CPU $GEN_CPU. Capacity: highest rate with failed calls <= 0.01% over a ${CONFIRM_S} s window."
+    echo
+    echo "| round | server | search (${SEARCH_S} s steps) | confirmed (${CONFIRM_S} s) calls/s | the passing step |"
+    echo "| --- | --- | ---: | ---: | --- |"
+} >"$tmp/report"
+
+for round in $(seq "$ROUNDS"); do
+    for name in herald kamailio; do
+        "run_$name"
+        read -r found confirmed <"$tmp/result"
+        echo "$confirmed" >>"$tmp/cap.$name"
+        echo "| $round | $name | $found | $confirmed | $(passing_step "$name") |" >>"$tmp/report"
+        echo "round $round $name: search $found, confirmed $confirmed calls/s" >&2
+        sleep "$PAUSE"
+    done
+done
+
+median() { sort -g "$1" | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+h=$(median "$tmp/cap.herald")
+k=$(median "$tmp/cap.kamailio")
+{
+    echo
+    echo "Median capacity on one core: herald $h calls/s, Kamailio $k calls/s;" \
+        "herald/Kamailio $(awk -v h="$h" -v k="$k" 'BEGIN {if (k > 0) printf "%.2f", h / k; else print "n/a"}')" \
+        "(target >= 3). siphon-sip publishes about 2,700 proxied calls/s per core (2024 laptop CPU):" \
+        "herald $(awk -v h="$h" 'BEGIN {printf "%.2f", h / 2700}')x that figure on this machine."
+    echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
+} >>"$tmp/report"
+mkdir -p "$(dirname "$OUT")"
+cp "$tmp/report" "$OUT"
+cat "$OUT"

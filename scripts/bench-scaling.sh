@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Scaling across cores (issue 21, item 7; the seeds' central question), in two parts.
+#
+# PARTS=cpu - CPU per call with 2 workers against 1 worker at the same, uncontended rate
+#   (target: within 1.1x). herald serve (scripts/lib/procs.sh herald_bench_config) with
+#   WORKERS=1, then 2, in ABAB order for ROUNDS rounds; each run `herald bench calls` at RATE
+#   calls/s for SECS s (GEN_ARGS adds options, e.g. --single-socket for one 4-tuple); server CPU
+#   per call = utime+stime of the herald process over the window / calls attempted
+#   (`--server-pid`). Each run also names the threads that did the work (per-thread CPU from
+#   /proc/PID/task/*/stat), because SO_REUSEPORT places the generator's two flows (its caller
+#   and callee sockets) on one receiver or on two, by a hash of their ports.
+#
+# PARTS=capacity - capacity with N = 1, 2, 4, 8, 16 workers (NS) against Kamailio 5.6 with as
+#   many UDP children (bench/kamailio-bench.cfg), each server pinned to CPUs 0..N-1 (taskset:
+#   every thread or process), the load from GENS `herald bench` processes pinned to the CPUs
+#   after them (default: one per two server cores, at least one), driven by
+#   scripts/lib/multi_capacity.py (the capacity search of `herald bench capacity`, summed over
+#   the generators: < 0.01% failed calls, a SEARCH_S-second search and a CONFIRM_S-second
+#   confirmation). Reports capacity, speed-up over N = 1 (target >= 0.9 N; the seeds' best was
+#   6.2 of 8) and herald/Kamailio per N. An N whose server and generators do not fit on
+#   separate CPUs (N + GENS > nproc) runs with the generators on the last CPUs, shared with the
+#   server, and is marked "shared" - a trial of the script, not a measurement. On a 16-core
+#   machine: NS="1 2 4 8 12" with GENS up to 4 keeps every row separate.
+#
+# Usage: scripts/bench-scaling.sh [HERALD]   (default target/release/herald, built if absent)
+#        PARTS="cpu capacity" ROUNDS=3 RATE=2000 SECS=20 GEN_ARGS=
+#        NS="1 2 4 8 16" GENS= SEARCH_S=10 CONFIRM_S=60 START=2000 FACTOR=1.5 PRECISION=0.05
+#        OUT=target/bench-scaling.md
+# Ports: 127.0.0.1:18620 (herald), 18621 (Kamailio). Needs kamailio and taskset for capacity.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HERALD=${1:-target/release/herald}
+PARTS=${PARTS:-cpu capacity}
+ROUNDS=${ROUNDS:-3} RATE=${RATE:-2000} SECS=${SECS:-20} GEN_ARGS=${GEN_ARGS:-}
+NS=${NS:-1 2 4 8 16} GENS=${GENS:-}
+SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} START=${START:-2000} FACTOR=${FACTOR:-1.5}
+PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3}
+OUT=${OUT:-target/bench-scaling.md}
+KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
+HPORT=18620 KPORT=18621
+HZ=$(getconf CLK_TCK)
+CPUS=$(nproc)
+
+[ -x "$HERALD" ] || { cargo build --release -j2 --bin herald >&2; }
+
+tmp=$(mktemp -d)
+server_pid=''
+# shellcheck source=scripts/lib/procs.sh
+. scripts/lib/procs.sh
+cleanup() {
+    local kids=''
+    [ -n "$server_pid" ] && kids=$(tree "$server_pid" | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    stop $kids
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+thread_ticks() { # PID: "THREAD-NAME TICKS" for every thread, summed by name
+    local t
+    for t in /proc/"$1"/task/*; do
+        printf '%s %s\n' "$(cat "$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
+    done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
+}
+
+{
+    echo "## Scaling across cores: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "\`PARTS=\"$PARTS\" ROUNDS=$ROUNDS RATE=$RATE SECS=$SECS GEN_ARGS=\"$GEN_ARGS\" NS=\"$NS\" GENS=$GENS SEARCH_S=$SEARCH_S CONFIRM_S=$CONFIRM_S START=$START scripts/bench-scaling.sh $HERALD\`"
+    echo
+    echo "herald $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($HERALD)."
+    echo "Machine: $CPUS CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
+} >"$tmp/report"
+
+# cpu_run W: one herald with W workers under RATE calls/s; appends to $tmp/cpu.W and the report
+cpu_run() {
+    local w=$1 us busy
+    WORKERS=$w herald_bench_config "$HPORT" >"$tmp/herald.toml"
+    "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
+    server_pid=$!
+    wait_bound "$HPORT" "$server_pid"
+    thread_ticks "$server_pid" >"$tmp/ticks0"
+    # shellcheck disable=SC2086
+    "$HERALD" bench calls --proxy "127.0.0.1:$HPORT" --rate "$RATE" --duration "$SECS" --users 100 --quiet \
+        --server-pid "$server_pid" --json "$tmp/cpu.json" $GEN_ARGS >"$tmp/cpu.txt" 2>&1 || true
+    thread_ticks "$server_pid" >"$tmp/ticks1"
+    stop "$server_pid"
+    server_pid=''
+    us=$(python3 -c "import json,sys
+r = json.load(open(sys.argv[1]))
+ok = r['attempted'] - r['failed']
+print(f\"{r['servers'][0]['cpu_s'] / r['attempted'] * 1e6:.1f} {r['attempted']} {r['failed']}\" if ok > 0 else '0 0 0')" \
+        "$tmp/cpu.json" 2>/dev/null || echo "0 0 0")
+    # (threads started after the first look count from zero)
+    busy=$(awk -v hz="$HZ" 'NR == FNR {t0[$1] = $2; next} $2 - t0[$1] > 0 {
+        printf "%s%s %.2f", sep, $1, ($2 - t0[$1]) / hz; sep = ", "}' "$tmp/ticks0" "$tmp/ticks1")
+    set -- $us
+    echo "$1" >>"$tmp/cpu.$w"
+    echo "| $round | $w | $2 | $3 | $1 | $busy |" >>"$tmp/report"
+    echo "cpu: round $round, $w worker(s): $1 µs per call" >&2
+}
+
+if [[ " $PARTS " == *" cpu "* ]]; then
+    {
+        echo
+        echo "### CPU per call, 1 vs 2 workers at $RATE calls/s ($SECS s windows, ABAB)"
+        echo
+        echo "| round | workers | calls | failed | server CPU µs per call | threads that worked (CPU s) |"
+        echo "| --- | ---: | ---: | ---: | ---: | --- |"
+    } >>"$tmp/report"
+    for round in $(seq "$ROUNDS"); do
+        cpu_run 1
+        sleep "$PAUSE"
+        cpu_run 2
+        sleep "$PAUSE"
+    done
+    one=$(median <"$tmp/cpu.1")
+    two=$(median <"$tmp/cpu.2")
+    {
+        echo
+        echo "Median CPU per call: 1 worker $one µs, 2 workers $two µs; 2/1 = $(awk -v a="$two" -v b="$one" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}') (target <= 1.10)."
+    } >>"$tmp/report"
+fi
+
+# capacity_run NAME N: the capacity of the server NAME with N workers/children; echoes it
+capacity_run() {
+    local name=$1 n=$2 gens cpus mask first shared=''
+    gens=${GENS:-$(((n + 1) / 2))}
+    first=$n
+    if [ $((n + gens)) -gt "$CPUS" ]; then
+        first=$((CPUS - gens))
+        [ "$first" -lt 0 ] && first=0
+        shared=' (shared)'
+    fi
+    cpus=$(seq -s, "$first" $((first + gens - 1)) | sed 's/,$//')
+    if [ "$name" = herald ]; then
+        WORKERS=$n herald_bench_config "$HPORT" >"$tmp/herald.toml"
+        taskset -c "0-$((n - 1))" "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
+        server_pid=$!
+        wait_bound "$HPORT" "$server_pid"
+        port=$HPORT
+    else
+        # Kamailio forks its processes itself: pinning this shell while it starts pins them all.
+        mask=$(taskset -p $$ | awk '{print $NF}')
+        taskset -p -c "0-$((n - 1))" $$ >/dev/null
+        WORKERS=$n start_kamailio_bench "$KPORT"
+        taskset -p "$mask" $$ >/dev/null
+        wait_bound "$KPORT" "$server_pid"
+        sleep 1 # Kamailio forks its children after binding
+        port=$KPORT
+    fi
+    local procs
+    procs=$(tree "$server_pid" | tr '\n' ' ')
+    python3 scripts/lib/multi_capacity.py --herald "$HERALD" --proxy "127.0.0.1:$port" --generators "$gens" \
+        --cpus "$cpus" --start "$START" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" \
+        --confirm-s "$CONFIRM_S" --pause "$PAUSE" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
+    # shellcheck disable=SC2086
+    stop $procs
+    server_pid=''
+    local found cap
+    read -r found cap < <(python3 -c "import json,sys
+try:
+    r = json.load(open(sys.argv[1])); print(r['search'], r['capacity'])
+except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
+    echo "$cap" >"$tmp/capacity.$name.$n"
+    echo "| $n | $name | $gens on CPU $cpus$shared | $found | $cap |" >>"$tmp/report"
+    echo "capacity: $name, N=$n: $cap calls/s (search $found)" >&2
+}
+
+if [[ " $PARTS " == *" capacity "* ]]; then
+    [ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
+    command -v taskset >/dev/null || { echo "taskset not found (util-linux)" >&2; exit 2; }
+    {
+        echo
+        echo "### Capacity with N workers (herald) and N children (Kamailio)"
+        echo
+        echo "Servers pinned to CPUs 0..N-1, generators to their own CPUs; < 0.01% failed calls, ${SEARCH_S} s search steps, ${CONFIRM_S} s confirmation."
+        echo
+        echo "| N | server | generators | search calls/s | capacity calls/s |"
+        echo "| ---: | --- | --- | ---: | ---: |"
+    } >>"$tmp/report"
+    ran=()
+    for n in $NS; do
+        if [ "$n" -gt "$CPUS" ]; then
+            echo "N=$n: more than the $CPUS CPUs here, skipped" >&2
+            continue
+        fi
+        capacity_run herald "$n"
+        sleep "$PAUSE"
+        capacity_run kamailio "$n"
+        sleep "$PAUSE"
+        ran+=("$n")
+    done
+    {
+        echo
+        echo "| N | herald calls/s | speed-up | Kamailio calls/s | speed-up | herald/Kamailio |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+        h1=$(cat "$tmp/capacity.herald.${ran[0]}" 2>/dev/null || echo 0)
+        k1=$(cat "$tmp/capacity.kamailio.${ran[0]}" 2>/dev/null || echo 0)
+        for n in "${ran[@]}"; do
+            h=$(cat "$tmp/capacity.herald.$n")
+            k=$(cat "$tmp/capacity.kamailio.$n")
+            awk -v n="$n" -v h="$h" -v k="$k" -v h1="$h1" -v k1="$k1" 'BEGIN {
+                printf "| %d | %d | %s | %d | %s | %s |\n", n, h, (h1 > 0 ? sprintf("%.2f", h / h1) : "n/a"),
+                    k, (k1 > 0 ? sprintf("%.2f", k / k1) : "n/a"), (k > 0 ? sprintf("%.2f", h / k) : "n/a")}'
+        done
+        echo
+        echo "Speed-up is over N = ${ran[0]}; target >= 0.9 N."
+    } >>"$tmp/report"
+fi
+
+echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$tmp/report"
+mkdir -p "$(dirname "$OUT")"
+cp "$tmp/report" "$OUT"
+cat "$OUT"
