@@ -4,10 +4,11 @@
 # `herald tune --apply` ("tuned"), in ABAB order, reverting after every tuned phase.
 #
 # Each phase starts a fresh `herald serve` (UDP, record-routing, no auth: scripts/lib/procs.sh
-# herald_bench_config, $WORKERS workers, metrics on). A tuned phase first offers RATE calls/s for
-# a few seconds and runs `herald tune --metrics URL --pid PID --rate RATE --apply`, so that the
-# recommendations come from this herald's measured CPU per message at that rate (per-task
-# slices of its threads, socket ceilings, backlog, RPS ...); the phase ends with --revert.
+# herald_bench_config, $WORKERS workers, metrics on) and warms it up: RATE calls/s for 6 s while
+# `herald tune --metrics URL --pid PID --rate RATE` measures its CPU per message; in a tuned phase
+# with --apply, so that the recommendations (per-task slices of its threads, socket ceilings,
+# backlog, RPS ...; debugfs knobs where the kernel allows) come from this herald at that rate.
+# A tuned phase ends with --revert.
 # Then, in every phase:
 #   capacity  `herald bench capacity` from START calls/s (doubling, then bisecting to 5%): the
 #             highest rate with < MAX_FAILURE failed calls over CAP_SECS-s windows
@@ -52,26 +53,32 @@ listen = \"127.0.0.1:$MPORT\"" >"$tmp/h.toml"
     wait_bound "$PORT" "$server_pid"
 }
 
-tune_it() { # measure this herald under RATE, then apply the recommendations
+warm_up() { # SETTING: offer RATE for 6 s and run herald tune on this herald meanwhile: it measures
+    # the CPU per message at that rate; in a tuned phase it applies its recommendations. Default
+    # phases get the same warm-up, so that both start with the same transactions in memory.
     "$H" bench calls --proxy "127.0.0.1:$PORT" --rate "$RATE" --duration 6 --quiet --max-failure 1 >/dev/null 2>&1 &
     load_pid=$!
     sleep 2
+    local apply=()
+    if [ "$1" = tuned ]; then apply=(--apply --state "$state"); fi
     "$H" tune --config "$tmp/h.toml" --metrics "http://127.0.0.1:$MPORT/metrics" --window-s 2 --pid "$server_pid" \
-        --rate "$RATE" --apply --state "$state" >"$tmp/tune.txt" 2>"$tmp/tune.err"
+        --rate "$RATE" "${apply[@]}" >"$tmp/tune.txt" 2>"$tmp/tune.err"
     wait "$load_pid" 2>/dev/null || true
     load_pid=''
-    sed -n 's/^workload: /    tune workload: /p' "$tmp/tune.txt"
-    sed 's/^/    tune: /' "$tmp/tune.err"
+    if [ "$1" = tuned ]; then
+        sed -n 's/^workload: /    tune workload: /p' "$tmp/tune.txt"
+        grep -v '^not set sched [a-z_]*: debugfs' "$tmp/tune.err" | sed 's/^/    tune: /'
+    fi
     sleep 2 # let the warm-up's calls end before measuring
 }
 
-untune() { # restore what tune_it changed (while its herald still runs, so its threads exist)
+untune() { # restore what warm_up applied (while its herald still runs, so its threads exist)
     if [ -f "$state" ]; then "$H" tune --revert --state "$state" | tail -1 | sed 's/^/    revert: /'; fi
 }
 
 phase() { # SETTING ROUND
     start_herald
-    if [ "$1" = tuned ]; then tune_it; fi
+    warm_up "$1"
     if [ "$SKIP_CAPACITY" != 1 ]; then
         "$H" bench capacity --proxy "127.0.0.1:$PORT" --start-rate "$START" --max-rate "$MAX_RATE" --duration "$CAP_SECS" \
             --max-failure "$MAX_FAILURE" --users 1000 --quiet --json "$OUT/capacity-$1-$2.json" >/dev/null 2>&1 || true
@@ -79,7 +86,7 @@ phase() { # SETTING ROUND
         untune
         stop "$server_pid"; server_pid=''
         start_herald
-        if [ "$1" = tuned ]; then tune_it; fi
+        warm_up "$1"
     fi
     "$H" bench calls --proxy "127.0.0.1:$PORT" --rate "$RATE" --duration "$SECS" --users 1000 --quiet \
         --server-pid "$server_pid" --metrics "http://127.0.0.1:$MPORT/metrics" --json "$OUT/calls-$1-$2.json" >/dev/null 2>&1 || true

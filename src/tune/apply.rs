@@ -188,7 +188,11 @@ fn parse_limit(v: &str) -> Option<(u64, u64)> {
 fn apply_nofile(pid: i32, new: &str, entries: &mut Vec<Entry>, state: &Path) -> Result<String, String> {
     let (soft, hard) = parse_limit(new).ok_or(format!("not 'SOFT HARD': {new}"))?;
     let old = super::process::read_nofile(Some(pid))?;
-    herald_sys::set_nofile_limit(pid, soft, hard).map_err(|e| format!("prlimit({pid}): {e}"))?;
+    herald_sys::set_nofile_limit(pid, soft, hard).map_err(|e| match e.raw_os_error() {
+        // prlimit(2): raising a hard limit needs CAP_SYS_RESOURCE, which root in a container may lack.
+        Some(1) => format!("prlimit({pid}): {e} (raising the hard limit needs CAP_SYS_RESOURCE)"),
+        _ => format!("prlimit({pid}): {e}"),
+    })?;
     entries.push(Entry::Nofile { pid, old });
     save(state, entries)?;
     Ok(String::new())
