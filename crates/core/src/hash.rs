@@ -1,5 +1,5 @@
 //! FNV-1a: a small, deterministic hash for values that must agree across processes and runs
-//! (loop-detection branch suffixes, shard selection). Not for hash tables fed by attackers.
+//! (shard selection, tags of local answers). Not for hash tables fed by attackers.
 //!
 //! [`IdMap`]: hash tables keyed by numbers herald hands out itself (transaction ids, DNS
 //! tokens), which no peer chooses. They need no keyed hash: std's SipHash cost about 20k

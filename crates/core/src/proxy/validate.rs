@@ -1,9 +1,9 @@
 //! Request validation (RFC 3261 §16.3) and loop detection (§16.3 step 4, §16.6 step 8).
 
 use super::identity::Identity;
-use crate::hash::fnv1a_parts;
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, Method};
+use std::hash::{BuildHasher, Hasher};
 
 /// A request the proxy must answer itself instead of forwarding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,10 +65,16 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
 /// CSeq, Proxy-Require, Proxy-Authorization). Deviation: step 8 also lists the topmost Via,
 /// but a looping request always comes back with another hop's Via on top, so with it no loop
 /// would ever be detected; RFC 5393 §4.2 drops it for the same reason.
+///
+/// foldhash with a fixed seed, eight bytes at a step: the same value in every process of a
+/// build (the hash travels in our branches and is compared when the request comes back),
+/// about a fifth of FNV-1a's byte-at-a-time cost (~1.2k instructions per request before).
+/// Lengths go in before each part, so no two field lists hash alike by shifting a boundary.
 pub fn loop_hash(msg: &Message) -> u64 {
     let to_tag = msg.to_tag().ok().flatten().unwrap_or("");
     let from_tag = msg.from_tag().ok().flatten().unwrap_or("");
-    fnv1a_parts([
+    let mut h = foldhash::fast::FixedState::with_seed(LOOP_HASH_SEED).build_hasher();
+    for part in [
         to_tag.as_bytes(),
         from_tag.as_bytes(),
         msg.get(HeaderName::CallId).unwrap_or_default(),
@@ -76,8 +82,15 @@ pub fn loop_hash(msg: &Message) -> u64 {
         msg.get(HeaderName::CSeq).unwrap_or_default(),
         msg.get(HeaderName::ProxyRequire).unwrap_or_default(),
         msg.get(HeaderName::ProxyAuthorization).unwrap_or_default(),
-    ])
+    ] {
+        h.write_usize(part.len());
+        h.write(part);
+    }
+    h.finish()
 }
+
+/// The loop hash's fixed seed ("herald-l" in ASCII): any constant, the same in every process.
+const LOOP_HASH_SEED: u64 = 0x6865_7261_6c64_2d6c;
 
 /// The separator between a branch's unique part and its loop hash.
 pub const LOOP_SEP: char = '-';
