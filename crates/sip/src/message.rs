@@ -314,7 +314,7 @@ fn count_values(v: &[u8]) -> usize {
 /// `None` for anything else, which [`parse_header_line`] then parses in full (with the same
 /// result for the lines this accepts).
 #[inline(always)]
-fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
+pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
     let colon = scan::token_end(s, pos);
     if colon == pos || s.get(colon) != Some(&b':') {
         return None;
