@@ -12,18 +12,33 @@ use super::config::EngineConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+/// Told after each publication (see [`ConfigUpdates::on_publish`]).
+type Listener = Box<dyn Fn() + Send + Sync>;
+
 /// The latest published configuration, shared by the engines of one process.
-#[derive(Debug)]
 pub struct ConfigUpdates {
     /// Bumped after each publication: an engine that saw this generation has the latest.
     generation: AtomicU64,
     latest: Mutex<Arc<EngineConfig>>,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+impl std::fmt::Debug for ConfigUpdates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigUpdates").field("generation", &self.generation).finish_non_exhaustive()
+    }
 }
 
 impl ConfigUpdates {
     /// Starts with the configuration the engines are built with (generation 0).
     pub fn new(initial: Arc<EngineConfig>) -> ConfigUpdates {
-        ConfigUpdates { generation: AtomicU64::new(0), latest: Mutex::new(initial) }
+        ConfigUpdates { generation: AtomicU64::new(0), latest: Mutex::new(initial), listeners: Mutex::default() }
+    }
+
+    /// Calls `listener` after every later publication: how a part of the runtime that follows
+    /// the configuration (gateway probing) waits for a reload instead of looking on a period.
+    pub fn on_publish(&self, listener: Listener) {
+        self.listeners.lock().unwrap_or_else(PoisonError::into_inner).push(listener);
     }
 
     /// Makes `config` the one every engine uses from its next call on.
@@ -31,6 +46,9 @@ impl ConfigUpdates {
         *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = config;
         // Release after the store: an engine that sees the new generation finds the new value.
         self.generation.fetch_add(1, Ordering::Release);
+        for listener in self.listeners.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            listener();
+        }
     }
 
     /// The configuration published last.

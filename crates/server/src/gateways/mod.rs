@@ -17,12 +17,8 @@ use engine_probes::EngineProbes;
 use herald_core::engine::ConfigUpdates;
 use herald_core::gateways::Gateways;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::runtime::Handle;
-use tokio::sync::watch;
-
-/// How often the supervisor looks for sets a reload published.
-const RELOAD_CHECK: Duration = Duration::from_secs(1);
+use tokio::sync::{watch, Notify};
 
 /// The `[[gateway_set]]` entries in force, for their `[gateway_set.probing]` settings: the
 /// start-up file's, replaced by each reload before the engines get its sets (the reload's
@@ -78,13 +74,17 @@ pub(crate) fn start_probing(
     let sender = Arc::new(sender);
     let (stop, mut stopped) = watch::channel(false);
     let handle = runtime.clone();
+    // Woken by each reload (a permit is kept if one comes while the sets are compared), not on
+    // a period: an idle herald without gateway sets makes no system call for them.
+    let reloaded = Arc::new(Notify::new());
+    let wake = reloaded.clone();
+    updates.on_publish(Box::new(move || wake.notify_one()));
     runtime.spawn(async move {
         let mut current = updates.latest().gateways.clone();
         let mut prober = probe(&handle, &current, &settings.get(), &sender, false);
-        let mut tick = tokio::time::interval(RELOAD_CHECK);
         loop {
             tokio::select! {
-                _ = tick.tick() => {}
+                _ = reloaded.notified() => {}
                 _ = stopped.wait_for(|s| *s) => return,
             }
             let latest = updates.latest().gateways.clone();
