@@ -162,9 +162,10 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The authenticator `[auth]` asks for, with its users file loaded and watched (a thread
-/// polls it every second and swaps the table in when it changes; a broken file keeps the old
-/// table and is logged as FILE:LINE). `None` when authentication is off.
+/// The authenticator `[auth]` asks for, with its users file loaded and watched (a thread waits
+/// for it to change - inotify, or every second where that cannot be used - and swaps the table
+/// in; a broken file keeps the old table and is logged as FILE:LINE). `None` when
+/// authentication is off.
 fn authenticator(config: &Config) -> Result<Option<(Authenticator, Arc<SharedCredentials>)>, String> {
     let a = &config.auth;
     if !a.enabled {
@@ -190,7 +191,7 @@ fn authenticator(config: &Config) -> Result<Option<(Authenticator, Arc<SharedCre
     std::thread::Builder::new()
         .name("herald-users".into())
         .spawn(move || loop {
-            std::thread::sleep(Duration::from_secs(1));
+            watcher.wait(Duration::from_secs(1));
             match watcher.poll() {
                 Reload::Unchanged => {}
                 Reload::Loaded(users) => {

@@ -21,6 +21,7 @@
 mod algorithm;
 mod answer;
 pub mod file;
+mod file_change;
 mod hex;
 mod response;
 mod shared;

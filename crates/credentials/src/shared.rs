@@ -1,10 +1,12 @@
 //! The credentials table in use, swapped atomically when the file changes.
 
 use crate::file::{self, CredentialsError};
+use crate::file_change::FileChange;
 use crate::table::Credentials;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 /// The current table. Readers take a cheap `Arc` clone under a read lock held for that clone
 /// only; a reload builds the new table outside the lock and swaps the pointer.
@@ -59,14 +61,15 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some(Stamp { ino: m.ino(), dev: m.dev(), len: m.len(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() })
 }
 
-/// Watches a credentials file by polling its metadata (the caller decides how often: `herald
-/// serve` polls every second). Cheap when nothing changed: one `stat`.
+/// Watches a credentials file: [`FileWatcher::poll`] compares its metadata with the last load's
+/// (one `stat` when nothing changed), [`FileWatcher::wait`] blocks until it may have changed.
 #[derive(Debug)]
 pub struct FileWatcher {
     path: PathBuf,
     shared: Arc<SharedCredentials>,
     seen: Option<Stamp>,
     missing_reported: bool,
+    change: FileChange,
 }
 
 impl FileWatcher {
@@ -76,7 +79,13 @@ impl FileWatcher {
     /// have no users): a file is never refused for its realms.
     pub fn open(path: &Path, realm: &str) -> Result<(FileWatcher, Arc<SharedCredentials>), CredentialsError> {
         let shared = Arc::new(SharedCredentials::new(Credentials::new(realm)));
-        let mut w = FileWatcher { path: path.to_owned(), shared: shared.clone(), seen: None, missing_reported: false };
+        let mut w = FileWatcher {
+            path: path.to_owned(),
+            shared: shared.clone(),
+            seen: None,
+            missing_reported: false,
+            change: FileChange::default(),
+        };
         match w.poll() {
             Reload::Failed(e) => Err(e),
             _ => Ok((w, shared)),
@@ -85,6 +94,12 @@ impl FileWatcher {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Blocks until the file may have changed (inotify: no wake-up while it does not), or for
+    /// `fallback` where it cannot be watched; then [`FileWatcher::poll`] tells.
+    pub fn wait(&mut self, fallback: Duration) {
+        self.change.wait(&self.path, fallback);
     }
 
     /// Reloads the file if it changed since the last call.
