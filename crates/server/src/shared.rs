@@ -59,8 +59,9 @@ pub(crate) struct WorkerCommon {
     pub resolver: OnceLock<dns::Resolver>,
     /// UDP receivers of this worker shedding new requests now (`[overload]`).
     pub shedding: AtomicUsize,
-    /// Transactions held over all shards, sampled every tick (`limits.max_transactions`).
+    /// Transactions held over all shards, sampled at most once a tick by the threads that admit
+    /// messages (`shards::LoadGauges`; `limits.max_transactions`).
     pub transactions: AtomicUsize,
-    /// Bytes of messages held over all shards, sampled every tick (`limits.max_held_bytes`).
+    /// Bytes of messages held over all shards, sampled like `transactions` (`limits.max_held_bytes`).
     pub held_bytes: AtomicUsize,
 }
