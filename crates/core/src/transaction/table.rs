@@ -368,6 +368,7 @@ impl TransactionTable {
     /// Drops a transaction without telling anyone (the TU gave up on it).
     pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
         let e = self.entries.remove(&id)?;
+        self.drop_stale_top();
         self.held_bytes -= e.held;
         // Only unlink the key if it still points here.
         match &e.key {
@@ -405,10 +406,24 @@ impl TransactionTable {
                 self.heap.push(Reverse((at, id, e.generation)));
             }
         }
+        self.drop_stale_top();
     }
 
-    /// The earliest instant `handle_timeouts` has work. It may be a deadline that was since
-    /// cancelled (lazy deletion): calling `handle_timeouts` then simply does nothing.
+    /// Pops the stale entries off the top of the heap (lazy deletion leaves them in it), so that
+    /// [`Self::next_timeout`] is a deadline with work: otherwise every request's retransmission
+    /// timer, cancelled by its first response, would still wake the worker T1 later for
+    /// nothing (each UDP request), and each state change's earlier deadline likewise.
+    fn drop_stale_top(&mut self) {
+        while let Some(&Reverse((_, id, generation))) = self.heap.peek() {
+            if self.entries.get(&id).is_some_and(|e| e.generation == generation && e.scheduled.is_some()) {
+                return;
+            }
+            self.heap.pop();
+        }
+    }
+
+    /// The earliest instant `handle_timeouts` has work: the heap's top, never a stale entry
+    /// ([`Self::drop_stale_top`] runs after every change).
     pub fn next_timeout(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }

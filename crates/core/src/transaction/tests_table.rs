@@ -261,3 +261,19 @@ fn state_after_messages_through_table_matches_rfc6026() {
     assert_eq!(fired.len(), 1);
     assert!(tt.is_empty());
 }
+
+#[test]
+fn a_cancelled_retransmission_timer_is_not_the_next_timeout() {
+    let mut tt = table();
+    let t = t0();
+    let inv = invite("z9hG4bKst1");
+    let (id, _) = tt.insert_client(t, inv.clone(), udp()).unwrap();
+    assert_eq!(tt.next_timeout(), Some(t + Timers::default().t1), "Timer A first");
+    // A provisional response ends Calling (§17.1.1.2): no retransmissions, no Timer B (the
+    // proxy's Timer C guards Proceeding), so nothing is left to wake for.
+    let found = tt.find_client(&response(&inv, 180, Some("x"))).unwrap();
+    assert_eq!(found, id);
+    tt.on_message(t + ms(10), id, response(&inv, 180, Some("x")));
+    assert_eq!(tt.next_timeout(), None, "the cancelled Timer A must not wake the worker at T1");
+    assert!(tt.handle_timeouts(t + Timers::default().t1).is_empty());
+}
