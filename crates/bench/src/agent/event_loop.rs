@@ -204,7 +204,7 @@ impl Agent {
             // Awake for a timer anyway: a look at the sockets that does not block costs no
             // context switch (what dominates), and starts a new quantum.
             self.last_input_us = now;
-            self.handle(wait([&self.caller_ep, &self.callee_ep], 0));
+            self.handle(self.wait_input(0));
             return;
         }
         if !poll {
@@ -213,10 +213,23 @@ impl Agent {
             }
             return;
         }
-        let readable = wait([&self.caller_ep, &self.callee_ep], sleep_us);
+        let readable = self.wait_input(sleep_us);
         if readable.contains(&true) {
             self.last_input_us = self.clock();
             self.handle(readable);
+        }
+    }
+
+    /// Waits up to `timeout_us` for input: which of (caller, callee) is readable. With one
+    /// socket behind both endpoints (`--single-socket`) it is polled and read once, as the
+    /// caller's ([`Agent::dispatch`] hands each message to its role): polling it as both made
+    /// every wake-up read the socket twice, the second recvmmsg finding nothing.
+    fn wait_input(&self, timeout_us: u64) -> [bool; 2] {
+        if self.single_socket {
+            let [readable] = wait([&self.caller_ep], timeout_us);
+            [readable, false]
+        } else {
+            wait([&self.caller_ep, &self.callee_ep], timeout_us)
         }
     }
 
