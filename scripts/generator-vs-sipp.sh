@@ -13,7 +13,8 @@
 #    (ABAB...). CPU of the generator processes:
 #    herald bench's and SIPp uac's whole-process user + system time (getrusage of the child, as
 #    bash's `time` reports it: start-up included for both), plus the SIPp uas's CPU during the uac
-#    run (/proc/PID/schedstat, ns). Per call = CPU / successful calls; calls per CPU-second is its
+#    run (/proc/PID/schedstat, ns; the uas is started and REGISTERed before each SIPp round and
+#    stopped after it, so that it does not share herald bench's CPU in herald bench's rounds). Per call = CPU / successful calls; calls per CPU-second is its
 #    inverse, the rate the target names. Medians of the rounds and the median of the per-round
 #    ratios. Then `herald bench floor`: what the kernel alone charges for a generator's datagrams
 #    per call (6 sent, 7 received), which no generator gets below.
@@ -156,9 +157,13 @@ cpu_at() { # RATE: the rounds at one rate, their table and medians
     for round in $(seq "$RUNS"); do
         timed "$tmp/hcpu" herald_calls "$calls" "$RATE" "$ARRIVALS"
         hok=$(herald_ok)
+        # SIPp's callee runs only for SIPp's rounds: idle, it still wakes (~2% of a CPU here),
+        # on the CPU herald bench has during its rounds.
+        start_uas
         u0=$(schedstat_ns "$uas_pid")
         timed "$tmp/scpu" sipp_uac "$calls" "$RATE"
         u1=$(schedstat_ns "$uas_pid")
+        stop_uas
         sok=$(sipp_ok)
         read -r hcpu <"$tmp/hcpu"
         read -r scpu <"$tmp/scpu"
@@ -189,12 +194,10 @@ cpu_at() { # RATE: the rounds at one rate, their table and medians
 
 if [[ " $PARTS " == *" cpu "* ]]; then
     start_proxy
-    start_uas
     : >"$tmp/medians"
     for rate in $RATES; do
         cpu_at "$rate"
     done
-    stop_uas
     stop_proxy
     floor_of generator_floor_us >"$tmp/floor.txt"
     floor_us=$(tail -n 1 "$tmp/floor.txt")
