@@ -6,6 +6,7 @@ use herald_core::auth::SharedCredentials;
 use herald_core::auth::{Authenticator, FileWatcher, Reload};
 use herald_core::engine::{ConfigUpdates, Engine, EngineConfig, Listener, ResponseStats, SourceRoute};
 use herald_core::registrar::Registrar;
+use herald_core::transaction::AbsorbGrid;
 use herald_core::Location;
 use herald_core::Seed;
 use herald_server::admin::{AdminApi, Reloader, UsersFile};
@@ -16,7 +17,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The grid of the transaction timers that only absorb retransmissions
+/// (`herald_core::transaction::AbsorbGrid`): they fire at most this late, four times a second
+/// for all shards together, instead of one wake-up each.
+const ABSORB_STEP: Duration = Duration::from_millis(250);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -92,7 +98,10 @@ pub fn run(args: Args) -> ExitCode {
     let seed = Seed::random();
     let listeners: Vec<Listener> =
         server.local_addrs().iter().map(|b| Listener { transport: b.transport, addr: b.addr }).collect();
-    let engine_cfg = Arc::new(config.engine_config(&listeners, Arc::new(KernelRoutes::new()), seed));
+    let mut engine_cfg = config.engine_config(&listeners, Arc::new(KernelRoutes::new()), seed);
+    // State-absorbing transaction timers of all shards fire together on one grid (issue 21).
+    engine_cfg.timers.absorb_grid = Some(AbsorbGrid { epoch: Instant::now(), step: ABSORB_STEP });
+    let engine_cfg = Arc::new(engine_cfg);
     tracing::info!(
         listeners = ?server.local_addrs().iter().map(|b| format!("{}/{}", b.transport, b.addr)).collect::<Vec<_>>(),
         domains = ?engine_cfg.identity.domains,

@@ -56,4 +56,4 @@ pub use key::{stateless_branch, BranchGen, ClientKey, LegacyKey, MethodKey, Serv
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
 pub use table::{TransactionTable, TxError, TxId};
-pub use timers::{TimerKind, TimerTable, Timers};
+pub use timers::{AbsorbGrid, TimerKind, TimerTable, Timers};

@@ -398,7 +398,7 @@ impl TransactionTable {
         let held = e.tx.held_bytes();
         self.held_bytes = self.held_bytes - e.held + held;
         e.held = held;
-        let next = e.tx.next_deadline().map(|(at, _)| at);
+        let next = e.tx.next_deadline().map(|(at, kind)| self.timers.scheduled_at(at, kind));
         if next != e.scheduled {
             e.generation += 1;
             e.scheduled = next;

@@ -151,7 +151,7 @@ fn invite_transport_error() {
 
 #[test]
 fn custom_t1_scales_every_timer() {
-    let timers = Timers { t1: ms(100), t2: ms(400), t4: ms(1000), d: ms(5000) };
+    let timers = Timers { t1: ms(100), t2: ms(400), t4: ms(1000), d: ms(5000), absorb_grid: None };
     let t = t0();
     let (tx, _) = ClientInvite::new(t, invite("z9hG4bKc2"), UDP, &timers);
     let mut tx = Transaction::ClientInvite(tx);
@@ -246,12 +246,13 @@ fn stale_timer_kinds_are_ignored() {
 fn extreme_timer_configurations_neither_panic_nor_spin() {
     let t = t0();
     // Durations past what Instant can represent: those timers are simply never armed.
-    let huge = Timers { t1: Duration::MAX, t2: Duration::MAX, t4: Duration::MAX, d: Duration::MAX };
+    let huge = Timers { t1: Duration::MAX, t2: Duration::MAX, t4: Duration::MAX, d: Duration::MAX, absorb_grid: None };
     let (tx, out) = ClientNonInvite::new(t, request("OPTIONS", "z9hG4bKx1"), UDP, &huge);
     assert_eq!(out.sends().count(), 1);
     assert_eq!(tx.next_deadline(), None);
     // Zero T1/T2: retransmission intervals are at least 1 ms, so every firing makes progress.
-    let zero = Timers { t1: Duration::ZERO, t2: Duration::ZERO, t4: Duration::ZERO, d: Duration::ZERO };
+    let zero =
+        Timers { t1: Duration::ZERO, t2: Duration::ZERO, t4: Duration::ZERO, d: Duration::ZERO, absorb_grid: None };
     let (tx, _) = ClientNonInvite::new(t, request("OPTIONS", "z9hG4bKx2"), UDP, &zero);
     let mut tx = Transaction::ClientNonInvite(tx);
     let fired = drive(&mut tx, t, ms(10));

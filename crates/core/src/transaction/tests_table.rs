@@ -277,3 +277,26 @@ fn a_cancelled_retransmission_timer_is_not_the_next_timeout() {
     assert_eq!(tt.next_timeout(), None, "the cancelled Timer A must not wake the worker at T1");
     assert!(tt.handle_timeouts(t + Timers::default().t1).is_empty());
 }
+
+#[test]
+fn on_a_grid_absorbing_timers_of_several_transactions_come_due_together() {
+    let t = t0();
+    let step = ms(250);
+    let timers = Timers { absorb_grid: Some(super::AbsorbGrid { epoch: t, step }), ..Timers::default() };
+    let mut tt = TransactionTable::new(timers);
+    // Two non-INVITE client transactions completed 100 ms apart: Timer K (T4 over UDP) each.
+    let mut ids = Vec::new();
+    for (i, at) in [ms(10), ms(110)].into_iter().enumerate() {
+        let req = request("OPTIONS", &format!("z9hG4bKgrid{i}"));
+        let (id, _) = tt.insert_client(t, req.clone(), udp()).unwrap();
+        tt.on_message(t + at, id, response(&req, 200, Some("x")));
+        ids.push(id);
+    }
+    let k = Timers::default().t4;
+    // Due at t+10ms+T4 and t+110ms+T4; scheduled together at the next grid point.
+    assert_eq!(tt.next_timeout(), Some(t + k + step));
+    assert!(tt.handle_timeouts(t + k + ms(200)).is_empty(), "not before the grid point");
+    assert_eq!(tt.len(), 2);
+    tt.handle_timeouts(t + k + step);
+    assert_eq!(tt.len(), 0, "both ended at the one grid point");
+}

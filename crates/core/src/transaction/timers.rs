@@ -20,6 +20,22 @@ pub struct Timers {
     /// Timer D over unreliable transports: "at least 32 seconds" (RFC 3261 §17.1.1.2), so that
     /// every retransmission of a final response reaches the Completed state and is ACKed.
     pub d: Duration,
+    /// Where the transaction table schedules the timers that only absorb retransmissions
+    /// ([`TimerKind::absorbs`]); `None`: at their exact deadlines.
+    pub absorb_grid: Option<AbsorbGrid>,
+}
+
+/// A grid shared by every transaction table of a process: a state-absorbing timer is scheduled
+/// at the first grid point at or after its deadline (`epoch + n * step`). Such a timer only
+/// keeps a finished transaction around (RFC 3261 Timers D, I, J, K; RFC 6026 L, M), so firing
+/// it up to `step` late merely holds the transaction that much longer, while all of them, a
+/// few per call, come due together a few times a second instead of one wake-up each (they were
+/// a seventh of the proxy's instructions per call, issue 21). The grid's epoch is the runtime's
+/// (one for all shards), so the shards' due timers line up too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbsorbGrid {
+    pub epoch: Instant,
+    pub step: Duration,
 }
 
 impl Default for Timers {
@@ -29,6 +45,7 @@ impl Default for Timers {
             t2: Duration::from_secs(4),
             t4: Duration::from_secs(5),
             d: Duration::from_secs(32),
+            absorb_grid: None,
         }
     }
 }
@@ -37,6 +54,16 @@ impl Timers {
     /// 64*T1: Timers B, F, H, L, M, and J over unreliable transports.
     pub fn t1x64(&self) -> Duration {
         self.t1.saturating_mul(64)
+    }
+
+    /// Where the table schedules a timer of `kind` due at `at`: on the [`AbsorbGrid`] for a
+    /// state-absorbing timer, else at `at`. Never earlier than `at`.
+    pub fn scheduled_at(&self, at: Instant, kind: TimerKind) -> Instant {
+        let Some(grid) = self.absorb_grid.filter(|g| kind.absorbs() && !g.step.is_zero()) else { return at };
+        let Some(since) = at.checked_duration_since(grid.epoch) else { return at };
+        let step = grid.step.as_nanos();
+        let up = since.as_nanos().div_ceil(step) * step;
+        u64::try_from(up).ok().and_then(|n| grid.epoch.checked_add(Duration::from_nanos(n))).unwrap_or(at)
     }
 
     /// The initial value of a timer (RFC 3261 Table 4, RFC 6026 §8.11). The retransmission timers
@@ -102,6 +129,14 @@ impl TimerKind {
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether this timer only keeps a finished transaction around to absorb retransmissions
+    /// (D, I, J, K, L, M), so that firing it late holds state longer and changes nothing else.
+    /// Each runs alone in its state (Completed, Confirmed or Accepted), never beside a timer
+    /// that must fire on time, so a table may schedule it late ([`AbsorbGrid`]).
+    pub fn absorbs(self) -> bool {
+        matches!(self, TimerKind::D | TimerKind::I | TimerKind::J | TimerKind::K | TimerKind::L | TimerKind::M)
     }
 }
 
@@ -197,6 +232,25 @@ impl TimerTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absorbing_timers_are_scheduled_on_the_grid_and_the_others_on_time() {
+        let epoch = Instant::now();
+        let ms = Duration::from_millis;
+        let grid = Timers { absorb_grid: Some(AbsorbGrid { epoch, step: ms(250) }), ..Timers::default() };
+        for (after, on_grid) in [(0, 0), (1, 250), (249, 250), (250, 250), (251, 500), (5_000, 5_000)] {
+            for kind in TimerKind::ALL {
+                let want = if kind.absorbs() { epoch + ms(on_grid) } else { epoch + ms(after) };
+                assert_eq!(grid.scheduled_at(epoch + ms(after), kind), want, "{kind:?} at {after} ms");
+            }
+        }
+        let exact = Timers::default();
+        assert_eq!(exact.scheduled_at(epoch + ms(1), TimerKind::K), epoch + ms(1), "no grid: exact");
+        assert_eq!(grid.scheduled_at(epoch, TimerKind::A), epoch);
+        let absorbing: Vec<_> = TimerKind::ALL.into_iter().filter(|k| k.absorbs()).collect();
+        use TimerKind::*;
+        assert_eq!(absorbing, [D, I, J, K, L, M]);
+    }
 
     #[test]
     fn re_arming_a_kind_moves_its_one_deadline_and_ties_go_to_the_kind_listed_first() {

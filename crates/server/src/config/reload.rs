@@ -20,6 +20,9 @@ impl Config {
     ) -> EngineConfig {
         let mut next = self.engine_config(bound, routes, seed);
         next.gateways = Arc::new(super::gateways::to_core(&self.gateway_set, Some(&previous.gateways)));
+        // The grid's epoch is the process's (set by the caller once): transactions already
+        // scheduled on it stay aligned with the new ones.
+        next.timers.absorb_grid = previous.timers.absorb_grid;
         next
     }
 }
