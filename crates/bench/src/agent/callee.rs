@@ -94,7 +94,7 @@ impl Callee {
         };
         let handle = self.ids.get(call_id).copied();
         match (method.as_str(), handle) {
-            ("INVITE", None) => self.on_new_invite(ctx, msg, from, out),
+            ("INVITE", None) => self.on_new_invite(ctx, msg, call_id, from, out),
             ("INVITE", Some((slot, generation))) => {
                 // A retransmission (§17.2.1): repeat the last response.
                 if let Some(d) = self.dialogs.get_mut(slot, generation) {
@@ -118,7 +118,7 @@ impl Callee {
         }
     }
 
-    fn on_new_invite(&mut self, ctx: &mut Context, msg: &Message, from: SocketAddr, out: &mut Outbox) {
+    fn on_new_invite(&mut self, ctx: &mut Context, msg: &Message, call_id: &str, from: SocketAddr, out: &mut Outbox) {
         // The Request-URI is the Contact we registered: its user part names the user.
         let user = msg
             .request_uri()
@@ -142,7 +142,7 @@ impl Callee {
         herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let (lines, to_line) = echo(msg, true, &tag);
         let ringing = ctx.callee_local.response(180, "Ringing", &lines, &to_line, Some(&ctx.users[user].name));
-        let call_id = msg.call_id().unwrap_or_default().to_string();
+        let call_id = call_id.to_string();
         let dialog = Dialog {
             call_id: call_id.clone(),
             state: DialogState::Ringing,

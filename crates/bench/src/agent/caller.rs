@@ -13,10 +13,10 @@ use super::route::{dialog_from_2xx, InDialog};
 use super::slab::Slab;
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind, TIMEOUT_US};
-use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
+use super::wire::{ack_for_failure, top_via_has_branch, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
 use herald_sip::text::{push_dec, push_hex};
-use herald_sip::Message;
+use herald_sip::{HeaderName, Message};
 
 /// How one call should go, decided by the caller when it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,15 +283,16 @@ impl Calls {
     }
 
     pub fn on_response(&mut self, ctx: &mut Context, msg: Message, out: &mut Outbox) {
-        let Some((slot, generation)) = msg.call_id().ok().and_then(parse_call_id) else {
+        // Our own Call-ID, read as written (what is not ours does not parse as our handle).
+        let own_call = msg.get(HeaderName::CallId).and_then(|v| std::str::from_utf8(v).ok()).and_then(parse_call_id);
+        let Some((slot, generation)) = own_call else {
             out.record(Measure::Stray);
             return;
         };
-        let (Some(status), Ok(cseq), Ok(via)) = (msg.status(), msg.cseq(), msg.top_via()) else {
+        let (Some(status), Ok(cseq)) = (msg.status(), msg.cseq()) else {
             out.record(Measure::Stray);
             return;
         };
-        let branch = via.branch().unwrap_or("");
         let method = cseq.method.as_str();
         let Some(call) = self.calls.get_mut(slot, generation) else {
             // A late final for a finished call: acknowledge a non-2xx so the far end stops
@@ -312,12 +313,12 @@ impl Calls {
                 }
                 return;
             }
-            if call.invite.as_ref().is_none_or(|tx| tx.branch != branch) {
+            if call.invite.as_ref().is_none_or(|tx| !top_via_has_branch(&msg, &tx.branch)) {
                 out.record(Measure::Stray);
                 return;
             }
             Which::Invite
-        } else if call.other.as_ref().is_some_and(|tx| tx.branch == branch && tx.method == method) {
+        } else if call.other.as_ref().is_some_and(|tx| tx.method == method && top_via_has_branch(&msg, &tx.branch)) {
             Which::Other
         } else {
             out.record(Measure::Stray);
