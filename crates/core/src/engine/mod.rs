@@ -287,6 +287,7 @@ impl SipHandler for Engine {
                 }
             }
         }
+        self.drop_stale_timer_c();
     }
 
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
@@ -308,6 +309,7 @@ impl SipHandler for Engine {
             self.timer_c.pop();
             self.on_timer_c(now, at, sid, idx, out);
         }
+        self.drop_stale_timer_c();
         self.ping_timeouts(now, out);
         self.gateway_timeouts(now, out);
         self.release_durable(now, out);

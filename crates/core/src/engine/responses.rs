@@ -247,6 +247,19 @@ impl Engine {
 
     /// Timer C fired for a branch (§16.8): with a provisional response, CANCEL it; without
     /// one, it counts as 408.
+    /// Pops the Timer C entries that no longer apply off the top of their heap (a branch that
+    /// got its final response, a timer reset by a later provisional), so that `poll_timeout`
+    /// does not wake the worker for them: every INVITE's would, 180 s after it was answered.
+    pub(super) fn drop_stale_timer_c(&mut self) {
+        while let Some(&std::cmp::Reverse((at, sid, idx))) = self.timer_c.peek() {
+            let live = self.contexts.get(&sid).and_then(|c| c.branches.get(idx));
+            if live.is_some_and(|b| b.timer_c == Some(at) && b.is_pending()) {
+                return;
+            }
+            self.timer_c.pop();
+        }
+    }
+
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
         let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
         if b.timer_c != Some(at) || !b.is_pending() {

@@ -597,3 +597,18 @@ fn held_bytes_follow_the_messages_held_and_return_to_zero() {
 
 #[path = "tests_expiry.rs"]
 mod expiry;
+
+#[test]
+fn an_answered_call_leaves_no_timer_c_to_wake_for() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    let out = h.send(ALICE, &invite("bob", "callc"));
+    let fwd = sent(&out)[1].1.clone();
+    h.send(BOB, &answer(&fwd, 200, "OK", "b1"));
+    // The transactions linger to absorb retransmissions (64*T1 at most), then nothing is left:
+    // in particular not the answered branch's Timer C, 180 s after the INVITE.
+    let later = h.now + Duration::from_secs(64);
+    h.engine.handle_timeouts(later, &mut Vec::new());
+    let next = h.engine.poll_timeout().map(|at| at.duration_since(h.now));
+    assert!(next.is_none_or(|d| d > Duration::from_secs(180)), "a wake-up {next:?} after the INVITE");
+}
