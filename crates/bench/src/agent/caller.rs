@@ -559,13 +559,24 @@ fn record_srd(call: &mut Call, rx_us: u64, out: &mut Outbox) {
     }
 }
 
-/// `c{slot}.{generation}.{run}@bench` → (slot, generation).
+/// `c{slot}.{generation}.{run}@bench` → (slot, generation). Read byte by byte: it runs for
+/// every response, and `str::splitn` with a char pattern cost ~250 instructions a call.
 fn parse_call_id(id: &str) -> Option<(u32, u32)> {
-    let rest = id.strip_prefix('c')?;
-    let mut parts = rest.splitn(3, '.');
-    let slot = parts.next()?.parse().ok()?;
-    let generation = parts.next()?.parse().ok()?;
-    Some((slot, generation))
+    let rest = id.strip_prefix('c')?.as_bytes();
+    let (slot, rest) = leading_u32(rest)?;
+    let rest = rest.strip_prefix(b".")?;
+    let (generation, rest) = leading_u32(rest)?;
+    (rest.is_empty() || rest[0] == b'.').then_some((slot, generation))
+}
+
+/// The decimal number at the start of `s` (at least one digit, no overflow) and what follows.
+fn leading_u32(s: &[u8]) -> Option<(u32, &[u8])> {
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut n: u32 = 0;
+    for &b in &s[..digits] {
+        n = n.checked_mul(10)?.checked_add(u32::from(b - b'0'))?;
+    }
+    (digits > 0).then_some((n, &s[digits..]))
 }
 
 #[cfg(test)]
@@ -578,5 +589,9 @@ mod tests {
         assert_eq!(parse_call_id("r1.ff@bench"), None);
         assert_eq!(parse_call_id("c.1.x"), None);
         assert_eq!(parse_call_id("c99999999999.1.x"), None);
+        assert_eq!(parse_call_id("c4294967295.0.x"), Some((u32::MAX, 0)));
+        assert_eq!(parse_call_id("c1.2"), Some((1, 2)));
+        assert_eq!(parse_call_id("c1.2x.y"), None);
+        assert_eq!(parse_call_id("c+1.2.y"), None);
     }
 }

@@ -251,19 +251,15 @@ impl<'a> Head<'a> {
 /// instructions per response, a tenth of the generator's work per call. A Via this generator
 /// did not write simply does not match.
 pub fn top_via_has_branch(response: &Message, branch: &str) -> bool {
-    const PARAM: &[u8] = b";branch=";
     let Some(value) = response.get(HeaderName::Via) else { return false };
+    // The parameters of the top value: each after a ';', up to the first ',' (the next value).
     let top = value.split(|&b| b == b',').next().unwrap_or_default();
-    let mut rest = top;
-    while let Some(at) = rest.windows(PARAM.len()).position(|w| w == PARAM) {
-        rest = &rest[at + PARAM.len()..];
-        if let Some(after) = rest.strip_prefix(branch.as_bytes()) {
-            if after.first().is_none_or(|b| matches!(b, b';' | b' ' | b'\t' | b'\r' | b'\n')) {
-                return true;
-            }
-        }
-    }
-    false
+    top.split(|&b| b == b';').skip(1).any(|param| {
+        param
+            .strip_prefix(b"branch=")
+            .and_then(|v| v.strip_prefix(branch.as_bytes()))
+            .is_some_and(|after| after.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n')))
+    })
 }
 
 /// The ACK for a non-2xx final response (RFC 3261 §17.1.1.3): same Request-URI (the To URI for
