@@ -251,15 +251,22 @@ impl<'a> Head<'a> {
 /// instructions per response, a tenth of the generator's work per call. A Via this generator
 /// did not write simply does not match.
 pub fn top_via_has_branch(response: &Message, branch: &str) -> bool {
-    let Some(value) = response.get(HeaderName::Via) else { return false };
-    // The parameters of the top value: each after a ';', up to the first ',' (the next value).
-    let top = value.split(|&b| b == b',').next().unwrap_or_default();
-    top.split(|&b| b == b';').skip(1).any(|param| {
-        param
-            .strip_prefix(b"branch=")
-            .and_then(|v| v.strip_prefix(branch.as_bytes()))
-            .is_some_and(|after| after.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n')))
-    })
+    let Some(mut rest) = response.get(HeaderName::Via) else { return false };
+    // From one ';' to the next within the top value (which ends at the first ','): our branch
+    // is the first parameter, so this rarely reads past the sent-by.
+    loop {
+        let Some(at) = rest.iter().position(|&b| b == b';' || b == b',') else { return false };
+        if rest[at] == b',' {
+            return false;
+        }
+        rest = &rest[at + 1..];
+        let value = rest.strip_prefix(b"branch=").and_then(|v| v.strip_prefix(branch.as_bytes()));
+        if value
+            .is_some_and(|after| after.first().is_none_or(|b| matches!(b, b';' | b',' | b' ' | b'\t' | b'\r' | b'\n')))
+        {
+            return true;
+        }
+    }
 }
 
 /// The ACK for a non-2xx final response (RFC 3261 §17.1.1.3): same Request-URI (the To URI for
