@@ -134,7 +134,8 @@ impl<H: SipHandler> Worker<H> {
         loop {
             poll_fn(|cx| self.poll_ready(cx)).await;
             let fired = std::mem::take(&mut self.timer_fired);
-            if fired || std::mem::take(&mut self.was_woken) {
+            let woken = std::mem::take(&mut self.was_woken);
+            if fired || woken {
                 self.run_timers(fired);
             }
             let mut items = std::mem::take(&mut self.inbox_buf);
@@ -240,8 +241,9 @@ impl<H: SipHandler> Worker<H> {
             self.timer_fired = true;
             any = true;
         }
-        if !self.was_woken && self.woken.as_mut().poll(cx).is_ready() {
-            // A notification is kept as a permit until the next future is polled: none is lost.
+        // The next future is polled at once, so that it is registered to wake this task (a
+        // notification meanwhile is kept as a permit, which makes it ready here).
+        while self.woken.as_mut().poll(cx).is_ready() {
             self.woken.set(self.d.shards.timers().woken(self.d.id()));
             self.was_woken = true;
             any = true;
