@@ -20,7 +20,9 @@
 #   6.2 of 8) and herald/Kamailio per N. An N whose server and generators do not fit on
 #   separate CPUs (N + GENS > nproc) runs with the generators on the last CPUs, shared with the
 #   server, and is marked "shared" - a trial of the script, not a measurement. On a 16-core
-#   machine: NS="1 2 4 8 12" with GENS up to 4 keeps every row separate.
+#   machine: NS="1 2 4 8 12" with GENS up to 4 keeps every row separate. Herald runs with
+#   `[overload] enabled = false` (OVERLOAD=on keeps it), as scripts/bench-per-core.sh explains:
+#   Kamailio's configuration has no overload control either.
 #
 # Usage: scripts/bench-scaling.sh [HERALD]   (default target/release/herald, built if absent)
 #        PARTS="cpu capacity" ROUNDS=3 RATE=2000 SECS=20 GEN_ARGS=
@@ -35,7 +37,7 @@ PARTS=${PARTS:-cpu capacity}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-2000} SECS=${SECS:-20} GEN_ARGS=${GEN_ARGS:-}
 NS=${NS:-1 2 4 8 16} GENS=${GENS:-}
 SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} START=${START:-2000} FACTOR=${FACTOR:-1.5}
-PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3}
+PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-scaling.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 HPORT=18620 KPORT=18621
@@ -137,7 +139,9 @@ capacity_run() {
     fi
     cpus=$(seq -s, "$first" $((first + gens - 1)) | sed 's/,$//')
     if [ "$name" = herald ]; then
-        WORKERS=$n herald_bench_config "$HPORT" >"$tmp/herald.toml"
+        local extra=''
+        [ "$OVERLOAD" = on ] || extra=$'[overload]\nenabled = false'
+        WORKERS=$n herald_bench_config "$HPORT" "$extra" >"$tmp/herald.toml"
         taskset -c "0-$((n - 1))" "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
         server_pid=$!
         wait_bound "$HPORT" "$server_pid"

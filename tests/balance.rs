@@ -7,8 +7,10 @@
 //! of the other worker's shards to that worker. The callee socket must then see every request
 //! of every dialog, each dialog's in CSeq order, and herald must say it handed some over.
 
+mod bench_support;
 mod common;
 
+use bench_support::{assert_exit, read_run, spawn_bench, wait_output};
 use common::*;
 use herald_bench::scrape::{self, Scrape};
 use std::collections::HashMap;
@@ -93,6 +95,38 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     assert!(received >= (DIALOGS * PER_DIALOG as usize) as f64, "{received} datagrams read");
     // About half the shards belong to the worker that did not read the flow.
     assert!(handed > 0.1 * received, "{handed} of {received} handed over: balancing did not engage");
+}
+
+/// `herald bench --single-socket`: callers and callees share one UDP socket, so the whole load
+/// reaches herald from one address and port - the one 4-tuple that balancing exists for - and
+/// every call still completes through two workers.
+#[test]
+fn bench_single_socket_sends_all_calls_from_one_socket() {
+    let dir = test_dir("balance_single_socket");
+    let extras = HeraldExtras { workers: Some(2), ..Default::default() };
+    let herald = Herald::start_with(&dir, &HeraldConfig { drain_timeout_s: Some(1), ..Default::default() }, &extras);
+    let json = dir.join("calls.json");
+    let proxy = herald.addr.to_string();
+    let args = ["calls", "--proxy", &proxy, "--single-socket", "--rate", "100", "--duration", "2", "--users", "5"];
+    let child = spawn_bench(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    // The sockets are open from the first registration to the end of the window.
+    std::thread::sleep(Duration::from_millis(1500));
+    let sockets = socket_inodes(child.id());
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_exit(&out, 0);
+    assert_eq!(sockets.len(), 1, "the generator's sockets: {sockets:?}");
+    let r = read_run(&json, "calls");
+    assert!(r.attempted >= 100, "only {} calls attempted", r.attempted);
+    assert_eq!((r.failed, r.succeeded), (0, r.attempted), "failures: {:?}", r.failures);
+}
+
+/// The distinct sockets process `pid` has open (two descriptors of one socket count once).
+fn socket_inodes(pid: u32) -> std::collections::BTreeSet<String> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the generator is running");
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .filter(|l| l.starts_with("socket:"))
+        .collect()
 }
 
 /// SO_RCVBUF up to the system's rmem_max.

@@ -69,6 +69,10 @@ pub struct Shared {
     /// UDP only.
     #[arg(long)]
     pub callee_port: Option<u16>,
+    /// Callers and callees share one UDP socket: the whole load reaches the proxy from one
+    /// address and port (one 4-tuple), as from an SBC or a trunk. UDP only.
+    #[arg(long)]
+    pub single_socket: bool,
 }
 
 /// How `--transport tls` connects.
@@ -190,6 +194,10 @@ impl Shared {
             return Err("--callee-port needs --transport udp".into());
         }
         o.callee_port = self.callee_port;
+        if self.single_socket && (o.transport != TransportKind::Udp || self.callee_port.is_some()) {
+            return Err("--single-socket needs --transport udp and no --callee-port".into());
+        }
+        o.single_socket = self.single_socket;
         Ok(o)
     }
 }

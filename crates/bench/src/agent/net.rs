@@ -54,6 +54,17 @@ impl Endpoint {
         Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), recv: RecvBatch::new(SLOT) }))
     }
 
+    /// A second endpoint on this UDP socket (the same file, its own send queue); None for a
+    /// stream. Whichever of the two reads a datagram gets it.
+    pub fn shared_udp(&self) -> Option<io::Result<Endpoint>> {
+        let Endpoint::Udp(u) = self else { return None };
+        let socket = match u.socket.try_clone() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(Endpoint::Udp(UdpEndpoint { socket, local: u.local, queue: Vec::new(), recv: RecvBatch::new(SLOT) })))
+    }
+
     /// A TCP connection from `ip` to `peer`.
     pub fn tcp(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<Endpoint> {
         let stream = connect_stream(ip, peer)?;

@@ -88,6 +88,9 @@ pub struct CommonOptions {
     /// UDP port of the callee's socket (`None`: any free port): a fixed one lets a proxy name
     /// the callee as a static next hop (a gateway set's destination, scripts/bench-gateway.sh).
     pub callee_port: Option<u16>,
+    /// UDP: callers and callees share one socket, so that everything reaches the proxy from one
+    /// address and port - one 4-tuple, as from an SBC or trunk (`--single-socket`).
+    pub single_socket: bool,
 }
 
 impl CommonOptions {
@@ -108,6 +111,7 @@ impl CommonOptions {
             seed: None,
             quantum_us: DEFAULT_QUANTUM_US,
             callee_port: None,
+            single_socket: false,
         }
     }
 }

@@ -39,6 +39,7 @@ fn agent(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Agent, Str
     let what = |e: std::io::Error| format!("{} socket to {}: {e}", opts.transport.name(), opts.target);
     let caller = open().map_err(what)?;
     let callee = match (opts.transport, opts.callee_port) {
+        _ if opts.single_socket => caller.shared_udp().ok_or("--single-socket needs UDP")?,
         (TransportKind::Udp, Some(port)) => Endpoint::udp_on(std::net::SocketAddr::new(opts.local_ip, port)),
         _ => open(),
     }
@@ -50,6 +51,7 @@ fn agent(opts: &CommonOptions, mode: Mode, stop: &StopFlag) -> Result<Agent, Str
     let run_id = seed_rng.random::<u32>();
     let mut agent = Agent::new(caller, callee, opts.target, &opts.domain, opts.users.clone(), mode, seed_rng, run_id);
     agent.quantum_us = opts.quantum_us;
+    agent.single_socket = opts.single_socket;
     driver::connect(&mut agent, stop)?;
     Ok(agent)
 }
