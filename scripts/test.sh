@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # tests/browser_ws.rs (JsSIP is vendored in tests/browser_support: no npm at test time),
 # python3 for scripts/module_cycles.py, coturn for its STUN client (turnutils_stunclient: the
 # real peer of tests/stun_peer.rs; Debian has no stuntman-client), nftables for the masquerading
-# router between a phone and herald in tests/nat_traversal.rs.
+# router between a phone and herald in tests/nat_traversal.rs, valgrind (callgrind) for the
+# instructions-per-call check (scripts/instructions-check.sh).
 need_pkgs=()
 command -v c++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v sipp >/dev/null 2>&1 || need_pkgs+=(sip-tester)
@@ -26,6 +27,7 @@ command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v turnutils_stunclient >/dev/null 2>&1 || need_pkgs+=(coturn)
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v nft >/dev/null 2>&1 || need_pkgs+=(nftables)
+command -v valgrind >/dev/null 2>&1 || need_pkgs+=(valgrind)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "== installing ${need_pkgs[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
@@ -52,4 +54,6 @@ echo "== cargo test"
 cargo test --workspace
 echo "== bounded fuzz run"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+echo "== instructions per call against bench/instructions-baseline.txt (callgrind)"
+./scripts/instructions-check.sh
 echo "== all tests passed"
