@@ -123,6 +123,27 @@ fn timers_fire_on_shards_serviced_by_the_other_worker() {
 }
 
 #[test]
+fn a_timer_set_from_another_thread_wakes_its_sleeping_owner_every_time() {
+    // Workers sleep until their shards' next deadline (no tick): a timer set by the other
+    // worker's receiver must wake the owner, round after round, each after an idle spell in
+    // which the owner had nothing to wait for.
+    let server = start("[server]\nworkers = 2\n");
+    let c = udp_client(server.udp4);
+    let mut owners = HashSet::new();
+    for i in 0..8 {
+        std::thread::sleep(Duration::from_millis(150));
+        let t0 = Instant::now();
+        c.send(request("TIMER", &format!("idle-timer-{i}"), 1, "UDP", None, "").as_bytes()).unwrap();
+        owners.insert(server.next_seen().shard % 2);
+        assert_eq!(recv_msg(&c).status(), Some(200));
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(95) && waited < Duration::from_millis(600), "round {i}: {waited:?}");
+    }
+    assert_eq!(owners.len(), 2, "both workers' shards were used");
+    server.stop().unwrap();
+}
+
+#[test]
 fn malformed_datagrams_are_answered_or_dropped_and_the_server_goes_on() {
     let server = start("[server]\nworkers = 1\n");
     let c = udp_client(server.udp4);
