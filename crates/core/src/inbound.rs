@@ -40,11 +40,16 @@ pub fn classify(buf: Bytes, limits: &Limits, framing: Framing, truncated: bool) 
         let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
     }
-    let mut msg = match Message::parse_as(buf.clone(), limits, framing) {
+    let msg = match Message::parse_as(buf.clone(), limits, framing) {
         Ok(m) => m,
         Err(e) if e.kind == ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
         Err(e) => return answer_unparsed(&buf, &e, limits),
     };
+    classify_parsed(msg)
+}
+
+/// [`classify`] for a message parsed already (by stream framing, `herald_sip::framing::next_cut`).
+pub fn classify_parsed(mut msg: Message) -> Inbound {
     // RFC 3261 §8.2.1-§8.2.2 and §16.3 steps 1-2: the receipt checks every element makes,
     // remembered in the message so that the engine does not parse those headers again.
     match msg.check() {

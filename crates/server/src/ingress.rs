@@ -47,7 +47,12 @@ pub(crate) fn receive(
     if from.transport == Transport::Udp && stun::is_stun(&bytes) {
         return stun_keep_alive(shared, stats, from, &bytes, truncated);
     }
-    match inbound::classify(bytes, &shared.limits, framing, truncated) {
+    arrival(shared, stats, from, inbound::classify(bytes, &shared.limits, framing, truncated))
+}
+
+/// What the classification of one message means for the runtime (counted).
+fn arrival(shared: &Shared, stats: &WorkerStats, from: &Peer, inbound: Inbound) -> Arrival {
+    match inbound {
         Inbound::Message(msg) => Arrival::Message(msg),
         Inbound::Answer { bytes, close } => answer(shared, stats, from, bytes.freeze(), close),
         Inbound::Drop(Dropped::KeepAlive) => Arrival::Dropped { close: false },
@@ -60,6 +65,14 @@ pub(crate) fn receive(
             Arrival::Dropped { close: false }
         }
     }
+}
+
+/// [`receive`] for a stream message the framing parsed already (`herald_sip::framing::next_cut`):
+/// counted, checked and answered as [`receive`] does with the same message's bytes.
+pub(crate) fn receive_parsed(shared: &Shared, worker: usize, msg: Message, from: &Peer) -> Arrival {
+    let stats = &shared.stats.workers[worker];
+    stats.tcp_received.bump();
+    arrival(shared, stats, from, inbound::classify_parsed(msg))
 }
 
 /// A STUN datagram: a Binding request gets its Binding success response, sent back to the

@@ -78,56 +78,16 @@ impl Message {
         })
     }
 
-    fn parse_trimmed(mut buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
+    fn parse_trimmed(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
+        let head = Head::scan(&buf, limits)?;
+        Self::assemble(buf, head, framing)
+    }
+
+    /// A message from `buf` and its header section, scanned by [`Head::scan`] from the start of
+    /// `buf` (or of a prefix of it holding the whole header section).
+    pub(crate) fn assemble(mut buf: Bytes, head: Head, framing: Framing) -> Result<Message, ParseError> {
+        let Head { start, headers, head_end, content_length } = head;
         let s: &[u8] = &buf;
-        let (start, mut pos) = parse_start_line(s, limits)?;
-        let mut headers = Vec::with_capacity(16);
-        let mut content_length: Option<(u32, usize)> = None;
-        let (mut vias, mut routes) = (0usize, 0usize);
-        let head_end = loop {
-            if pos >= s.len() {
-                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
-            }
-            if s[pos..].starts_with(b"\r\n") {
-                break pos;
-            }
-            if headers.len() == limits.max_headers {
-                return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
-            }
-            let field = match plain_header_line(s, pos, limits) {
-                Some(field) => field,
-                None => parse_header_line(s, pos, limits)?,
-            };
-            pos = field.line.end as usize;
-            match field.name {
-                HeaderName::Via => {
-                    vias += count_values(&s[field.value.range()]);
-                    if vias > limits.max_via {
-                        return Err(limit_in(Limit::ViaCount, &field, s));
-                    }
-                }
-                HeaderName::Route | HeaderName::RecordRoute => {
-                    routes += count_values(&s[field.value.range()]);
-                    if routes > limits.max_route {
-                        return Err(limit_in(Limit::RouteCount, &field, s));
-                    }
-                }
-                HeaderName::ContentLength => {
-                    let at = field.value.start as usize;
-                    let name = &s[field.name_span.range()];
-                    if content_length.is_some() {
-                        // RFC 4475 §3.3.9: two lengths leave the framing undecidable.
-                        return Err(ParseError::in_header(ErrorKind::DuplicateHeader, at, name));
-                    }
-                    let n = scan::parse_u32(&s[field.value.range()]).ok_or_else(|| {
-                        ParseError::in_header(ErrorKind::HeaderValue("not a decimal length"), at, name)
-                    })?;
-                    content_length = Some((n, at));
-                }
-                _ => {}
-            }
-            headers.push(field);
-        };
         let body_start = head_end + 2;
         let available = s.len() - body_start;
         let (body_len, trailing) = match (content_length, framing) {
@@ -284,6 +244,77 @@ impl Message {
     /// Octets that followed Content-Length in the datagram and were ignored (RFC 4475 §3.1.1.8).
     pub fn trailing_octets(&self) -> usize {
         self.trailing as usize
+    }
+}
+
+/// A message's start line and header section, indexed: what [`Message::parse_as`] reads before
+/// the body, and what stream framing needs to find Content-Length (`crate::framing`).
+pub(crate) struct Head {
+    start: StartLine,
+    headers: Vec<HeaderField>,
+    /// Offset of the empty line that ends the header section.
+    head_end: usize,
+    /// The Content-Length value and the offset of its value.
+    content_length: Option<(u32, usize)>,
+}
+
+impl Head {
+    /// The value of the one Content-Length header, if there is one.
+    pub(crate) fn content_length(&self) -> Option<u32> {
+        self.content_length.map(|(n, _)| n)
+    }
+
+    /// Scans the start line and the header lines of `s` (no leading CRLF), up to the empty line.
+    pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
+        let (start, mut pos) = parse_start_line(s, limits)?;
+        let mut headers = Vec::with_capacity(16);
+        let mut content_length: Option<(u32, usize)> = None;
+        let (mut vias, mut routes) = (0usize, 0usize);
+        let head_end = loop {
+            if pos >= s.len() {
+                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
+            }
+            if s[pos..].starts_with(b"\r\n") {
+                break pos;
+            }
+            if headers.len() == limits.max_headers {
+                return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
+            }
+            let field = match plain_header_line(s, pos, limits) {
+                Some(field) => field,
+                None => parse_header_line(s, pos, limits)?,
+            };
+            pos = field.line.end as usize;
+            match field.name {
+                HeaderName::Via => {
+                    vias += count_values(&s[field.value.range()]);
+                    if vias > limits.max_via {
+                        return Err(limit_in(Limit::ViaCount, &field, s));
+                    }
+                }
+                HeaderName::Route | HeaderName::RecordRoute => {
+                    routes += count_values(&s[field.value.range()]);
+                    if routes > limits.max_route {
+                        return Err(limit_in(Limit::RouteCount, &field, s));
+                    }
+                }
+                HeaderName::ContentLength => {
+                    let at = field.value.start as usize;
+                    let name = &s[field.name_span.range()];
+                    if content_length.is_some() {
+                        // RFC 4475 §3.3.9: two lengths leave the framing undecidable.
+                        return Err(ParseError::in_header(ErrorKind::DuplicateHeader, at, name));
+                    }
+                    let n = scan::parse_u32(&s[field.value.range()]).ok_or_else(|| {
+                        ParseError::in_header(ErrorKind::HeaderValue("not a decimal length"), at, name)
+                    })?;
+                    content_length = Some((n, at));
+                }
+                _ => {}
+            }
+            headers.push(field);
+        };
+        Ok(Head { start, headers, head_end, content_length })
     }
 }
 

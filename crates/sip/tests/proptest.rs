@@ -7,9 +7,9 @@
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::editor::canonical;
-use herald_sip::framing::next_frame;
+use herald_sip::framing::{next_cut, next_frame, Cut, Frame};
 use herald_sip::headers::unquote;
-use herald_sip::{Editor, HeaderField, HeaderName, Limits, Message};
+use herald_sip::{Editor, Framing, HeaderField, HeaderName, Limits, Message};
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -749,6 +749,32 @@ fn exercise(data: &[u8]) {
     }
     let mut buf = BytesMut::from(data);
     while let Ok(Some(_)) = next_frame(&mut buf, &limits) {}
+    cuts_as_frames_do(data, &limits);
+}
+
+/// `next_cut` takes off the stream exactly what `next_frame` does, and a message it parsed on
+/// the way is the message `parse_as(.., Stream)` makes of that frame (and parses, always).
+fn cuts_as_frames_do(data: &[u8], limits: &Limits) {
+    let (mut frames, mut cuts) = (BytesMut::from(data), BytesMut::from(data));
+    loop {
+        let (frame, cut) = (next_frame(&mut frames, limits), next_cut(&mut cuts, limits));
+        assert_eq!(frames.len(), cuts.len(), "the same bytes left");
+        match (frame, cut) {
+            (Ok(Some(Frame::Message(bytes))), Ok(Some(Cut::Parsed(msg)))) => {
+                let again = Message::parse_as(bytes, limits, Framing::Stream).expect("a parsed cut parses as a frame");
+                assert_eq!(again.as_bytes(), msg.as_bytes());
+                assert_eq!(again.headers(), msg.headers());
+                assert_eq!(again.body(), msg.body());
+            }
+            (Ok(Some(f)), Ok(Some(Cut::Frame(c)))) => assert_eq!(f, c),
+            (Ok(None), Ok(None)) => return,
+            (Err(a), Err(b)) => {
+                assert_eq!(a, b);
+                return;
+            }
+            (f, c) => panic!("next_frame {f:?}, next_cut {c:?}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
-use herald_sip::framing::{self, Frame};
+use herald_sip::framing::{self, Cut};
 use herald_sip::{Framing, Limits, ParseError};
 use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
@@ -46,9 +46,9 @@ pub(crate) trait Codec {
     fn write(&mut self, queued: &[Bytes], skip: usize, wire: &mut dyn Write) -> io::Result<usize>;
 
     /// Cuts the next SIP message off the bytes read so far (RFC 3261 §18.3 stream framing,
-    /// unless the codec frames messages itself).
-    fn next_frame(&mut self, sip: &mut BytesMut, limits: &Limits) -> Result<Option<Frame>, ParseError> {
-        framing::next_frame(sip, limits)
+    /// which parses the message on the way, unless the codec frames messages itself).
+    fn next_frame(&mut self, sip: &mut BytesMut, limits: &Limits) -> Result<Option<Cut>, ParseError> {
+        framing::next_cut(sip, limits)
     }
 
     /// The codec holds bytes of its own for the socket (a handshake message, records, an

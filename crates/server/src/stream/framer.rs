@@ -10,7 +10,7 @@ use crate::shared::Shared;
 use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
 use herald_core::Peer;
-use herald_sip::framing::Frame;
+use herald_sip::framing::{Cut, Frame};
 use herald_sip::{Framing, ParseError};
 use std::io;
 use std::net::SocketAddr;
@@ -138,21 +138,24 @@ fn next_message(
     shared: &Shared,
     worker: usize,
     conn: &Conn,
-    frame: Result<Option<Frame>, ParseError>,
+    frame: Result<Option<Cut>, ParseError>,
     rbuf: &[u8],
     local: SocketAddr,
     framing: Framing,
 ) -> Step {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let arrival = match frame {
-        Ok(Some(Frame::Message(bytes))) => ingress::receive(shared, worker, bytes, &peer(conn), framing, false),
-        Ok(Some(Frame::Ping)) => {
+        Ok(Some(Cut::Parsed(msg))) => ingress::receive_parsed(shared, worker, msg, &peer(conn)),
+        Ok(Some(Cut::Frame(Frame::Message(bytes)))) => {
+            ingress::receive(shared, worker, bytes, &peer(conn), framing, false)
+        }
+        Ok(Some(Cut::Frame(Frame::Ping))) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
             shared.stats.workers[worker].tcp_pings.bump();
             let _ = conn.push(Bytes::from_static(b"\r\n"), cap);
             return Step::More;
         }
-        Ok(Some(Frame::KeepAlive)) => return Step::More,
+        Ok(Some(Cut::Frame(Frame::KeepAlive))) => return Step::More,
         Ok(None) => return Step::NeedBytes,
         Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, &peer(conn)),
     };
