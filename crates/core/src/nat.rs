@@ -251,17 +251,31 @@ pub fn response_contact_fix(
     in_dialog: bool,
     cfg: &NatConfig,
 ) -> Option<(usize, String)> {
+    if !responder_may_be_natted(target, to, in_dialog, cfg) {
+        return None;
+    }
+    responder_contact_fix(resp, to, cfg)
+}
+
+/// The first half of [`response_contact_fix`], which depends only on where the request went:
+/// whether the responses to a request for `target` sent to `to` come from the UA itself,
+/// behind NAT or in a dialog, so that their Contact may need the fix. Decided once when a branch
+/// is sent (the engine keeps the answer), not for every response.
+pub fn responder_may_be_natted(target: &str, to: Peer, in_dialog: bool, cfg: &NatConfig) -> bool {
     // WebSocket phones are reached over their flows (flow tokens, `engine::flows`).
     if !cfg.fix_contact || matches!(to.transport, Transport::Ws | Transport::Wss) {
-        return None;
+        return false;
     }
     let reached_at_source = match Uri::parse(target.as_bytes()) {
         Ok(Uri::Sip(u)) => contact_behind_nat(&u, to.addr, cfg.detect),
         _ => false,
     };
-    if !(reached_at_source || (in_dialog && names_peer(target, to.addr))) {
-        return None;
-    }
+    reached_at_source || (in_dialog && names_peer(target, to.addr))
+}
+
+/// The second half of [`response_contact_fix`], for a response from a responder that
+/// [`responder_may_be_natted`] found may be: the fix when its Contact is behind NAT.
+pub fn responder_contact_fix(resp: &Message, to: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
     let (value, addr) = first_contact(resp)?;
     let uri = addr.uri.as_sip()?;
     if !contact_behind_nat(uri, to.addr, cfg.detect) {

@@ -88,6 +88,9 @@ pub struct Branch {
     /// A gateway attempt given up by its per-attempt timeout before it heard anything: it
     /// counts as 408 and is no longer pending, its transaction lives on (`failover`).
     pub abandoned: bool,
+    /// Its responses may come from a UA behind NAT whose Contact herald fixes
+    /// (`Engine::responder_natted`, decided when the branch was sent).
+    pub responder_natted: bool,
 }
 
 impl Branch {
@@ -100,6 +103,7 @@ impl Branch {
             cancel_when_provisional: false,
             cancelled: false,
             abandoned: false,
+            responder_natted: false,
         }
     }
 

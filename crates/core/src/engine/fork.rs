@@ -209,6 +209,7 @@ impl Engine {
         // back (`TransactionTable::insert_client_forwarded`).
         let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
         let key = ClientKey { branch: branch.as_str().into(), method };
+        let responder_natted = self.responder_natted(&req, &planned, to);
         match self.txs.insert_client_forwarded(now, bytes, key, to) {
             Ok((cid, actions)) => {
                 self.clients.insert(cid, (sid, idx));
@@ -216,6 +217,7 @@ impl Engine {
                 if let Some(ctx) = self.contexts.get_mut(&sid) {
                     let b = &mut ctx.branches[idx];
                     b.client = Some(cid);
+                    b.responder_natted = responder_natted;
                     b.state = BranchState::Trying;
                     if ctx.is_invite {
                         b.timer_c = Some(now + timer_c);

@@ -2,9 +2,10 @@
 //! behind NAT, rewritten before it goes upstream. Requests get theirs where they are forwarded
 //! (`fork`, `stateless`, through `crate::proxy::forward::Forward::replace_field`).
 
-use super::context::PlannedDest;
+use super::context::{Planned, PlannedDest};
 use super::Engine;
-use crate::nat::response_contact_fix;
+use crate::nat::{responder_contact_fix, responder_may_be_natted};
+use crate::peer::Peer;
 use crate::transaction::TxId;
 use herald_sip::{Editor, Limits, Message};
 
@@ -20,30 +21,12 @@ impl Engine {
         if !self.cfg.nat.fix_contact || !resp.status().is_some_and(|s| (101..300).contains(&s)) {
             return resp;
         }
-        let Some(ctx) = self.contexts.get(&sid) else { return resp };
-        let Some(branch) = ctx.branches.get(idx) else { return resp };
-        // The contact the branch targeted: its new Request-URI, else the request's own (a
-        // request routed by a flow token keeps the Request-URI the registrar wrote).
-        let request = ctx.request.as_ref();
-        let request_uri = request.and_then(|r| r.request_uri_bytes()).and_then(|u| std::str::from_utf8(u).ok());
-        let (Some(target), Some(to)) =
-            (branch.planned.request_uri.as_deref().or(request_uri), branch.client.and_then(|c| self.txs.peer(c)))
-        else {
-            return resp;
-        };
-        // Only a branch that went straight to the UA: to a binding's source or a flow, or to
-        // the address its Request-URI names; not one through a Path or a Route (the next hop is
-        // a proxy, an edge that fixes the Contact itself).
-        let straight = branch.planned.push_routes.is_empty()
-            && match &branch.planned.dest {
-                PlannedDest::Peer(_) => true,
-                PlannedDest::Uri(u) => u == target,
-            };
-        if !straight {
+        let Some(branch) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return resp };
+        if !branch.responder_natted {
             return resp;
         }
-        let in_dialog = request.is_some_and(|r| r.to_tag().ok().flatten().is_some());
-        let Some((field, value)) = response_contact_fix(&resp, target, to, in_dialog, &self.cfg.nat) else {
+        let Some(to) = branch.client.and_then(|c| self.txs.peer(c)) else { return resp };
+        let Some((field, value)) = responder_contact_fix(&resp, to, &self.cfg.nat) else {
             return resp;
         };
         let mut e = Editor::new(&resp);
@@ -51,5 +34,28 @@ impl Engine {
         e.ensure_content_length();
         // The edit keeps the message well-formed; should it not parse, the original goes on.
         Message::parse(e.finish(), &Limits::default()).unwrap_or(resp)
+    }
+
+    /// Whether the responses on a branch of `request` planned as `planned` and sent to `to` may
+    /// come from a UA behind NAT (see [`Engine::fix_nated_response`]): decided once, when the
+    /// branch is sent, and kept in it (`Branch::responder_natted`).
+    pub(super) fn responder_natted(&self, request: &Message, planned: &Planned, to: Peer) -> bool {
+        if !self.cfg.nat.fix_contact {
+            return false;
+        }
+        // The contact the branch targeted: its new Request-URI, else the request's own (a
+        // request routed by a flow token keeps the Request-URI the registrar wrote).
+        let request_uri = request.request_uri_bytes().and_then(|u| std::str::from_utf8(u).ok());
+        let Some(target) = planned.request_uri.as_deref().or(request_uri) else { return false };
+        // Only a branch that went straight to the UA: to a binding's source or a flow, or to
+        // the address its Request-URI names; not one through a Path or a Route (the next hop is
+        // a proxy, an edge that fixes the Contact itself).
+        let straight = planned.push_routes.is_empty()
+            && match &planned.dest {
+                PlannedDest::Peer(_) => true,
+                PlannedDest::Uri(u) => u == target,
+            };
+        let in_dialog = request.to_tag().ok().flatten().is_some();
+        straight && responder_may_be_natted(target, to, in_dialog, &self.cfg.nat)
     }
 }
