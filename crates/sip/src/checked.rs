@@ -14,12 +14,15 @@ use crate::headers::{CSeq, Params, Via};
 use crate::method::Method;
 use crate::scan;
 use crate::span::Span;
-use crate::uri::Host;
+use crate::uri::{Host, Scheme, SipUri};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The validated fields of one message, as ranges of its buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Checked {
+    /// A request's sip: or sips: Request-URI (other schemes are parsed again when asked for:
+    /// routing reads the Request-URI of nearly every request several times).
+    pub request_uri: Option<SipUriSpans>,
     pub top_via: ViaSpans,
     pub from_tag: Option<Span>,
     pub to_tag: Option<Span>,
@@ -40,11 +43,93 @@ pub(crate) struct ViaSpans {
     branch: Option<Span>,
 }
 
+/// A parsed [`SipUri`] as ranges of the message buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SipUriSpans {
+    scheme: Scheme,
+    user: Option<Span>,
+    password: Option<Span>,
+    host: HostSpan,
+    port: Option<u16>,
+    raw: Span,
+    params: Span,
+    headers: Span,
+}
+
+impl SipUriSpans {
+    /// `None` when a part is not a slice of `buf` (then the URI is simply parsed again when
+    /// asked for); an empty part may be any empty string.
+    pub fn of(buf: &[u8], uri: &SipUri<'_>) -> Option<SipUriSpans> {
+        let s = |part: &str| match part.is_empty() {
+            true => Some(Span::new(0, 0)),
+            false => slice_span(buf, part.as_bytes()),
+        };
+        let (raw, params, headers) = uri.raw_parts();
+        let opt = |part: Option<&str>| match part {
+            Some(p) => s(p).map(Some),
+            None => Some(None),
+        };
+        let host = match uri.host {
+            Host::Name(n) => HostSpan::Name(s(n)?),
+            Host::Ipv4(a) => HostSpan::Ipv4(a),
+            Host::Ipv6(a) => HostSpan::Ipv6(a),
+        };
+        Some(SipUriSpans {
+            scheme: uri.scheme,
+            user: opt(uri.user)?,
+            password: opt(uri.password)?,
+            host,
+            port: uri.port,
+            raw: s(raw)?,
+            params: s(params)?,
+            headers: s(headers)?,
+        })
+    }
+
+    pub fn view<'a>(&self, buf: &'a [u8]) -> SipUri<'a> {
+        let t = |span: Span| text(buf, span);
+        SipUri::from_parts(
+            self.scheme,
+            self.user.map(t),
+            self.password.map(t),
+            self.host.view(buf),
+            self.port,
+            t(self.raw),
+            t(self.params),
+            t(self.headers),
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HostSpan {
     Name(Span),
     Ipv4(Ipv4Addr),
     Ipv6(Ipv6Addr),
+}
+
+impl HostSpan {
+    fn of(buf: &[u8], host: &Host<'_>) -> HostSpan {
+        match *host {
+            Host::Name(n) => HostSpan::Name(span_in(buf, n.as_bytes())),
+            Host::Ipv4(a) => HostSpan::Ipv4(a),
+            Host::Ipv6(a) => HostSpan::Ipv6(a),
+        }
+    }
+
+    fn view<'a>(&self, buf: &'a [u8]) -> Host<'a> {
+        match *self {
+            HostSpan::Name(n) => Host::Name(text(buf, n)),
+            HostSpan::Ipv4(a) => Host::Ipv4(a),
+            HostSpan::Ipv6(a) => Host::Ipv6(a),
+        }
+    }
+}
+
+/// Where `part` sits in `buf`, when it is a slice of it.
+fn slice_span(buf: &[u8], part: &[u8]) -> Option<Span> {
+    let start = (part.as_ptr() as usize).checked_sub(buf.as_ptr() as usize)?;
+    (start + part.len() <= buf.len()).then(|| Span::new(start, start + part.len()))
 }
 
 /// Where `part`, a slice of `buf`, sits in it.
@@ -66,11 +151,7 @@ impl ViaSpans {
             protocol_name: s(via.protocol_name),
             protocol_version: s(via.protocol_version),
             transport: s(via.transport),
-            host: match via.host {
-                Host::Name(n) => HostSpan::Name(s(n)),
-                Host::Ipv4(a) => HostSpan::Ipv4(a),
-                Host::Ipv6(a) => HostSpan::Ipv6(a),
-            },
+            host: HostSpan::of(buf, &via.host),
             port: via.port,
             params: span_in(buf, via.params.raw()),
             branch: via.branch().map(s),
@@ -78,11 +159,7 @@ impl ViaSpans {
     }
 
     pub fn view<'a>(&self, buf: &'a [u8]) -> Via<'a> {
-        let host = match self.host {
-            HostSpan::Name(n) => Host::Name(text(buf, n)),
-            HostSpan::Ipv4(a) => Host::Ipv4(a),
-            HostSpan::Ipv6(a) => Host::Ipv6(a),
-        };
+        let host = self.host.view(buf);
         Via::from_parts(
             text(buf, self.protocol_name),
             text(buf, self.protocol_version),

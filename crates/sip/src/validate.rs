@@ -1,6 +1,6 @@
 //! Receipt checks (RFC 3261 §8.2.1-§8.2.2, §16.3 steps 1-2, RFC 4475 §3.1.2 and §3.3).
 
-use crate::checked::{span_in, Checked, ViaSpans};
+use crate::checked::{span_in, Checked, SipUriSpans, ViaSpans};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::message::Message;
@@ -39,13 +39,16 @@ impl Message {
     fn validated(&self) -> Result<Checked, ParseError> {
         self.check_no_duplicates()?;
         let method = self.method();
+        let buf = self.as_bytes();
+        let mut request_uri = None;
         if method.is_some() {
-            self.request_uri()?;
+            if let crate::uri::Uri::Sip(u) = self.request_uri()? {
+                request_uri = SipUriSpans::of(buf, &u);
+            }
         }
         if self.field(HeaderName::Via).is_none() {
             return Err(ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"));
         }
-        let buf = self.as_bytes();
         let mut top_via = None;
         for via in self.vias() {
             let via = via?;
@@ -71,7 +74,7 @@ impl Message {
         let cseq_value = self.field(HeaderName::CSeq).map_or(Span::default(), |h| h.value);
         let method_len = cseq.method.as_str().len() as u32;
         let cseq_method = Span { start: cseq_value.end - method_len, end: cseq_value.end };
-        Ok(Checked { top_via, from_tag, to_tag, call_id, cseq_seq: cseq.seq, cseq_method })
+        Ok(Checked { request_uri, top_via, from_tag, to_tag, call_id, cseq_seq: cseq.seq, cseq_method })
     }
 
     /// [`Message::validate`] plus the grammar of every header herald knows (what

@@ -1066,6 +1066,7 @@ proptest! {
                 prop_assert_eq!(memo.to_tag().ok(), fresh.to_tag().ok());
                 prop_assert_eq!(memo.call_id().ok(), fresh.call_id().ok());
                 prop_assert_eq!(memo.cseq().ok(), fresh.cseq().ok());
+                prop_assert_eq!(memo.request_uri().ok(), fresh.request_uri().ok());
                 prop_assert!(memo.validate().is_ok());
             }
         }

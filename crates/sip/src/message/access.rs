@@ -187,6 +187,9 @@ impl Message {
     /// The Request-URI, parsed. RFC 3261 §19.1.5 forbids header components in a Request-URI
     /// (RFC 4475 §3.1.2.11: reject with 400 rather than forward them).
     pub fn request_uri(&self) -> Result<Uri<'_>, ParseError> {
+        if let Some(u) = self.checked.as_ref().and_then(|c| c.request_uri.as_ref()) {
+            return Ok(Uri::Sip(u.view(self.as_bytes())));
+        }
         let crate::StartLine::Request { uri, .. } = *self.start_line() else {
             return Err(ParseError::new(ErrorKind::StartLine("a response has no Request-URI"), 0));
         };

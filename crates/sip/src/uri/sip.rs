@@ -68,6 +68,26 @@ pub struct SipUri<'a> {
 }
 
 impl<'a> SipUri<'a> {
+    /// A URI from parts an earlier parse found (the message's memo, module `checked`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        scheme: Scheme,
+        user: Option<&'a str>,
+        password: Option<&'a str>,
+        host: Host<'a>,
+        port: Option<u16>,
+        raw: &'a str,
+        params: &'a str,
+        headers: &'a str,
+    ) -> SipUri<'a> {
+        SipUri { scheme, user, password, host, port, raw, params, headers }
+    }
+
+    /// The raw text of the parameters (after hostport) and of the headers (after '?').
+    pub(crate) fn raw_parts(&self) -> (&'a str, &'a str, &'a str) {
+        (self.raw, self.params, self.headers)
+    }
+
     /// Looks up a uri-parameter. Names are case-insensitive (§19.1.4) and compared
     /// after unescaping, so RFC 4475 §3.1.1.3 esc01's ";%6C%72" is found as "lr".
     /// `Some(None)` for a flag parameter such as ";lr"; the value is raw.
