@@ -12,7 +12,6 @@ use super::client_request::{AckSource, Sent};
 use super::timers::{TimerKind, TimerTable, Timers};
 use bytes::Bytes;
 use herald_sip::Message;
-use std::cell::OnceCell;
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
@@ -72,13 +71,9 @@ impl ClientInvite {
         Self::start(now, Sent::Written { bytes: request, ack: Some(Box::new(ack)) }, reliable, timers)
     }
 
-    /// [`ClientInvite::new`] for the engine's forwarded copy of a request, handed over unparsed: sent
-    /// and resent as is, and parsed only when [`ClientInvite::request`] is first asked for.
-    pub fn forwarded(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
-        Self::start(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, reliable, timers)
-    }
-
-    fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
+    /// Sends `request` and starts the timers (the constructors above, and the table for
+    /// the engine's forwarded copies: `Sent::Forwarded`).
+    pub(super) fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::A, now, timers.initial(TimerKind::A, reliable));

@@ -12,7 +12,6 @@ use super::client_request::Sent;
 use super::timers::{TimerKind, TimerTable, Timers};
 use bytes::Bytes;
 use herald_sip::Message;
-use std::cell::OnceCell;
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
@@ -55,13 +54,9 @@ impl ClientNonInvite {
         Self::start(now, Sent::Written { bytes: request, ack: None }, reliable, timers)
     }
 
-    /// [`ClientNonInvite::new`] for the engine's forwarded copy of a request, handed over unparsed: sent
-    /// and resent as is, and parsed only when [`ClientNonInvite::request`] is first asked for.
-    pub fn forwarded(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
-        Self::start(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, reliable, timers)
-    }
-
-    fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+    /// Sends `request` and starts the timers (the constructors above, and the table for
+    /// the engine's forwarded copies: `Sent::Forwarded`).
+    pub(super) fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::E, now, timers.initial(TimerKind::E, reliable));

@@ -18,6 +18,7 @@ use super::actions::{Actions, TxAction, TxState};
 use super::any::Transaction;
 use super::client_invite::ClientInvite;
 use super::client_non_invite::ClientNonInvite;
+use super::client_request::Sent;
 use super::key::{to_tag, ClientKey, MethodKey, ServerKey};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
@@ -27,6 +28,7 @@ use crate::peer::Peer;
 use crate::seed::{Seed, TableState};
 use bytes::Bytes;
 use herald_sip::{Limits, Message, Method};
+use std::cell::OnceCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, Hash};
@@ -174,22 +176,7 @@ impl TransactionTable {
             Some(_) => {}
         }
         let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
-        let is_invite = request.method() == Some(Method::Invite);
-        if let Some(&id) = self.clients.get(&key) {
-            return Err(TxError::Duplicate(id));
-        }
-        let reliable = peer.transport.is_reliable();
-        let (tx, out) = if is_invite {
-            let (t, out) = ClientInvite::new(now, request, reliable, &self.timers);
-            (Transaction::ClientInvite(t), out)
-        } else {
-            let (t, out) = ClientNonInvite::new(now, request, reliable, &self.timers);
-            (Transaction::ClientNonInvite(t), out)
-        };
-        let id = self.alloc();
-        self.clients.insert(key.clone(), id);
-        self.add(id, tx, EntryKey::Client(key), peer, None);
-        Ok((id, out))
+        self.begin_client(now, Sent::Parsed(request), key, peer)
     }
 
     /// [`Self::insert_client`] for a copy of a request this element just wrote (a proxy's
@@ -207,15 +194,26 @@ impl TransactionTable {
         if key.method == MethodKey::of(Method::Ack) {
             return Err(TxError::Ack);
         }
+        self.begin_client(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, key, peer)
+    }
+
+    /// Starts the client transaction of `request` (an INVITE one when `key` says INVITE).
+    fn begin_client(
+        &mut self,
+        now: Instant,
+        request: Sent,
+        key: ClientKey,
+        peer: Peer,
+    ) -> Result<(TxId, Actions), TxError> {
         if let Some(&id) = self.clients.get(&key) {
             return Err(TxError::Duplicate(id));
         }
         let reliable = peer.transport.is_reliable();
         let (tx, out) = if key.method == MethodKey::INVITE {
-            let (t, out) = ClientInvite::forwarded(now, request, reliable, &self.timers);
+            let (t, out) = ClientInvite::start(now, request, reliable, &self.timers);
             (Transaction::ClientInvite(t), out)
         } else {
-            let (t, out) = ClientNonInvite::forwarded(now, request, reliable, &self.timers);
+            let (t, out) = ClientNonInvite::start(now, request, reliable, &self.timers);
             (Transaction::ClientNonInvite(t), out)
         };
         let id = self.alloc();
