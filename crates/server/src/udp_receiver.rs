@@ -11,11 +11,11 @@
 //! fastest UDP configuration: one socket per core (SO_REUSEPORT), each read by its own thread.
 //!
 //! Idle, the thread blocks with no time-out: an idle herald makes no system call here. Shutdown
-//! wakes it with shutdown(2) on the socket ([`wake_to_stop`]). A read that blocked for a whole
-//! [`TICK`] found the socket queue empty, which the overload detector hears as a wait of zero
-//! (so that a high wait before a quiet spell does not count as a standing queue after it); only
-//! while shedding does SO_RCVTIMEO ([`TICK`]) bound the block, so that shedding ends when UDP
-//! traffic stops.
+//! wakes it with shutdown(2) on the socket ([`wake_to_stop`]). Only while shedding does
+//! SO_RCVTIMEO ([`TICK`]) bound the block: a tick with nothing to read is a wait of zero for the
+//! overload detector, so that shedding ends when UDP traffic stops. A read that blocked for a
+//! second on an empty queue is one too, so that a streak of long waits before a quiet spell does
+//! not count as a standing queue after it.
 
 use crate::dispatch::{Balance, Dispatcher};
 use crate::ingress::{self, Arrival};
@@ -31,7 +31,10 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A block this long with an empty queue ends a streak of long waits (see `empty_for_a_tick`).
+const IDLE: Duration = Duration::from_secs(1);
 
 pub(crate) struct UdpReceiver<H> {
     d: Dispatcher<H>,
@@ -83,7 +86,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         let watch_idle = d.shared.config.overload.enabled;
         let name = format!("herald-w{}-udp{index}", d.id());
         if d.shared.workers > 1 {
-            d.balance = Some(Balance::new());
+            d.balance = Some(Balance::new(Instant::now()));
         }
         let r = UdpReceiver {
             d,
@@ -114,16 +117,16 @@ impl<H: SipHandler> UdpReceiver<H> {
             if self.d.shared.stopped.load(Ordering::Relaxed) {
                 break; // woken by `wake_to_stop`
             }
-            if let Some(at) = blocked_at.filter(|at| now.duration_since(*at) >= TICK) {
-                // The queue was empty for a whole tick: no standing queue.
+            if let Some(at) = blocked_at.filter(|at| self.empty_for_a_tick(*at, now)) {
+                // No standing queue.
                 self.overload.observe(Duration::ZERO, at + TICK);
                 self.publish_shedding();
             }
             match read {
-                Ok(n) => {
+                Ok(_) => {
                     self.gauges.refresh(&self.d.shards, &self.d.common, now);
                     if let Some(b) = self.d.balance.as_mut() {
-                        b.before_batch(n, now);
+                        b.before_batch(now);
                     }
                     let mut clock = self.stamps.then(BatchClock::start);
                     let mut batch = std::mem::take(&mut self.received);
@@ -132,6 +135,9 @@ impl<H: SipHandler> UdpReceiver<H> {
                     }
                     self.received = batch;
                     self.d.egress.flush();
+                    if let Some(b) = self.d.balance.as_mut() {
+                        b.after_batch(Instant::now());
+                    }
                 }
                 // SO_RCVTIMEO (while shedding) passed with nothing to read.
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
@@ -140,6 +146,24 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
         if self.shedding {
             self.set_shedding(false);
+        }
+    }
+
+    /// Whether a read that blocked from `blocked_at` to `now` tells of no standing queue: it
+    /// timed out (only while shedding) after a whole [`TICK`] with nothing to read, as the fixed
+    /// tick did; or it blocked for an [`IDLE`] spell of which the queue was empty for a
+    /// [`TICK`] (the block minus the first datagram's wait: a process stopped or starved while
+    /// datagrams arrived blocked long, but its queue stood). A shorter block proves nothing: the
+    /// thread may not have run for most of it (tests/protect.rs stops herald for 150 ms).
+    fn empty_for_a_tick(&self, blocked_at: Instant, now: Instant) -> bool {
+        let blocked = now.duration_since(blocked_at);
+        match self.received.first() {
+            None => blocked >= TICK,
+            Some(_) if blocked < IDLE => false,
+            Some(first) => first.kernel_ns.is_some_and(|arrived| {
+                let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+                blocked.saturating_sub(Duration::from_nanos(real.saturating_sub(arrived))) >= TICK
+            }),
         }
     }
 
