@@ -12,10 +12,10 @@
 //!
 //! Idle, the thread blocks with no time-out: an idle herald makes no system call here. Shutdown
 //! wakes it with shutdown(2) on the socket ([`wake_to_stop`]). Only while shedding does
-//! SO_RCVTIMEO ([`TICK`]) bound the block: a tick with nothing to read is a wait of zero for the
-//! overload detector, so that shedding ends when UDP traffic stops. A read that blocked for a
-//! second on an empty queue is one too, so that a streak of long waits before a quiet spell does
-//! not count as a standing queue after it.
+//! SO_RCVTIMEO ([`TICK`]) bound the block: a tick window with nothing read is a wait of zero for
+//! the overload detector, so that shedding ends when UDP traffic stops. A read that blocked for
+//! a second on an empty queue is one too, so that a streak of long waits before a quiet spell
+//! does not count as a standing queue after it.
 
 use crate::dispatch::{Balance, Dispatcher};
 use crate::ingress::{self, Arrival};
@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// A block this long with an empty queue ends a streak of long waits (see `empty_for_a_tick`).
+/// A block this long with an empty queue ends a streak of long waits (see `idle_before`).
 const IDLE: Duration = Duration::from_secs(1);
 
 pub(crate) struct UdpReceiver<H> {
@@ -53,6 +53,9 @@ pub(crate) struct UdpReceiver<H> {
     shedding: bool,
     /// Overload control is on: a long block is a zero wait for the detector.
     watch_idle: bool,
+    /// A datagram was observed since `tick_at` (see [`UdpReceiver::tick`]).
+    observed: bool,
+    tick_at: Instant,
     gauges: LoadGauges,
 }
 
@@ -100,6 +103,8 @@ impl<H: SipHandler> UdpReceiver<H> {
             overload,
             shedding: false,
             watch_idle,
+            observed: false,
+            tick_at: Instant::now(),
             gauges: LoadGauges::new(),
         };
         std::thread::Builder::new().name(name).spawn(move || r.run())
@@ -117,7 +122,7 @@ impl<H: SipHandler> UdpReceiver<H> {
             if self.d.shared.stopped.load(Ordering::Relaxed) {
                 break; // woken by `wake_to_stop`
             }
-            if let Some(at) = blocked_at.filter(|at| self.empty_for_a_tick(*at, now)) {
+            if let Some(at) = blocked_at.filter(|at| self.idle_before(*at, now)) {
                 // No standing queue.
                 self.overload.observe(Duration::ZERO, at + TICK);
                 self.publish_shedding();
@@ -143,32 +148,47 @@ impl<H: SipHandler> UdpReceiver<H> {
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
                 Err(e) => tracing::debug!(worker = self.d.id(), error = %e, "UDP receive error"),
             }
+            self.tick(now);
         }
         if self.shedding {
             self.set_shedding(false);
         }
     }
 
-    /// Whether a read that blocked from `blocked_at` to `now` tells of no standing queue: it
-    /// timed out (only while shedding) after a whole [`TICK`] with nothing to read, as the fixed
-    /// tick did; or it blocked for an [`IDLE`] spell of which the queue was empty for a
-    /// [`TICK`] (the block minus the first datagram's wait: a process stopped or starved while
-    /// datagrams arrived blocked long, but its queue stood). A shorter block proves nothing: the
-    /// thread may not have run for most of it (tests/protect.rs stops herald for 150 ms).
-    fn empty_for_a_tick(&self, blocked_at: Instant, now: Instant) -> bool {
+    /// Whether a read that blocked from `blocked_at` to `now` (with no time-out: not shedding)
+    /// waited through an [`IDLE`] spell of which the queue was empty for a [`TICK`] (the block
+    /// minus the first datagram's wait: a process stopped or starved while datagrams arrived
+    /// blocked long, but its queue stood). A shorter block proves nothing: the thread may not
+    /// have run for most of it (tests/protect.rs stops herald for 150 ms at a time).
+    fn idle_before(&self, blocked_at: Instant, now: Instant) -> bool {
         let blocked = now.duration_since(blocked_at);
         match self.received.first() {
-            None => blocked >= TICK,
-            Some(_) if blocked < IDLE => false,
-            Some(first) => first.kernel_ns.is_some_and(|arrived| {
+            Some(first) if blocked >= IDLE => first.kernel_ns.is_some_and(|arrived| {
                 let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
                 blocked.saturating_sub(Duration::from_nanos(real.saturating_sub(arrived))) >= TICK
             }),
+            _ => false,
+        }
+    }
+
+    /// After every read, once per [`TICK`] (as the thread runs): a receiver that read no
+    /// datagram for a whole tick has no socket queue. That is a wait of zero, so that shedding
+    /// ends when UDP traffic stops (the reads time out every tick while shedding).
+    /// `now`: when the last read returned.
+    fn tick(&mut self, now: Instant) {
+        if now.duration_since(self.tick_at) < TICK {
+            return;
+        }
+        self.tick_at = now;
+        if !std::mem::take(&mut self.observed) {
+            self.overload.observe(Duration::ZERO, now);
+            self.publish_shedding();
         }
     }
 
     /// Feeds the socket-queue wait of one datagram read at `read_at` to the overload detector.
     fn observe(&mut self, wait_ns: u64, read_at: Instant) {
+        self.observed = true;
         self.overload.observe(Duration::from_nanos(wait_ns), read_at);
         self.publish_shedding();
     }
