@@ -32,8 +32,12 @@
 #   rsipstack (optional, SERVERS="herald kamailio rsipstack" RSIPSTACK_PROXY=path): the proxy
 #             example of the rsipstack crate (examples/proxy.rs of its repository at release
 #             0.6.4, built against rsipstack 0.6.4 from crates.io), the one Rust SIP proxy
-#             found that builds from the registry and does this job: a transaction-stateful
-#             proxy that record-routes INVITEs and keeps an in-memory registrar. Its code is
+#             from the registry made to do this job here: a transaction-stateful proxy that
+#             record-routes INVITEs and keeps an in-memory registrar (a small one: it routes by
+#             the To user and adds its Record-Route to responses as well). siphon-sip 1.15.11
+#             also builds from crates.io (against CPython 3.12+), but with a callee registered
+#             by a third party, as here, its proxy did not forward the INVITEs to it (100, then
+#             503 or nothing): not measured. rsipstack's code is
 #             not in this repository; build it in a scratch crate (dependencies: rsipstack
 #             =0.6.4, tokio, tokio-util, tracing, tracing-subscriber, clap, futures, if-addrs,
 #             dotenvy, axum (ws), tower, tower-http, http) with one change, its log level
