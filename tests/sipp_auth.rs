@@ -103,7 +103,7 @@ fn register_and_call(test: &str, tcp: bool) {
     let h = start(&dir);
     // A wrong password: a fresh 401, not a 200.
     register(&dir, &h, "wrong", "register_auth_rejected.xml", ("alice", "guess"), 1, tcp);
-    // bob is added while herald runs: the users file is reloaded (polled every second).
+    // bob is added while herald runs: the users file is reloaded (the watcher sees the change through inotify).
     add_user(&h.config, "bob", "bob-secret");
     std::thread::sleep(Duration::from_millis(1500));
     let uas = Sipp::start(&dir, "uas", "uas.xml", &[&["-m", "3", "-timeout", "60"][..], transport(tcp)].concat());

@@ -101,7 +101,7 @@ fn each_peers_messages_stay_in_order_and_one_call_id_lives_in_one_shard() {
 #[test]
 fn timers_fire_on_shards_serviced_by_the_other_worker() {
     // One client: one worker handles every request, but the shards (so the timers) of half of
-    // them are serviced by the other worker, which looks at them at least every 10 ms.
+    // them are serviced by the other worker, which is woken for them by the worker that set them (module shard_timers).
     let server = start("[server]\nworkers = 2\n");
     let c = udp_client(server.udp4);
     let t0 = Instant::now();
