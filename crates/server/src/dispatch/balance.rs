@@ -79,7 +79,11 @@ impl Balance {
     pub(crate) fn before_batch(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.window_at);
         if elapsed >= WINDOW {
-            if self.handling.as_secs_f64() >= BUSY_SHARE * elapsed.as_secs_f64() {
+            // While handing over, the receiver does only part of the work, so its share falls
+            // although the load has not: half the share keeps it busy (else it would hand over
+            // and stop in turn, its socket backing up each time it stops).
+            let share = if self.on { BUSY_SHARE / 2.0 } else { BUSY_SHARE };
+            if self.handling.as_secs_f64() >= share * elapsed.as_secs_f64() {
                 self.busy_at = Some(now);
             }
             self.window_at = now;
@@ -159,9 +163,13 @@ mod tests {
         }
         b.before_batch(t);
         assert!(b.on, "a window handling all the time: the receiver cannot keep up");
-        b.after_batch(t);
-        b.before_batch(t + BALANCE_HOLD / 2);
+        b.after_batch(t + WINDOW / 2);
+        b.before_batch(t + WINDOW);
+        assert!(b.on, "handing over, half the window busy is still busy");
+        b.after_batch(t + WINDOW);
+        b.before_batch(t + WINDOW + BALANCE_HOLD / 2);
         assert!(b.on, "held after it was last found busy");
+        let t = t + WINDOW;
         b.pending.fetch_add(2, Ordering::Relaxed);
         b.before_batch(t + BALANCE_HOLD * 2);
         assert!(b.on, "two handed messages not yet sent: handling their shards here could overtake them");
