@@ -12,10 +12,11 @@
 #     improvements and the next regression is measured from there.
 # The counts are deterministic up to the timing of the run (how many datagrams one recvmmsg
 # returns, how many loop turns and timer wake-ups a call meets, which differs with the load of
-# the machine): three runs of one binary (herald e30ac0d, these parameters, fair scheduler)
-# spread 1.1% on UDP (242.0k-244.8k) and 1.5% on TCP (381.2k-386.8k), with the default
-# scheduler 1.2% and 2.3%, the highest while a release build ran beside them. TOLERANCE_PCT=4
-# is well above that spread and far below what a real regression of the hot path costs.
+# the machine): three runs of one binary (these parameters, fair scheduler) spread 0.3% on UDP
+# (189.2k-189.7k) and 1.0% on TCP (317.1k-320.2k) for herald 08df1f8, 1.1% and 1.5% for
+# e30ac0d (with overload control on), and with valgrind's default scheduler 1.2% and 2.3%, the
+# highest while a release build ran beside them. TOLERANCE_PCT=4 is well above that spread
+# and far below what a real regression of the hot path costs.
 #
 # The herald binary: a release build (`cargo build --release --bin herald`, nothing to do when
 # CI's tests already built it), copied so a concurrent rebuild cannot change it mid-run.
