@@ -49,7 +49,6 @@ pub fn page_size() -> Option<usize> {
     usize::try_from(page).ok().filter(|&p| p > 0)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
