@@ -140,23 +140,7 @@ fn register(socket: &UdpSocket, herald: SocketAddr, user: &str, domain: &str, co
          Max-Forwards: 70\r\nFrom: <sip:{user}@{domain}>;tag=ctl\r\nTo: <sip:{user}@{domain}>\r\n\
          Call-ID: {call_id}\r\nCSeq: {cseq} REGISTER\r\n{contact}Expires: 600\r\nContent-Length: 0\r\n\r\n"
     );
-    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let mut buf = vec![0u8; 65536];
-    for _ in 0..10 {
-        socket.send_to(req.as_bytes(), herald).unwrap();
-        let until = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < until {
-            if let Ok((n, _)) = socket.recv_from(&mut buf) {
-                let msg = &buf[..n];
-                if header_of(msg, "Call-ID", "i") == Some(call_id.as_str()) {
-                    if let Some(s) = status_of(msg).filter(|s| *s >= 200) {
-                        return s;
-                    }
-                }
-            }
-        }
-    }
-    panic!("REGISTER for {user}@{domain} not answered");
+    udp_final_status(socket, herald, &req, &call_id, &format!("REGISTER for {user}@{domain}"))
 }
 
 /// An OPTIONS for `uri` (a user of a served domain: routed, not answered by herald for itself)

@@ -25,23 +25,7 @@ fn register(socket: &UdpSocket, herald: SocketAddr, user: usize, expires: u32) -
          Call-ID: {call_id}\r\nCSeq: 1 REGISTER\r\nContact: <sip:u{user}@{local}>\r\nExpires: {expires}\r\n\
          Content-Length: 0\r\n\r\n"
     );
-    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let mut buf = vec![0u8; 65536];
-    for _ in 0..10 {
-        socket.send_to(req.as_bytes(), herald).unwrap();
-        let until = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < until {
-            if let Ok((n, _)) = socket.recv_from(&mut buf) {
-                let msg = &buf[..n];
-                if header_of(msg, "Call-ID", "i") == Some(call_id.as_str()) {
-                    if let Some(s) = status_of(msg).filter(|s| *s >= 200) {
-                        return s;
-                    }
-                }
-            }
-        }
-    }
-    panic!("REGISTER of u{user} not answered");
+    udp_final_status(socket, herald, &req, &call_id, &format!("REGISTER of u{user}"))
 }
 
 /// The bindings the store holds (`herald ctl --json stats`: location.bindings).

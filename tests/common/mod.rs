@@ -186,6 +186,29 @@ pub fn header_of<'a>(msg: &'a [u8], name: &str, compact: &str) -> Option<&'a str
     })
 }
 
+/// Sends `req` over UDP from `socket` to `herald` (again every 500 ms, ten times at most) until a
+/// final response with its Call-ID `call_id` comes back, and returns its status; panics with
+/// `what` when none does.
+pub fn udp_final_status(socket: &UdpSocket, herald: SocketAddr, req: &str, call_id: &str, what: &str) -> u16 {
+    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..10 {
+        socket.send_to(req.as_bytes(), herald).unwrap();
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                let msg = &buf[..n];
+                if header_of(msg, "Call-ID", "i") == Some(call_id) {
+                    if let Some(s) = status_of(msg).filter(|s| *s >= 200) {
+                        return s;
+                    }
+                }
+            }
+        }
+    }
+    panic!("{what} not answered");
+}
+
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
