@@ -33,6 +33,7 @@ use herald_sip::headers::{ListValue, NameAddr};
 use herald_sip::text::push_host_port;
 use herald_sip::uri::{Host, Scheme, SipUri, Uri};
 use herald_sip::{HeaderName, Message};
+use std::cell::OnceCell;
 use std::net::{IpAddr, SocketAddr};
 
 /// Which differences between a contact and its source count as NAT.
@@ -110,11 +111,13 @@ fn host_ip(host: &Host<'_>) -> Option<IpAddr> {
 /// (delivery, keep-alives). Only connectionless sources: a binding registered over a stream
 /// is reached over its connection anyway (`engine::delivery`).
 pub fn binding_behind_nat(contact: &str, source: Peer, detect: NatDetect) -> bool {
-    if source.transport != Transport::Udp {
-        return false;
-    }
-    match Uri::parse(contact.as_bytes()) {
-        Ok(Uri::Sip(u)) => contact_behind_nat(&u, source.addr, detect),
+    Uri::parse(contact.as_bytes()).is_ok_and(|u| parsed_binding_behind_nat(&u, source, detect))
+}
+
+/// [`binding_behind_nat`] of a contact URI already parsed.
+pub fn parsed_binding_behind_nat(contact: &Uri<'_>, source: Peer, detect: NatDetect) -> bool {
+    match contact {
+        Uri::Sip(u) if source.transport == Transport::Udp => contact_behind_nat(u, source.addr, detect),
         _ => false,
     }
 }
@@ -155,6 +158,36 @@ fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
     let value = msg.list_values(HeaderName::Contact).next()?.ok()?;
     let addr = NameAddr::parse(value.bytes).ok()?;
     Some((value, addr))
+}
+
+/// What a request says about the UA that sent it, read at most once for all the edits of one
+/// forwarded copy: whether herald is its first hop and its first Contact. The NAT fix-up, the
+/// flow tokens of Record-Route and Path (`engine::flows`) all ask; each used to count the Vias
+/// and parse the Contact again (about 5,000 instructions per forwarded INVITE).
+pub struct RequestSender<'m> {
+    msg: &'m Message,
+    first_hop: OnceCell<bool>,
+    contact: OnceCell<Option<(ListValue<'m>, NameAddr<'m>)>>,
+}
+
+impl<'m> RequestSender<'m> {
+    pub fn new(msg: &'m Message) -> Self {
+        RequestSender { msg, first_hop: OnceCell::new(), contact: OnceCell::new() }
+    }
+
+    pub fn message(&self) -> &'m Message {
+        self.msg
+    }
+
+    /// herald is the first hop: the request carries one Via value, the UA's own.
+    pub fn first_hop(&self) -> bool {
+        *self.first_hop.get_or_init(|| self.msg.list_values(HeaderName::Via).take(2).count() == 1)
+    }
+
+    /// The first Contact value and its name-addr, as [`first_contact`].
+    pub fn contact(&self) -> Option<&(ListValue<'m>, NameAddr<'m>)> {
+        self.contact.get_or_init(|| first_contact(self.msg)).as_ref()
+    }
 }
 
 /// The Contact header field line of `msg` rewritten to `source` (nathelper
@@ -218,22 +251,30 @@ fn fixed_contact_of(msg: &Message, value: ListValue<'_>, uri: &SipUri<'_>, sourc
 /// another behind its Path, keeps the binding's source itself), and the request comes from
 /// behind NAT.
 pub fn request_contact_fix(msg: &Message, from: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
+    sender_contact_fix(&RequestSender::new(msg), from, cfg)
+}
+
+/// [`request_contact_fix`] with what is read of the sender shared with the other edits.
+pub fn sender_contact_fix(sender: &RequestSender<'_>, from: Peer, cfg: &NatConfig) -> Option<(usize, String)> {
+    let msg = sender.message();
     if !cfg.fix_contact
         || matches!(from.transport, Transport::Ws | Transport::Wss)
         || msg.method() == Some(herald_sip::Method::Register)
-        || msg.list_values(HeaderName::Via).take(2).count() != 1
     {
         return None;
     }
-    // The Contact first: most in-dialog requests (ACK, BYE) have none, and then nothing else
-    // is parsed. The checks of `message_behind_nat`, reading that Contact once.
-    let (value, addr) = first_contact(msg)?;
+    // The Contact before the Vias: most in-dialog requests (ACK, BYE) have none, and then
+    // nothing else is parsed. The checks of `message_behind_nat`, reading that Contact once.
+    let (value, addr) = sender.contact()?;
     let uri = addr.uri.as_sip()?;
+    if !sender.first_hop() {
+        return None;
+    }
     let natted = via_not_source(msg, from.addr) || contact_behind_nat(uri, from.addr, cfg.detect);
     if !natted {
         return None;
     }
-    fixed_contact_of(msg, value, uri, from)
+    fixed_contact_of(msg, *value, uri, from)
 }
 
 /// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
@@ -266,11 +307,8 @@ pub fn responder_may_be_natted(target: &str, to: Peer, in_dialog: bool, cfg: &Na
     if !cfg.fix_contact || matches!(to.transport, Transport::Ws | Transport::Wss) {
         return false;
     }
-    let reached_at_source = match Uri::parse(target.as_bytes()) {
-        Ok(Uri::Sip(u)) => contact_behind_nat(&u, to.addr, cfg.detect),
-        _ => false,
-    };
-    reached_at_source || (in_dialog && names_peer(target, to.addr))
+    let Ok(Uri::Sip(u)) = Uri::parse(target.as_bytes()) else { return false };
+    contact_behind_nat(&u, to.addr, cfg.detect) || (in_dialog && names_peer(&u, to.addr))
 }
 
 /// The second half of [`response_contact_fix`], for a response from a responder that
@@ -286,13 +324,8 @@ pub fn responder_contact_fix(resp: &Message, to: Peer, cfg: &NatConfig) -> Optio
 
 /// Whether a sip/sips URI names exactly this address: an IP literal host and its port (the
 /// scheme's default when absent).
-fn names_peer(uri: &str, addr: SocketAddr) -> bool {
-    match Uri::parse(uri.as_bytes()) {
-        Ok(Uri::Sip(u)) => {
-            host_ip(&u.host) == Some(addr.ip()) && u.port.unwrap_or_else(|| u.scheme.default_port()) == addr.port()
-        }
-        _ => false,
-    }
+fn names_peer(u: &SipUri<'_>, addr: SocketAddr) -> bool {
+    host_ip(&u.host) == Some(addr.ip()) && u.port.unwrap_or_else(|| u.scheme.default_port()) == addr.port()
 }
 
 #[cfg(test)]

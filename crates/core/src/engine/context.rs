@@ -3,6 +3,7 @@
 
 use crate::gateways::GatewayLeg;
 use crate::peer::Peer;
+use crate::proxy::route::RouteRemovals;
 use crate::transaction::TxId;
 use herald_sip::Message;
 use std::collections::VecDeque;
@@ -128,6 +129,8 @@ pub struct Context {
     pub is_invite: bool,
     /// RFC 3261 §16.6 step 8 loop-detection hash, the suffix of every branch this request gets.
     pub loop_hash: u64,
+    /// The Route values §16.4 removes from every branch's copy (found once, when planned).
+    pub route_removals: RouteRemovals,
     pub branches: Vec<Branch>,
     /// Targets not started yet (sequential forking).
     pub waiting: VecDeque<Planned>,

@@ -3,7 +3,7 @@
 //! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
 use super::context::{Planned, PlannedDest};
-use crate::nat::{binding_behind_nat, NatDetect};
+use crate::nat::{parsed_binding_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, Uri};
 use herald_store::Binding;
@@ -49,14 +49,16 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
     let push_routes = b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default();
     // An Outbound flow (RFC 5626 §5.3) and a contact nothing but its flow reaches (RFC 7118
     // §5) are reached over the flow the registration came on, and only over it.
-    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !reachable_by_itself(&b.contact);
+    // The contact is parsed once here for both questions it answers.
+    let contact = Uri::parse(b.contact.as_bytes()).ok();
+    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !contact.as_ref().map_or(true, reachable_uri);
     // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the edge proxy the
     // registration came through), which routes it on (over its flow, with Outbound).
     let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
         Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
         None if flow_only => (PlannedDest::Peer(b.source), Vec::new(), Some(LOST_FLOW)),
         None => {
-            let dest = delivery(&b.contact, b.source, nat);
+            let dest = delivery(&b.contact, contact.as_ref(), b.source, nat);
             if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
@@ -90,11 +92,12 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
 ///   the registration's source, the NAT's public address and port, like Kamailio's
 ///   `fix_nated_register`; the Request-URI stays the contact (the phone recognises itself).
 /// * Otherwise to the contact URI itself, so third-party registrations work.
-pub(super) fn delivery(contact: &str, source: Peer, nat: NatDetect) -> PlannedDest {
+/// `parsed`: `contact` parsed (`None`: it is not a URI herald parses).
+pub(super) fn delivery(contact: &str, parsed: Option<&Uri<'_>>, source: Peer, nat: NatDetect) -> PlannedDest {
     if source.transport.is_reliable() {
         return PlannedDest::Peer(source);
     }
-    if binding_behind_nat(contact, source, nat) {
+    if parsed.is_some_and(|u| parsed_binding_behind_nat(u, source, nat)) {
         PlannedDest::Peer(source)
     } else {
         PlannedDest::Uri(contact.to_owned())
@@ -105,9 +108,9 @@ pub(super) fn delivery(contact: &str, source: Peer, nat: NatDetect) -> PlannedDe
 /// host is under `.invalid` (RFC 7118 §5: a WebSocket client "MUST" use a domain that does not
 /// resolve, RFC 2606 §2, since it cannot accept connections), nor when its transport is `ws` or
 /// `wss` (herald opens no WebSocket connections: RFC 7118 §5 has the client open them).
-pub(super) fn reachable_by_itself(contact: &str) -> bool {
-    let Ok(Uri::Sip(u)) = Uri::parse(contact.as_bytes()) else { return true };
-    let invalid = match u.host {
+pub(super) fn reachable_uri(contact: &Uri<'_>) -> bool {
+    let Uri::Sip(u) = contact else { return true };
+    let invalid = match &u.host {
         Host::Name(name) => {
             let name = name.trim_end_matches('.');
             name.len() >= 8 && name[name.len() - 8..].eq_ignore_ascii_case(".invalid")
@@ -128,6 +131,10 @@ pub(super) fn first_path_uri(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reachable_by_itself(contact: &str) -> bool {
+        Uri::parse(contact.as_bytes()).map_or(true, |u| reachable_uri(&u))
+    }
     use crate::peer::ConnId;
     use std::num::NonZeroU32;
 

@@ -11,9 +11,9 @@
 
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
-use super::delivery::reachable_by_itself;
+use super::delivery::reachable_uri;
 use super::Engine;
-use crate::nat::{message_behind_nat, EdgePath};
+use crate::nat::{message_behind_nat, EdgePath, RequestSender};
 use crate::peer::Peer;
 use crate::proxy::flow_token::{FlowToken, FLOW_PARAM};
 use crate::proxy::route::Preprocessed;
@@ -64,14 +64,14 @@ impl Engine {
     /// Route to herald its outbound-proxy setting put first (RFC 5626 §4.3, §5.4; RFC 7118 §5).
     pub(super) fn record_route_flows(
         &self,
-        req: &Message,
+        sender: &RequestSender<'_>,
         from: Peer,
         to: Peer,
         over_flow: bool,
     ) -> (Option<String>, Option<String>) {
         let out = over_flow.then(|| self.flows.mint(to));
-        let back =
-            (from_ua(req) && (contact_needs_flow(req) || self.routed_with_ob(req))).then(|| self.flows.mint(from));
+        let back = (sender.first_hop() && (contact_needs_flow(sender) || self.routed_with_ob(sender.message())))
+            .then(|| self.flows.mint(from));
         (out, back)
     }
 
@@ -91,7 +91,8 @@ impl Engine {
     /// (`crate::nat::message_behind_nat`: the registrar's requests must leave over the NAT's
     /// mapping), without one otherwise (they come back to herald, which routes them by their
     /// Request-URI: a third-party registration's contact is not where the REGISTER came from).
-    pub(super) fn edge_path(&self, req: &Message, from: Peer) -> Option<EdgePathPlan> {
+    pub(super) fn edge_path(&self, sender: &RequestSender<'_>, from: Peer) -> Option<EdgePathPlan> {
+        let req = sender.message();
         let supports =
             |tag: &str| req.tokens(HeaderName::Supported).any(|t| t.is_ok_and(|t| t.eq_ignore_ascii_case(tag)));
         let outbound = supports("outbound")
@@ -99,7 +100,7 @@ impl Engine {
                 Contact::Address(a) => a.params.get("reg-id").is_some() && a.params.get("+sip.instance").is_some(),
                 Contact::Star => false,
             });
-        if from_ua(req) && (outbound || contact_needs_flow(req)) {
+        if sender.first_hop() && (outbound || contact_needs_flow(sender)) {
             return Some(EdgePathPlan { token: Some(self.flows.mint(from)), ob: true, require: false });
         }
         let configured = match self.cfg.nat.edge_path {
@@ -110,7 +111,7 @@ impl Engine {
         if !configured {
             return None;
         }
-        let natted = from_ua(req) && message_behind_nat(req, from.addr, self.cfg.nat.detect);
+        let natted = sender.first_hop() && message_behind_nat(req, from.addr, self.cfg.nat.detect);
         Some(EdgePathPlan { token: natted.then(|| self.flows.mint(from)), ob: false, require: !supports("path") })
     }
 }
@@ -140,18 +141,10 @@ fn same_flow(a: Peer, b: Peer) -> bool {
     }
 }
 
-/// herald is the first hop: the request carries one Via value, the UA's own.
-fn from_ua(req: &Message) -> bool {
-    req.vias().take(2).count() == 1
-}
-
 /// The first Contact cannot be reached by itself (RFC 7118 §5) or carries `ob` (RFC 5626 §4.3:
 /// the UA asks its edge proxy to keep the dialog on this flow).
-fn contact_needs_flow(req: &Message) -> bool {
-    match req.contacts().next() {
-        Some(Ok(Contact::Address(a))) => {
-            !reachable_by_itself(a.uri.as_str()) || a.uri.as_sip().is_some_and(|u| u.param("ob").is_some())
-        }
-        _ => false,
-    }
+fn contact_needs_flow(sender: &RequestSender<'_>) -> bool {
+    sender
+        .contact()
+        .is_some_and(|(_, a)| !reachable_uri(&a.uri) || a.uri.as_sip().is_some_and(|u| u.param("ob").is_some()))
 }

@@ -7,10 +7,10 @@ use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
 use super::{Engine, Forking};
 use crate::io::Output;
-use crate::nat::{request_contact_fix, requested_expires};
+use crate::nat::{requested_expires, sender_contact_fix, RequestSender};
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forward};
-use crate::proxy::route::preprocess;
+use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
@@ -30,7 +30,7 @@ impl Engine {
         from: Peer,
         local: SocketAddr,
         msg: Message,
-        hash: u64,
+        (hash, removals): (u64, RouteRemovals),
         plan: Vec<Planned>,
         out: &mut Vec<Output>,
     ) {
@@ -46,6 +46,7 @@ impl Engine {
                 local,
                 is_invite,
                 loop_hash: hash,
+                route_removals: removals,
                 branches: Vec::new(),
                 waiting,
                 finals: Vec::new(),
@@ -160,12 +161,13 @@ impl Engine {
         let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
         let hops = (ctx.source, to, planned.lost_flow.is_some());
-        let record_route = self.record_route_for(&req, planned.request_uri.as_deref(), inbound, listener, hops);
+        let sender = RequestSender::new(&req);
+        let record_route = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
         // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
         // with the flow token, so that the registrar's requests come back over this flow.
         // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
         // the UA did not list it.
-        let edge_plan = (req.method() == Some(Method::Register)).then(|| self.edge_path(&req, ctx.source)).flatten();
+        let edge_plan = (req.method() == Some(Method::Register)).then(|| self.edge_path(&sender, ctx.source)).flatten();
         if edge_plan.as_ref().is_some_and(|p| p.token.is_some()) && ctx.source.transport == Transport::Udp {
             // herald is the hop this phone's NAT mapping points at: the keep-alive loop keeps it
             // open while the registration lasts (`crate::nat::EdgeFlows`).
@@ -182,19 +184,26 @@ impl Engine {
             (value, plan.require)
         });
         // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
-        let contact_fix = request_contact_fix(&req, ctx.source, &self.cfg.nat);
-        let mut pre = match preprocess(&req, &self.cfg.identity) {
-            Ok(p) => p,
-            Err(_) => return self.branch_failed(now, sid, idx, 400, out),
+        let contact_fix = sender_contact_fix(&sender, ctx.source, &self.cfg.nat);
+        // The Route values §16.4 removes were found when the request was planned; only a
+        // strict next hop (rare) needs the parsed Routes again.
+        let (remove_routes, append) = if planned.strict_route_tail.is_none() {
+            (ctx.route_removals.values(&req), Vec::new())
+        } else {
+            let mut pre = match preprocess(&req, &self.cfg.identity) {
+                Ok(p) => p,
+                Err(_) => return self.branch_failed(now, sid, idx, 400, out),
+            };
+            let append = strict_route_edits(&mut pre, &planned);
+            (pre.remove, append)
         };
-        let append = strict_route_edits(&mut pre, &planned);
         let consumed = self.consumed_credentials(&req);
         let bytes = forward(
             &req,
             &Forward {
                 remove_fields: &consumed,
                 request_uri: planned.request_uri.as_deref(),
-                remove_routes: &pre.remove,
+                remove_routes: &remove_routes,
                 push_routes: &planned.push_routes,
                 append_routes: &append,
                 record_route: &record_route,

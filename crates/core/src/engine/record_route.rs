@@ -2,10 +2,11 @@
 //! values it inserts, doubled when a request changes transport or address family (RFC 5658).
 
 use super::{Engine, Listener, RecordRoute};
+use crate::nat::RequestSender;
 use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{record_route_value, record_route_value_sips};
 use herald_sip::uri::Uri;
-use herald_sip::{Message, Method};
+use herald_sip::Method;
 
 impl Engine {
     /// §16.6 step 4, with double record-routing when the request changes transport or address
@@ -19,12 +20,13 @@ impl Engine {
     /// §5.4: the edge proxy of a flow stays on the dialog's path).
     pub(super) fn record_route_for(
         &self,
-        req: &Message,
+        sender: &RequestSender<'_>,
         branch_uri: Option<&str>,
         inbound: Option<Listener>,
         outbound: Listener,
         (from, to, over_flow): (Peer, Peer, bool),
     ) -> Vec<String> {
+        let req = sender.message();
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
                 && req.to_tag().ok().flatten().is_none();
@@ -32,7 +34,7 @@ impl Engine {
             return Vec::new();
         }
         let crosses = inbound.is_some_and(|i| i != outbound);
-        let (out_flow, back_flow) = self.record_route_flows(req, from, to, over_flow);
+        let (out_flow, back_flow) = self.record_route_flows(sender, from, to, over_flow);
         let tokens = out_flow.is_some() || back_flow.is_some();
         let wanted = match self.cfg.record_route {
             RecordRoute::Always => true,

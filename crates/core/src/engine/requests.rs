@@ -13,6 +13,7 @@ use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
 use crate::proxy::respond::response_destination;
+use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::proxy::validate::loop_hash;
 use crate::transaction::{ServerKey, TxId};
 use herald_sip::{Message, Method};
@@ -66,7 +67,11 @@ impl Engine {
             return;
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
-        let plan = self.plan_targets(now, &msg, from, authenticated);
+        // §16.4 once: the plan reads it, and the branches remove the same Route values.
+        let pre = preprocess(&msg, &self.cfg.identity);
+        let plan = self.plan_targets(now, &msg, &pre, from, authenticated);
+        let removals = pre.as_ref().map(RouteRemovals::of).unwrap_or_default();
+        drop(pre);
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
         if !authenticated {
@@ -82,7 +87,7 @@ impl Engine {
         };
         let peer = self.txs.peer(id);
         self.apply(now, id, peer, actions, out);
-        self.route_request(now, id, from, local, msg, hash, plan, out);
+        self.route_request(now, id, from, local, msg, (hash, removals), plan, out);
     }
 
     /// An ACK without a server transaction: the ACK for a 2xx (end-to-end, routed like any
@@ -112,12 +117,12 @@ impl Engine {
         from: Peer,
         local: SocketAddr,
         msg: Message,
-        hash: u64,
+        (hash, removals): (u64, RouteRemovals),
         plan: Result<Vec<Planned>, Local>,
         out: &mut Vec<Output>,
     ) {
         match plan {
-            Ok(plan) => self.fork(now, id, from, local, msg, hash, plan, out),
+            Ok(plan) => self.fork(now, id, from, local, msg, (hash, removals), plan, out),
             Err(answer) => self.answer_local(now, id, from, &msg, answer, out),
         }
     }

@@ -36,7 +36,8 @@ impl Engine {
             return;
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
-        match self.plan_targets(now, &msg, from, authenticated) {
+        let pre = preprocess(&msg, &self.cfg.identity);
+        match self.plan_targets(now, &msg, &pre, from, authenticated) {
             Err(Local::Register) => {
                 let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
                 self.send_when_durable(now, response_destination(&msg, from), response.freeze(), ticket, out);
@@ -64,7 +65,10 @@ impl Engine {
         authenticated: bool,
         out: &mut Vec<Output>,
     ) {
-        let Ok(plan) = self.plan_targets(now, msg, from, authenticated) else { return };
+        // §16.4 once, for the plan and the edits.
+        let pre = preprocess(msg, &self.cfg.identity);
+        let Ok(plan) = self.plan_targets(now, msg, &pre, from, authenticated) else { return };
+        let Ok(mut pre) = pre else { return };
         // The first of the highest q: the plan is in preference order (a gateway set's
         // algorithm, the most recent binding first), and `max_by_key` alone keeps the last.
         let Some(target) = plan.into_iter().rev().max_by_key(|p| p.q) else { return };
@@ -79,7 +83,6 @@ impl Engine {
         let Some(base) = stateless_branch(msg) else { return };
         let branch = loop_branch(base, loop_hash(msg));
         let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let Ok(mut pre) = preprocess(msg, &self.cfg.identity) else { return };
         let append = strict_route_edits(&mut pre, &target);
         let consumed = self.consumed_credentials(msg);
         let contact_fix = request_contact_fix(msg, from, &self.cfg.nat);

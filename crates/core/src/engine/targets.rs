@@ -9,10 +9,10 @@ use super::delivery::plan_bindings;
 use super::hop::{hop_for, Hop};
 use super::Engine;
 use crate::peer::{Peer, Transport};
-use crate::proxy::route::{next_hop, preprocess};
+use crate::proxy::route::{next_hop, Preprocessed};
 use crate::routing::Decision;
 use herald_sip::uri::Uri;
-use herald_sip::{Message, Method};
+use herald_sip::{Message, Method, ParseError};
 use herald_store::Aor;
 use std::time::Instant;
 
@@ -30,10 +30,11 @@ impl Engine {
         &self,
         now: Instant,
         msg: &Message,
+        pre: &Result<Preprocessed<'_>, ParseError>,
         from: Peer,
         authenticated: bool,
     ) -> Result<Vec<Planned>, Local> {
-        let pre = preprocess(msg, &self.cfg.identity).map_err(|_| Local::Reject(400, "Bad Route"))?;
+        let pre = pre.as_ref().map_err(|_| Local::Reject(400, "Bad Route"))?;
         // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
         if let Some(flow) = self.flow_route(&pre, from) {
             return flow.map(|p| vec![p]);

@@ -2,6 +2,7 @@
 
 use super::identity::Identity;
 use herald_sip::headers::{ListValue, NameAddr};
+use herald_sip::span::Span;
 use herald_sip::uri::Uri;
 use herald_sip::{HeaderName, Message, ParseError};
 
@@ -28,6 +29,23 @@ impl<'m> Preprocessed<'m> {
     /// The Route values to remove, parsed, in the order of [`Preprocessed::remove`].
     pub fn removed(&self) -> impl Iterator<Item = &(ListValue<'m>, NameAddr<'m>)> {
         self.remove.iter().filter_map(|r| self.routes.iter().find(|(v, _)| v.span == r.span))
+    }
+}
+
+/// The Route values §16.4 removes ([`Preprocessed::remove`]) by position in the request's
+/// buffer, owned: a request kept for its branches is not preprocessed again when each branch is
+/// sent (the stored copy shares the buffer, so the positions stay valid).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RouteRemovals(Vec<(usize, Span)>);
+
+impl RouteRemovals {
+    pub fn of(pre: &Preprocessed<'_>) -> Self {
+        RouteRemovals(pre.remove.iter().map(|v| (v.field, v.span)).collect())
+    }
+
+    /// The values again, in `msg`: the message they were taken from (or a clone of it).
+    pub fn values<'m>(&self, msg: &'m Message) -> Vec<ListValue<'m>> {
+        self.0.iter().map(|&(field, span)| ListValue { field, span, bytes: msg.slice(span) }).collect()
     }
 }
 
@@ -101,6 +119,10 @@ mod tests {
         assert_eq!(p.request_uri, None);
         assert_eq!(p.remove.len(), 2);
         assert_eq!(p.remove[0].bytes, b"<sip:192.0.2.10;lr>");
+        // Kept by position, they come back the same from a clone of the request.
+        let kept = RouteRemovals::of(&p);
+        let copy = m.clone();
+        assert_eq!(kept.values(&copy), p.remove);
     }
 
     #[test]
