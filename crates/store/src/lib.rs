@@ -39,7 +39,7 @@ pub use aor::Aor;
 pub use binding::{Binding, ContactUpdate, StoreError, Update};
 pub use journal::{AorBindings, Applied, Backfill, Journal, Removed, Ticket};
 pub use scan_cursor::ScanCursor;
-pub use store::{ExpiryAlarm, LocationStore, StoreConfig};
+pub use store::{BindingAlarm, ExpiryAlarm, LocationStore, StoreConfig};
 
 #[cfg(test)]
 mod durable_tests;

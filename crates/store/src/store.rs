@@ -51,6 +51,9 @@ pub struct LocationStore<S> {
     earliest: AtomicU32,
     /// Told when `earliest` moves earlier (see [`LocationStore::set_expiry_alarm`]).
     alarm: OnceLock<ExpiryAlarm>,
+    /// Told of an AoR's bindings after a change stored some (see
+    /// [`LocationStore::set_binding_alarm`]).
+    stored_alarm: OnceLock<BindingAlarm<S>>,
     /// Shard locks `expire` took, for the tests that show its work follows what expires.
     #[cfg(test)]
     pub(crate) expiry_locks: AtomicUsize,
@@ -64,6 +67,10 @@ pub struct LocationStore<S> {
 /// Called with the instant of the store's new earliest expiry, under the lock of the shard that
 /// stored it: it must not call back into the store.
 pub type ExpiryAlarm = Box<dyn Fn(Instant) + Send + Sync>;
+
+/// Called with an AoR's bindings after a change that stored some, under the lock of its shard:
+/// it must not call back into the store.
+pub type BindingAlarm<S> = Box<dyn Fn(&[Binding<S>]) + Send + Sync>;
 
 /// One shard and, readable without its lock, the earliest time its expiry heap holds, so that
 /// `expire` skips shards with nothing due. Cache-line aligned: slots are written by different
@@ -151,6 +158,7 @@ impl<S: Clone> LocationStore<S> {
             cursor: AtomicUsize::new(0),
             earliest: AtomicU32::new(u32::MAX),
             alarm: OnceLock::new(),
+            stored_alarm: OnceLock::new(),
             #[cfg(test)]
             expiry_locks: AtomicUsize::new(0),
             max_bindings: config.max_bindings_per_aor.max(1),
@@ -179,6 +187,23 @@ impl<S: Clone> LocationStore<S> {
     /// installed.
     pub fn set_expiry_alarm(&self, alarm: ExpiryAlarm) -> Result<(), ExpiryAlarm> {
         self.alarm.set(alarm)
+    }
+
+    /// Installs the alarm told of an AoR's bindings after every change that stores some (a
+    /// REGISTER, a durable copy's load, replication), whichever thread made it: how a runtime
+    /// loop that has nothing to do until a certain kind of binding exists (NAT keep-alives)
+    /// sleeps until one does instead of looking on a period. Once only; returns the alarm back
+    /// if one is installed.
+    pub fn set_binding_alarm(&self, alarm: BindingAlarm<S>) -> Result<(), BindingAlarm<S>> {
+        self.stored_alarm.set(alarm)
+    }
+
+    /// Rings the binding alarm, if any, with `bindings` (an AoR's, after a change). Called under
+    /// the shard's write lock.
+    fn stored(&self, bindings: &[Binding<S>]) {
+        if let Some(alarm) = self.stored_alarm.get().filter(|_| !bindings.is_empty()) {
+            alarm(bindings);
+        }
     }
 
     /// When [`Self::expire`] next has work: the earliest expiry (or stale heap entry) stored,
@@ -322,6 +347,7 @@ impl<S: Clone> LocationStore<S> {
                 *stored -= rec.bindings.len();
                 plan.execute(&mut rec.bindings, now_s, update);
                 *stored += rec.bindings.len();
+                self.stored(&rec.bindings);
                 let ticket = self.journal(aor, &rec.bindings, now_s);
                 let result = Applied { bindings: ordered(&rec.bindings, now_s), ticket };
                 match rec.bindings.iter().map(|b| b.expires_at).min() {
@@ -341,6 +367,7 @@ impl<S: Clone> LocationStore<S> {
                 let mut bindings = Vec::new();
                 plan.execute(&mut bindings, now_s, update);
                 *stored += bindings.len();
+                self.stored(&bindings);
                 let ticket = self.journal(aor, &bindings, now_s);
                 let result = Applied { bindings: ordered(&bindings, now_s), ticket };
                 if let Some(at) = bindings.iter().map(|b| b.expires_at).min() {

@@ -361,3 +361,23 @@ fn an_expiry_pass_out_of_budget_leaves_the_rest_due() {
     assert_eq!(store.expire(secs(t0, 11), 100), 15);
     assert_eq!(store.next_expiry(), None);
 }
+
+#[test]
+fn the_binding_alarm_hears_every_change_that_stores_bindings() {
+    let store = Store::with_config(StoreConfig { shards: 4, ..StoreConfig::default() });
+    let t0 = Instant::now();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let alarm = move |bs: &[Binding<u8>]| log.lock().unwrap().push(bs.iter().map(|b| b.contact.to_string()).collect());
+    assert!(store.set_binding_alarm(Box::new(alarm)).is_ok());
+    assert!(store.set_binding_alarm(Box::new(|_| {})).is_err(), "once only");
+    let (a, b) = (aor("sip:a@example.com"), aor("sip:b@example.com"));
+    store.apply(&a, t0, &update("c", 1, &[ContactUpdate::new("sip:a@h", 100)])).unwrap();
+    store.apply(&a, t0, &update("c", 2, &[ContactUpdate::new("sip:a2@h", 100)])).unwrap();
+    let restored = store.lookup(&a, t0)[0].clone();
+    assert!(store.restore(&b, vec![Binding { contact: "sip:b@h".into(), ..restored }], t0));
+    // Removing the last binding stores nothing: no ring.
+    store.apply(&b, t0, &update("c", 9, &[ContactUpdate::new("sip:b@h", 0)])).unwrap();
+    let heard: Vec<Vec<String>> = heard.lock().unwrap().clone();
+    assert_eq!(heard, [vec!["sip:a@h"], vec!["sip:a@h", "sip:a2@h"], vec!["sip:b@h"]]);
+}

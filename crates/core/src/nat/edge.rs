@@ -11,7 +11,7 @@
 use herald_sip::Message;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Flows kept at most (a few MB of map at the cap).
@@ -26,13 +26,30 @@ pub fn requested_expires(req: &Message) -> u32 {
     contact.or_else(|| req.expires().ok().flatten()).unwrap_or(3600)
 }
 
+/// Told when a flow is noted (see [`EdgeFlows::set_alarm`]).
+type FlowAlarm = Box<dyn Fn() + Send + Sync>;
+
 /// UDP flows to keep open and until when; shared by every engine shard and the keep-alive loop.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct EdgeFlows {
     flows: Mutex<HashMap<SocketAddr, Instant>>,
+    alarm: OnceLock<FlowAlarm>,
+}
+
+impl std::fmt::Debug for EdgeFlows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeFlows").field("flows", &self.flows).finish_non_exhaustive()
+    }
 }
 
 impl EdgeFlows {
+    /// Installs the alarm told whenever a flow is noted (not when one is forgotten): how the
+    /// keep-alive loop, asleep while it has nothing to keep open, learns that it has. Called
+    /// outside the table's lock. Once only; returns the alarm back if one is installed.
+    pub fn set_alarm(&self, alarm: FlowAlarm) -> Result<(), FlowAlarm> {
+        self.alarm.set(alarm)
+    }
+
     /// A REGISTER from `flow` was forwarded with herald's Path and asked for `expires` seconds
     /// (0: an unregistration, the flow is forgotten).
     pub fn note(&self, flow: SocketAddr, now: Instant, expires: u32) {
@@ -48,6 +65,10 @@ impl EdgeFlows {
             }
         }
         flows.insert(flow, now + Duration::from_secs(u64::from(expires)).min(MAX_KEEP));
+        drop(flows);
+        if let Some(alarm) = self.alarm.get() {
+            alarm();
+        }
     }
 
     /// The flows still registered at `now`; expired ones are forgotten.

@@ -16,6 +16,7 @@
 //! never the whole store under one lock. Its state is bounded by the store: one entry per NATed
 //! binding at most (misses), and pings in flight are capped ([`MAX_IN_FLIGHT`]).
 
+use super::wake::Wake;
 use crate::config::{Keepalive, Nat};
 use crate::pings::{PingReport, Pinger};
 use crate::udp::{send_batch, Outgoing};
@@ -23,7 +24,7 @@ use bytes::Bytes;
 use herald_core::nat::{binding_behind_nat, EdgeFlows, NatDetect};
 use herald_core::registrar::{Aor, Location};
 use herald_core::{Peer, PingOutcome, PingTarget, Transport};
-use herald_store::ScanCursor;
+use herald_store::{Binding, ScanCursor};
 use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, UdpSocket};
@@ -45,6 +46,14 @@ pub(crate) struct KeepaliveCounters {
     pub sent: Counter,
     pub answered: Counter,
     pub dropped: Counter,
+    /// Rounds run (none while there is nothing to keep alive).
+    pub rounds: Counter,
+}
+
+/// Whether `b` is due keep-alives: UDP, behind NAT, and not behind a Path (a proxy in front of
+/// the phone keeps its own NAT open, and the source is that proxy, not the phone).
+pub(crate) fn needs_keepalive(b: &Binding<Peer>, detect: NatDetect) -> bool {
+    b.source.transport == Transport::Udp && b.path.is_none() && binding_behind_nat(&b.contact, b.source, detect)
 }
 
 /// One binding: its AoR and contact (what `remove_binding` needs).
@@ -107,19 +116,12 @@ impl Keepalives {
         }
     }
 
-    /// The bindings of one page that are due a keep-alive: UDP, behind NAT, and not behind a
-    /// Path (a proxy in front of the phone keeps its own NAT open, and the source is that
-    /// proxy, not the phone).
+    /// The bindings of one page that are due a keep-alive ([`needs_keepalive`]).
     fn page(&self, cursor: ScanCursor, now: Instant) -> (Vec<(Key, Peer)>, Option<ScanCursor>) {
         let mut due = Vec::new();
         let next = self.store.scan(cursor, PAGE, now, |aor| {
-            for b in aor.live() {
-                if b.source.transport == Transport::Udp
-                    && b.path.is_none()
-                    && binding_behind_nat(&b.contact, b.source, self.detect)
-                {
-                    due.push(((aor.aor().clone(), b.contact.clone()), b.source));
-                }
+            for b in aor.live().filter(|b| needs_keepalive(b, self.detect)) {
+                due.push(((aor.aor().clone(), b.contact.clone()), b.source));
             }
         });
         (due, next)
@@ -128,21 +130,24 @@ impl Keepalives {
     /// One round over the whole store, a page at a time. The pages are spread over half the
     /// interval (paced by the last round's page count), so that a large store sends its
     /// keep-alives as a steady trickle rather than a burst every interval (for OPTIONS: fewer
-    /// in flight at once than the engines' cap).
-    pub(crate) async fn round(&mut self) {
+    /// in flight at once than the engines' cap). Returns how many bindings and edge flows it
+    /// found due (0: nothing to keep alive).
+    pub(crate) async fn round(&mut self) -> usize {
         let started = Instant::now();
         self.expire_in_flight(started);
         let mut seen: HashSet<Key> = HashSet::new();
         let mut cursor = Some(ScanCursor::START);
         let pause = (self.last_pages > 1).then(|| (self.interval / 2) / self.last_pages);
         let mut pages = 0u32;
+        let mut found = 0;
         while let Some(c) = cursor {
             pages = pages.saturating_add(1);
             let now = Instant::now();
             let (due, next) = self.page(c, now);
             cursor = next;
+            found += due.len();
             match self.mode {
-                Keepalive::Off => return,
+                Keepalive::Off => return found,
                 Keepalive::Crlf => self.send_crlf(due.iter().map(|(_, p)| p.addr)),
                 Keepalive::Options => {
                     for (key, peer) in due {
@@ -158,14 +163,18 @@ impl Keepalives {
         }
         self.last_pages = pages;
         if let Some(edge) = &self.edge {
-            self.send_crlf(edge.due(Instant::now()).into_iter());
+            let flows = edge.due(Instant::now());
+            found += flows.len();
+            self.send_crlf(flows.into_iter());
         }
         // A binding that is gone (expired, unregistered, registered again from elsewhere)
         // forgets its misses.
         if self.mode == Keepalive::Options {
             self.misses.retain(|k, _| seen.contains(k));
         }
-        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "NAT keep-alive round done");
+        self.counters.rounds.inc();
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, found, "NAT keep-alive round done");
+        found
     }
 
     fn send_crlf(&self, due: impl Iterator<Item = SocketAddr> + Clone) {
@@ -248,14 +257,33 @@ impl Keepalives {
     }
 }
 
-/// Runs keep-alive rounds every `interval` until dropped (the task is aborted at the drain).
-pub(crate) async fn run(mut ka: Keepalives, interval: Duration, mut reports: Option<mpsc::Receiver<PingReport>>) {
+/// Runs keep-alive rounds every `interval` until dropped (the task is aborted at the drain);
+/// after a round that found nothing to keep alive, waits for an arrival instead (`wake`), and
+/// the next round comes an interval after it (the REGISTER just opened the NAT's mapping).
+pub(crate) async fn run(
+    mut ka: Keepalives,
+    interval: Duration,
+    wake: Arc<Wake>,
+    mut reports: Option<mpsc::Receiver<PingReport>>,
+) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await; // the first tick is immediate: bindings registered at start-up are fresh
+    let mut idle = false;
     loop {
         tokio::select! {
-            _ = tick.tick() => ka.round().await,
+            _ = tick.tick(), if !idle => {
+                wake.watch();
+                idle = ka.round().await == 0 && wake.can_idle();
+                if !idle {
+                    wake.unwatch();
+                }
+            }
+            _ = wake.arrival(), if idle => {
+                wake.unwatch();
+                idle = false;
+                tick.reset();
+            }
             Some(r) = async { match reports.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
                 ka.on_report(r, Instant::now());
             }

@@ -9,10 +9,12 @@
 //! | `herald_nat_keepalives_sent_total` | keep-alives sent (CRLF datagrams or OPTIONS) |
 //! | `herald_nat_keepalives_answered_total` | OPTIONS keep-alives answered (any final response) |
 //! | `herald_nat_keepalive_bindings_dropped_total` | bindings removed after `keepalive_max_failures` unanswered OPTIONS in a row |
+//! | `herald_nat_keepalive_rounds_total` | keep-alive rounds run (none while no NATed UDP binding or edge flow is stored) |
 
 mod keepalive;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 use crate::bind::WorkerSockets;
 use crate::config::{Keepalive, Nat};
@@ -23,6 +25,7 @@ use keepalive::{KeepaliveCounters, Keepalives, MAX_IN_FLIGHT};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use tokio::runtime::Handle;
+use wake::Wake;
 
 /// The running keep-alive loop; dropping it stops the loop.
 pub(crate) struct KeepaliveTask(tokio::task::JoinHandle<()>);
@@ -86,7 +89,13 @@ pub(crate) fn start(
         "Bindings removed after [nat] keepalive_max_failures unanswered OPTIONS keep-alives in a row",
         counters.dropped.clone(),
     );
+    stats.export_metric(
+        "herald_nat_keepalive_rounds",
+        "NAT keep-alive rounds run (none while no NATed UDP binding or edge flow is stored)",
+        counters.rounds.clone(),
+    );
     tracing::info!(mode = ?nat.keepalive, interval_s = interval.as_secs(), "NAT keep-alives started");
+    let wake = Wake::install(&store, Some(&edge), nat.engine().detect);
     let ka = Keepalives::new(nat, store, Some(edge), senders, pinger, counters);
-    Some(KeepaliveTask(runtime.spawn(keepalive::run(ka, interval, reports))))
+    Some(KeepaliveTask(runtime.spawn(keepalive::run(ka, interval, wake, reports))))
 }

@@ -90,6 +90,7 @@ impl<S: Clone> LocationStore<S> {
                 return false;
             }
         }
+        self.stored(&bindings);
         put(self, shard, slot, aor, hash, bindings);
         true
     }
