@@ -95,7 +95,8 @@ pub(crate) fn start(
         counters.rounds.clone(),
     );
     tracing::info!(mode = ?nat.keepalive, interval_s = interval.as_secs(), "NAT keep-alives started");
-    let wake = Wake::install(&store, Some(&edge), nat.engine().detect);
+    let detect = nat.engine().detect;
+    let wake = Wake::install(&store, Some(&edge), move |b| keepalive::needs_keepalive(b, detect));
     let ka = Keepalives::new(nat, store, Some(edge), senders, pinger, counters);
     Some(KeepaliveTask(runtime.spawn(keepalive::run(ka, interval, wake, reports))))
 }

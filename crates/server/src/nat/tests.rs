@@ -1,6 +1,6 @@
 //! The keep-alive loop against a real location store and real loopback sockets.
 
-use super::keepalive::{run, KeepaliveCounters, Keepalives};
+use super::keepalive::{needs_keepalive, run, KeepaliveCounters, Keepalives};
 use super::wake::Wake;
 use crate::config::{Keepalive, Nat};
 use crate::pings::{PingReport, PingRouter};
@@ -148,7 +148,8 @@ async fn an_idle_loop_sleeps_until_something_needs_keepalives() {
     let store = Arc::new(Location::new());
     let edge = Arc::new(herald_core::nat::EdgeFlows::default());
     let nat = Nat { keepalive_interval_s: 1, ..nat(Keepalive::Crlf) };
-    let wake = Wake::install(&store, Some(&edge), nat.engine().detect);
+    let detect = nat.engine().detect;
+    let wake = Wake::install(&store, Some(&edge), move |b| needs_keepalive(b, detect));
     let counters = KeepaliveCounters::default();
     let ka = Keepalives::new(&nat, store.clone(), Some(edge.clone()), herald_socket(), None, counters.clone());
     let task = tokio::spawn(run(ka, Duration::from_secs(1), wake, None));

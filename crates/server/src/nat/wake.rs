@@ -8,9 +8,10 @@
 //! The alarms run on the thread that made the change (a worker, under the AoR's shard lock): one
 //! atomic load while the loop is not watching, the NAT test of the AoR's bindings while it is.
 
-use super::keepalive::needs_keepalive;
-use herald_core::nat::{EdgeFlows, NatDetect};
+use herald_core::nat::EdgeFlows;
 use herald_core::registrar::Location;
+use herald_core::Peer;
+use herald_store::Binding;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -27,13 +28,18 @@ pub(crate) struct Wake {
 }
 
 impl Wake {
-    /// Installs the store's binding alarm and the edge flows' alarm (each once only: a second
-    /// loop over the same store would keep its interval, never idle).
-    pub(crate) fn install(store: &Location, edge: Option<&EdgeFlows>, detect: NatDetect) -> Arc<Wake> {
+    /// Installs the store's binding alarm, which rings for bindings that `needs` keep-alives,
+    /// and the edge flows' alarm (each once only: a second loop over the same store would keep
+    /// its interval, never idle).
+    pub(crate) fn install(
+        store: &Location,
+        edge: Option<&EdgeFlows>,
+        needs: impl Fn(&Binding<Peer>) -> bool + Send + Sync + 'static,
+    ) -> Arc<Wake> {
         let wake = Arc::new(Wake::new(true));
         let w = wake.clone();
         let stored = store.set_binding_alarm(Box::new(move |bindings| {
-            if w.watching.load(Ordering::SeqCst) && bindings.iter().any(|b| needs_keepalive(b, detect)) {
+            if w.watching.load(Ordering::SeqCst) && bindings.iter().any(&needs) {
                 w.notify.notify_one();
             }
         }));
