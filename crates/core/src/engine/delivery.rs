@@ -3,6 +3,7 @@
 //! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
 use super::context::{Planned, PlannedDest};
+use super::hop::{hop_for, Hop};
 use crate::nat::{parsed_binding_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, Uri};
@@ -64,7 +65,7 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
                 // idle timeout): the contact itself is the second try.
                 (dest, vec![contact_plan(b, PlannedDest::Uri(b.contact.to_string()))], None)
             } else {
-                (dest, Vec::new(), None)
+                (addressed(dest, contact.as_ref()), Vec::new(), None)
             }
         }
     };
@@ -101,6 +102,15 @@ pub(super) fn delivery(contact: &str, parsed: Option<&Uri<'_>>, source: Peer, na
         PlannedDest::Peer(source)
     } else {
         PlannedDest::Uri(contact.to_owned())
+    }
+}
+
+/// A contact with an IP address goes there (RFC 3263 §4 without DNS, `hop_for`): named as the
+/// peer now, from the parse already made, instead of parsed again when the branch starts.
+fn addressed(dest: PlannedDest, contact: Option<&Uri<'_>>) -> PlannedDest {
+    match (&dest, contact.and_then(hop_for)) {
+        (PlannedDest::Uri(_), Some(Hop::Peer(p))) => PlannedDest::Peer(p),
+        _ => dest,
     }
 }
 

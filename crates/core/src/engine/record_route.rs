@@ -47,7 +47,11 @@ impl Engine {
         // SIPS in the Request-URI (as received, or as this branch rewrites it) or in the top
         // Route left after ours asks for a SIPS Record-Route.
         let secure = req.request_uri().is_ok_and(|u| u.is_sips())
-            || branch_uri.is_some_and(|u| Uri::parse(u.as_bytes()).is_ok_and(|u| u.is_sips()))
+            || branch_uri.is_some_and(|u| {
+                // Only a `sips:` URI can be one: no parse for the others.
+                u.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("sips:"))
+                    && Uri::parse(u.as_bytes()).is_ok_and(|u| u.is_sips())
+            })
             || req
                 .routes()
                 .map_while(Result::ok)
