@@ -47,35 +47,34 @@ pub fn send_batch<T: Outbound>(socket: &impl AsFd, items: &[T], wait: Wait) -> (
     let mut sent = 0;
     while sent < items.len() {
         let chunk = &items[sent..items.len().min(sent + BATCH)];
-        // Written only for the items that have a destination, and read only through the headers
-        // of those items.
+        // Only the first chunk.len() entries are written and passed to the kernel: zeroing
+        // whole arrays on every call cost ~5 KB of memset per flush, about 1,100 instructions
+        // per proxied call (callgrind). `names` is written only for items with a destination.
         let mut names = [const { MaybeUninit::<SockAddr>::uninit() }; BATCH];
-        // SAFETY: iovec and mmsghdr are plain old data; all-zero (null pointers, zero lengths,
-        // no control buffer, no flags) is a valid value and what sendmmsg expects of the fields
-        // not set below.
-        let mut iov: [libc::iovec; BATCH] = unsafe { zeroed() };
-        // SAFETY: as for `iov`.
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
-        for (v, item) in iov.iter_mut().zip(chunk) {
+        let mut iov = [const { MaybeUninit::<libc::iovec>::uninit() }; BATCH];
+        let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
+        for (i, item) in chunk.iter().enumerate() {
             let payload = item.payload();
             // The kernel only reads through iov_base on send; the cast to *mut is the C API's.
-            *v = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
-        }
-        let iov_ptr = iov.as_mut_ptr();
-        for (i, ((h, item), name)) in hdrs.iter_mut().zip(chunk).zip(names.iter_mut()).enumerate() {
+            let v =
+                iov[i].write(libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() });
+            // SAFETY: mmsghdr is plain old data; all-zero (null pointers, zero lengths, no
+            // control buffer, no flags) is a valid value and what sendmmsg expects of the
+            // fields not set below.
+            let h = hdrs[i].write(unsafe { zeroed() });
             let h = &mut h.msg_hdr;
-            h.msg_iov = iov_ptr.wrapping_add(i);
+            h.msg_iov = v;
             h.msg_iovlen = 1;
             if let Some(to) = item.destination() {
-                let name = name.write(SockAddr::from(to));
+                let name = names[i].write(SockAddr::from(to));
                 h.msg_name = name.as_ptr() as *mut libc::c_void;
                 h.msg_namelen = name.len();
             }
         }
-        // SAFETY: the first chunk.len() headers point at `iov`, `names` (the written entries
-        // only) and the payloads of `chunk`, all alive and unmoved until the call returns; the
+        // SAFETY: the first chunk.len() headers, all written above, point at `iov`, `names` (the
+        // written entries only) and the payloads of `chunk`, all alive and unmoved until the call returns; the
         // kernel only reads them (and writes msg_len into `hdrs`). The descriptor is borrowed.
-        let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, flags) };
+        let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr().cast(), chunk.len() as libc::c_uint, flags) };
         if n < 0 {
             return (sent, Some(io::Error::last_os_error()));
         }
