@@ -10,6 +10,9 @@ macro_rules! header_names {
         pub enum HeaderName { $($variant,)* Other }
 
         impl HeaderName {
+            /// Every name, `Other` last, in declaration order (`as usize` is the position).
+            pub(crate) const ALL: &'static [HeaderName] = &[$(HeaderName::$variant,)* HeaderName::Other];
+
             /// Canonical (long) name, e.g. "Call-ID" for both "call-id" and "i".
             pub fn canonical(self) -> Option<&'static str> {
                 match self { $(HeaderName::$variant => Some($canonical),)* HeaderName::Other => None }
@@ -234,7 +237,7 @@ impl HeaderName {
     }
 
     /// Headers that may appear at most once (RFC 3261 §20 and RFC 4475 §3.3.8).
-    pub fn is_single(self) -> bool {
+    pub const fn is_single(self) -> bool {
         matches!(
             self,
             HeaderName::From
@@ -249,6 +252,27 @@ impl HeaderName {
                 | HeaderName::RetryAfter
                 | HeaderName::Date
         )
+    }
+}
+
+/// The single-valued names ([`HeaderName::is_single`]) as a set of [`HeaderName::bit`]s.
+pub(crate) const SINGLE_VALUED: u64 = {
+    assert!(HeaderName::ALL.len() <= 64, "a name set is one u64");
+    let (mut set, mut i) = (0u64, 0);
+    while i < HeaderName::ALL.len() {
+        if HeaderName::ALL[i].is_single() {
+            set |= HeaderName::ALL[i].bit();
+        }
+        i += 1;
+    }
+    set
+};
+
+impl HeaderName {
+    /// The name's bit in a set of names held in one `u64` (there are fewer than 64 names).
+    #[inline]
+    pub(crate) const fn bit(self) -> u64 {
+        1 << (self as u32 % 64)
     }
 }
 
@@ -273,6 +297,18 @@ mod tests {
         assert_eq!(HeaderName::from_bytes(b"q"), HeaderName::Other);
         assert_eq!(HeaderName::CallId.compact(), Some("i"));
         assert_eq!(HeaderName::CSeq.compact(), None);
+    }
+
+    /// Head scanning takes a recognised name for a token without checking its bytes.
+    #[test]
+    fn every_known_name_is_a_token() {
+        for name in HeaderName::ALL {
+            for text in [name.canonical(), name.compact()].into_iter().flatten() {
+                assert!(text.bytes().all(crate::scan::is_token), "{text}");
+                assert_eq!(HeaderName::from_bytes(text.as_bytes()), *name);
+            }
+        }
+        assert_eq!(super::SINGLE_VALUED.count_ones(), 11);
     }
 
     /// The word comparison must be exactly case-insensitive for letters and exact for the rest:

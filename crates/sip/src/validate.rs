@@ -1,8 +1,9 @@
 //! Receipt checks (RFC 3261 §8.2.1-§8.2.2, §16.3 steps 1-2, RFC 4475 §3.1.2 and §3.3).
 
-use crate::checked::{span_in, Checked, SipUriSpans, ViaSpans};
+use crate::checked::{known_method, Checked, SipUriSpans, TextSpan, ViaSpans};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
+use crate::headers::{ListIter, Via};
 use crate::message::Message;
 use crate::span::Span;
 
@@ -49,16 +50,23 @@ impl Message {
         if self.field(HeaderName::Via).is_none() {
             return Err(ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"));
         }
+        // Every Via value, as `vias()` yields them (the same values, the same errors), without
+        // the iterator adapters: this runs for every message.
         let mut top_via = None;
-        for via in self.vias() {
-            let via = via?;
-            top_via.get_or_insert_with(|| ViaSpans::of(buf, &via));
+        let mut via_count = 0u32;
+        for h in self.fields(HeaderName::Via) {
+            for value in ListIter::new(self.value_of(h)) {
+                let (at, bytes) = value.map_err(|e| self.value_error(h, e))?;
+                let via = Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at)))?;
+                top_via.get_or_insert_with(|| ViaSpans::of(buf, &via));
+                via_count += 1;
+            }
         }
         let top_via =
             top_via.ok_or_else(|| ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"))?;
-        let from_tag = self.from_tag()?.map(|t| span_in(buf, t.as_bytes()));
-        let to_tag = self.to_tag()?.map(|t| span_in(buf, t.as_bytes()));
-        let call_id = span_in(buf, self.call_id()?.as_bytes());
+        let from_tag = self.from_tag()?.map(|t| TextSpan::within(buf, t));
+        let to_tag = self.to_tag()?.map(|t| TextSpan::within(buf, t));
+        let call_id = TextSpan::within(buf, self.call_id()?);
         let cseq = self.cseq()?;
         if let Some(method) = method {
             if cseq.method != method {
@@ -73,8 +81,18 @@ impl Message {
         // method reads (known methods match exactly, extensions are kept as written).
         let cseq_value = self.field(HeaderName::CSeq).map_or(Span::default(), |h| h.value);
         let method_len = cseq.method.as_str().len() as u32;
-        let cseq_method = Span { start: cseq_value.end - method_len, end: cseq_value.end };
-        Ok(Checked { request_uri, top_via, from_tag, to_tag, call_id, cseq_seq: cseq.seq, cseq_method })
+        let cseq_method = TextSpan::ascii(buf, Span { start: cseq_value.end - method_len, end: cseq_value.end });
+        Ok(Checked {
+            method: method.and_then(known_method),
+            request_uri,
+            top_via,
+            via_count,
+            from_tag,
+            to_tag,
+            call_id,
+            cseq_seq: cseq.seq,
+            cseq_method,
+        })
     }
 
     /// [`Message::validate`] plus the grammar of every header herald knows (what
@@ -91,19 +109,23 @@ impl Message {
 
     /// RFC 4475 §3.3.8: From, To, Call-ID, CSeq, Max-Forwards and the other single-valued
     /// headers appear at most once.
+    /// The scan noted whether there is one (module `message::index`); only then are the lines
+    /// searched for the first.
     fn check_no_duplicates(&self) -> Result<(), ParseError> {
+        if !self.repeats_single() {
+            return Ok(());
+        }
         let mut seen: u64 = 0;
         for h in self.headers() {
             if h.name.is_single() {
-                let bit = 1u64 << (h.name as u8 as u32 % 64);
-                if seen & bit != 0 {
+                if seen & h.name.bit() != 0 {
                     return Err(ParseError::in_header(
                         ErrorKind::DuplicateHeader,
                         h.line.start as usize,
                         self.name_of(h),
                     ));
                 }
-                seen |= bit;
+                seen |= h.name.bit();
             }
         }
         Ok(())

@@ -1049,9 +1049,9 @@ proptest! {
         prop_assert_eq!(edited.body(), msg.body());
     }
 
-    /// (e) After `check` the top Via, tags, Call-ID and CSeq come from the message's memo: they
-    /// read exactly as a fresh parse of the same bytes does, and `check` passes exactly when
-    /// `validate` does. Mutations reach the awkward shapes (comma-separated and folded Vias,
+    /// (e) After `check` the method, the top Via and the number of Vias, the tags, Call-ID and
+    /// CSeq come from the message's memo: they read exactly as a fresh parse of the same bytes
+    /// does, and `check` passes exactly when `validate` does. Mutations reach the awkward shapes (comma-separated and folded Vias,
     /// IPv6 sent-by, extension methods, missing tags).
     #[test]
     fn checked_messages_read_as_fresh_ones(m in model(), muts in prop::collection::vec(mutation(), 0..4)) {
@@ -1067,6 +1067,9 @@ proptest! {
                 prop_assert_eq!(memo.call_id().ok(), fresh.call_id().ok());
                 prop_assert_eq!(memo.cseq().ok(), fresh.cseq().ok());
                 prop_assert_eq!(memo.request_uri().ok(), fresh.request_uri().ok());
+                prop_assert_eq!(memo.method(), fresh.method());
+                prop_assert_eq!(memo.via_count(), fresh.via_count());
+                prop_assert_eq!(memo.via_count(), fresh.vias().count());
                 prop_assert!(memo.validate().is_ok());
             }
         }

@@ -93,6 +93,16 @@ impl Message {
         Err(self.missing(HeaderName::Via))
     }
 
+    /// How many Via values the message carries (RFC 3261 §7.3.1: one line may hold several),
+    /// as `vias().count()` counts them: from the memo of a checked message, which parsed them
+    /// all, without parsing any.
+    pub fn via_count(&self) -> usize {
+        match &self.checked {
+            Some(c) => c.via_count as usize,
+            None => self.list_values(HeaderName::Via).count(),
+        }
+    }
+
     pub fn from_header(&self) -> Result<NameAddr<'_>, ParseError> {
         self.required(HeaderName::From, NameAddr::parse)
     }

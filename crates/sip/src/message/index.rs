@@ -1,0 +1,120 @@
+//! Shortcuts into the header index, noted while [`super::Head::scan`] walks the header lines
+//! anyway: where the first line of each frequent header is, and whether a single-valued
+//! header is repeated (RFC 4475 §3.3.8).
+//!
+//! A proxy looks headers up by name many times per message (the receipt checks, the
+//! transaction key, the forwarding edits); callgrind counted these linear searches among the
+//! larger costs of [`crate::Message::validate`]. With the first line of each frequent name at
+//! hand a lookup is one load, and the duplicate check needs no second walk over the lines.
+
+use super::HeaderField;
+use crate::header_name::{HeaderName, SINGLE_VALUED};
+
+/// How many header names have their first line noted: the first variants of [`HeaderName`],
+/// which lists the most frequent first (Via, From, To, Call-ID, CSeq, Max-Forwards, ...).
+const NOTED: usize = 16;
+
+/// The position of a line past this one is not stored (the byte saturates): a lookup then
+/// searches from this line on.
+const FAR: u8 = u8::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct HeaderIndex {
+    /// Per noted name: 0 when no line has it, else 1 + the index of its first line (or [`FAR`]).
+    first: [u8; NOTED],
+    /// The names of more than one line, as a set of [`HeaderName::bit`]s.
+    repeated: u64,
+}
+
+/// What [`HeaderIndex`] is built from, line by line, during the scan.
+#[derive(Default)]
+pub(crate) struct IndexBuilder {
+    index: HeaderIndex,
+    /// The names seen so far, as a set of [`HeaderName::bit`]s.
+    seen: u64,
+}
+
+impl IndexBuilder {
+    /// Notes that line `at` of the header index is named `name`.
+    #[inline]
+    pub fn note(&mut self, name: HeaderName, at: usize) {
+        let k = name as usize;
+        if let Some(first) = self.index.first.get_mut(k) {
+            if *first == 0 {
+                *first = (at + 1).min(FAR as usize) as u8;
+            }
+        }
+        // Without a branch: the repeated lines themselves are found only when a
+        // single-valued name turns out to be repeated, which well-formed messages never are.
+        self.index.repeated |= self.seen & name.bit();
+        self.seen |= name.bit();
+    }
+
+    pub fn finish(self) -> HeaderIndex {
+        self.index
+    }
+}
+
+impl HeaderIndex {
+    /// The index of the first line named `name`.
+    #[inline]
+    pub fn first(&self, headers: &[HeaderField], name: HeaderName) -> Option<usize> {
+        let from = match self.first.get(name as usize) {
+            Some(0) => return None,
+            Some(&FAR) => FAR as usize - 1,
+            Some(&i) => return Some(i as usize - 1),
+            None => 0,
+        };
+        headers.get(from..)?.iter().position(|h| h.name == name).map(|i| from + i)
+    }
+
+    /// Where a search for the lines named `name` may start (`headers.len()` when there are none).
+    #[inline]
+    pub fn search_from(&self, headers: &[HeaderField], name: HeaderName) -> usize {
+        match self.first.get(name as usize) {
+            Some(0) => headers.len(),
+            Some(&i) => i as usize - 1,
+            None => 0,
+        }
+    }
+
+    /// Whether some single-valued header has more than one line (RFC 4475 §3.3.8).
+    pub fn repeats_single(&self) -> bool {
+        self.repeated & SINGLE_VALUED != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::Span;
+
+    fn line(name: HeaderName) -> HeaderField {
+        HeaderField { name, name_span: Span::default(), value: Span::default(), line: Span::default() }
+    }
+
+    /// Lookups through the index agree with a plain search, also past the lines whose position
+    /// no longer fits a byte and for names that are not noted.
+    #[test]
+    fn lookups_match_a_linear_search() {
+        let names = [HeaderName::Via, HeaderName::Subject, HeaderName::Other, HeaderName::CSeq, HeaderName::Via];
+        for filler in [0usize, 3, 300] {
+            let mut headers: Vec<HeaderField> = (0..filler).map(|_| line(HeaderName::Date)).collect();
+            headers.extend(names.iter().map(|n| line(*n)));
+            let mut b = IndexBuilder::default();
+            for (at, h) in headers.iter().enumerate() {
+                b.note(h.name, at);
+            }
+            let index = b.finish();
+            for name in names.iter().chain(&[HeaderName::From, HeaderName::Date, HeaderName::Warning]) {
+                let want = headers.iter().position(|h| h.name == *name);
+                assert_eq!(index.first(&headers, *name), want, "{name:?} after {filler}");
+                let from = index.search_from(&headers, *name);
+                assert_eq!(headers[from..].iter().position(|h| h.name == *name).map(|i| from + i), want);
+                assert!(headers[..from].iter().all(|h| h.name != *name));
+            }
+            // Date is single-valued: with filler lines of it, the second one repeats it; Via is not.
+            assert_eq!(index.repeats_single(), filler > 1);
+        }
+    }
+}
