@@ -41,7 +41,11 @@ impl Engine {
         }
         let ruri_text = match &pre.request_uri {
             Some(u) => u.clone(),
-            None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
+            // The text of the parsed Request-URI is the one written (no UTF-8 check again).
+            None => match pre.received_uri {
+                Some(u) => u.as_str().to_owned(),
+                None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
+            },
         };
         if let Some((_, route)) = pre.first_remaining() {
             // Loose routing: the next hop is the first remaining Route (§16.12).
