@@ -16,13 +16,8 @@ A=$1 B=$2
 ROUNDS=${ROUNDS:-2} RATE=${RATE:-300} SECS=${SECS:-20} N=${N:-19800} WORKERS=${WORKERS:-2}
 IDLE_MODE=${IDLE_MODE:-tcp}
 PORT=17701 TPORT=17702
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid='' clients_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-trap 'stop "$clients_pid" "$server_pid"; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+. scripts/lib/preamble.sh
+scratch server_pid clients_pid
 ulimit -n "$(ulimit -Hn)"
 [ "$N" -gt $(($(ulimit -n) - 300)) ] && N=$(($(ulimit -n) - 300))
 

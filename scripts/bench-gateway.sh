@@ -23,13 +23,8 @@ cd "$(dirname "$0")/.."
 DIR=${1:-target/release}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-300} SECS=${SECS:-20} WORKERS=${WORKERS:-2}
 PORT=17711 CALLEE=17719
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-trap 'stop "$server_pid"; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+. scripts/lib/preamble.sh
+scratch server_pid
 
 gateway_toml() { # the route and the set of case B
     cat <<TOML
@@ -89,7 +84,7 @@ instructions() { # LABEL CALLS -> "server_instructions calls"
 }
 
 if [ "${MODE:-cpu}" = instructions ]; then
-    command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
+    need valgrind "apt-get install valgrind"
     LOW=${LOW:-100} HIGH=${HIGH:-300}
     for side in A B; do
         read -r s_low n_low < <(instructions "$side" "$LOW")

@@ -33,23 +33,10 @@ MAX_P99_MS=${MAX_P99_MS:-500}
 GEN_ARGS=${GEN_ARGS:---single-socket} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-one-peer.md}
 PORT=18630
-HZ=$(getconf CLK_TCK)
 GEN=$1 # the generator: the first binary, the same in every run
 
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-trap 'stop "$server_pid"; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-
-thread_ticks() { # PID: "THREAD-NAME TICKS" for every thread, summed by name
-    local t
-    for t in /proc/"$1"/task/*; do
-        printf '%s %s\n' "$(cat "$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
-    done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
-}
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+. scripts/lib/preamble.sh
+scratch server_pid
 
 # run LABEL BINARY WORKERS ROUND
 run() {

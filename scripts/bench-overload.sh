@@ -36,26 +36,16 @@ WORKERS=1
 PORT=17650 MPORT=17651
 CG=/sys/fs/cgroup/cpu/herald-overload
 
+. scripts/lib/preamble.sh
 [ -d /sys/fs/cgroup/cpu ] || { echo "needs cgroup v1 cpu controller at /sys/fs/cgroup/cpu" >&2; exit 2; }
-cargo build --release -j2 --bin herald >&2
-HERALD=target/release/herald
-HZ=$(getconf CLK_TCK)
+build_herald
 mkdir -p "$OUT" "$CG"
 # The quota first: the kernel refuses a period that would leave the current quota above it.
 echo -1 >"$CG/cpu.cfs_quota_us"
 echo "$PERIOD_US" >"$CG/cpu.cfs_period_us"
 echo $((QUOTA_PCT * PERIOD_US / 100)) >"$CG/cpu.cfs_quota_us"
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    stop "$server_pid"
-    rmdir "$CG" 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit() { rmdir "$CG" 2>/dev/null || true; }
+scratch server_pid
 
 start_herald() { # OVERLOAD(true|false)
     stop "$server_pid"

@@ -46,26 +46,14 @@ OUT=${OUT:-target/bench-per-core.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 HPORT=18610 KPORT=18611
 WORKERS=1 # one herald worker, one Kamailio UDP child (herald_bench_config, start_kamailio_bench)
-HZ=$(getconf CLK_TCK)
 
-[ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
-command -v taskset >/dev/null || { echo "taskset not found (util-linux)" >&2; exit 2; }
-[ -x "$HERALD" ] || { cargo build --release -j2 --bin herald >&2; }
+. scripts/lib/preamble.sh
+need_kamailio
+need taskset util-linux
+herald_or_build
 [ "$SERVER_CPU" != "$GEN_CPU" ] || echo "warning: server and generator share CPU $GEN_CPU" >&2
 
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    local kids=''
-    [ -n "$server_pid" ] && kids=$(pgrep -P "$server_pid" || true)
-    # shellcheck disable=SC2086
-    stop "$server_pid" $kids
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+scratch server_pid
 
 # capacity NAME PORT PID...: scripts/lib/multi_capacity.py with one generator on GEN_CPU against
 # the server on PORT (its processes PID...: their CPU per call); writes "SEARCHED CONFIRMED"

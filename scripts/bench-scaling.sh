@@ -41,32 +41,11 @@ PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-scaling.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 HPORT=18620 KPORT=18621
-HZ=$(getconf CLK_TCK)
 CPUS=$(nproc)
 
-[ -x "$HERALD" ] || { cargo build --release -j2 --bin herald >&2; }
-
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    local kids=''
-    [ -n "$server_pid" ] && kids=$(tree "$server_pid" | tr '\n' ' ')
-    # shellcheck disable=SC2086
-    stop $kids
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-thread_ticks() { # PID: "THREAD-NAME TICKS" for every thread, summed by name
-    local t
-    for t in /proc/"$1"/task/*; do
-        printf '%s %s\n' "$(cat "$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
-    done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
-}
+. scripts/lib/preamble.sh
+herald_or_build
+scratch server_pid
 
 {
     echo "## Scaling across cores: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -175,8 +154,8 @@ except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
 }
 
 if [[ " $PARTS " == *" capacity "* ]]; then
-    [ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
-    command -v taskset >/dev/null || { echo "taskset not found (util-linux)" >&2; exit 2; }
+    need_kamailio
+    need taskset util-linux
     {
         echo
         echo "### Capacity with N workers (herald) and N children (Kamailio)"

@@ -35,25 +35,12 @@ PAUSE_S=${PAUSE_S:-2}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 KPORT=17600 HPORT=17601 MPORT=17602 UAS_PORT=17610 REG_PORT=17620 UAC_PORT=17630
 
-command -v sipp >/dev/null || { echo "sipp not found (apt-get install sip-tester)" >&2; exit 2; }
-[ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
-cargo build --release -j2 --bin herald >&2
-HERALD=target/release/herald
-HZ=$(getconf CLK_TCK)
+. scripts/lib/preamble.sh
+need sipp "apt-get install sip-tester"
+need_kamailio
+build_herald
 mkdir -p "$OUT"
-tmp=$(mktemp -d)
-server_pid='' uas_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    local kids=''
-    [ -n "$server_pid" ] && kids=$(pgrep -P "$server_pid" || true)
-    # shellcheck disable=SC2086
-    stop "$uas_pid" "$server_pid" $kids
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+scratch server_pid uas_pid
 
 start_herald() {
     herald_bench_config "$HPORT" "[metrics]

@@ -38,14 +38,8 @@ MODES=${MODES:-memory write-back write-through$(command -v redis-server >/dev/nu
 # Mode redis: one node on a redis-server started here (no persistence, emptied before each run).
 REDIS_PORT=${REDIS_PORT:-17741}
 PORT=${PORT:-17731}
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid=''
-redis_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-trap 'stop "$server_pid" "$redis_pid"; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+. scripts/lib/preamble.sh
+scratch server_pid redis_pid
 
 port_free() { # refuses to measure someone else's server on our port
     local hex

@@ -27,20 +27,10 @@ for t in $TRANSPORTS; do
     case $t in udp | tcp | tls | ws | wss) ;; *) echo "unknown transport '$t' in TRANSPORTS" >&2; exit 2 ;; esac
 done
 
-cargo build --release -j2 --bin herald >&2
-HERALD=target/release/herald
-HZ=$(getconf CLK_TCK)
+. scripts/lib/preamble.sh
+build_herald
 mkdir -p "$OUT"
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    stop "$server_pid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+scratch server_pid
 
 # A throwaway CA and a certificate for 127.0.0.1.
 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)

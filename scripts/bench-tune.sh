@@ -27,23 +27,14 @@ ROUNDS=${ROUNDS:-2} WORKERS=${WORKERS:-2} RATE=${RATE:-4000} SECS=${SECS:-20} ST
 MAX_RATE=${MAX_RATE:-16000} CAP_SECS=${CAP_SECS:-10} MAX_FAILURE=${MAX_FAILURE:-0.0001}
 SKIP_CAPACITY=${SKIP_CAPACITY:-0}
 PORT=17801 MPORT=17802
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
+. scripts/lib/preamble.sh
+on_exit() { if [ -f "${state:-}" ]; then "$H" tune --revert --state "$state" >&2 || true; fi; }
+scratch server_pid load_pid
 OUT=${OUT:-$tmp/out}
 mkdir -p "$OUT"
 H="$tmp/herald"
 cp "${1:-target/release/herald}" "$H"
-server_pid='' load_pid=''
 state="$tmp/tune-state.json"
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    stop "$load_pid" "$server_pid"
-    if [ -f "$state" ]; then "$H" tune --revert --state "$state" >&2 || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 start_herald() {
     herald_bench_config "$PORT" "[metrics]

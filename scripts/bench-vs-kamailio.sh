@@ -44,26 +44,13 @@ OUT=${OUT:-target/bench-vs-kamailio.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 KPORT=17500 HPORT=17501 UAS_PORT=17510 REG_PORT=17520 UAC_PORT=17530
 
-command -v sipp >/dev/null || { echo "sipp not found (apt-get install sip-tester)" >&2; exit 2; }
-[ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; }
-cargo build --release -j2 --bin herald >&2
-HERALD=target/release/herald
+. scripts/lib/preamble.sh
+need sipp "apt-get install sip-tester"
+need_kamailio
+build_herald
 CALLS=$((RATE * DURATION))
-HZ=$(getconf CLK_TCK)
 
-tmp=$(mktemp -d)
-server_pid='' uas_pid='' sampler_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    local kids=''
-    [ -n "$server_pid" ] && kids=$(pgrep -P "$server_pid" || true)
-    # shellcheck disable=SC2086
-    stop "$sampler_pid" "$uas_pid" "$server_pid" $kids
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+scratch server_pid uas_pid sampler_pid
 
 kb_sum() { # FIELD FILE PID...: sum of a kB field over /proc/PID/FILE
     local field=$1 file=$2 p t=0

@@ -13,13 +13,12 @@
 # Output: one line per case: `CONFIG syscalls_per_s N instructions_per_s N`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/procs.sh
+. scripts/lib/preamble.sh
 HERALD=$(realpath "${1:-target/release/herald}")
 SECONDS_IDLE=${2:-10}
 REGISTERS=${REGISTERS:-200}
 WORKERS=${WORKERS:-2}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 herald_bench_config 5060 >"$tmp/bench.toml"
 cat >"$tmp/register.py" <<'PY'
 import socket, sys, time

@@ -17,14 +17,9 @@ A=$1 B=$2
 RATE=${RATE:-20} LOW=${LOW:-100} HIGH=${HIGH:-300} TRANSPORT=${TRANSPORT:-udp}
 case $TRANSPORT in udp | tcp | ws) ;; *) echo "TRANSPORT must be udp, tcp or ws" >&2; exit 2 ;; esac
 WORKERS=1 PORT=17801
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-trap 'stop "$server_pid"; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
+. scripts/lib/preamble.sh
+scratch server_pid
+need valgrind "apt-get install valgrind"
 
 collected() { awk '/^summary:|^totals:/ {print $2; exit}' "$1"; }
 

@@ -41,17 +41,14 @@ case "${1:-}" in
 esac
 params="CALLS=$CALLS WARMUP=$WARMUP LINGER_S=$LINGER_S FAIR_SCHED=$FAIR_SCHED"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. scripts/lib/preamble.sh
+scratch
 rev=${HERALD_REV:-binary ${HERALD:-}}
 if [ -z "${HERALD:-}" ]; then
-    rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-    git diff --quiet HEAD -- crates src 2>/dev/null || rev="$rev+dirty"
+    rev=$(source_rev)
     built=$(date +%s)
-    cargo build --release --bin herald >&2
+    herald_copy
     echo "(release build: $(($(date +%s) - built)) s)"
-    cp target/release/herald "$tmp/herald"
-    HERALD=$tmp/herald
 fi
 
 start=$(date +%s)

@@ -101,36 +101,20 @@ KEEP=${KEEP:-}
 PORT=$BASE_PORT UAS_PORT=$((BASE_PORT + 10)) REG_PORT=$((BASE_PORT + 20)) UAC_PORT=$((BASE_PORT + 30))
 WORKERS=1
 
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
-command -v sipp >/dev/null || { echo "sipp not found (apt-get install sip-tester)" >&2; exit 2; }
+. scripts/lib/preamble.sh
+need valgrind "apt-get install valgrind"
+need sipp "apt-get install sip-tester"
 RSIPSTACK_PROXY=${RSIPSTACK_PROXY:-}
 RSIPSTACK_THREADS=${RSIPSTACK_THREADS:-1}
 case " $SERVERS " in *" rsipstack "*) [ -x "$RSIPSTACK_PROXY" ] || { echo "set RSIPSTACK_PROXY (see the header)" >&2; exit 2; } ;; esac
-case " $SERVERS " in *" kamailio "*) [ -x "$KAMAILIO" ] || { echo "$KAMAILIO not found (apt-get install kamailio)" >&2; exit 2; } ;; esac
+case " $SERVERS " in *" kamailio "*) need_kamailio ;; esac
 
-HZ=$(getconf CLK_TCK)
-tmp=$(mktemp -d)
-server_pid='' uas_pid=''
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
-cleanup() {
-    local kids=''
-    [ -n "$server_pid" ] && kids=$(tree "$server_pid" 2>/dev/null | tail -n +2 || true)
-    # shellcheck disable=SC2086
-    stop "$uas_pid" "$server_pid" $kids
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+scratch server_pid uas_pid
 
 herald_rev="binary ${HERALD:-}"
 if [ -z "${HERALD:-}" ] && [[ " $SERVERS " == *" herald "* ]]; then
-    herald_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-    git diff --quiet HEAD -- crates src 2>/dev/null || herald_rev="$herald_rev+dirty"
-    cargo build --release -j2 --bin herald >&2
-    # A copy: someone else's rebuild must not change the binary under a run.
-    cp target/release/herald "$tmp/herald"
-    HERALD=$tmp/herald
+    herald_rev=$(source_rev)
+    herald_copy -j2
 fi
 [ -n "$KEEP" ] && mkdir -p "$KEEP"
 

@@ -28,6 +28,15 @@ tree() { # PID: it and all its descendants
     echo "$1"
     for p in $(pgrep -P "$1" || true); do tree "$p"; done
 }
+thread_ticks() { # PID: "THREAD-NAME TICKS" for every thread, summed by name
+    local t
+    for t in /proc/"$1"/task/*; do
+        printf '%s %s\n' "$(cat "$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"
+    done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
+}
+median() { # the median of the numbers on stdin, one a line (0 for none)
+    sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 cpu_ticks() { # PID...: summed utime+stime
     local p t=0
     for p in "$@"; do
