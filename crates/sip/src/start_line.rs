@@ -83,7 +83,7 @@ fn parse_request_line(line: &[u8]) -> Result<StartLine, ParseError> {
     }
     check_version(&line[last_sp + 1..], last_sp + 1)?;
     let uri = &line[uri_start..last_sp];
-    if let Some(ws) = uri.iter().position(|b| scan::is_wsp(*b)) {
+    if let Some(ws) = scan::find_any(uri, 0, [b' ', b'\t']) {
         return Err(ParseError::new(ErrorKind::RequestUri("whitespace inside"), uri_start + ws));
     }
     Ok(StartLine::Request { method: Span::new(0, method_end), uri: Span::new(uri_start, last_sp) })
@@ -92,6 +92,9 @@ fn parse_request_line(line: &[u8]) -> Result<StartLine, ParseError> {
 /// `SIP-Version = "SIP" "/" 1*DIGIT "." 1*DIGIT`; anything well formed but not 2.0 is a 505
 /// (RFC 3261 §8.2.2, RFC 4475 §3.1.2.16).
 fn check_version(v: &[u8], at: usize) -> Result<(), ParseError> {
+    if v == b"SIP/2.0" {
+        return Ok(()); // as nearly every message spells it
+    }
     if v.len() >= 4 && v[..4].eq_ignore_ascii_case(b"SIP/") {
         let rest = &v[4..];
         if rest == b"2.0" {
