@@ -4,6 +4,7 @@
 mod auth;
 mod contact;
 mod error;
+mod lex;
 mod list;
 mod media;
 mod name_addr;

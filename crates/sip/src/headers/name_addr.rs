@@ -86,7 +86,7 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
     // is refused: as text it would not be a view of the message, which keeps its tags as
     // ranges of the buffer (module `checked`).
     match tag.flatten() {
-        Some(t) => std::str::from_utf8(t).map(Some).map_err(|_| ValueError::at(params_at, "tag is not UTF-8")),
+        Some(t) => scan::utf8(t).map(Some).map_err(|_| ValueError::at(params_at, "tag is not UTF-8")),
         None => Ok(None),
     }
 }
@@ -107,7 +107,7 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
             if s.get(lt) != Some(&b'<') {
                 return Err(ValueError::at(lt, "expected '<' after display name"));
             }
-            let name = std::str::from_utf8(&s[i..end]).map_err(|_| ValueError::at(i, "display name is not UTF-8"))?;
+            let name = scan::utf8(&s[i..end]).map_err(|_| ValueError::at(i, "display name is not UTF-8"))?;
             return Ok((Some(name), lt + 1, true));
         }
         None => return Err(ValueError::at(i, "empty address")),

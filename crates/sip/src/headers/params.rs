@@ -2,6 +2,7 @@
 //! Content-Type, Retry-After and others (RFC 3261 §25.1 generic-param).
 
 use super::error::ValueError;
+use super::lex;
 use crate::scan;
 
 /// A validated parameter list, kept as the raw text starting at the first `;`. Lookups re-scan
@@ -31,7 +32,7 @@ impl<'a> Params<'a> {
         let mut last = begin;
         while s.get(j) == Some(&b';') {
             j = scan::skip_lws(s, j + 1);
-            let name_end = scan::token_end(s, j);
+            let name_end = lex::token_end(s, j);
             if name_end == j {
                 return Err(ValueError::at(j, "empty or invalid parameter name"));
             }
@@ -65,7 +66,16 @@ impl<'a> Params<'a> {
     /// Value of the parameter `name` (case-insensitive): `Some(None)` for a flag such as `;lr`,
     /// `Some(Some(v))` with quotes kept for a quoted value.
     pub fn get(&self, name: &str) -> Option<Option<&'a str>> {
-        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        // As `iter().find(..)`, without making text of the names and values that do not match.
+        let s = self.raw;
+        let mut pos = 0;
+        while let Some(p) = step(s, pos) {
+            if s[p.name.clone()].eq_ignore_ascii_case(name.as_bytes()) {
+                return Some(p.value.map(|v| scan::ascii_str(&s[v])));
+            }
+            pos = p.next;
+        }
+        None
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -92,10 +102,7 @@ fn value_end(s: &[u8], j: usize) -> Option<usize> {
     if s.get(j) == Some(&b'"') {
         return scan::quoted_string_end(s, j);
     }
-    let mut k = j;
-    while s.get(k).is_some_and(|b| scan::is_token(*b) || matches!(b, b':' | b'[' | b']')) {
-        k += 1;
-    }
+    let k = lex::run(s, j, lex::VALUE);
     (k > j).then_some(k)
 }
 
@@ -109,22 +116,36 @@ impl<'a> Iterator for ParamIter<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let s = self.raw;
-        if s.get(self.pos) != Some(&b';') {
-            return None;
-        }
-        let n0 = scan::skip_lws(s, self.pos + 1);
-        let n1 = scan::token_end(s, n0);
-        let mut j = scan::skip_lws(s, n1);
-        let mut value = None;
-        if s.get(j) == Some(&b'=') {
-            let v0 = scan::skip_lws(s, j + 1);
-            let v1 = value_end(s, v0).unwrap_or(s.len());
-            value = Some(scan::ascii_str(&s[v0..v1]));
-            j = scan::skip_lws(s, v1);
-        }
-        self.pos = j;
-        Some((scan::ascii_str(&s[n0..n1]), value))
+        let p = step(s, self.pos)?;
+        self.pos = p.next;
+        Some((scan::ascii_str(&s[p.name]), p.value.map(|v| scan::ascii_str(&s[v]))))
     }
+}
+
+/// One parameter of a checked list: where its name and value are, and where the next starts.
+struct Step {
+    name: std::ops::Range<usize>,
+    value: Option<std::ops::Range<usize>>,
+    next: usize,
+}
+
+/// The parameter at `s[pos]`, if a `;` starts one there.
+#[inline]
+fn step(s: &[u8], pos: usize) -> Option<Step> {
+    if s.get(pos) != Some(&b';') {
+        return None;
+    }
+    let n0 = scan::skip_lws(s, pos + 1);
+    let n1 = lex::token_end(s, n0);
+    let mut next = scan::skip_lws(s, n1);
+    let mut value = None;
+    if s.get(next) == Some(&b'=') {
+        let v0 = scan::skip_lws(s, next + 1);
+        let v1 = value_end(s, v0).unwrap_or(s.len());
+        value = Some(v0..v1);
+        next = scan::skip_lws(s, v1);
+    }
+    Some(Step { name: n0..n1, value, next })
 }
 
 /// Removes the quotes and quoted-pair escapes of a quoted-string; borrowed when nothing is escaped.

@@ -70,7 +70,7 @@ impl<'a> RetryAfter<'a> {
         let mut comment = None;
         if s.get(i) == Some(&b'(') {
             let end = comment_end(s, i).ok_or(ValueError::at(i, "unterminated comment"))?;
-            comment = Some(std::str::from_utf8(&s[i..end]).map_err(|_| ValueError::at(i, "comment is not UTF-8"))?);
+            comment = Some(scan::utf8(&s[i..end]).map_err(|_| ValueError::at(i, "comment is not UTF-8"))?);
             i = scan::skip_lws(s, end);
         }
         let (params, end) = Params::parse(s, i)?;

@@ -13,6 +13,7 @@ use super::simple::{
 };
 use super::via::Via;
 use crate::header_name::HeaderName;
+use crate::scan;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Typed<'a> {
@@ -55,7 +56,7 @@ fn non_empty<T>(v: Vec<T>) -> Result<Vec<T>, ValueError> {
 }
 
 fn text(v: &[u8]) -> Result<&str, ValueError> {
-    std::str::from_utf8(v).map_err(|e| ValueError::at(e.valid_up_to(), "text is not UTF-8"))
+    scan::utf8(v).map_err(|valid_up_to| ValueError::at(valid_up_to, "text is not UTF-8"))
 }
 
 /// Parses `value` as the header `name` requires.

@@ -1,6 +1,7 @@
 //! Via (RFC 3261 §20.42, §18.2.1; RFC 3581 rport; RFC 5118 IPv6 forms).
 
 use super::error::ValueError;
+use super::lex;
 use super::params::Params;
 use crate::scan;
 use crate::uri::{parse_host_port, Host};
@@ -26,13 +27,23 @@ pub const MAGIC_COOKIE: &str = "z9hG4bK";
 impl<'a> Via<'a> {
     /// Parses one Via value (the list has already been split at top-level commas).
     pub fn parse(s: &'a [u8]) -> Result<Via<'a>, ValueError> {
-        let mut i = scan::skip_lws(s, 0);
-        let (protocol_name, j) = token(s, i, "bad protocol name")?;
-        i = slash(s, j)?;
-        let (protocol_version, j) = token(s, i, "bad protocol version")?;
-        i = slash(s, j)?;
+        let (protocol_name, protocol_version, i) = match s {
+            // What every SIP element sends, read without the token and SWS scans below, which
+            // give the same parts for it. They stay views of `s`: the message's memo (module
+            // `checked`) keeps them as ranges of the buffer.
+            [b'S', b'I', b'P', b'/', b'2', b'.', b'0', b'/', ..] => {
+                (scan::ascii_str(&s[..3]), scan::ascii_str(&s[4..7]), scan::skip_lws(s, 8))
+            }
+            _ => {
+                let i = scan::skip_lws(s, 0);
+                let (name, j) = token(s, i, "bad protocol name")?;
+                let i = slash(s, j)?;
+                let (version, j) = token(s, i, "bad protocol version")?;
+                (name, version, slash(s, j)?)
+            }
+        };
         let (transport, j) = token(s, i, "bad transport")?;
-        i = scan::skip_lws(s, j);
+        let i = scan::skip_lws(s, j);
         if i == j {
             return Err(ValueError::at(i, "missing whitespace before sent-by"));
         }
@@ -52,7 +63,7 @@ impl<'a> Via<'a> {
         // not even UTF-8 is refused here: as text it would not be a view of the message (the
         // memo of module `checked` keeps the branch as a range of the buffer).
         let branch = match branch.flatten() {
-            Some(b) => Some(std::str::from_utf8(b).map_err(|_| ValueError::at(sent_by_end, "branch is not UTF-8"))?),
+            Some(b) => Some(scan::utf8(b).map_err(|_| ValueError::at(sent_by_end, "branch is not UTF-8"))?),
             None => None,
         };
         Ok(Via { protocol_name, protocol_version, transport, host, port, params, branch })
@@ -101,7 +112,7 @@ impl<'a> Via<'a> {
 }
 
 fn token<'a>(s: &'a [u8], i: usize, what: &'static str) -> Result<(&'a str, usize), ValueError> {
-    let e = scan::token_end(s, i);
+    let e = lex::token_end(s, i);
     if e == i {
         return Err(ValueError::at(i, what));
     }

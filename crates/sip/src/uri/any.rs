@@ -113,6 +113,18 @@ impl fmt::Display for Uri<'_> {
 /// Parses UTF-8 text of at most [`MAX_URI_LEN`] bytes; [`screen`] must be applied to
 /// any error.
 fn parse_text(s: &str) -> Result<Uri<'_>, UriError> {
+    // "sip:" and "sips:" in any case, the schemes of nearly every URI a proxy reads, are
+    // recognised without the generic scheme scan; they give what `split_scheme` would.
+    // (`| 0x20` maps only 'S'/'s', 'I'/'i' and 'P'/'p' onto "sip".)
+    match *s.as_bytes() {
+        [a, b, c, b':', ..] if [a | 0x20, b | 0x20, c | 0x20] == *b"sip" => {
+            return sip::parse_sip(s, Scheme::Sip, s.get(4..).unwrap_or_default(), 4).map(Uri::Sip);
+        }
+        [a, b, c, d, b':', ..] if [a | 0x20, b | 0x20, c | 0x20, d | 0x20] == *b"sips" => {
+            return sip::parse_sip(s, Scheme::Sips, s.get(5..).unwrap_or_default(), 5).map(Uri::Sip);
+        }
+        _ => {}
+    }
     let (scheme, rest) = split_scheme(s)?;
     let base = scheme.len() + 1;
     // RFC 3261 §19.1.4 / RFC 3986 §3.1: schemes are case-insensitive.

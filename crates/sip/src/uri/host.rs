@@ -126,6 +126,7 @@ pub(crate) fn host_port_prefix(st: &str) -> Option<(Host<'_>, Option<u16>, usize
 }
 
 /// The hostname or IPv4address at the start of `st` (see [`host_port_prefix`]).
+#[inline]
 fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
     let bytes = st.as_bytes();
     if bytes.first().is_some_and(u8::is_ascii_digit) {
@@ -148,30 +149,41 @@ fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
 ///
 /// `IPv4address = 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT "." 1*3DIGIT` (RFC 3261 §25.1),
 /// each octet decimal 0..=255. Written by hand because `Ipv4Addr::from_str` rejects
-/// leading zeros, which the SIP grammar permits.
-fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
-    let digit = |i: usize| s.get(i).filter(|b| b.is_ascii_digit()).map(|b| u16::from(b - b'0'));
-    let mut octets = [0u8; 4];
+/// leading zeros, which the SIP grammar permits. Each octet is read digit by digit with the
+/// value built on the way (every proxied message carries several IPv4 hosts: Via sent-by,
+/// received=, Contact, Request-URI). A digit after a fourth octet of three digits ends the
+/// prefix (the caller then sees a hostname character follow it).
+#[inline(always)]
+pub(super) fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
+    let digit = |i: usize| match s.get(i) {
+        Some(&b) if b.is_ascii_digit() => Some(u32::from(b - b'0')),
+        _ => None,
+    };
+    let mut addr: u32 = 0;
     let mut i = 0;
-    for (n, slot) in octets.iter_mut().enumerate() {
+    for n in 0..4 {
         if n > 0 {
             if s.get(i) != Some(&b'.') {
                 return None;
             }
             i += 1;
         }
-        let mut value = digit(i)?;
+        let mut octet = digit(i)?;
         i += 1;
-        for _ in 0..2 {
-            match digit(i) {
-                Some(d) => value = value * 10 + d,
-                None => break,
-            }
+        if let Some(d) = digit(i) {
+            octet = octet * 10 + d;
             i += 1;
+            if let Some(d) = digit(i) {
+                octet = octet * 10 + d;
+                i += 1;
+            }
         }
-        *slot = u8::try_from(value).ok()?;
+        if octet > 255 {
+            return None;
+        }
+        addr = (addr << 8) | octet;
     }
-    Some((Ipv4Addr::from(octets), i))
+    Some((Ipv4Addr::from(addr), i))
 }
 
 /// [`host_port`], the whole grammar (IPv6 references, and the reasons for rejecting

@@ -26,6 +26,8 @@ mod tests_fuzz;
 #[cfg(test)]
 mod tests_host;
 #[cfg(test)]
+mod tests_reference;
+#[cfg(test)]
 mod tests_tel;
 
 pub use any::{AbsoluteUri, Uri};

@@ -202,19 +202,26 @@ impl<'a> Iterator for Params<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let r = self.rest?;
-        // ';' is not a paramchar, so it always separates parameters (§25.1).
-        let seg = match r.split_once(';') {
-            Some((seg, more)) => {
-                self.rest = Some(more);
-                seg
+        // ';' is not a paramchar, so it always separates parameters (§25.1). One pass finds the
+        // '=' and the ';' (byte offsets of ASCII octets, so the slices below are on char
+        // boundaries); `str::split_once` would search twice, each time through a generic searcher.
+        let bytes = r.as_bytes();
+        let (seg_end, eq) = match scan::find_any(bytes, 0, [b';', b'=']) {
+            Some(k) if bytes.get(k) == Some(&b'=') => (scan::find_any(bytes, k + 1, [b';']), Some(k)),
+            found => (found, None),
+        };
+        let seg = match seg_end {
+            Some(end) => {
+                self.rest = r.get(end + 1..);
+                r.get(..end)?
             }
             None => {
                 self.rest = None;
                 r
             }
         };
-        Some(match seg.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
+        Some(match eq {
+            Some(k) => (seg.get(..k)?, Some(seg.get(k + 1..)?)),
             None => (seg, None),
         })
     }

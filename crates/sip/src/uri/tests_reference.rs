@@ -1,0 +1,93 @@
+//! The parsers that were replaced by faster ones, kept as the reference: on random and
+//! grammar-shaped input the new code must give exactly the old results.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, clippy::string_slice)]
+
+use std::net::Ipv4Addr;
+
+use proptest::prelude::*;
+
+use super::escape;
+use super::host::ipv4_prefix;
+
+/// `ipv4_prefix` before the one-pass rewrite: octet by octet, each re-reading its digits.
+fn ipv4_prefix_reference(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
+    let digit = |i: usize| s.get(i).filter(|b| b.is_ascii_digit()).map(|b| u16::from(b - b'0'));
+    let mut octets = [0u8; 4];
+    let mut i = 0;
+    for (n, slot) in octets.iter_mut().enumerate() {
+        if n > 0 {
+            if s.get(i) != Some(&b'.') {
+                return None;
+            }
+            i += 1;
+        }
+        let mut value = digit(i)?;
+        i += 1;
+        for _ in 0..2 {
+            match digit(i) {
+                Some(d) => value = value * 10 + d,
+                None => break,
+            }
+            i += 1;
+        }
+        *slot = u8::try_from(value).ok()?;
+    }
+    Some((Ipv4Addr::from(octets), i))
+}
+
+/// Digits and dots mostly, so that most inputs come close to an address.
+fn hostish() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(prop_oneof![8 => b'0'..=b'9', 4 => Just(b'.'), 1 => any::<u8>(), 1 => Just(b'a')], 0..20)
+}
+
+proptest! {
+    #[test]
+    fn ipv4_prefix_matches_the_reference(s in hostish()) {
+        prop_assert_eq!(ipv4_prefix(&s), ipv4_prefix_reference(&s));
+    }
+}
+
+#[test]
+fn ipv4_prefix_edges() {
+    for s in [
+        &b"1.2.3.4"[..],
+        b"255.255.255.255",
+        b"256.1.1.1",
+        b"1.2.3.256",
+        b"1.2.3.4567",
+        b"1.2.3.4.",
+        b"1.2.3.",
+        b"1..2.3",
+        b"1234.1.1.1",
+        b"001.002.003.004:5060",
+        b"0.0.0.0",
+        b"1.2.3",
+        b"",
+        b".1.2.3.4",
+        b"9.9.9.9a",
+    ] {
+        assert_eq!(ipv4_prefix(s), ipv4_prefix_reference(s), "{:?}", String::from_utf8_lossy(s));
+    }
+}
+
+/// Component text: mostly letters, with escapes (valid and not) and reserved octets.
+fn component() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            6 => proptest::sample::select(b"aAbBlLrR".to_vec()),
+            2 => Just(b'%'),
+            2 => proptest::sample::select(b"0123456789abcdefABCDEF".to_vec()),
+            1 => proptest::sample::select(b";/?:@&=+$,%-_.!~*'()".to_vec()),
+        ],
+        0..10,
+    )
+    .prop_map(|v| String::from_utf8(v).unwrap())
+}
+
+proptest! {
+    #[test]
+    fn eq_escaped_matches_the_unit_walk(a in component(), b in component(), ignore_case in any::<bool>()) {
+        prop_assert_eq!(escape::eq_escaped(&a, &b, ignore_case), escape::eq_escaped_units(&a, &b, ignore_case));
+        prop_assert_eq!(escape::eq_escaped(&a, &a, ignore_case), escape::eq_escaped_units(&a, &a, ignore_case));
+    }
+}
