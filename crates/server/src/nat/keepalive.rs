@@ -177,6 +177,25 @@ impl Keepalives {
         found
     }
 
+    /// Whether anything needs keep-alives now (a NATed UDP binding, an edge flow), sending
+    /// none: how the loop learns at its start that it may sleep, without waiting an interval
+    /// for a round to tell it. Stops at the first one found; yields between pages.
+    pub(crate) async fn anything_due(&self) -> bool {
+        if self.edge.as_ref().is_some_and(|e| !e.is_empty()) {
+            return true;
+        }
+        let mut cursor = Some(ScanCursor::START);
+        while let Some(c) = cursor {
+            let (due, next) = self.page(c, Instant::now());
+            if !due.is_empty() {
+                return true;
+            }
+            cursor = next;
+            tokio::task::yield_now().await;
+        }
+        false
+    }
+
     fn send_crlf(&self, due: impl Iterator<Item = SocketAddr> + Clone) {
         for (local, socket) in &self.senders {
             let batch: Vec<Outgoing> = due
@@ -257,9 +276,11 @@ impl Keepalives {
     }
 }
 
-/// Runs keep-alive rounds every `interval` until dropped (the task is aborted at the drain);
-/// after a round that found nothing to keep alive, waits for an arrival instead (`wake`), and
-/// the next round comes an interval after it (the REGISTER just opened the NAT's mapping).
+/// Runs keep-alive rounds every `interval` until dropped (the task is aborted at the drain),
+/// the first an interval after the start (bindings registered at start-up are fresh). With
+/// nothing to keep alive, at the start or after a round that found nothing, it waits for an
+/// arrival instead (`wake`: a REGISTER, or a durable copy still loading), and the next round
+/// comes an interval after that (the REGISTER just opened the NAT's mapping).
 pub(crate) async fn run(
     mut ka: Keepalives,
     interval: Duration,
@@ -268,8 +289,12 @@ pub(crate) async fn run(
 ) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await; // the first tick is immediate: bindings registered at start-up are fresh
-    let mut idle = false;
+    tick.tick().await; // the first tick is immediate
+    wake.watch();
+    let mut idle = !ka.anything_due().await && wake.can_idle();
+    if !idle {
+        wake.unwatch();
+    }
     loop {
         tokio::select! {
             _ = tick.tick(), if !idle => {

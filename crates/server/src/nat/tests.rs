@@ -137,10 +137,10 @@ async fn edge_flows_get_crlf_keepalives_in_every_mode() {
     }
 }
 
-/// With nothing to keep alive the loop sleeps: one round finds nothing, and an hour (of the
-/// paused clock) later there has been no other. A NATed binding registered then gets its
-/// keep-alive one interval after its REGISTER and every interval while it lasts; once it is
-/// gone the loop sleeps again, until an edge flow is noted.
+/// With nothing to keep alive the loop sleeps from its start: an hour (of the paused clock)
+/// later it has run no round. A NATed binding registered then gets its keep-alive one interval
+/// after its REGISTER and every interval while it lasts; once it is gone the loop sleeps again
+/// after one round that finds nothing, until an edge flow is noted.
 #[tokio::test(start_paused = true)]
 async fn an_idle_loop_sleeps_until_something_needs_keepalives() {
     let phone = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -155,36 +155,58 @@ async fn an_idle_loop_sleeps_until_something_needs_keepalives() {
     let task = tokio::spawn(run(ka, Duration::from_secs(1), wake, None));
     let sleep = |ms| tokio::time::sleep(Duration::from_millis(ms));
     sleep(3_600_000).await;
-    assert_eq!(counters.rounds.get(), 1, "the first round found nothing, and no round since");
+    assert_eq!(counters.rounds.get(), 0, "nothing to keep alive: no round");
     // A binding that needs no keep-alive wakes nothing.
     let other = UdpSocket::bind("127.0.0.1:0").unwrap();
     let direct = Peer::udp(other.local_addr().unwrap());
     register(&store, "direct", &format!("sip:direct@{}", direct.addr), direct, None);
     sleep(10_000).await;
-    assert_eq!(counters.rounds.get(), 1);
+    assert_eq!(counters.rounds.get(), 0);
 
     register(&store, "nat", "sip:nat@192.168.1.20:5060", Peer::udp(phone.local_addr().unwrap()), None);
     sleep(999).await;
     assert_eq!(counters.sent.get(), 0, "the REGISTER itself just opened the mapping");
     sleep(2).await;
-    assert_eq!((counters.rounds.get(), counters.sent.get()), (2, 1), "one interval after the REGISTER");
+    assert_eq!((counters.rounds.get(), counters.sent.get()), (1, 1), "one interval after the REGISTER");
     let mut buf = [0u8; 16];
     let (n, _) = phone.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"\r\n\r\n");
     sleep(1_000).await;
-    assert_eq!((counters.rounds.get(), counters.sent.get()), (3, 2), "and every interval while it lasts");
+    assert_eq!((counters.rounds.get(), counters.sent.get()), (2, 2), "and every interval while it lasts");
     phone.recv_from(&mut buf).unwrap();
 
     let aor = Aor::parse("sip:nat@example.com").unwrap();
     assert_eq!(store.remove_binding(&aor, "sip:nat@192.168.1.20:5060", Instant::now()).count, 1);
     sleep(1_000).await;
-    assert_eq!(counters.rounds.get(), 4, "this round found nothing");
+    assert_eq!(counters.rounds.get(), 3, "this round found nothing");
     sleep(3_600_000).await;
-    assert_eq!((counters.rounds.get(), counters.sent.get()), (4, 2), "asleep again");
+    assert_eq!((counters.rounds.get(), counters.sent.get()), (3, 2), "asleep again");
     edge.note(phone.local_addr().unwrap(), Instant::now(), 60);
     sleep(1_001).await;
-    assert_eq!((counters.rounds.get(), counters.sent.get()), (5, 3), "an edge flow wakes it too");
+    assert_eq!((counters.rounds.get(), counters.sent.get()), (4, 3), "an edge flow wakes it too");
     let (n, _) = phone.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"\r\n\r\n");
+    task.abort();
+}
+
+/// A loop that starts over bindings that need keep-alives (a durable copy loaded before it)
+/// keeps its interval from the start, as it always did.
+#[tokio::test(start_paused = true)]
+async fn a_loop_started_over_natted_bindings_keeps_its_interval() {
+    let phone = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let store = Arc::new(Location::new());
+    register(&store, "nat", "sip:nat@192.168.1.20:5060", Peer::udp(phone.local_addr().unwrap()), None);
+    let nat = Nat { keepalive_interval_s: 1, ..nat(Keepalive::Crlf) };
+    let detect = nat.engine().detect;
+    let wake = Wake::install(&store, None, move |b| needs_keepalive(b, detect));
+    let counters = KeepaliveCounters::default();
+    let ka = Keepalives::new(&nat, store, None, herald_socket(), None, counters.clone());
+    let task = tokio::spawn(run(ka, Duration::from_secs(1), wake, None));
+    tokio::time::sleep(Duration::from_millis(999)).await;
+    assert_eq!(counters.sent.get(), 0, "bindings registered at start-up are fresh");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(counters.sent.get(), 1);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(counters.sent.get(), 11);
     task.abort();
 }
