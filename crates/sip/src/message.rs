@@ -16,7 +16,7 @@ use crate::scan;
 use crate::span::Span;
 use crate::start_line::{parse_start_line, StartLine};
 use bytes::Bytes;
-use index::{HeaderIndex, IndexBuilder};
+use index::HeaderIndex;
 
 /// One header line as found in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,7 +293,6 @@ impl Head {
     pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
         let (start, mut pos) = parse_start_line(s, limits)?;
         let mut headers = Vec::with_capacity(16);
-        let mut index = IndexBuilder::default();
         let mut content_length: Option<(u32, usize)> = None;
         let (mut vias, mut routes) = (0usize, 0usize);
         let head_end = loop {
@@ -338,10 +337,10 @@ impl Head {
                 }
                 _ => {}
             }
-            index.note(field.name, headers.len());
             headers.push(field);
         };
-        Ok(Head { start, headers, index: index.finish(), head_end, content_length })
+        let index = HeaderIndex::of(&headers);
+        Ok(Head { start, headers, index, head_end, content_length })
     }
 }
 

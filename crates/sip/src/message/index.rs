@@ -1,6 +1,6 @@
-//! Shortcuts into the header index, noted while [`super::Head::scan`] walks the header lines
-//! anyway: where the first line of each frequent header is, and whether a single-valued
-//! header is repeated (RFC 4475 §3.3.8).
+//! Shortcuts into the header index, noted when [`super::Head::scan`] has found the header
+//! lines: where the first line of each frequent header is, and whether a single-valued header
+//! is repeated (RFC 4475 §3.3.8).
 //!
 //! A proxy looks headers up by name many times per message (the receipt checks, the
 //! transaction key, the forwarding edits); callgrind counted these linear searches among the
@@ -26,36 +26,25 @@ pub(crate) struct HeaderIndex {
     repeated: u64,
 }
 
-/// What [`HeaderIndex`] is built from, line by line, during the scan.
-#[derive(Default)]
-pub(crate) struct IndexBuilder {
-    index: HeaderIndex,
-    /// The names seen so far, as a set of [`HeaderName::bit`]s.
-    seen: u64,
-}
-
-impl IndexBuilder {
-    /// Notes that line `at` of the header index is named `name`.
-    #[inline]
-    pub fn note(&mut self, name: HeaderName, at: usize) {
-        let k = name as usize;
-        if let Some(first) = self.index.first.get_mut(k) {
-            if *first == 0 {
+impl HeaderIndex {
+    /// The shortcuts into `headers`. One pass, last line first: the last position written for
+    /// a name is its first line, and no line needs a test. Repetitions are noted without a
+    /// branch; the repeated lines themselves are searched for only when a single-valued name
+    /// is repeated, which a well-formed message never has.
+    pub fn of(headers: &[HeaderField]) -> HeaderIndex {
+        let mut index = HeaderIndex::default();
+        let mut seen = 0u64;
+        for (at, h) in headers.iter().enumerate().rev() {
+            let bit = h.name.bit();
+            index.repeated |= seen & bit;
+            seen |= bit;
+            if let Some(first) = index.first.get_mut(h.name as usize) {
                 *first = (at + 1).min(FAR as usize) as u8;
             }
         }
-        // Without a branch: the repeated lines themselves are found only when a
-        // single-valued name turns out to be repeated, which well-formed messages never are.
-        self.index.repeated |= self.seen & name.bit();
-        self.seen |= name.bit();
+        index
     }
 
-    pub fn finish(self) -> HeaderIndex {
-        self.index
-    }
-}
-
-impl HeaderIndex {
     /// The index of the first line named `name`.
     #[inline]
     pub fn first(&self, headers: &[HeaderField], name: HeaderName) -> Option<usize> {
@@ -101,11 +90,7 @@ mod tests {
         for filler in [0usize, 3, 300] {
             let mut headers: Vec<HeaderField> = (0..filler).map(|_| line(HeaderName::Date)).collect();
             headers.extend(names.iter().map(|n| line(*n)));
-            let mut b = IndexBuilder::default();
-            for (at, h) in headers.iter().enumerate() {
-                b.note(h.name, at);
-            }
-            let index = b.finish();
+            let index = HeaderIndex::of(&headers);
             for name in names.iter().chain(&[HeaderName::From, HeaderName::Date, HeaderName::Warning]) {
                 let want = headers.iter().position(|h| h.name == *name);
                 assert_eq!(index.first(&headers, *name), want, "{name:?} after {filler}");
