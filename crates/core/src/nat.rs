@@ -161,18 +161,18 @@ fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
 }
 
 /// What a request says about the UA that sent it, read at most once for all the edits of one
-/// forwarded copy: whether herald is its first hop and its first Contact. The NAT fix-up, the
-/// flow tokens of Record-Route and Path (`engine::flows`) all ask; each used to count the Vias
-/// and parse the Contact again (about 5,000 instructions per forwarded INVITE).
+/// forwarded copy: whether herald is its first hop (the Via count of the receipt check's memo)
+/// and its first Contact (parsed once). The NAT fix-up and the flow tokens of Record-Route and
+/// Path (`engine::flows`) all ask; each used to count the Vias and parse the Contact again
+/// (about 5,000 instructions per forwarded INVITE).
 pub struct RequestSender<'m> {
     msg: &'m Message,
-    first_hop: OnceCell<bool>,
     contact: OnceCell<Option<(ListValue<'m>, NameAddr<'m>)>>,
 }
 
 impl<'m> RequestSender<'m> {
     pub fn new(msg: &'m Message) -> Self {
-        RequestSender { msg, first_hop: OnceCell::new(), contact: OnceCell::new() }
+        RequestSender { msg, contact: OnceCell::new() }
     }
 
     pub fn message(&self) -> &'m Message {
@@ -181,7 +181,7 @@ impl<'m> RequestSender<'m> {
 
     /// herald is the first hop: the request carries one Via value, the UA's own.
     pub fn first_hop(&self) -> bool {
-        *self.first_hop.get_or_init(|| self.msg.list_values(HeaderName::Via).take(2).count() == 1)
+        self.msg.via_count() == 1
     }
 
     /// The first Contact value and its name-addr, as [`first_contact`].
