@@ -17,11 +17,13 @@ use std::time::Instant;
 /// no well-formed Via remains: §16.7 step 3, the response was meant for this element (or was
 /// mangled on the way) and must not be forwarded.
 fn strip_top_via(resp: &Message) -> Option<bytes::Bytes> {
-    let mut values = resp.list_values(HeaderName::Via);
-    let top = values.next()?.ok()?;
+    let top = resp.list_values(HeaderName::Via).next()?.ok()?;
     if resp.is_checked() {
-        // `check` found every Via well-formed: only whether a second one exists is open.
-        values.next()?.ok()?;
+        // `check` split the Via list and parsed its top value: whether a second one exists is
+        // all that is open (the values below the top travel on as written, §16.3 step 1).
+        if resp.via_count() < 2 {
+            return None;
+        }
     } else {
         resp.vias().nth(1)?.ok()?;
     }
