@@ -2,6 +2,7 @@
 //! quoted strings and `<...>` do not separate.
 
 use super::error::ValueError;
+use super::lex;
 use crate::scan;
 use crate::span::Span;
 
@@ -37,8 +38,8 @@ impl<'a> Iterator for ListIter<'a> {
             return None;
         }
         let s = self.s;
-        let start = scan::skip_lws(s, self.pos);
-        let Some(comma) = scan::find_top_level(s, start, b',') else {
+        let start = lex::skip_lws(s, self.pos);
+        let Some(comma) = lex::find_top_level(s, start, b',') else {
             self.done = true;
             return Some(Err(ValueError::at(start, "unbalanced quote or '<'")));
         };

@@ -2,6 +2,7 @@
 //! Refer-To, Referred-By (RFC 3261 §20, §25.1).
 
 use super::error::ValueError;
+use super::lex;
 use super::params::Params;
 use crate::scan;
 use crate::uri::Uri;
@@ -20,22 +21,18 @@ pub struct NameAddr<'a> {
 impl<'a> NameAddr<'a> {
     /// Parses one value; the list, if any, has already been split at top-level commas.
     pub fn parse(s: &'a [u8]) -> Result<NameAddr<'a>, ValueError> {
-        let i = scan::skip_lws(s, 0);
+        let i = lex::skip_lws(s, 0);
         let (display_name, uri_start, bracketed) = display_and_uri_start(s, i)?;
         let (uri_end, after) = if bracketed {
-            let close = scan::find_any(s, uri_start, [b'>']).ok_or(ValueError::at(uri_start, "missing '>'"))?;
+            let close = lex::find_any(s, uri_start, [b'>']).ok_or(ValueError::at(uri_start, "missing '>'"))?;
             (close, close + 1)
         } else {
             // addr-spec form: RFC 3261 §20.10 says a URI containing ',', '?' or ';' must be in
             // <>, so the URI ends at the first of those or at whitespace.
-            let end = uri_start
-                + s[uri_start..]
-                    .iter()
-                    .take_while(|&&b| !matches!(b, b';' | b',' | b' ' | b'\t' | b'\r' | b'\n'))
-                    .count();
-            if let Some(q) = s[uri_start..end].iter().position(|&b| b == b'?') {
+            let end = lex::find_any(s, uri_start, [b';', b',', b' ', b'\t', b'\r', b'\n']).unwrap_or(s.len());
+            if let Some(q) = lex::find_any(&s[..end], uri_start, [b'?']) {
                 // RFC 4475 §3.1.2.13 (regbadct): headers in an unbracketed URI are an error.
-                return Err(ValueError::at(uri_start + q, "URI with '?' must be enclosed in <>"));
+                return Err(ValueError::at(q, "URI with '?' must be enclosed in <>"));
             }
             (end, end)
         };
@@ -56,17 +53,17 @@ impl<'a> NameAddr<'a> {
 /// matching need only the tag (RFC 3261 §12, §17.2.3), and skipping the URI halves the cost of
 /// a proxy's per-message parse. The parameters after the address are still fully checked.
 pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
-    let i = scan::skip_lws(s, 0);
+    let i = lex::skip_lws(s, 0);
     let params_at = if s.get(i) == Some(&b'"') {
         let end = scan::quoted_string_end(s, i).ok_or(ValueError::at(i, "unterminated quoted display name"))?;
-        let lt = scan::skip_lws(s, end);
+        let lt = lex::skip_lws(s, end);
         if s.get(lt) != Some(&b'<') {
             return Err(ValueError::at(lt, "expected '<' after display name"));
         }
         angle_end(s, lt)?
     } else {
         // name-addr if '<' comes before any ';' (an addr-spec cannot contain ';', §20.10).
-        match scan::find_any(s, i, [b'<', b';']) {
+        match lex::find_any(s, i, [b'<', b';']) {
             Some(k) if s[k] == b'<' => angle_end(s, k)?,
             Some(k) => k,
             None => s.len(),
@@ -92,7 +89,7 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {
-    scan::find_any(s, lt, [b'>']).map(|k| k + 1).ok_or(ValueError::at(lt, "missing '>'"))
+    lex::find_any(s, lt, [b'>']).map(|k| k + 1).ok_or(ValueError::at(lt, "missing '>'"))
 }
 
 /// Reads an optional display name and finds where the URI starts.
@@ -115,13 +112,13 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
     }
     // A word directly followed by ':' is a URI scheme: the addr-spec form. Display-name
     // tokens are never followed by ':'.
-    if s.get(scan::token_end(s, i)) == Some(&b':') {
+    if s.get(lex::token_end(s, i)) == Some(&b':') {
         return Ok((None, i, false));
     }
     // Otherwise `token *(LWS token) [LWS] "<"`.
     let mut j = i;
     loop {
-        let e = scan::token_end(s, j);
+        let e = lex::token_end(s, j);
         if e == j {
             break;
         }

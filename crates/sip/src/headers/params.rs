@@ -27,25 +27,25 @@ impl<'a> Params<'a> {
         i: usize,
         mut visit: impl FnMut(&'a [u8], Option<&'a [u8]>),
     ) -> Result<(Params<'a>, usize), ValueError> {
-        let begin = scan::skip_lws(s, i);
+        let begin = lex::skip_lws(s, i);
         let mut j = begin;
         let mut last = begin;
         while s.get(j) == Some(&b';') {
-            j = scan::skip_lws(s, j + 1);
+            j = lex::skip_lws(s, j + 1);
             let name_end = lex::token_end(s, j);
             if name_end == j {
                 return Err(ValueError::at(j, "empty or invalid parameter name"));
             }
             let name = &s[j..name_end];
-            j = scan::skip_lws(s, name_end);
+            j = lex::skip_lws(s, name_end);
             last = name_end;
             let mut value = None;
             if s.get(j) == Some(&b'=') {
-                j = scan::skip_lws(s, j + 1);
+                j = lex::skip_lws(s, j + 1);
                 let value_end = value_end(s, j).ok_or(ValueError::at(j, "bad parameter value"))?;
                 value = Some(&s[j..value_end]);
                 last = value_end;
-                j = scan::skip_lws(s, value_end);
+                j = lex::skip_lws(s, value_end);
             }
             visit(name, value);
         }
@@ -135,15 +135,15 @@ fn step(s: &[u8], pos: usize) -> Option<Step> {
     if s.get(pos) != Some(&b';') {
         return None;
     }
-    let n0 = scan::skip_lws(s, pos + 1);
+    let n0 = lex::skip_lws(s, pos + 1);
     let n1 = lex::token_end(s, n0);
-    let mut next = scan::skip_lws(s, n1);
+    let mut next = lex::skip_lws(s, n1);
     let mut value = None;
     if s.get(next) == Some(&b'=') {
-        let v0 = scan::skip_lws(s, next + 1);
+        let v0 = lex::skip_lws(s, next + 1);
         let v1 = value_end(s, v0).unwrap_or(s.len());
         value = Some(v0..v1);
-        next = scan::skip_lws(s, v1);
+        next = lex::skip_lws(s, v1);
     }
     Some(Step { name: n0..n1, value, next })
 }

@@ -43,7 +43,7 @@ impl<'a> Via<'a> {
             }
         };
         let (transport, j) = token(s, i, "bad transport")?;
-        let i = scan::skip_lws(s, j);
+        let i = lex::skip_lws(s, j);
         if i == j {
             return Err(ValueError::at(i, "missing whitespace before sent-by"));
         }
@@ -132,7 +132,7 @@ fn slash(s: &[u8], i: usize) -> Result<usize, ValueError> {
 /// (`COLON = SWS ":" SWS` would allow LWS around the port colon; no implementation sends it and
 /// accepting it would make `host ;param` ambiguous, so sent-by is kept contiguous.)
 fn sent_by_end(s: &[u8], i: usize) -> usize {
-    scan::find_any(s, i, [b';', b'\r', b' ', b'\t']).unwrap_or(s.len())
+    lex::find_any(s, i, [b';', b'\r', b' ', b'\t']).unwrap_or(s.len())
 }
 
 #[cfg(test)]
