@@ -5,6 +5,7 @@ use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::headers::{ListIter, Via};
 use crate::message::Message;
+use crate::scan;
 use crate::span::Span;
 
 impl Message {
@@ -68,13 +69,24 @@ impl Message {
         let mut top_via = None;
         let mut via_count = 0u32;
         for h in self.fields(HeaderName::Via) {
-            for value in ListIter::new(self.value_of(h)) {
-                let (at, bytes) = value.map_err(|e| self.value_error(h, e))?;
+            let line = self.value_of(h);
+            let mut take = |at: usize, bytes: &[u8]| {
                 if top_via.is_none() {
                     let via = Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at)))?;
                     top_via = Some(ViaSpans::of(buf, &via));
                 }
                 via_count += 1;
+                Ok::<_, ParseError>(())
+            };
+            // A line with no comma, quote or '<' holds one value, all of it (the scan trimmed
+            // its LWS): what ListIter yields for it, without splitting it.
+            if !line.is_empty() && scan::find_any(line, 0, [b',', b'"', b'<']).is_none() {
+                take(0, line)?;
+                continue;
+            }
+            for value in ListIter::new(line) {
+                let (at, bytes) = value.map_err(|e| self.value_error(h, e))?;
+                take(at, bytes)?;
             }
         }
         let top_via =
