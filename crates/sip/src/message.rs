@@ -6,6 +6,7 @@
 
 mod access;
 mod index;
+mod line;
 
 use crate::checked::Checked;
 use crate::error::{ErrorKind, ParseError};
@@ -17,6 +18,7 @@ use crate::span::Span;
 use crate::start_line::{parse_start_line, StartLine};
 use bytes::Bytes;
 use index::HeaderIndex;
+pub(crate) use line::{parse_header_line, plain_header_line};
 
 /// One header line as found in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,135 +366,4 @@ fn count_values(v: &[u8]) -> usize {
         i = j + 1;
     }
     n
-}
-
-/// The shape of nearly every header line, `Name: value CRLF` with one space after the colon,
-/// no folding and no trailing white space, recognised without building an error on the way:
-/// `None` for anything else, which [`parse_header_line`] then parses in full (with the same
-/// result for the lines this accepts).
-#[inline(always)]
-pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
-    // The colon by a vector search (a LF first: not this shape), then the name before it. A
-    // name herald knows is a token by construction, so only other names are checked byte by
-    // byte: either way `colon` is where `parse_header_line`'s token scan would stop.
-    let colon = scan::find_any(s, pos, [b':', b'\n'])?;
-    if colon == pos || s[colon] != b':' {
-        return None;
-    }
-    let name = HeaderName::from_bytes(&s[pos..colon]);
-    if name == HeaderName::Other && scan::token_end(s, pos) != colon {
-        return None;
-    }
-    let value_start = colon + 2;
-    match s.get(colon + 1..value_start + 1)? {
-        [b' ', b] if !matches!(b, b' ' | b'\t' | b'\r' | b'\n') => {}
-        _ => return None,
-    }
-    let lf = scan::find_lf(s, value_start)?;
-    let line_end = lf + 1;
-    // CRLF, a last value byte that is not white space, no continuation line.
-    match s.get(lf - 2..line_end + 1)? {
-        [last, b'\r', b'\n', next] if !matches!(last, b' ' | b'\t' | b'\r' | b'\n') && !scan::is_wsp(*next) => {}
-        _ => return None,
-    }
-    if line_end - pos > limits.max_header_line {
-        return None;
-    }
-    Some(HeaderField {
-        name,
-        name_span: Span::new(pos, colon),
-        value: Span::new(value_start, lf - 1),
-        line: Span::new(pos, line_end),
-    })
-}
-
-/// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
-/// where the value may continue on lines that start with SP or HT.
-pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result<HeaderField, ParseError> {
-    let name_end = scan::token_end(s, pos);
-    if name_end == pos {
-        return Err(ParseError::new(ErrorKind::HeaderLine, pos));
-    }
-    let colon = scan::skip_lws(s, name_end);
-    if s.get(colon) != Some(&b':') {
-        return Err(ParseError::in_header(ErrorKind::HeaderLine, colon, &s[pos..name_end]));
-    }
-    // Find the CRLF that ends the line, following folded continuation lines.
-    let mut search = colon + 1;
-    let line_end = loop {
-        let Some(lf) = scan::find_lf(s, search) else {
-            return Err(ParseError::new(ErrorKind::UnterminatedHeaders, s.len()));
-        };
-        if lf == 0 || s[lf - 1] != b'\r' {
-            // RFC 3261 §7: lines end in CRLF; a bare LF is not a line end we accept.
-            return Err(ParseError::in_header(ErrorKind::HeaderLine, lf, &s[pos..name_end]));
-        }
-        if lf - pos > limits.max_header_line {
-            return Err(ParseError::in_header(ErrorKind::Limit(Limit::HeaderLine), pos, &s[pos..name_end]));
-        }
-        if s.get(lf + 1).is_some_and(|b| scan::is_wsp(*b)) {
-            search = lf + 1;
-            continue;
-        }
-        break lf + 1;
-    };
-    if line_end - pos > limits.max_header_line {
-        return Err(ParseError::in_header(ErrorKind::Limit(Limit::HeaderLine), pos, &s[pos..name_end]));
-    }
-    let value_start = scan::skip_lws(s, colon + 1).min(line_end - 2);
-    let value_end = scan::trim_lws_end(s, line_end - 2).max(value_start);
-    Ok(HeaderField {
-        name: HeaderName::from_bytes(&s[pos..name_end]),
-        name_span: Span::new(pos, name_end),
-        value: Span::new(value_start, value_end),
-        line: Span::new(pos, line_end),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Wherever the fast path accepts a line, the full parse gives the same field; it declines
-    /// folding, odd spacing, stray CR/LF and over-long lines.
-    #[test]
-    fn plain_lines_parse_as_the_full_parser_does() {
-        let limits = Limits::default();
-        let lines: &[&[u8]] = &[
-            b"Via: SIP/2.0/UDP h;branch=z9hG4bK1\r\n\r\n",
-            b"v: SIP/2.0/UDP h\r\n\r\n",
-            b"To: <sip:b@h>\r\r\n\r\n",
-            b"To: <sip:b@h>\n\r\n\r\n",
-            b"To: <sip:b@h> \r\n\r\n",
-            b"To:  <sip:b@h>\r\n\r\n",
-            b"To:<sip:b@h>\r\n\r\n",
-            b"To : <sip:b@h>\r\n\r\n",
-            b"To: \r\n\r\n",
-            b"To: x\r\n\r\n",
-            b"Subject: a\r\n folded\r\n\r\n",
-            b"Subject: a\r\n\tfolded\r\n\r\n",
-            b"Subject: a\r\n",
-            b"X-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
-            b"X@Y: v\r\n\r\n",
-            b"Via\t: v\r\n\r\n",
-            b"To\r\n: v\r\n\r\n",
-            b": v\r\n\r\n",
-            b"v: x\r\n\r\n",
-            b"X-Custom-Header: v\r\n\r\n",
-        ];
-        let mut accepted = 0;
-        for line in lines {
-            if let Some(fast) = plain_header_line(line, 0, &limits) {
-                accepted += 1;
-                let full = parse_header_line(line, 0, &limits).expect("the full parse accepts it too");
-                assert_eq!(fast, full, "{:?}", String::from_utf8_lossy(line));
-            }
-        }
-        assert_eq!(accepted, 6);
-        for declined in [&b"To: <sip:b@h>\r\r\n\r\n"[..], b"Subject: a\r\n folded\r\n\r\n", b"To: <sip:b@h> \r\n\r\n"] {
-            assert_eq!(plain_header_line(declined, 0, &limits), None);
-        }
-        let short = Limits { max_header_line: 20, ..Limits::default() };
-        assert_eq!(plain_header_line(lines[13], 0, &short), None);
-    }
 }
