@@ -8,6 +8,7 @@
 use bytes::Bytes;
 use herald_core::{ConnId, Transport};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -106,14 +107,22 @@ pub(crate) struct QueueState {
 }
 
 impl Conn {
-    /// Up to `max` queued items from the front, the first of which `written` bytes are sent.
-    pub(crate) fn front(&self, max: usize) -> Vec<Bytes> {
+    /// Up to `batch.len()` queued items from the front, cloned into `batch` (the caller's, on
+    /// its stack: no allocation per write); how many. The first of them is sent up to the
+    /// writer's offset into it.
+    pub(crate) fn front(&self, batch: &mut [Bytes]) -> usize {
         let q = self.queue.lock().expect("queue lock");
-        q.items.iter().take(max).cloned().collect()
+        let mut n = 0;
+        for (slot, item) in batch.iter_mut().zip(q.items.iter()) {
+            *slot = item.clone();
+            n += 1;
+        }
+        n
     }
 
     /// `n` more bytes of the queue have been written; `written` is the offset into the front.
-    pub(crate) fn advance(&self, mut n: usize, written: &mut usize) {
+    /// Whether the queue still holds bytes to write.
+    pub(crate) fn advance(&self, mut n: usize, written: &mut usize) -> bool {
         let mut q = self.queue.lock().expect("queue lock");
         while n > 0 {
             let front = q.items.front().expect("written items are queued").len() - *written;
@@ -129,11 +138,38 @@ impl Conn {
         }
         if q.items.is_empty() {
             q.items = VecDeque::new(); // an idle connection keeps no queue allocation
+            return false;
         }
+        true
     }
 }
 
-type IdShard = Mutex<HashMap<u64, Arc<Conn>>>;
+type IdShard = Mutex<HashMap<u64, Arc<Conn>, BuildHasherDefault<IdHasher>>>;
+
+/// The hash of a connection id in [`Registry`]'s by-id map: herald numbers connections itself
+/// (no peer chooses an id, so no peer can make them collide), and SipHash, the map's default,
+/// was the larger part of a lookup on every message sent over a stream (callgrind, issue 21).
+/// The ids of one registry shard share their low bits (`id % SHARDS`): the product's high half,
+/// folded in, spreads them over the table.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        let product = u128::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
 type AddrShard = Mutex<HashMap<(Transport, SocketAddr), u64>>;
 
 /// All connections of the process, sharded so that senders on different workers rarely meet.
@@ -189,6 +225,56 @@ impl Registry {
         let key = (c.transport, c.peer);
         if m.get(&key) == Some(&c.id.0) {
             m.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn the_write_queue_hands_out_its_front_in_order_and_frees_what_was_written() {
+        let conn = Conn::new(ConnId(1), Transport::Tcp, peer(5060));
+        for b in [&b"aaaa"[..], b"bb", b"cccccc"] {
+            conn.push(Bytes::copy_from_slice(b), 100).unwrap();
+        }
+        let mut batch: [Bytes; 2] = Default::default();
+        assert_eq!(conn.front(&mut batch), 2, "no more than the batch holds");
+        assert_eq!((&batch[0][..], &batch[1][..]), (&b"aaaa"[..], &b"bb"[..]));
+        // The socket took the first item and half of the second.
+        let mut written = 0;
+        assert!(conn.advance(5, &mut written));
+        assert_eq!(written, 1);
+        assert_eq!(conn.front(&mut batch), 2);
+        assert_eq!((&batch[0][1..], &batch[1][..]), (&b"b"[..], &b"cccccc"[..]));
+        // The rest: nothing left, and the bytes count against the cap no more.
+        assert!(!conn.advance(7, &mut written));
+        assert_eq!(written, 0);
+        assert_eq!(conn.front(&mut batch), 0);
+        assert_eq!(conn.push(Bytes::from(vec![0; 100]), 100), Ok(()));
+        assert_eq!(conn.push(Bytes::from_static(b"x"), 100), Err(PushError::Full));
+    }
+
+    #[test]
+    fn connections_are_found_by_id_and_by_peer_until_removed() {
+        let registry = Registry::new();
+        // Ids of one registry shard (equal modulo SHARDS) as well as neighbours.
+        let conns: Vec<Arc<Conn>> = (0..300).map(|i| registry.open(Transport::Tcp, peer(10_000 + i))).collect();
+        for c in &conns {
+            assert!(registry.get(c.id).is_some_and(|found| Arc::ptr_eq(&found, c)));
+            assert!(registry.by_addr(Transport::Tcp, c.peer).is_some_and(|found| Arc::ptr_eq(&found, c)));
+            assert!(registry.by_addr(Transport::Tls, c.peer).is_none());
+        }
+        for c in conns.iter().step_by(2) {
+            registry.remove(c);
+        }
+        for (i, c) in conns.iter().enumerate() {
+            assert_eq!(registry.get(c.id).is_some(), i % 2 == 1);
         }
     }
 }

@@ -27,7 +27,7 @@ pub enum Frame {
 /// must be closed after answering if possible (RFC 4475 §3.1.2.3, §3.3.9). Memory is bounded: a
 /// buffer holding more than `limits.max_message_size` bytes without a complete message errors.
 pub fn next_frame(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Frame>, ParseError> {
-    Ok(cut(buf, limits, false)?.map(|c| match c {
+    Ok(cut(buf, limits, false, &mut Progress::default())?.map(|c| match c {
         Cut::Frame(f) => f,
         // `cut` parses only when asked to.
         Cut::Parsed(m) => Frame::Message(m.buffer().clone()),
@@ -49,10 +49,44 @@ pub enum Cut {
 /// does not parse, the frame is cut exactly as [`next_frame`] cuts it, as bytes (whose parse
 /// then reports what is wrong), or the framing error is the same.
 pub fn next_cut(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Cut>, ParseError> {
-    cut(buf, limits, true)
+    cut(buf, limits, true, &mut Progress::default())
 }
 
-fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool) -> Result<Option<Cut>, ParseError> {
+/// What [`next_cut_resumed`] learnt of a message that has not arrived whole, kept by the caller
+/// between reads of the same stream: how far the search for the end of its header section has
+/// got, or, once that end is found, how long the whole message is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes at the front already searched for the empty line, which is not among them.
+    searched: usize,
+    /// The whole message's length, once its header section is in (0: not yet).
+    total: usize,
+}
+
+/// [`next_cut`] for a stream read a piece at a time: `progress` (the stream's own, reset by
+/// nothing but this function) carries over what earlier calls learnt of a message that was not
+/// whole, so that each byte of a header section is searched once and the section is parsed
+/// once more when its body is in, rather than all of it again on every read: a message that
+/// trickles in a byte per read cost time quadratic in its size. Cuts and errors are exactly
+/// those of [`next_cut`] on the same bytes.
+pub fn next_cut_resumed(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    progress: &mut Progress,
+) -> Result<Option<Cut>, ParseError> {
+    if progress.total > buf.len() {
+        return Ok(None);
+    }
+    let cut = cut(buf, limits, true, progress);
+    if !matches!(cut, Ok(None)) {
+        *progress = Progress::default();
+    }
+    cut
+}
+
+/// Cuts the next frame; `progress.searched` bytes at the front are known to hold no empty line,
+/// and `progress` records, when more bytes are needed, what was learnt.
+fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool, progress: &mut Progress) -> Result<Option<Cut>, ParseError> {
     if buf.starts_with(b"\r\n\r\n") {
         let _ = buf.split_to(4);
         return Ok(Some(Cut::Frame(Frame::Ping)));
@@ -69,10 +103,13 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool) -> Result<Option<Cut>, 
         return Ok(None);
     }
     let window = &buf[..buf.len().min(limits.max_message_size + 4)];
-    let Some(head_end) = memchr::memmem::find(window, b"\r\n\r\n") else {
+    // An empty line that began in the bytes searched before ends in the new ones.
+    let from = progress.searched.saturating_sub(3).min(window.len());
+    let Some(head_end) = memchr::memmem::find(&window[from..], b"\r\n\r\n").map(|at| from + at) else {
         if buf.len() > limits.max_message_size {
             return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
         }
+        progress.searched = window.len();
         return Ok(None);
     };
     let body_start = head_end + 4;
@@ -88,6 +125,7 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool) -> Result<Option<Cut>, 
     }
     if buf.len() < total {
         buf.reserve(total - buf.len());
+        progress.total = total;
         return Ok(None);
     }
     let bytes = buf.split_to(total).freeze();
@@ -186,6 +224,91 @@ mod tests {
         assert!(matches!(r.unwrap_err().kind, ErrorKind::HeaderValue(_)));
         let (_, r, _) = feed(b"OPTIONS sip:a@b SIP/2.0\r\nContent-Length: 99999\r\n\r\n");
         assert_eq!(r.unwrap_err().kind, ErrorKind::Limit(Limit::MessageSize));
+    }
+
+    /// What a cut took off, comparable: the frame's bytes (parsed or not), or the error's kind.
+    fn shown(cut: Result<Option<Cut>, ParseError>) -> Option<Result<(bool, Bytes), ErrorKind>> {
+        match cut {
+            Ok(None) => None,
+            Ok(Some(Cut::Parsed(m))) => Some(Ok((true, m.buffer().clone()))),
+            Ok(Some(Cut::Frame(Frame::Message(b)))) => Some(Ok((false, b))),
+            Ok(Some(Cut::Frame(Frame::Ping))) => Some(Ok((false, Bytes::from_static(b"ping")))),
+            Ok(Some(Cut::Frame(Frame::KeepAlive))) => Some(Ok((false, Bytes::from_static(b"keep-alive")))),
+            Err(e) => Some(Err(e.kind)),
+        }
+    }
+
+    /// Feeds `stream` `chunk` bytes at a time, cutting all it can after each piece, as a
+    /// connection does; stops at the first error.
+    fn cuts_in_pieces(
+        stream: &[u8],
+        chunk: usize,
+        limits: &Limits,
+        resumed: bool,
+    ) -> Vec<Result<(bool, Bytes), ErrorKind>> {
+        let (mut buf, mut progress, mut out) = (BytesMut::new(), Progress::default(), vec![]);
+        for piece in stream.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            loop {
+                let cut = if resumed {
+                    next_cut_resumed(&mut buf, limits, &mut progress)
+                } else {
+                    next_cut(&mut buf, limits)
+                };
+                match shown(cut) {
+                    None => break,
+                    Some(Err(e)) => {
+                        out.push(Err(e));
+                        return out;
+                    }
+                    Some(ok) => out.push(ok),
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn resumed_cuts_are_those_of_a_fresh_look_however_the_stream_is_split() {
+        let limits = Limits { max_message_size: 300, ..Limits::default() };
+        let mut streams: Vec<Vec<u8>> = vec![];
+        // Messages with and without a body, between pings and keep-alives; a long header section.
+        let long = format!("OPTIONS sip:a@b SIP/2.0\r\nSubject: {}\r\nl: 3\r\n\r\nxyz", "s".repeat(150));
+        streams.push([&b"\r\n\r\n"[..], MSG, b"\r\n", MSG, long.as_bytes(), MSG].concat());
+        // Framing errors: no Content-Length, two, a header section over the limit, a body over it.
+        streams.push([MSG, b"OPTIONS sip:a@b SIP/2.0\r\nVia: x\r\n\r\n"].concat());
+        streams.push([MSG, b"OPTIONS sip:a@b SIP/2.0\r\nl: 1\r\nContent-Length: 1\r\n\r\nx"].concat());
+        streams.push([MSG, "x".repeat(400).as_bytes()].concat());
+        streams.push([MSG, b"OPTIONS sip:a@b SIP/2.0\r\nl: 500\r\n\r\n", &[b'y'; 500]].concat());
+        // An empty line split across reads at every point: CR LF CR | LF and so on.
+        streams.push([&b"OPTIONS sip:a@b SIP/2.0\r\nl: 0\r"[..], b"\n\r\n", MSG].concat());
+        for stream in &streams {
+            let whole = cuts_in_pieces(stream, stream.len(), &limits, false);
+            assert!(!whole.is_empty());
+            for chunk in 1..=stream.len() {
+                let fresh = cuts_in_pieces(stream, chunk, &limits, false);
+                let resumed = cuts_in_pieces(stream, chunk, &limits, true);
+                assert_eq!(resumed, fresh, "pieces of {chunk}: {:?}", String::from_utf8_lossy(stream));
+                if whole.last().is_some_and(|c| c.is_ok()) {
+                    assert_eq!(resumed, whole, "pieces of {chunk}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn progress_is_kept_while_a_message_arrives_and_reset_when_it_is_cut() {
+        let limits = Limits::default();
+        let (mut buf, mut progress) = (BytesMut::from(&MSG[..20]), Progress::default());
+        assert!(next_cut_resumed(&mut buf, &limits, &mut progress).unwrap().is_none());
+        assert_eq!(progress, Progress { searched: 20, total: 0 });
+        buf.extend_from_slice(&MSG[20..MSG.len() - 2]);
+        assert!(next_cut_resumed(&mut buf, &limits, &mut progress).unwrap().is_none());
+        assert_eq!(progress, Progress { searched: 20, total: MSG.len() }, "the head is in, the body is not");
+        buf.extend_from_slice(&MSG[MSG.len() - 2..]);
+        assert!(next_cut_resumed(&mut buf, &limits, &mut progress).unwrap().is_some());
+        assert_eq!(progress, Progress::default());
+        assert!(buf.is_empty());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
-use herald_sip::framing::{self, Cut};
+use herald_sip::framing::{self, Cut, Progress};
 use herald_sip::{Framing, Limits, ParseError};
 use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
@@ -47,8 +47,14 @@ pub(crate) trait Codec {
 
     /// Cuts the next SIP message off the bytes read so far (RFC 3261 §18.3 stream framing,
     /// which parses the message on the way, unless the codec frames messages itself).
-    fn next_frame(&mut self, sip: &mut BytesMut, limits: &Limits) -> Result<Option<Cut>, ParseError> {
-        framing::next_cut(sip, limits)
+    /// `progress`: what the framing learnt of a message not yet whole, kept by the connection.
+    fn next_frame(
+        &mut self,
+        sip: &mut BytesMut,
+        limits: &Limits,
+        progress: &mut Progress,
+    ) -> Result<Option<Cut>, ParseError> {
+        framing::next_cut_resumed(sip, limits, progress)
     }
 
     /// The codec holds bytes of its own for the socket (a handshake message, records, an

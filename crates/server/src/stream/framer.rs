@@ -10,7 +10,7 @@ use crate::shared::Shared;
 use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
 use herald_core::Peer;
-use herald_sip::framing::{Cut, Frame};
+use herald_sip::framing::{Cut, Frame, Progress};
 use herald_sip::{Framing, ParseError};
 use std::io;
 use std::net::SocketAddr;
@@ -50,6 +50,8 @@ enum Step {
 pub(crate) struct Framer {
     /// Bytes read and not yet framed. Empty (unallocated) on an idle connection.
     pub rbuf: BytesMut,
+    /// What the framing learnt of the partial message at the front of `rbuf`.
+    progress: Progress,
     /// When the partial message at the front of `rbuf` must be complete.
     partial_at: Option<Instant>,
     /// The framing is lost: the connection flushes its answer and closes.
@@ -61,6 +63,7 @@ impl Framer {
     pub(crate) fn new(shared: &Shared) -> Framer {
         Framer {
             rbuf: BytesMut::new(),
+            progress: Progress::default(),
             partial_at: None,
             closing: false,
             incomplete: Duration::from_secs(shared.config.limits.tcp_incomplete_message_timeout_s),
@@ -89,7 +92,7 @@ impl Framer {
     ) -> Result<(), End> {
         let before = self.rbuf.len();
         loop {
-            let frame = codec.next_frame(&mut self.rbuf, &shared.limits);
+            let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
             let inbox = &shared.inboxes[worker];
             // To this worker's loop, in order (the connection's messages are handled by this
             // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
@@ -115,6 +118,7 @@ impl Framer {
         if self.rbuf.is_empty() || self.closing {
             // Idle connections keep no buffer.
             self.rbuf = BytesMut::new();
+            self.progress = Progress::default();
             self.partial_at = None;
         } else if self.partial_at.is_none() || self.rbuf.len() < before {
             // A partial message is waiting: it began with this read, or right after the

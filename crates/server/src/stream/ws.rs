@@ -21,7 +21,7 @@ use super::ws_upgrade::{self, Upgrade};
 use crate::shared::Shared;
 use crate::stats::{Bump, WorkerStats};
 use bytes::{Buf, Bytes, BytesMut};
-use herald_sip::framing::{Cut, Frame};
+use herald_sip::framing::{Cut, Frame, Progress};
 use herald_sip::{Framing, Limits, ParseError};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -342,7 +342,12 @@ impl<I: Codec> Codec for WsCodec<I> {
 
     /// One message per WebSocket message; an empty one or bare CRLFs are a keep-alive, and a
     /// double CRLF the RFC 5626 §3.5.1 ping that SIP.js sends (answered with a CRLF message).
-    fn next_frame(&mut self, sip: &mut BytesMut, _limits: &Limits) -> Result<Option<Cut>, ParseError> {
+    fn next_frame(
+        &mut self,
+        sip: &mut BytesMut,
+        _limits: &Limits,
+        _progress: &mut Progress,
+    ) -> Result<Option<Cut>, ParseError> {
         let Some(len) = self.lens.pop_front() else { return Ok(None) };
         if self.lens.is_empty() {
             self.lens = VecDeque::new();
