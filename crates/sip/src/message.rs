@@ -18,20 +18,8 @@ use crate::span::Span;
 use crate::start_line::{parse_start_line, StartLine};
 use bytes::Bytes;
 use index::HeaderIndex;
+pub use line::HeaderField;
 pub(crate) use line::{parse_header_line, plain_header_line};
-
-/// One header line as found in the buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderField {
-    pub name: HeaderName,
-    /// The name as written (it may be the compact form, any case).
-    pub name_span: Span,
-    /// The value without leading and trailing LWS. It may contain folded line breaks, which
-    /// every typed parser treats as LWS.
-    pub value: Span,
-    /// The whole line including its terminating CRLF (and any folded continuation lines).
-    pub line: Span,
-}
 
 /// How the message was delimited, which decides what Content-Length may or must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

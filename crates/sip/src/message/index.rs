@@ -7,7 +7,7 @@
 //! larger costs of [`crate::Message::validate`]. With the first line of each frequent name at
 //! hand a lookup is one load, and the duplicate check needs no second walk over the lines.
 
-use super::HeaderField;
+use super::line::HeaderField;
 use crate::header_name::{HeaderName, SINGLE_VALUED};
 
 /// How many header names have their first line noted: the first variants of [`HeaderName`],

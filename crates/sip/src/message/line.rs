@@ -1,12 +1,24 @@
 //! One header line (RFC 3261 §7.3.1): the fast recognition of the usual shape and the full
 //! parse of any other, both used by [`super::Head::scan`] and by stream framing.
 
-use super::HeaderField;
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
 use crate::scan;
 use crate::span::Span;
+
+/// One header line as found in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: HeaderName,
+    /// The name as written (it may be the compact form, any case).
+    pub name_span: Span,
+    /// The value without leading and trailing LWS. It may contain folded line breaks, which
+    /// every typed parser treats as LWS.
+    pub value: Span,
+    /// The whole line including its terminating CRLF (and any folded continuation lines).
+    pub line: Span,
+}
 
 /// The shape of nearly every header line, `Name: value CRLF` with one space after the colon,
 /// no folding and no trailing white space, recognised without building an error on the way:
