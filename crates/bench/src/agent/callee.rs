@@ -7,6 +7,7 @@
 //! should happen into an [`Outbox`].
 
 use super::context::Context;
+use super::held::Answer;
 use super::output::{Measure, Outbox, SendKind, Side};
 use super::slab::Slab;
 use super::timers::{next_interval, Timer, TimerKind, T1_US, T2_US, TIMEOUT_US};
@@ -49,6 +50,8 @@ pub struct Dialog {
     /// The last response sent for the INVITE (or BYE), resent on retransmissions.
     pub last: Bytes,
     pub interval_us: u64,
+    /// When the 200 is due: the INVITE's arrival (its kernel stamp) plus the ring time.
+    pub answer_due_us: u64,
 }
 
 /// The callee side's dialogs, by `(slot, generation)` handle and by Call-ID.
@@ -156,15 +159,19 @@ impl Callee {
             peer: from,
             last: ringing.clone(),
             interval_us: T1_US,
+            // The ring starts when the INVITE arrived, not when the loop got to it.
+            answer_due_us: ctx.rx_us + ring_us,
         };
+        let key = ctx.held.key(&call_id, "INVITE", Answer::Provisional);
         let (slot, generation) = self.dialogs.insert(dialog);
         self.ids.insert(call_id, (slot, generation));
-        out.send(Side::Callee, ringing, from, SendKind::Plain);
-        out.arm(ctx.now + ring_us, Timer { kind: TimerKind::CalleeAnswer, slot, generation });
+        out.send(Side::Callee, ringing, from, SendKind::Answer { key, due_us: ctx.rx_us });
+        out.arm(ctx.rx_us + ring_us, Timer { kind: TimerKind::CalleeAnswer, slot, generation });
     }
 
     fn on_bye(&mut self, ctx: &Context, msg: &Message, from: SocketAddr, slot: u32, generation: u32, out: &mut Outbox) {
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
+        let mut kind = SendKind::Plain;
         if d.state != DialogState::Ended {
             let (lines, to_line) = echo(msg, false, "bench");
             d.last = ctx.callee_local.response(200, "OK", &lines, &to_line, None);
@@ -173,8 +180,9 @@ impl Callee {
                 // Absorb BYE retransmissions for 64·T1 (Timer J of §17.2.2).
                 out.arm(ctx.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeForget, slot, generation });
             }
+            kind = SendKind::Answer { key: ctx.held.key(&d.call_id, "BYE", Answer::Final), due_us: ctx.rx_us };
         }
-        out.send(Side::Callee, d.last.clone(), from, SendKind::Plain);
+        out.send(Side::Callee, d.last.clone(), from, kind);
         if ctx.reliable {
             self.forget(slot, generation);
         }
@@ -189,14 +197,21 @@ impl Callee {
         generation: u32,
         out: &mut Outbox,
     ) {
-        reply(ctx, msg, from, 200, "OK", out);
-        let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
+        let Some(d) = self.dialogs.get_mut(slot, generation) else {
+            reply(ctx, msg, from, 200, "OK", out);
+            return;
+        };
+        let (lines, to_line) = echo(msg, false, "bench");
+        let ok = ctx.callee_local.response(200, "OK", &lines, &to_line, None);
+        let key = ctx.held.key(&d.call_id, "CANCEL", Answer::Final);
+        out.send(Side::Callee, ok, from, SendKind::Answer { key, due_us: ctx.rx_us });
         if d.state != DialogState::Ringing {
             return; // already answered: the CANCEL has no effect (§9.2)
         }
         d.state = DialogState::Cancelled;
         d.last = ctx.callee_local.response(487, "Request Terminated", &d.echo, &d.to_line, None);
-        out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Plain);
+        let key = ctx.held.key(&d.call_id, "INVITE", Answer::Final);
+        out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Answer { key, due_us: ctx.rx_us });
         arm_final_timers(ctx, slot, generation, out);
     }
 
@@ -214,7 +229,8 @@ impl Callee {
                 d.state = DialogState::Answering;
                 let user = &ctx.users[d.user].name;
                 d.last = ctx.callee_local.response(200, "OK", &d.echo, &d.to_line, Some(user));
-                out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Plain);
+                let key = ctx.held.key(&d.call_id, "INVITE", Answer::Final);
+                out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Answer { key, due_us: d.answer_due_us });
                 arm_final_timers(ctx, slot, generation, out);
             }
             (TimerKind::CalleeRetransmit, DialogState::Answering | DialogState::Cancelled) => {

@@ -8,6 +8,7 @@
 
 use super::client_tx::{ClientTx, NewRequest, Reply, TimerSlot};
 use super::context::Context;
+use super::held::Answer;
 use super::output::{Measure, Outbox, Owner, SendKind, Side};
 use super::route::{dialog_from_2xx, InDialog};
 use super::slab::Slab;
@@ -58,6 +59,10 @@ pub struct Call {
     pub invite_started_us: u64,
     pub srd_recorded: bool,
     pub challenged: bool,
+    /// When the INVITE's challenge arrived, and how long we then took to send the INVITE again:
+    /// the generator's own time inside the SRD, which it leaves out.
+    pub challenge_rx_us: u64,
+    pub answering_challenge_us: u64,
     pub dialog: Option<InDialog>,
     /// The ACK for the 2xx, resent when the 2xx is retransmitted (§13.2.2.4).
     pub ack: Option<Bytes>,
@@ -120,6 +125,8 @@ impl Calls {
             invite_started_us: ctx.now,
             srd_recorded: false,
             challenged: false,
+            challenge_rx_us: 0,
+            answering_challenge_us: 0,
             dialog: None,
             ack: None,
             cancel_wanted: false,
@@ -261,8 +268,11 @@ impl Calls {
     /// The request of transaction `id` of the call in `slot` went to the kernel at `at_us`.
     pub fn stamp(&mut self, slot: u32, id: u32, at_us: u64) {
         let Some((call, _)) = self.calls.get_slot_mut(slot) else { return };
-        if call.invite.as_ref().is_some_and(|tx| tx.id == id) && !call.challenged {
-            call.invite_started_us = at_us; // SRD starts with the first INVITE out
+        if call.invite.as_ref().is_some_and(|tx| tx.id == id) {
+            match call.challenged {
+                false => call.invite_started_us = at_us, // SRD starts with the first INVITE out
+                true => call.answering_challenge_us = at_us.saturating_sub(call.challenge_rx_us),
+            }
         }
         if let Some(tx) = [call.invite.as_mut(), call.other.as_mut()].into_iter().flatten().find(|tx| tx.id == id) {
             tx.sent_us = at_us;
@@ -334,10 +344,13 @@ impl Calls {
             Reply::Provisional(_) => {}
             Reply::Final(msg) => {
                 let tx = call.tx(which).take().expect("matched above");
-                out.record(Measure::ResponseTime(tx.method, ctx.rx_us.saturating_sub(tx.sent_us)));
+                // Our callee's hold of the answer is the generator's time, not the proxy's.
+                let held = ctx.held.take(ctx.held.key(&call.call_id, tx.method, Answer::Final));
+                let took = ctx.rx_us.saturating_sub(tx.sent_us + held);
+                out.record(Measure::ResponseTime(tx.method, took));
                 match which {
-                    Which::Invite => self.on_invite_final(ctx, slot, generation, &msg, out),
-                    Which::Other => self.on_other_final(ctx, slot, generation, tx.method, tx.sent_us, &msg, out),
+                    Which::Invite => self.on_invite_final(ctx, slot, generation, held, &msg, out),
+                    Which::Other => self.on_other_final(ctx, slot, generation, tx.method, took, &msg, out),
                 }
             }
         }
@@ -361,7 +374,10 @@ impl Calls {
             out.arm(ctx.now + limit, Timer { kind: TimerKind::CallerRingLimit, slot, generation: id });
         }
         if msg.status().unwrap_or(0) > 100 {
-            record_srd(call, ctx.rx_us, out);
+            if !call.srd_recorded {
+                let held = ctx.held.take(ctx.held.key(&call.call_id, "INVITE", Answer::Provisional));
+                record_srd(call, ctx.rx_us, held, out);
+            }
             if call.state == CallState::Calling {
                 call.state = CallState::Early;
             }
@@ -371,12 +387,21 @@ impl Calls {
         }
     }
 
-    /// The INVITE's final response (its transaction already ACKed a non-2xx, §17.1.1.3).
-    fn on_invite_final(&mut self, ctx: &mut Context, slot: u32, generation: u32, msg: &Message, out: &mut Outbox) {
+    /// The INVITE's final response (its transaction already ACKed a non-2xx, §17.1.1.3), which
+    /// our callee held `held_us` (when it was ours).
+    fn on_invite_final(
+        &mut self,
+        ctx: &mut Context,
+        slot: u32,
+        generation: u32,
+        held_us: u64,
+        msg: &Message,
+        out: &mut Outbox,
+    ) {
         let status = msg.status().unwrap_or(0);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
         if status < 300 {
-            record_srd(call, ctx.rx_us, out);
+            record_srd(call, ctx.rx_us, held_us, out);
             out.record(Measure::Transaction(true));
             self.on_invite_2xx(ctx, slot, generation, msg, out);
             return;
@@ -386,6 +411,7 @@ impl Calls {
         if (status == 401 || status == 407) && !challenged && !cancelling {
             out.record(Measure::Transaction(true));
             call.challenged = true;
+            call.challenge_rx_us = ctx.rx_us;
             let uri = ctx.user_uri(callee).to_string();
             match ctx.credentials(caller, msg, status, "INVITE", &uri) {
                 Some(auth) => self.send_invite(ctx, slot, generation, Some(auth), out),
@@ -438,7 +464,8 @@ impl Calls {
         out.arm(ctx.now + hold, Timer { kind: TimerKind::CallerHangUp, slot, generation });
     }
 
-    /// The final response to the call's BYE or CANCEL, sent at `sent_us`.
+    /// The final response to the call's BYE or CANCEL, which took `took_us` (our callee's hold
+    /// of it left out).
     #[allow(clippy::too_many_arguments)]
     fn on_other_final(
         &mut self,
@@ -446,7 +473,7 @@ impl Calls {
         slot: u32,
         generation: u32,
         method: &'static str,
-        sent_us: u64,
+        took_us: u64,
         msg: &Message,
         out: &mut Outbox,
     ) {
@@ -463,7 +490,7 @@ impl Calls {
             return;
         }
         if status < 300 {
-            out.record(Measure::Sdd(ctx.rx_us.saturating_sub(sent_us)));
+            out.record(Measure::Sdd(took_us));
             out.record(Measure::Transaction(true));
             self.end(slot, generation, Ok(()), out);
         } else if (status == 401 || status == 407) && !call.challenged {
@@ -552,10 +579,13 @@ impl Calls {
     }
 }
 
-fn record_srd(call: &mut Call, rx_us: u64, out: &mut Outbox) {
+/// RFC 6076 §4.2: from the first INVITE out to the first answer other than 100, less the
+/// generator's own time in between (answering a challenge, our callee holding the answer).
+fn record_srd(call: &mut Call, rx_us: u64, held_us: u64, out: &mut Outbox) {
     if !call.srd_recorded {
         call.srd_recorded = true;
-        out.record(Measure::Srd(rx_us.saturating_sub(call.invite_started_us)));
+        let own = held_us + call.answering_challenge_us;
+        out.record(Measure::Srd(rx_us.saturating_sub(call.invite_started_us + own)));
     }
 }
 

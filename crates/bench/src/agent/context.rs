@@ -3,6 +3,7 @@
 //! randomness and the transaction counter. The event loop owns it and lends it to one role at a
 //! time.
 
+use super::held::Held;
 use super::users::User;
 use super::wire::Local;
 use herald_core::transaction::Timers;
@@ -39,6 +40,8 @@ pub struct Context {
     pub timers: Timers,
     /// New calls, registrations and refreshes may start (false while draining).
     pub accepting: bool,
+    /// How long our callee held each answer our callers time (see [`Held`]).
+    pub held: Held,
 }
 
 impl Context {
@@ -81,6 +84,7 @@ impl Context {
             limits: Limits::default(),
             timers: Timers::default(),
             accepting: true,
+            held: Held::default(),
         }
     }
 

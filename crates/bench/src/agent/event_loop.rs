@@ -14,7 +14,11 @@
 //! recvmmsg per readable socket and one sendmmsg per socket. The cost: our callee (and caller)
 //! answers up to one quantum later than it could, which is part of what the proxy sees. The
 //! measurements do not suffer: a received message is timed by its kernel receive stamp
-//! (SO_TIMESTAMPNS), a sent request by the moment its datagram is handed to the kernel.
+//! (SO_TIMESTAMPNS), a sent request by the moment its datagram is handed to the kernel, and the
+//! time our callee held an answer (from its request's stamp to its own flush) is left out of
+//! what the callers measure ([`super::held`]). What the batching does change is the load's
+//! shape: a wake-up's messages reach the proxy together, and a message's latency includes the
+//! proxy's work on those ahead of it (SIPp's loop sends in bursts too).
 
 use super::callee::Callee;
 use super::caller::{Calls, Plan};
@@ -65,6 +69,8 @@ pub struct Agent {
     last_input_us: u64,
     /// Requests queued but not yet flushed: (owner, transaction id), stamped at the flush.
     unstamped: Vec<(Owner, u32)>,
+    /// Our callee's answers queued but not yet flushed: (held key, due), recorded at the flush.
+    unstamped_answers: Vec<(u64, u64)>,
     /// Round-robin position for calls and registrations.
     next_user: usize,
     /// Caller and callee read one UDP socket (`--single-socket`): a message goes to its role by
@@ -119,6 +125,7 @@ impl Agent {
             quantum_us: 0,
             last_input_us: 0,
             unstamped: Vec::new(),
+            unstamped_answers: Vec::new(),
             next_user: 0,
             single_socket: false,
         }
@@ -264,15 +271,21 @@ impl Agent {
     /// Writes both sockets' queues and stamps the requests among them with the time they were
     /// handed to the kernel (taken just before: on loopback the peer may answer while a long
     /// batch is still being written).
+    /// Our callee's answers are stamped after the caller's batch, just before their own: what
+    /// they waited behind is the generator's time, not the proxy's.
     fn flush(&mut self) {
         let at = self.clock();
         self.caller_ep.flush();
+        let answered_at = if self.unstamped_answers.is_empty() { at } else { self.clock() };
         self.callee_ep.flush();
         for (owner, id) in self.unstamped.drain(..) {
             match owner {
                 Owner::Call { slot, .. } => self.calls.stamp(slot, id, at),
                 Owner::Registration(user) => self.registrations.stamp(user, id, at),
             }
+        }
+        for (key, due_us) in self.unstamped_answers.drain(..) {
+            self.ctx.held.record(key, answered_at.saturating_sub(due_us));
         }
     }
 
@@ -363,6 +376,11 @@ impl Agent {
         let ok = self.endpoint(side).send(bytes, dest);
         match kind {
             SendKind::Plain => {}
+            SendKind::Answer { key, due_us } => {
+                if ok {
+                    self.unstamped_answers.push((key, due_us));
+                }
+            }
             SendKind::Retransmission => self.stats.retransmissions += u64::from(ok),
             SendKind::Request { owner, id } if ok => self.unstamped.push((owner, id)),
             SendKind::Request { owner, .. } | SendKind::Essential(owner) if !ok => self.refused(owner),

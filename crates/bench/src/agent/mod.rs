@@ -34,6 +34,7 @@ pub mod digest;
 pub mod driver;
 pub mod event_loop;
 pub mod framing;
+pub mod held;
 pub mod measure;
 pub mod net;
 pub mod options;

@@ -36,6 +36,10 @@ pub enum SendKind {
     Request { owner: Owner, id: u32 },
     /// The ACK for a 2xx (RFC 3261 §13.2.2.4): a refusal fails the call.
     Essential(Owner),
+    /// Our callee's first copy of an answer that one of our callers times (`key` in
+    /// [`super::held::Held`]), due at `due_us`: how much later it went to the kernel is recorded
+    /// there. A refusal is absorbed as for [`SendKind::Plain`].
+    Answer { key: u64, due_us: u64 },
 }
 
 /// One measurement for the run's [`super::stats::Stats`].

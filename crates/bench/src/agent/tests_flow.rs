@@ -29,6 +29,8 @@ struct Pair {
     /// Caller sends to drop, counted from the first.
     drop_caller_sends: Vec<usize>,
     caller_sends: usize,
+    /// How long the callee holds every message it sends (as the event loop's quantum does).
+    callee_hold_us: u64,
 }
 
 fn local(port: u16) -> Local {
@@ -51,6 +53,7 @@ impl Pair {
             sent_by_caller: Vec::new(),
             drop_caller_sends: Vec::new(),
             caller_sends: 0,
+            callee_hold_us: 0,
         }
     }
 
@@ -77,7 +80,16 @@ impl Pair {
                                 let from = "127.0.0.1:7001".parse().unwrap();
                                 self.callee.on_request(&mut self.ctx, &msg, from, &mut self.out);
                             }
-                            Side::Callee => self.calls.on_response(&mut self.ctx, msg, &mut self.out),
+                            Side::Callee => {
+                                // Held before it leaves, as the loop records at its flush.
+                                if let SendKind::Answer { key, .. } = kind {
+                                    self.ctx.held.record(key, self.callee_hold_us);
+                                }
+                                let rx_us = self.ctx.rx_us;
+                                self.ctx.rx_us += self.callee_hold_us;
+                                self.calls.on_response(&mut self.ctx, msg, &mut self.out);
+                                self.ctx.rx_us = rx_us;
+                            }
                         }
                     }
                     Output::Arm { at_us, timer } => {
@@ -130,6 +142,24 @@ fn a_call_completes_and_records_its_delays() {
     assert_eq!(p.stats.sdd.count(), 1);
     assert_eq!(p.stats.retransmissions, 0);
     assert_eq!(p.stats.transactions_failed, 0);
+}
+
+#[test]
+fn the_time_our_callee_holds_its_answers_is_left_out_of_the_latencies() {
+    let mut p = Pair::new();
+    // Every answer leaves 7 ms after it was due; the "proxy" here adds nothing.
+    p.callee_hold_us = 7_000;
+    p.call(1_000, 2_000);
+    p.run_until(100_000);
+    assert_eq!((p.stats.attempted, p.stats.succeeded), (1, 1));
+    // 1 µs: the histograms' floor (nothing at all is left).
+    assert_eq!(p.stats.srd.quantile_us(1.0), 1);
+    assert_eq!(p.stats.sdd.quantile_us(1.0), 1);
+    assert_eq!(p.stats.response_time["BYE"].quantile_us(1.0), 1);
+    // The ring time is the callee's answer, not its hold: it stays in the INVITE's.
+    let invite = p.stats.response_time["INVITE"].quantile_us(1.0);
+    assert!((1_000..1_010).contains(&invite), "{invite}");
+    assert!(p.ctx.held.is_empty(), "every held answer was taken");
 }
 
 #[test]
