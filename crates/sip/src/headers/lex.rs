@@ -16,6 +16,8 @@ pub(super) const TOKEN: u8 = 1;
 /// An unquoted `gen-value` octet: a token character or one of the host's `:`, `[` and `]`
 /// (see `params::value_end`).
 pub(super) const VALUE: u8 = 1 << 1;
+/// `word` (RFC 3261 §25.1, Call-ID), the same set as [`crate::scan::is_word`].
+pub(super) const WORD: u8 = 1 << 2;
 
 const fn classify(b: u8) -> u8 {
     let token =
@@ -26,6 +28,9 @@ const fn classify(b: u8) -> u8 {
     }
     if matches!(b, b':' | b'[' | b']') {
         c |= VALUE;
+    }
+    if token || matches!(b, b'(' | b')' | b'<' | b'>' | b':' | b'\\' | b'"' | b'/' | b'[' | b']' | b'?' | b'{' | b'}') {
+        c |= WORD;
     }
     c
 }
@@ -179,6 +184,7 @@ mod tests {
         for b in 0..=255u8 {
             assert_eq!(class(b) & TOKEN != 0, scan::is_token(b), "token {b:#x}");
             assert_eq!(class(b) & VALUE != 0, scan::is_token(b) || matches!(b, b':' | b'[' | b']'), "value {b:#x}");
+            assert_eq!(class(b) & WORD != 0, scan::is_word(b), "word {b:#x}");
         }
     }
 

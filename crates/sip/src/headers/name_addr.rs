@@ -100,7 +100,7 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
         Some(b'<') => return Ok((None, i + 1, true)),
         Some(b'"') => {
             let end = scan::quoted_string_end(s, i).ok_or(ValueError::at(i, "unterminated quoted display name"))?;
-            let lt = scan::skip_lws(s, end);
+            let lt = lex::skip_lws(s, end);
             if s.get(lt) != Some(&b'<') {
                 return Err(ValueError::at(lt, "expected '<' after display name"));
             }
@@ -112,23 +112,24 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
     }
     // A word directly followed by ':' is a URI scheme: the addr-spec form. Display-name
     // tokens are never followed by ':'.
-    if s.get(lex::token_end(s, i)) == Some(&b':') {
+    let mut e = lex::token_end(s, i);
+    if s.get(e) == Some(&b':') {
         return Ok((None, i, false));
     }
-    // Otherwise `token *(LWS token) [LWS] "<"`.
+    // Otherwise `token *(LWS token) [LWS] "<"` (the first token's end is known already).
     let mut j = i;
     loop {
-        let e = lex::token_end(s, j);
         if e == j {
             break;
         }
-        j = scan::skip_lws(s, e);
+        j = lex::skip_lws(s, e);
         if s.get(j) == Some(&b'<') {
             return Ok((Some(scan::ascii_str(&s[i..e])), j + 1, true));
         }
         if j == e {
             break;
         }
+        e = lex::token_end(s, j);
     }
     if memchr::memchr(b'<', &s[i..]).is_some() {
         // Words followed by a non-token character before '<': RFC 4475 §3.1.2.15 (baddn).

@@ -98,6 +98,7 @@ impl<'a> Params<'a> {
 
 /// `gen-value = token / host / quoted-string`; host covers IPv4 and `[IPv6]`, and RFC 5118 §4.5
 /// requires accepting an unbracketed IPv6 address in `received`, so `:` is allowed too.
+#[inline(always)]
 fn value_end(s: &[u8], j: usize) -> Option<usize> {
     if s.get(j) == Some(&b'"') {
         return scan::quoted_string_end(s, j);

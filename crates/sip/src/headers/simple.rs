@@ -2,6 +2,7 @@
 //! Date, and token lists (Require, Supported, Allow, ...).
 
 use super::error::ValueError;
+use super::lex;
 use super::params::Params;
 use crate::method::Method;
 use crate::scan;
@@ -31,11 +32,14 @@ impl<'a> CSeq<'a> {
 
 /// `Call-ID = word [ "@" word ]` (RFC 3261 §20.8). Compared byte for byte.
 pub fn parse_call_id(s: &[u8]) -> Result<&str, ValueError> {
-    let word = |w: &[u8]| !w.is_empty() && w.iter().all(|&b| scan::is_word(b));
-    let ok = match scan::find_any(s, 0, [b'@']) {
-        Some(at) => word(&s[..at]) && word(&s[at + 1..]),
-        None => word(s),
-    };
+    // '@' is not a word character, so the first word ends at the first '@' if it is valid.
+    let first = lex::run(s, 0, lex::WORD);
+    let ok = first > 0
+        && match s.get(first) {
+            None => true,
+            Some(b'@') => s.len() > first + 1 && lex::run(s, first + 1, lex::WORD) == s.len(),
+            Some(_) => false,
+        };
     if !ok {
         let bad = s.iter().position(|&b| !scan::is_word(b) && b != b'@').unwrap_or(0);
         return Err(ValueError::at(bad, "Call-ID must be word[@word]"));
@@ -171,6 +175,21 @@ mod tests {
         assert!(CSeq::parse(b"1INVITE").is_err());
         assert!(CSeq::parse(b"1 INVITE x").is_err());
         assert_eq!(CSeq::parse(b"29344 RE%47IST%45R").unwrap().method, Method::Extension("RE%47IST%45R"));
+    }
+
+    #[test]
+    fn call_id_matches_the_reference() {
+        // The check before the one-pass rewrite.
+        let reference = |s: &[u8]| {
+            let word = |w: &[u8]| !w.is_empty() && w.iter().all(|&b| scan::is_word(b));
+            match s.iter().position(|&b| b == b'@') {
+                Some(at) => word(&s[..at]) && word(&s[at + 1..]),
+                None => word(s),
+            }
+        };
+        proptest::proptest!(|(s in proptest::collection::vec(proptest::sample::select(b"ab@@ :\"<\\{\xff".to_vec()), 0..12))| {
+            proptest::prop_assert_eq!(parse_call_id(&s).is_ok(), reference(&s));
+        });
     }
 
     #[test]
