@@ -26,11 +26,13 @@ pub struct HeaderField {
 /// result for the lines this accepts).
 #[inline(always)]
 pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
-    // The colon by a vector search (a LF first: not this shape), then the name before it. A
-    // name herald knows is a token by construction, so only other names are checked byte by
-    // byte: either way `colon` is where `parse_header_line`'s token scan would stop.
-    let colon = scan::find_any(s, pos, [b':', b'\n'])?;
-    if colon == pos || s[colon] != b':' {
+    // The colon and the line's LF by one vector search (a LF first: not this shape), then the
+    // name before the colon. A name herald knows is a token by construction, so only other
+    // names are checked byte by byte: either way `colon` is where `parse_header_line`'s token
+    // scan would stop. The LF is the first after `value_start` too: the two bytes between are
+    // an SP and a byte that is neither CR nor LF.
+    let (colon, lf) = scan::colon_then_lf(s, pos)?;
+    if colon == pos {
         return None;
     }
     let name = HeaderName::from_bytes(&s[pos..colon]);
@@ -42,7 +44,6 @@ pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option
         [b' ', b] if !matches!(b, b' ' | b'\t' | b'\r' | b'\n') => {}
         _ => return None,
     }
-    let lf = scan::find_lf(s, value_start)?;
     let line_end = lf + 1;
     // CRLF, a last value byte that is not white space, no continuation line.
     match s.get(lf - 2..line_end + 1)? {
