@@ -114,7 +114,8 @@ pub fn find_lf(s: &[u8], from: usize) -> Option<usize> {
 /// Index of the first byte at or after `from` that is one of `needles`. Header lines and values
 /// are short (tens of bytes), where `memchr`'s run-time dispatch and vector set-up cost more
 /// than the search itself: this compares 16 bytes per step with SSE2, which every x86-64 CPU
-/// has, and finishes the last few bytes one by one.
+/// has. The last few bytes of a slice of 16 or more are compared in one more step over its last
+/// 16 bytes (one by one they cost about 5 instructions each); a shorter slice is walked.
 #[inline]
 pub fn find_any<const N: usize>(s: &[u8], from: usize, needles: [u8; N]) -> Option<usize> {
     let mut i = from;
@@ -122,21 +123,33 @@ pub fn find_any<const N: usize>(s: &[u8], from: usize, needles: [u8; N]) -> Opti
     {
         use std::arch::x86_64::_mm_setzero_si128;
         use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8};
-        while let Some(chunk) = s.get(i..i + 16) {
+        let hits = |chunk: &[u8]| {
+            debug_assert_eq!(chunk.len(), 16);
             // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds the 16 bytes that
             // the unaligned load reads.
-            let mask = unsafe {
+            unsafe {
                 let v = _mm_loadu_si128(chunk.as_ptr().cast());
                 let mut hits = _mm_setzero_si128();
                 for n in needles {
                     hits = _mm_or_si128(hits, _mm_cmpeq_epi8(v, _mm_set1_epi8(n as i8)));
                 }
-                _mm_movemask_epi8(hits)
-            };
+                _mm_movemask_epi8(hits) as u32
+            }
+        };
+        while let Some(chunk) = s.get(i..i + 16) {
+            let mask = hits(chunk);
             if mask != 0 {
                 return Some(i + mask.trailing_zeros() as usize);
             }
             i += 16;
+        }
+        if let Some(last) = s.len().checked_sub(16) {
+            if i >= s.len() {
+                return None;
+            }
+            // `last < i < last + 16`: the bits of the bytes before `i` are shifted out.
+            let mask = hits(&s[last..]) >> (i - last);
+            return (mask != 0).then(|| i + mask.trailing_zeros() as usize);
         }
     }
     s.get(i..)?.iter().position(|b| needles.contains(b)).map(|k| i + k)
