@@ -53,7 +53,7 @@ impl<'a> Uri<'a> {
         if input.len() > MAX_URI_LEN {
             return Err(UriError::new(MAX_URI_LEN, "URI too long"));
         }
-        let parsed = match crate::scan::utf8(input) {
+        let parsed = match escape::ascii_text(input) {
             Ok(s) => parse_text(s),
             Err(valid_up_to) => Err(UriError::new(valid_up_to, "invalid character in URI")),
         };

@@ -81,7 +81,7 @@ pub fn parse_host_port(s: &[u8]) -> Result<(Host<'_>, Option<u16>), UriError> {
 /// `parse` runs on the text first and the octets are only screened if it fails:
 /// nothing `parse` accepts contains a non-ASCII character.
 fn with_ascii<'a, T>(s: &'a [u8], parse: impl FnOnce(&'a str) -> Result<T, UriError>) -> Result<T, UriError> {
-    let parsed = match crate::scan::utf8(s) {
+    let parsed = match escape::ascii_text(s) {
         Ok(st) => parse(st),
         Err(valid_up_to) => Err(UriError::new(valid_up_to, "bad host")),
     };

@@ -206,8 +206,8 @@ impl<'a> Iterator for Params<'a> {
         // '=' and the ';' (byte offsets of ASCII octets, so the slices below are on char
         // boundaries); `str::split_once` would search twice, each time through a generic searcher.
         let bytes = r.as_bytes();
-        let (seg_end, eq) = match scan::find_any(bytes, 0, [b';', b'=']) {
-            Some(k) if bytes.get(k) == Some(&b'=') => (scan::find_any(bytes, k + 1, [b';']), Some(k)),
+        let (seg_end, eq) = match next_of(bytes, 0, |b| matches!(b, b';' | b'=')) {
+            Some(k) if bytes.get(k) == Some(&b'=') => (next_of(bytes, k + 1, |b| b == b';'), Some(k)),
             found => (found, None),
         };
         let seg = match seg_end {
@@ -224,6 +224,21 @@ impl<'a> Iterator for Params<'a> {
             Some(k) => (seg.get(..k)?, Some(seg.get(k + 1..)?)),
             None => (seg, None),
         })
+    }
+}
+
+/// The first octet at or after `from` that `stop` picks, where `stop` picks only octets outside
+/// `paramchar` (';', '='): the parameter text between them is skipped four octets per step
+/// through the class table, what is not a paramchar (an escape's '%') octet by octet.
+#[inline]
+fn next_of(bytes: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<usize> {
+    let mut k = from;
+    loop {
+        k = escape::run(bytes, k, escape::PARAM);
+        if stop(*bytes.get(k)?) {
+            return Some(k);
+        }
+        k += 1;
     }
 }
 

@@ -91,3 +91,65 @@ proptest! {
         prop_assert_eq!(escape::eq_escaped(&a, &a, ignore_case), escape::eq_escaped_units(&a, &a, ignore_case));
     }
 }
+
+/// The uri-parameter split before the one-pass rewrite.
+fn params_reference(raw: &str) -> Vec<(&str, Option<&str>)> {
+    let mut out = Vec::new();
+    let mut rest = raw.strip_prefix(';');
+    while let Some(r) = rest {
+        let seg = match r.split_once(';') {
+            Some((seg, more)) => {
+                rest = Some(more);
+                seg
+            }
+            None => {
+                rest = None;
+                r
+            }
+        };
+        out.push(match seg.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (seg, None),
+        });
+    }
+    out
+}
+
+proptest! {
+    #[test]
+    fn uri_params_match_the_reference(
+        raw in proptest::collection::vec(
+            prop_oneof![
+                4 => proptest::sample::select(b"ablrtU".to_vec()),
+                3 => proptest::sample::select(b";=".to_vec()),
+                1 => proptest::sample::select(b"%41-.[]:+".to_vec()),
+            ],
+            0..24,
+        )
+    ) {
+        let raw = String::from_utf8(raw).unwrap();
+        let got: Vec<_> = super::sip::Params::new(&raw).collect();
+        prop_assert_eq!(got, params_reference(&raw));
+    }
+}
+
+proptest! {
+    #[test]
+    fn ascii_text_matches_utf8(s in proptest::collection::vec(prop_oneof![8 => 0x20u8..0x7f, 1 => any::<u8>()], 0..70)) {
+        prop_assert_eq!(escape::ascii_text(&s), crate::scan::utf8(&s));
+    }
+}
+
+#[test]
+fn ascii_text_every_length_and_position() {
+    for len in 0..40 {
+        assert!(escape::ascii_text(&vec![b'a'; len]).is_ok());
+        for at in 0..len {
+            for bad in [0x80u8, 0xc3, 0xff] {
+                let mut v = vec![b'a'; len];
+                v[at] = bad;
+                assert_eq!(escape::ascii_text(&v), crate::scan::utf8(&v), "{bad:#x} at {at} of {len}");
+            }
+        }
+    }
+}
