@@ -37,7 +37,13 @@ pub(crate) fn parse_start_line(s: &[u8], limits: &Limits) -> Result<(StartLine, 
 
 /// `Status-Line = SIP-Version SP Status-Code SP Reason-Phrase` (RFC 3261 §7.2).
 fn parse_status_line(line: &[u8]) -> Result<StartLine, ParseError> {
-    let sp = memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?;
+    // "SIP/2.0 " as nearly every response starts, without the search.
+    let sp = match line.starts_with(b"SIP/2.0 ") {
+        true => 7,
+        false => {
+            memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?
+        }
+    };
     check_version(&line[..sp], 0)?;
     let code_at = sp + 1;
     let code = line.get(code_at..code_at + 3).filter(|c| c.iter().all(u8::is_ascii_digit));
@@ -77,7 +83,11 @@ fn parse_request_line(line: &[u8]) -> Result<StartLine, ParseError> {
         return Err(ParseError::new(ErrorKind::StartLine("whitespace at end of Request-Line"), line.len() - 1));
     }
     let uri_start = method_end + 1;
-    let last_sp = memchr::memrchr(b' ', line).unwrap_or(method_end);
+    // " SIP/2.0" as nearly every request ends, without the search.
+    let last_sp = match line.ends_with(b" SIP/2.0") {
+        true => line.len() - 8,
+        false => memchr::memrchr(b' ', line).unwrap_or(method_end),
+    };
     if last_sp <= uri_start {
         return Err(ParseError::new(ErrorKind::StartLine("missing Request-URI or SIP-Version"), uri_start));
     }
