@@ -11,6 +11,7 @@
 # certificate made with openssl).
 #
 # Usage: scripts/bench-tcp-idle.sh            N=100000 WORKERS=2 PORT=15060 SOURCES=8 MODE=tcp
+#        HERALD=target/release/herald (the server, when it has `serve`)
 # N is capped by the open-file limit: the server and the client each need one descriptor per
 # connection, and `ulimit -n` cannot exceed the hard limit without CAP_SYS_RESOURCE.
 set -euo pipefail
@@ -21,6 +22,7 @@ WORKERS=${WORKERS:-2}
 PORT=${PORT:-15060}
 SOURCES=${SOURCES:-8}
 MODE=${MODE:-tcp}
+HERALD=${HERALD:-target/release/herald}
 
 hard=$(ulimit -Hn)
 want=$((N + 1024))
@@ -36,18 +38,16 @@ if [ "$N" -gt $((limit - 200)) ]; then
 fi
 
 cargo build --release -j2 -p herald-server --examples >&2
-tmp=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
-# shellcheck source=scripts/lib/procs.sh
-. scripts/lib/procs.sh
+. scripts/lib/preamble.sh
+scratch spid cpid
 if [ "$MODE" = wss ] || [ "$MODE" = tls ]; then
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
         -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 fi
 herald_idle_config "$PORT" "$N" "$MODE" "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/herald.toml"
 
-if [ -x target/release/herald ] && target/release/herald --help 2>/dev/null | grep -q '^  serve'; then
-    server=(target/release/herald serve --config "$tmp/herald.toml")
+if [ -x "$HERALD" ] && "$HERALD" --help 2>/dev/null | grep -q '^  serve'; then
+    server=("$HERALD" serve --config "$tmp/herald.toml")
 else
     server=(target/release/examples/options_server "$tmp/herald.toml")
 fi
