@@ -1,7 +1,9 @@
 //! The stream connections of the process as senders see them (RFC 3261 §18.3): each
 //! connection's bounded write queue, and the registry that finds a connection by id or by
 //! transport and peer address (for reuse). Any worker sends on any connection by pushing bytes
-//! into its queue; the connection's own task (module `stream`) writes them.
+//! into its queue; the connection's own task (module `stream`) writes them. On plain TCP a push
+//! to an empty queue writes straight to the socket instead, and queues only what the socket
+//! does not take.
 //!
 //! Memory: an idle connection holds a registry entry and an empty queue (no allocation).
 
@@ -13,6 +15,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 const SHARDS: usize = 64;
 
@@ -34,6 +38,12 @@ struct WriteQueue {
     closed: bool,
     overflow: bool,
     waker: Option<Waker>,
+    /// Plain TCP, once connected: the socket, which a push writes to while nothing is queued
+    /// (module `stream` writes what is queued). Dropped when the connection closes.
+    socket: Option<Arc<TcpStream>>,
+    /// When a push last wrote to the socket itself, for the task's idle deadline; taken by the
+    /// task.
+    wrote_at: Option<Instant>,
 }
 
 impl WriteQueue {
@@ -55,10 +65,30 @@ impl Conn {
 
     /// Queues bytes for writing. A full queue means the peer is not reading: the connection is
     /// closed (RFC 3261 leaves reliable transports no retransmission to fall back on).
-    pub(crate) fn push(&self, bytes: Bytes, cap: usize) -> Result<(), PushError> {
+    ///
+    /// On a plain TCP connection with nothing queued the bytes are written to the socket here
+    /// and now, and only what it does not take is queued (whole, it is not: the task is not
+    /// woken). Handing every message to the connection's task cost a wake-up and a turn of its
+    /// loop per message sent, about 2k instructions each (callgrind, issue 21). The write is
+    /// made under the queue's lock, so bytes leave in the order they were pushed, whichever
+    /// thread pushes: the task writes only what is queued, and a non-empty queue is never
+    /// overtaken.
+    pub(crate) fn push(&self, mut bytes: Bytes, cap: usize) -> Result<(), PushError> {
         let mut q = self.queue.lock().expect("queue lock");
         if q.closed {
             return Err(PushError::Closed);
+        }
+        if q.items.is_empty() {
+            if let Some(socket) = &q.socket {
+                // An error other than WouldBlock is the task's to meet on its own write.
+                if let Ok(n) = socket.try_write(&bytes) {
+                    q.wrote_at = Some(Instant::now());
+                    if n == bytes.len() {
+                        return Ok(());
+                    }
+                    bytes = bytes.slice(n..);
+                }
+            }
         }
         let full = q.bytes + bytes.len() > cap;
         if full {
@@ -80,9 +110,20 @@ impl Conn {
         }
     }
 
+    /// Plain TCP: the connected socket, which pushes may write to while nothing is queued.
+    pub(crate) fn attach(&self, socket: Arc<TcpStream>) {
+        self.queue.lock().expect("queue lock").socket = Some(socket);
+    }
+
+    /// When a push last wrote to the socket itself, if it did since the last call.
+    pub(crate) fn take_wrote_at(&self) -> Option<Instant> {
+        self.queue.lock().expect("queue lock").wrote_at.take()
+    }
+
     pub(crate) fn close(&self) {
         let mut q = self.queue.lock().expect("queue lock");
         q.closed = true;
+        q.socket = None;
         let waker = q.wake();
         drop(q);
         if let Some(w) = waker {
@@ -258,6 +299,46 @@ mod tests {
         assert_eq!(conn.front(&mut batch), 0);
         assert_eq!(conn.push(Bytes::from(vec![0; 100]), 100), Ok(()));
         assert_eq!(conn.push(Bytes::from_static(b"x"), 100), Err(PushError::Full));
+    }
+
+    /// A plain TCP connection's pushes go straight to the socket while nothing is queued, in
+    /// order with what is queued, and not at all once it is closed.
+    #[test]
+    fn pushes_to_an_empty_queue_are_written_at_once() {
+        use std::io::Read;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+        rt.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (ours, _) = listener.accept().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            let socket = Arc::new(TcpStream::from_std(ours).unwrap());
+            socket.writable().await.unwrap();
+            let conn = Conn::new(ConnId(1), Transport::Tcp, peer.local_addr().unwrap());
+            // Before the socket is attached (an outgoing connection still connecting): queued.
+            conn.push(Bytes::from_static(b"first "), 100).unwrap();
+            conn.attach(socket.clone());
+            // Something is queued: this one waits behind it.
+            conn.push(Bytes::from_static(b"second "), 100).unwrap();
+            let mut batch: [Bytes; 4] = Default::default();
+            assert_eq!(conn.front(&mut batch), 2);
+            assert!(conn.take_wrote_at().is_none());
+            // The task writes the queue; then the queue is empty and a push writes itself.
+            let mut written = 0;
+            for b in &batch[..2] {
+                socket.try_write(b).unwrap();
+            }
+            assert!(!conn.advance(13, &mut written));
+            conn.push(Bytes::from_static(b"third"), 100).unwrap();
+            assert_eq!(conn.front(&mut batch), 0, "written, not queued");
+            assert!(conn.take_wrote_at().is_some());
+            let mut got = vec![0u8; 18];
+            peer.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"first second third");
+            conn.close();
+            assert_eq!(conn.push(Bytes::from_static(b"late"), 100), Err(PushError::Closed));
+            assert_eq!(Arc::strong_count(&socket), 1, "a closed connection keeps no socket");
+        });
     }
 
     #[test]

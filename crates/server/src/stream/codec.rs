@@ -36,6 +36,10 @@ pub(crate) trait Codec {
     /// messages and Content-Length is optional, as over WebSocket: RFC 7118 §5.1).
     const FRAMING: Framing = Framing::Stream;
 
+    /// The socket carries the SIP bytes as they are, with nothing of the codec's own: a sender
+    /// may write a message straight to the socket while nothing is queued (`conns::Conn::push`).
+    const SIP_AS_IS: bool = false;
+
     /// Reads what `wire` has now and appends the SIP bytes it carries to `sip`. `Ok(0)`: the
     /// peer closed the connection. `Err(WouldBlock)`: nothing to read (yet).
     fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize>;
@@ -113,6 +117,8 @@ pub(crate) trait Codec {
 pub(crate) struct Plain;
 
 impl Codec for Plain {
+    const SIP_AS_IS: bool = true;
+
     fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize> {
         append(wire, sip)
     }

@@ -2,7 +2,8 @@
 //! accepts (module `listen`) or opens (module `open`) a connection owns it: one task reads,
 //! frames, answers keep-alive pings and writes; the messages it reads go, in order, through the
 //! owning worker's inbox to that worker's loop. Any worker sends on it by pushing bytes into its
-//! bounded write queue, found through the registry (module `conns`).
+//! bounded write queue, found through the registry (module `conns`); on plain TCP a push to an
+//! empty queue is written to the socket at once.
 //!
 //! One connection loop (module `task`) serves every stream transport; what differs is the
 //! [`codec::Codec`] between the socket and the SIP bytes: plain TCP (`codec::Plain`), TLS

@@ -78,6 +78,10 @@ pub(crate) async fn run<C: Codec>(
 ) -> End {
     let shared = guard.shared.clone();
     let conn = guard.conn.clone();
+    let stream = Arc::new(stream);
+    if C::SIP_AS_IS {
+        conn.attach(stream.clone());
+    }
     let end = serve(&shared, worker, &stream, &conn, local, &mut codec).await;
     if !matches!(end, End::Error(_)) {
         codec.close();
@@ -243,6 +247,10 @@ async fn serve<C: Codec>(
                 }
                 if framer.timed_out(now) {
                     return End::Incomplete;
+                }
+                // Bytes a sender wrote to the socket itself (`Conn::push`) count as traffic too.
+                if let Some(wrote_at) = conn.take_wrote_at() {
+                    idle_at = idle_at.max(wrote_at + idle);
                 }
                 if idle_at <= now {
                     return End::Idle;
