@@ -17,7 +17,10 @@
 #    stopped after it, so that it does not share herald bench's CPU in herald bench's rounds). Per call = CPU / successful calls; calls per CPU-second is its
 #    inverse, the rate the target names. Medians of the rounds and the median of the per-round
 #    ratios. Then `herald bench floor`: what the kernel alone charges for a generator's datagrams
-#    per call (6 sent, 7 received), which no generator gets below.
+#    per call (6 sent, 7 received), which no generator gets below. Before the rounds, SIPp's idle
+#    cost: a uas with no calls still wakes about every millisecond (its 1-ms poll), CPU that is
+#    spread over the calls, so SIPp's CPU per call falls as the rate rises; herald bench's loop
+#    sleeps until its next timer or datagram (no idle wake-ups).
 # 2. Instructions (PARTS contains instructions): user-space instructions per call under callgrind
 #    (deterministic; valgrind counts no kernel work), each generator placing CG_LOW_S and then
 #    CG_HIGH_S seconds of calls at each of CG_RATES calls/s (uniform arrivals); per call = (count
@@ -26,10 +29,11 @@
 #    count is read with callgrind_control before and after each uac run. The proxy is not counted.
 #
 # Usage: scripts/generator-vs-sipp.sh   RATES="100 300 1000" DURATION=20 RUNS=3 WORKERS=1 USERS=10 PIN=1
-#        PROXY_CPU=0 GEN_CPU=1 QUANTUM_US=0 ARRIVALS=uniform PARTS="cpu instructions"
+#        PROXY_CPU=0 GEN_CPU=1 QUANTUM_US= ARRIVALS=uniform PARTS="cpu instructions"
 #        CG_RATES="50 200" CG_LOW_S=4 CG_HIGH_S=20 HERALD=target/release/herald OUT=target/generator-vs-sipp
-# (HERALD unset: builds the release binary.) Ports: 127.0.0.1:17660-17699. Needs sipp (and
-# valgrind for the instructions part).
+#        BASE_PORT=17660
+# (HERALD unset: builds the release binary; QUANTUM_US unset: herald bench's default quantum,
+# 10 ms.) Ports: 127.0.0.1:BASE_PORT..+39 (17660). Needs sipp (and valgrind for the instructions part).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,14 +45,15 @@ USERS=${USERS:-10}
 PIN=${PIN:-1}
 PROXY_CPU=${PROXY_CPU:-0}
 GEN_CPU=${GEN_CPU:-1}
-QUANTUM_US=${QUANTUM_US:-0}
+QUANTUM_US=${QUANTUM_US:-}
 ARRIVALS=${ARRIVALS:-uniform}
 PARTS=${PARTS:-cpu instructions}
 CG_RATES=${CG_RATES:-50 200}
 CG_LOW_S=${CG_LOW_S:-4}
 CG_HIGH_S=${CG_HIGH_S:-20}
 OUT=${OUT:-target/generator-vs-sipp}
-HPORT=17660 UAS_PORT=17670 REG_PORT=17680 UAC_PORT=17690
+BASE_PORT=${BASE_PORT:-17660}
+HPORT=$BASE_PORT UAS_PORT=$((BASE_PORT + 10)) REG_PORT=$((BASE_PORT + 20)) UAC_PORT=$((BASE_PORT + 30))
 
 command -v sipp >/dev/null || { echo "sipp not found (apt-get install sip-tester)" >&2; exit 2; }
 if [ -z "${HERALD:-}" ]; then
@@ -123,7 +128,7 @@ herald_calls() {
     rm -f "$tmp/r.json"
     # shellcheck disable=SC2086
     $gen_pin ${4:-} "$HERALD" bench calls --proxy "127.0.0.1:$HPORT" --rate "$rate" \
-        --duration $((calls / rate)) --users "$USERS" --arrivals "$3" --quantum-us "$QUANTUM_US" --seed 1 \
+        --duration $((calls / rate)) --users "$USERS" --arrivals "$3" ${QUANTUM_US:+--quantum-us "$QUANTUM_US"} --seed 1 \
         --quiet --max-failure 1 --json "$tmp/r.json" >/dev/null 2>"$tmp/bench.log" || true
 }
 herald_ok() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['succeeded'])" "$tmp/r.json"; }
@@ -194,6 +199,17 @@ cpu_at() { # RATE: the rounds at one rate, their table and medians
 
 if [[ " $PARTS " == *" cpu "* ]]; then
     start_proxy
+    start_uas
+    u0=$(schedstat_ns "$uas_pid")
+    sleep 5
+    u1=$(schedstat_ns "$uas_pid")
+    stop_uas
+    idle_ms=$(awk -v d=$((u1 - u0)) 'BEGIN {printf "%.1f", d / 1e6 / 5}')
+    {
+        echo
+        echo "SIPp's idle cost: its uas with no calls used $idle_ms ms of CPU per second (the uac runs the same loop):" \
+            "2 x $idle_ms ms per second spread over the calls, $(awk -v i="$idle_ms" -v r="${RATES%% *}" 'BEGIN {printf "%.0f", 2 * i * 1000 / r}') µs per call at ${RATES%% *} calls/s."
+    } | tee -a "$summary"
     : >"$tmp/medians"
     for rate in $RATES; do
         cpu_at "$rate"

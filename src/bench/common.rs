@@ -59,9 +59,10 @@ pub struct Shared {
     pub quiet: bool,
     /// Event-loop quantum, µs: after handling input the generator sleeps this long before it
     /// looks at its sockets again (timers still fire on time), handling what arrived meanwhile
-    /// in one batch. Cuts its CPU (about 15% at 1000 µs and 300 calls/s); our callee answers up
-    /// to one quantum later, which lengthens the SRD it measures (like SIPp's -timer_resol).
-    /// Receive times stay exact (kernel stamps). 0 (default): wake per datagram.
+    /// in one batch, like SIPp's -timer_resol (whose default is also 10 ms). Our callee answers
+    /// up to one quantum later; the latencies measured leave that out (receive times are kernel
+    /// stamps, sends are stamped as they go out, our callee's hold of an answer is subtracted).
+    /// 0: wake per datagram.
     #[arg(long, default_value_t = herald_bench::agent::DEFAULT_QUANTUM_US)]
     pub quantum_us: u64,
     /// UDP port the callee agent binds (default: any free port), so that a proxy can route to it

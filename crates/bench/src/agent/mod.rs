@@ -18,7 +18,8 @@
 //! (arrivals, window, drain, set-up) and [`run`] (the three runs). Beside them: [`wire`] and
 //! [`route`] (messages and dialog routing); [`digest`] and `challenge` (authentication); [`net`]
 //! (UDP mmsg, TCP), [`framing`] (stream framing), [`tls`] and [`tls_config`] (TLS over that
-//! stream); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`].
+//! stream); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`]; [`held`] (how long our
+//! callee held each answer, left out of what the callers measure).
 //!
 //! Imports run one way: `run` → `driver` → `event_loop` → roles → `client_tx` → `context`,
 //! `output`, `timers`; callers, callee and registrations do not import each other (only the user

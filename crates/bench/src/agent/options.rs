@@ -48,11 +48,14 @@ impl TransportKind {
     }
 }
 
-/// Default of [`CommonOptions::quantum_us`]: 0, wake for every datagram. A 1 ms quantum saved
-/// about 15% of the generator's CPU at 300 calls/s on this project's machine but tripled the
-/// SRD median (0.30 → 0.95 ms), because our own callee answers up to a quantum later and that
-/// delay is inside the measured SRD; latency figures come first for a measuring tool.
-pub const DEFAULT_QUANTUM_US: u64 = 0;
+/// Default of [`CommonOptions::quantum_us`]: 10 ms, SIPp's default `-timer_resol`. Waking for
+/// every datagram (0) cost ~5 wake-ups and 4 sendmmsg per call, each waking the proxy (issue 21:
+/// 1.0-1.9x SIPp's calls per CPU-second); with 10 ms a wake-up handles whatever arrived, about
+/// one per call at 100 calls/s and one per arrival above. Latencies do not suffer: receive times
+/// are kernel stamps, requests are stamped as they go to the kernel, and the time our callee
+/// held an answer (up to a quantum) is left out of what the callers measure
+/// ([`super::held::Held`]; before that, a 1 ms quantum tripled the SRD median, 0.30 → 0.95 ms).
+pub const DEFAULT_QUANTUM_US: u64 = 10_000;
 
 /// Options every load-generating run shares.
 #[derive(Debug, Clone)]
@@ -82,8 +85,9 @@ pub struct CommonOptions {
     pub seed: Option<u64>,
     /// Scheduling quantum of the event loop, µs: after handling input it does not look at the
     /// sockets again for this long (timers still fire on time), so that one wake-up handles
-    /// many datagrams. The price: answers go out up to one quantum late (SIPp's `-timer_resol`).
-    /// 0 wakes for every datagram.
+    /// many datagrams. The price: answers go out up to one quantum late (SIPp's `-timer_resol`);
+    /// our callee's part of that is left out of the latencies measured. 0 wakes for every
+    /// datagram.
     pub quantum_us: u64,
     /// UDP port of the callee's socket (`None`: any free port): a fixed one lets a proxy name
     /// the callee as a static next hop (a gateway set's destination, scripts/bench-gateway.sh).
