@@ -27,22 +27,29 @@ pub const MAGIC_COOKIE: &str = "z9hG4bK";
 impl<'a> Via<'a> {
     /// Parses one Via value (the list has already been split at top-level commas).
     pub fn parse(s: &'a [u8]) -> Result<Via<'a>, ValueError> {
-        let (protocol_name, protocol_version, i) = match s {
+        let (protocol_name, protocol_version, transport, j) = match s {
             // What every SIP element sends, read without the token and SWS scans below, which
             // give the same parts for it. They stay views of `s`: the message's memo (module
             // `checked`) keeps them as ranges of the buffer.
+            [b'S', b'I', b'P', b'/', b'2', b'.', b'0', b'/', a, b, c, b' ', ..]
+                if [a, b, c].iter().all(|t| t.is_ascii_uppercase()) =>
+            {
+                // A three-letter transport (UDP, TCP, TLS) and the SP after it.
+                (scan::ascii_str(&s[..3]), scan::ascii_str(&s[4..7]), scan::ascii_str(&s[8..11]), 11)
+            }
             [b'S', b'I', b'P', b'/', b'2', b'.', b'0', b'/', ..] => {
-                (scan::ascii_str(&s[..3]), scan::ascii_str(&s[4..7]), scan::skip_lws(s, 8))
+                let (transport, j) = token(s, scan::skip_lws(s, 8), "bad transport")?;
+                (scan::ascii_str(&s[..3]), scan::ascii_str(&s[4..7]), transport, j)
             }
             _ => {
                 let i = scan::skip_lws(s, 0);
                 let (name, j) = token(s, i, "bad protocol name")?;
                 let i = slash(s, j)?;
                 let (version, j) = token(s, i, "bad protocol version")?;
-                (name, version, slash(s, j)?)
+                let (transport, j) = token(s, slash(s, j)?, "bad transport")?;
+                (name, version, transport, j)
             }
         };
-        let (transport, j) = token(s, i, "bad transport")?;
         let i = lex::skip_lws(s, j);
         if i == j {
             return Err(ValueError::at(i, "missing whitespace before sent-by"));
@@ -173,6 +180,38 @@ mod tests {
         let quoted = Via::parse(b"SIP/2.0/UDP h;rport;branch = \"z9\"").unwrap();
         assert_eq!(quoted.branch(), Some("\"z9\""));
         assert_eq!(Via::parse(b"SIP/2.0/UDP h;rport").unwrap().branch(), None);
+    }
+
+    #[test]
+    fn the_sip_2_0_fast_path_reads_what_the_general_path_reads() {
+        // A leading SP takes the general path (token and SWS scans) for the same value.
+        use proptest::prelude::*;
+        let transport = prop_oneof![
+            Just("UDP"),
+            Just("TCP"),
+            Just("TLS"),
+            Just("SCTP"),
+            Just("ws"),
+            Just("UdP"),
+            Just("U1P"),
+            Just("UD"),
+            Just(""),
+            Just("UD P")
+        ];
+        let gap = prop_oneof![Just(""), Just(" "), Just("\t"), Just("  "), Just("\r\n ")];
+        let sent_by = prop_oneof![Just("h:5060;branch=z9hG4bKx"), Just("192.0.2.1"), Just(";x"), Just("")];
+        proptest::proptest!(|(t in transport, g1 in gap.clone(), g2 in gap, b in sent_by)| {
+            let fast = format!("SIP/2.0/{g1}{t}{g2}{b}");
+            let general = format!(" {fast}");
+            match (Via::parse(fast.as_bytes()), Via::parse(general.as_bytes())) {
+                (Ok(f), Ok(g)) => {
+                    prop_assert_eq!((f.protocol_name, f.protocol_version, f.transport), (g.protocol_name, g.protocol_version, g.transport));
+                    prop_assert_eq!((f.host, f.port, f.branch()), (g.host, g.port, g.branch()));
+                }
+                (Err(f), Err(g)) => prop_assert_eq!((f.at + 1, f.what), (g.at, g.what)),
+                (f, g) => prop_assert!(false, "{fast:?}: {f:?} vs {g:?}"),
+            }
+        });
     }
 
     #[test]
