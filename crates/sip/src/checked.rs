@@ -25,13 +25,15 @@ pub(crate) struct Checked {
     /// routing reads the Request-URI of nearly every request several times).
     pub request_uri: Option<SipUriSpans>,
     pub top_via: ViaSpans,
-    /// How many Via values the message carries (all of them parsed).
+    /// How many Via values the message carries (all of them split, the top one parsed).
     pub via_count: u32,
     pub from_tag: Option<TextSpan>,
     pub to_tag: Option<TextSpan>,
     pub call_id: TextSpan,
     pub cseq_seq: u32,
     pub cseq_method: TextSpan,
+    /// The CSeq method when it is one herald knows (read without comparing its text again).
+    pub cseq_known: Option<Method<'static>>,
 }
 
 /// A parsed [`Via`] as ranges of the message buffer.
@@ -237,6 +239,7 @@ pub(crate) fn known_method(m: Method<'_>) -> Option<Method<'static>> {
 
 impl Checked {
     pub fn cseq<'a>(&self, buf: &'a [u8]) -> CSeq<'a> {
-        CSeq { seq: self.cseq_seq, method: Method::from_token(text(buf, self.cseq_method)) }
+        let method = self.cseq_known.unwrap_or_else(|| Method::from_token(text(buf, self.cseq_method)));
+        CSeq { seq: self.cseq_seq, method }
     }
 }

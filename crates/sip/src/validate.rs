@@ -119,6 +119,7 @@ impl Message {
             call_id,
             cseq_seq: cseq.seq,
             cseq_method,
+            cseq_known: known_method(cseq.method),
         })
     }
 

@@ -94,7 +94,7 @@ impl Message {
     }
 
     /// How many Via values the message carries (RFC 3261 §7.3.1: one line may hold several),
-    /// as `vias().count()` counts them: from the memo of a checked message, which parsed them
+    /// as `vias().count()` counts them: from the memo of a checked message, which split them
     /// all, without parsing any.
     pub fn via_count(&self) -> usize {
         match &self.checked {
