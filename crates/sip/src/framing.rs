@@ -8,6 +8,12 @@ use crate::limits::{Limit, Limits};
 use crate::message::{parse_header_line, plain_header_line, Framing, Head, Message};
 use crate::scan;
 use bytes::{Bytes, BytesMut};
+use memchr::memmem::Finder;
+use std::sync::LazyLock;
+
+/// The empty line that ends a header section, searched with a searcher built once: building
+/// one per search (`memmem::find`) was about a tenth of the search's cost per stream message.
+static HEAD_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n\r\n"));
 
 /// One unit cut from the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +111,7 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool, progress: &mut Progress
     let window = &buf[..buf.len().min(limits.max_message_size + 4)];
     // An empty line that began in the bytes searched before ends in the new ones.
     let from = progress.searched.saturating_sub(3).min(window.len());
-    let Some(head_end) = memchr::memmem::find(&window[from..], b"\r\n\r\n").map(|at| from + at) else {
+    let Some(head_end) = HEAD_END.find(&window[from..]).map(|at| from + at) else {
         if buf.len() > limits.max_message_size {
             return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
         }
