@@ -173,7 +173,9 @@ pub fn shard_of(call_id: &[u8], shards: usize) -> usize {
 pub fn is_new_request(msg: &Message) -> bool {
     match msg.method() {
         None | Some(Method::Ack) | Some(Method::Cancel) => false,
-        Some(_) => msg.to_header().ok().and_then(|t| t.tag()).is_none(),
+        // The tag as the engine reads it (from the receipt check's memo): the To URI is not
+        // parsed, as nothing routes on it.
+        Some(_) => msg.to_tag().ok().flatten().is_none(),
     }
 }
 
@@ -215,7 +217,7 @@ pub fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
 /// the server that answered): there is no transaction to absorb it, so the runtime does.
 pub fn is_ack_of_busy(msg: &Message) -> bool {
     msg.method() == Some(Method::Ack)
-        && msg.to_header().ok().and_then(|t| t.tag().map(|tag| tag.starts_with(BUSY_TAG))).unwrap_or(false)
+        && msg.to_tag().ok().flatten().is_some_and(|tag| tag.starts_with(BUSY_TAG))
 }
 
 #[cfg(test)]
