@@ -71,6 +71,9 @@ pub struct Agent {
     unstamped: Vec<(Owner, u32)>,
     /// Our callee's answers queued but not yet flushed: (held key, due), recorded at the flush.
     unstamped_answers: Vec<(u64, u64)>,
+    /// Something was queued since the last flush (a stream's unwritten backlog does not count:
+    /// that waits for the socket to be writable).
+    queued: bool,
     /// Round-robin position for calls and registrations.
     next_user: usize,
     /// Caller and callee read one UDP socket (`--single-socket`): a message goes to its role by
@@ -126,6 +129,7 @@ impl Agent {
             last_input_us: 0,
             unstamped: Vec::new(),
             unstamped_answers: Vec::new(),
+            queued: false,
             next_user: 0,
             single_socket: false,
         }
@@ -203,17 +207,20 @@ impl Agent {
     pub fn step(&mut self, until_us: u64) {
         self.clock();
         let fired = self.run_due_timers();
-        self.flush();
         let due = self.timers.next_wake().unwrap_or(u64::MAX).min(until_us);
         let now = self.clock();
         let (sleep_us, poll) = plan_wait(now, due, self.last_input_us, self.quantum_us);
-        if !poll && fired {
-            // Awake for a timer anyway: a look at the sockets that does not block costs no
-            // context switch (what dominates), and starts a new quantum.
+        if !poll && (fired || self.queued) {
+            // Awake for a timer or an arrival anyway: a look at the sockets that does not block
+            // costs no context switch (what dominates), what it finds leaves in the same flush
+            // as the arrival's INVITE (the proxy is woken once, not once for the INVITE and
+            // again at the quantum's end), and it starts a new quantum.
             self.last_input_us = now;
             self.handle(self.wait_input(0));
+            self.flush();
             return;
         }
+        self.flush();
         if !poll {
             if sleep_us > 0 {
                 wait([], sleep_us);
@@ -268,24 +275,28 @@ impl Agent {
         }
     }
 
-    /// Writes both sockets' queues and stamps the requests among them with the time they were
-    /// handed to the kernel (taken just before: on loopback the peer may answer while a long
-    /// batch is still being written).
-    /// Our callee's answers are stamped after the caller's batch, just before their own: what
-    /// they waited behind is the generator's time, not the proxy's.
+    /// Writes both sockets' queues and stamps what they carried with the time it was handed to
+    /// the kernel (taken just before: on loopback the peer may answer while a long batch is
+    /// still being written): the requests, and our callee's answers (how long each was held).
+    /// The callee's answers go first: they end transactions the proxy already holds and cost it
+    /// little to relay, whereas behind a batch of new INVITEs they waited for the proxy's work on
+    /// those (at 300 calls/s with a 10 ms quantum, SDD p50 0.33 ms vs 0.09-0.11 ms with no
+    /// quantum, when the caller's batch went first).
     fn flush(&mut self) {
+        self.queued = false;
         let at = self.clock();
-        self.caller_ep.flush();
-        let answered_at = if self.unstamped_answers.is_empty() { at } else { self.clock() };
         self.callee_ep.flush();
+        let requested_at = if self.unstamped.is_empty() { at } else { self.clock() };
+        self.caller_ep.flush();
         for (owner, id) in self.unstamped.drain(..) {
             match owner {
-                Owner::Call { slot, .. } => self.calls.stamp(slot, id, at),
+                Owner::Call { slot, .. } => self.calls.stamp(slot, id, requested_at),
+                // REGISTERs leave from the callee's socket.
                 Owner::Registration(user) => self.registrations.stamp(user, id, at),
             }
         }
         for (key, due_us) in self.unstamped_answers.drain(..) {
-            self.ctx.held.record(key, answered_at.saturating_sub(due_us));
+            self.ctx.held.record(key, at.saturating_sub(due_us));
         }
     }
 
@@ -374,6 +385,7 @@ impl Agent {
     /// Queues one message on `side`'s socket; a refusal is handled as `kind` says.
     fn send(&mut self, side: Side, bytes: bytes::Bytes, dest: SocketAddr, kind: SendKind) {
         let ok = self.endpoint(side).send(bytes, dest);
+        self.queued |= ok;
         match kind {
             SendKind::Plain => {}
             SendKind::Answer { key, due_us } => {
