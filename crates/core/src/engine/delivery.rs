@@ -52,7 +52,7 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
     // §5) are reached over the flow the registration came on, and only over it.
     // The contact is parsed once here for both questions it answers.
     let contact = Uri::parse(b.contact.as_bytes()).ok();
-    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !contact.as_ref().map_or(true, reachable_uri);
+    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !contact.as_ref().is_none_or(reachable_uri);
     // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the edge proxy the
     // registration came through), which routes it on (over its flow, with Outbound).
     let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
@@ -93,6 +93,7 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
 ///   the registration's source, the NAT's public address and port, like Kamailio's
 ///   `fix_nated_register`; the Request-URI stays the contact (the phone recognises itself).
 /// * Otherwise to the contact URI itself, so third-party registrations work.
+///
 /// `parsed`: `contact` parsed (`None`: it is not a URI herald parses).
 pub(super) fn delivery(contact: &str, parsed: Option<&Uri<'_>>, source: Peer, nat: NatDetect) -> PlannedDest {
     if source.transport.is_reliable() {

@@ -36,7 +36,7 @@ impl Engine {
     ) -> Result<Vec<Planned>, Local> {
         let pre = pre.as_ref().map_err(|_| Local::Reject(400, "Bad Route"))?;
         // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
-        if let Some(flow) = self.flow_route(&pre, from) {
+        if let Some(flow) = self.flow_route(pre, from) {
             return flow.map(|p| vec![p]);
         }
         let ruri_text = match &pre.request_uri {
