@@ -148,17 +148,10 @@ pub(crate) struct QueueState {
 }
 
 impl Conn {
-    /// Up to `batch.len()` queued items from the front, cloned into `batch` (the caller's, on
-    /// its stack: no allocation per write); how many. The first of them is sent up to the
-    /// writer's offset into it.
-    pub(crate) fn front(&self, batch: &mut [Bytes]) -> usize {
+    /// Up to `max` queued items from the front, the first of which `written` bytes are sent.
+    pub(crate) fn front(&self, max: usize) -> Vec<Bytes> {
         let q = self.queue.lock().expect("queue lock");
-        let mut n = 0;
-        for (slot, item) in batch.iter_mut().zip(q.items.iter()) {
-            *slot = item.clone();
-            n += 1;
-        }
-        n
+        q.items.iter().take(max).cloned().collect()
     }
 
     /// `n` more bytes of the queue have been written; `written` is the offset into the front.
@@ -284,19 +277,19 @@ mod tests {
         for b in [&b"aaaa"[..], b"bb", b"cccccc"] {
             conn.push(Bytes::copy_from_slice(b), 100).unwrap();
         }
-        let mut batch: [Bytes; 2] = Default::default();
-        assert_eq!(conn.front(&mut batch), 2, "no more than the batch holds");
+        let batch = conn.front(2);
+        assert_eq!(batch.len(), 2, "no more than asked for");
         assert_eq!((&batch[0][..], &batch[1][..]), (&b"aaaa"[..], &b"bb"[..]));
         // The socket took the first item and half of the second.
         let mut written = 0;
         assert!(conn.advance(5, &mut written));
         assert_eq!(written, 1);
-        assert_eq!(conn.front(&mut batch), 2);
+        let batch = conn.front(2);
         assert_eq!((&batch[0][1..], &batch[1][..]), (&b"b"[..], &b"cccccc"[..]));
         // The rest: nothing left, and the bytes count against the cap no more.
         assert!(!conn.advance(7, &mut written));
         assert_eq!(written, 0);
-        assert_eq!(conn.front(&mut batch), 0);
+        assert!(conn.front(2).is_empty());
         assert_eq!(conn.push(Bytes::from(vec![0; 100]), 100), Ok(()));
         assert_eq!(conn.push(Bytes::from_static(b"x"), 100), Err(PushError::Full));
     }
@@ -320,8 +313,8 @@ mod tests {
             conn.attach(socket.clone());
             // Something is queued: this one waits behind it.
             conn.push(Bytes::from_static(b"second "), 100).unwrap();
-            let mut batch: [Bytes; 4] = Default::default();
-            assert_eq!(conn.front(&mut batch), 2);
+            let batch = conn.front(4);
+            assert_eq!(batch.len(), 2);
             assert!(conn.take_wrote_at().is_none());
             // The task writes the queue; then the queue is empty and a push writes itself.
             let mut written = 0;
@@ -330,7 +323,7 @@ mod tests {
             }
             assert!(!conn.advance(13, &mut written));
             conn.push(Bytes::from_static(b"third"), 100).unwrap();
-            assert_eq!(conn.front(&mut batch), 0, "written, not queued");
+            assert!(conn.front(4).is_empty(), "written, not queued");
             assert!(conn.take_wrote_at().is_some());
             let mut got = vec![0u8; 18];
             peer.read_exact(&mut got).unwrap();

@@ -248,7 +248,7 @@ impl Server {
                         // A task, not the block_on future itself: a connection task handing it a
                         // message then queues it behind itself, where waking the block_on future
                         // made tokio poll its I/O driver (epoll_wait) first, once per message
-                        // (about 750 instructions each, callgrind, issue 21).
+                        // (about 10k instructions per TCP call, callgrind, issue 21).
                         match tokio::spawn(worker.run()).await {
                             Ok(outcome) => outcome,
                             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -10,7 +10,6 @@ use super::framer::{End, Framer};
 use crate::conns::Conn;
 use crate::shared::Shared;
 use crate::stats::Bump;
-use bytes::Bytes;
 use herald_core::Transport;
 use std::future::{poll_fn, Future};
 use std::io::{self, Read, Write};
@@ -327,11 +326,10 @@ fn failed(e: io::Error, handshaking: bool) -> End {
 /// system call, and flushes the codec's own bytes.
 fn write_some<C: Codec>(stream: &TcpStream, conn: &Conn, codec: &mut C, written: &mut usize) -> io::Result<()> {
     let mut wire = Socket::new(stream);
-    let mut batch: [Bytes; WRITE_BATCH] = Default::default();
     loop {
-        let n = if codec.handshaking() { 0 } else { conn.front(&mut batch) };
-        if n > 0 {
-            match codec.write(&batch[..n], *written, &mut wire) {
+        let batch = if codec.handshaking() { Vec::new() } else { conn.front(WRITE_BATCH) };
+        if !batch.is_empty() {
+            match codec.write(&batch, *written, &mut wire) {
                 Ok(0) => return Ok(()),
                 // More queued: offer it now (the socket took all of this).
                 Ok(n) if conn.advance(n, written) => continue,
