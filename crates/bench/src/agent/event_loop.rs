@@ -8,10 +8,11 @@
 //! CPU: measured against herald at 300 calls/s, the generator spent ~85% of its CPU in the
 //! kernel, because the loop woke for nearly every datagram (~13 per call) and paid a ppoll, a
 //! recvmmsg per socket (often just EAGAIN) and a sendmmsg for each. The loop therefore runs on a
-//! scheduling quantum (`--quantum-us`, like SIPp's `-timer_resol`): after a wake that found
-//! input it does not look at the sockets again before one quantum has passed (timers still fire
-//! on time), so one wake drains and answers everything that arrived meanwhile, with one
-//! recvmmsg per readable socket and one sendmmsg per socket. The cost: our callee (and caller)
+//! scheduling quantum (`--quantum-us`, like SIPp's `-timer_resol`; 10 ms by default): after a
+//! wake that found input it does not wait for the sockets again before one quantum has passed
+//! (timers and arrivals still fire on time, and such a wake-up also reads what has arrived), so
+//! one wake drains and answers everything that arrived meanwhile, with one recvmmsg per readable
+//! socket and one sendmmsg per socket. The cost: our callee (and caller)
 //! answers up to one quantum later than it could, which is part of what the proxy sees. The
 //! measurements do not suffer: a received message is timed by its kernel receive stamp
 //! (SO_TIMESTAMPNS), a sent request by the moment its datagram is handed to the kernel, and the
@@ -203,7 +204,9 @@ impl Agent {
 
     /// Runs due timers, flushes, waits for input until `until_us` at the latest, and handles what
     /// arrived. Within one quantum of the last input, it only sleeps (until the quantum ends or a
-    /// timer or `until_us` falls due) and returns; the caller loops.
+    /// timer or `until_us` falls due) and returns, unless a timer ran or something was queued
+    /// (an arrival): then it reads what has arrived without blocking and flushes it all at once;
+    /// the caller loops.
     pub fn step(&mut self, until_us: u64) {
         self.clock();
         let fired = self.run_due_timers();
