@@ -48,6 +48,15 @@ impl<'a> Method<'a> {
 
     pub fn as_str(&self) -> &'a str {
         match self {
+            Method::Extension(s) => s,
+            known => known.known_name().unwrap_or_default(),
+        }
+    }
+
+    /// The name of a method this enum names, as a `'static` str (`None` for an extension): a
+    /// transaction key holds it without allocating (herald-core's `MethodKey`).
+    pub fn known_name(&self) -> Option<&'static str> {
+        Some(match self {
             Method::Invite => "INVITE",
             Method::Ack => "ACK",
             Method::Bye => "BYE",
@@ -62,8 +71,8 @@ impl<'a> Method<'a> {
             Method::Message => "MESSAGE",
             Method::Refer => "REFER",
             Method::Publish => "PUBLISH",
-            Method::Extension(s) => s,
-        }
+            Method::Extension(_) => return None,
+        })
     }
 
     pub fn is_known(&self) -> bool {

@@ -20,28 +20,12 @@ pub enum MethodKey {
 
 impl MethodKey {
     pub const INVITE: MethodKey = MethodKey::Known("INVITE");
+    pub const ACK: MethodKey = MethodKey::Known("ACK");
 
     pub fn of(m: Method<'_>) -> MethodKey {
-        const KNOWN: [&str; 14] = [
-            "INVITE",
-            "ACK",
-            "BYE",
-            "CANCEL",
-            "REGISTER",
-            "OPTIONS",
-            "INFO",
-            "PRACK",
-            "SUBSCRIBE",
-            "NOTIFY",
-            "UPDATE",
-            "MESSAGE",
-            "REFER",
-            "PUBLISH",
-        ];
-        let name = m.as_str();
-        match (m.is_known(), KNOWN.iter().find(|k| **k == name)) {
-            (true, Some(k)) => MethodKey::Known(k),
-            _ => MethodKey::Extension(name.into()),
+        match m.known_name() {
+            Some(name) => MethodKey::Known(name),
+            None => MethodKey::Extension(m.as_str().into()),
         }
     }
 
@@ -65,10 +49,16 @@ pub struct ClientKey {
 impl ClientKey {
     /// The key of a request this element sends, or of a response to one (same rule for both).
     pub fn from_message(msg: &Message) -> Option<ClientKey> {
+        let (branch, method) = Self::parts(msg)?;
+        Some(ClientKey { branch: branch.into(), method: MethodKey::of(method) })
+    }
+
+    /// The key's fields borrowed from `msg`, for a lookup that builds no owned key (the branch
+    /// would be an allocation per response).
+    pub(crate) fn parts<'a>(msg: &'a Message) -> Option<(&'a str, Method<'a>)> {
         let via = msg.top_via().ok()?;
         let branch = via.branch().filter(|b| !b.is_empty())?;
-        let method = MethodKey::of(msg.cseq().ok()?.method);
-        Some(ClientKey { branch: branch.into(), method })
+        Some((branch, msg.cseq().ok()?.method))
     }
 }
 
@@ -76,8 +66,10 @@ impl ClientKey {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ServerKey {
     /// The top Via carries an RFC 3261 branch: branch (compared as written), sent-by (host
-    /// lower-cased, IP addresses normalised) and method, with ACK counted as INVITE.
-    Rfc3261 { branch: Box<str>, sent_by: Box<str>, method: MethodKey },
+    /// lower-cased, IP addresses normalised) and method, with ACK counted as INVITE. The branch
+    /// and the sent-by share one allocation, split at `branch_len` (a key is built per request;
+    /// [`ServerKey::branch`], [`ServerKey::sent_by`]).
+    Rfc3261 { branch_sent_by: Box<str>, branch_len: usize, method: MethodKey },
     /// An RFC 2543 client (no magic cookie): the fields of §17.2.3's fallback rule.
     Rfc2543(Box<LegacyKey>),
 }
@@ -118,8 +110,12 @@ impl ServerKey {
     fn build(msg: &Message, method: MethodKey) -> Option<ServerKey> {
         let via = msg.top_via().ok()?;
         if via.has_rfc3261_branch() {
-            let branch = via.branch()?.into();
-            return Some(ServerKey::Rfc3261 { branch, sent_by: sent_by(&via).into(), method });
+            let branch = via.branch()?;
+            let mut branch_sent_by = String::with_capacity(branch.len() + sent_by_len(&via));
+            branch_sent_by.push_str(branch);
+            push_sent_by(&mut branch_sent_by, &via);
+            let branch_sent_by = branch_sent_by.into_boxed_str();
+            return Some(ServerKey::Rfc3261 { branch_sent_by, branch_len: branch.len(), method });
         }
         let invite_class = method == MethodKey::INVITE;
         Some(ServerKey::Rfc2543(Box::new(LegacyKey {
@@ -136,6 +132,22 @@ impl ServerKey {
     pub fn is_rfc3261(&self) -> bool {
         matches!(self, ServerKey::Rfc3261 { .. })
     }
+
+    /// The branch of an RFC 3261 key.
+    pub fn branch(&self) -> Option<&str> {
+        match self {
+            ServerKey::Rfc3261 { branch_sent_by, branch_len, .. } => branch_sent_by.get(..*branch_len),
+            ServerKey::Rfc2543(_) => None,
+        }
+    }
+
+    /// The sent-by of an RFC 3261 key, as compared (host lower-cased).
+    pub fn sent_by(&self) -> Option<&str> {
+        match self {
+            ServerKey::Rfc3261 { branch_sent_by, branch_len, .. } => branch_sent_by.get(*branch_len..),
+            ServerKey::Rfc2543(_) => None,
+        }
+    }
 }
 
 /// The To tag of a message, owned.
@@ -145,17 +157,38 @@ pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
 
 /// `host[:port]` of a Via, host names lower-cased (§19.1.4: hosts compare case-insensitively).
 fn sent_by(via: &Via<'_>) -> String {
-    let mut s = String::with_capacity(48);
+    let mut s = String::with_capacity(sent_by_len(via));
+    push_sent_by(&mut s, via);
+    s
+}
+
+/// The length of [`sent_by`], exact for names and IPv4 addresses (so a key's string is
+/// allocated once, at its size, not shrunk by a realloc when boxed), a guess for IPv6.
+fn sent_by_len(via: &Via<'_>) -> usize {
+    let host_len = match via.host {
+        Host::Name(n) => n.len(),
+        Host::Ipv4(ip) => ip.octets().iter().map(|&o| dec_len(o.into())).sum::<usize>() + 3,
+        _ => 48,
+    };
+    host_len + via.port.map_or(0, |p| 1 + dec_len(p.into()))
+}
+
+/// Appends [`sent_by`] to `s`.
+fn push_sent_by(s: &mut String, via: &Via<'_>) {
     match via.host {
         Host::Name(n) => s.extend(n.chars().map(|c| c.to_ascii_lowercase())),
-        Host::Ipv4(ip) => text::push_host(&mut s, ip.into()),
+        Host::Ipv4(ip) => text::push_host(s, ip.into()),
         other => s.push_str(&other.to_string()),
     }
     if let Some(p) = via.port {
         s.push(':');
-        text::push_dec(&mut s, u64::from(p));
+        text::push_dec(s, u64::from(p));
     }
-    s
+}
+
+/// Decimal digits of `n`.
+fn dec_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
 /// Fresh branches for the requests one engine sends (§8.1.1.7, §16.6 step 8): unique within

@@ -3,6 +3,9 @@
 //! * Matching is one hash lookup: client transactions by [`ClientKey`] (§17.1.3), server
 //!   transactions by [`ServerKey`] (§17.2.3). RFC 2543 INVITE transactions additionally check the
 //!   To tag after the lookup (the INVITE's for retransmissions, the final response's for ACKs).
+//!   The key lives once, in its entry: the indexes hold (hash, id) and compare against the
+//!   entry's key, so inserting clones no key and a response is matched from its borrowed branch
+//!   and method, without building one (issue 21: ~3k instructions per proxied call).
 //! * Timers: one binary heap of `(deadline, TxId, generation)` holding at most one live entry
 //!   per transaction, its earliest deadline. When a transaction's earliest deadline changes, its
 //!   generation is bumped and a new entry pushed; stale entries are skipped when popped (lazy
@@ -27,6 +30,7 @@ use crate::hash::IdMap;
 use crate::peer::Peer;
 use crate::seed::{Seed, TableState};
 use bytes::Bytes;
+use hashbrown::HashTable;
 use herald_sip::{Limits, Message, Method};
 use std::cell::OnceCell;
 use std::cmp::Reverse;
@@ -87,6 +91,8 @@ struct LegacyTags {
 struct Entry {
     tx: Transaction,
     key: EntryKey,
+    /// The hash `key` is indexed under (in `clients` or `servers`), to unlink it.
+    key_hash: u64,
     peer: Peer,
     generation: u64,
     /// The deadline of this transaction's live heap entry.
@@ -104,10 +110,12 @@ pub struct TransactionTable {
     /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
     /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
     entries: IdMap<TxId, Box<Entry>>,
-    /// Keyed by what peers send (branches, Call-IDs): a keyed hash against flooding
-    /// ([`TableState`]).
-    clients: HashMap<ClientKey, TxId, TableState>,
-    servers: HashMap<ServerKey, TxId, TableState>,
+    /// (hash of the key, id): the keys themselves are in the entries. Hashed from what peers
+    /// send (branches, Call-IDs) with a keyed hash against flooding ([`TableState`]).
+    clients: HashTable<(u64, TxId)>,
+    servers: HashTable<(u64, TxId)>,
+    client_state: TableState,
+    server_state: TableState,
     heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
     /// The sum of the entries' `held`.
     held_bytes: usize,
@@ -125,8 +133,10 @@ impl TransactionTable {
             timers,
             next_id: 1,
             entries: IdMap::default(),
-            clients: HashMap::with_hasher(seed.derive("client transactions", 0).table_state()),
-            servers: HashMap::with_hasher(seed.derive("server transactions", 0).table_state()),
+            clients: HashTable::new(),
+            servers: HashTable::new(),
+            client_state: seed.derive("client transactions", 0).table_state(),
+            server_state: seed.derive("server transactions", 0).table_state(),
             heap: BinaryHeap::new(),
             held_bytes: 0,
         }
@@ -191,7 +201,7 @@ impl TransactionTable {
         key: ClientKey,
         peer: Peer,
     ) -> Result<(TxId, Actions), TxError> {
-        if key.method == MethodKey::of(Method::Ack) {
+        if key.method == MethodKey::ACK {
             return Err(TxError::Ack);
         }
         self.begin_client(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, key, peer)
@@ -205,7 +215,8 @@ impl TransactionTable {
         key: ClientKey,
         peer: Peer,
     ) -> Result<(TxId, Actions), TxError> {
-        if let Some(&id) = self.clients.get(&key) {
+        let key_hash = self.client_hash(&key.branch, key.method.as_str());
+        if let Some(id) = self.client_by(key_hash, &key.branch, key.method.as_str()) {
             return Err(TxError::Duplicate(id));
         }
         let reliable = peer.transport.is_reliable();
@@ -217,8 +228,8 @@ impl TransactionTable {
             (Transaction::ClientNonInvite(t), out)
         };
         let id = self.alloc();
-        self.clients.insert(key.clone(), id);
-        self.add(id, tx, EntryKey::Client(key), peer, None);
+        self.clients.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
+        self.add(id, tx, EntryKey::Client(key), key_hash, peer, None);
         Ok((id, out))
     }
 
@@ -251,7 +262,8 @@ impl TransactionTable {
             Some(Method::Ack) => return Err(TxError::Ack),
             Some(m) => m == Method::Invite,
         };
-        if let Some(&id) = self.servers.get(&key) {
+        let key_hash = self.server_state.hash_one(&key);
+        if let Some(id) = self.server_by(key_hash, &key) {
             return Err(TxError::Duplicate(id));
         }
         let reliable = peer.transport.is_reliable();
@@ -265,21 +277,45 @@ impl TransactionTable {
             (Transaction::ServerNonInvite(t), out)
         };
         let id = self.alloc();
-        self.servers.insert(key.clone(), id);
-        self.add(id, tx, EntryKey::Server(key), peer, legacy);
+        self.servers.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
+        self.add(id, tx, EntryKey::Server(key), key_hash, peer, legacy);
         Ok((id, out))
     }
 
-    fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, peer: Peer, legacy: Option<LegacyTags>) {
-        let entry = Entry { tx, key, peer, generation: 0, scheduled: None, held: 0, legacy };
+    fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, key_hash: u64, peer: Peer, legacy: Option<LegacyTags>) {
+        let entry = Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy };
         self.entries.insert(id, Box::new(entry));
         self.settle(id);
+    }
+
+    /// The hash a client key is indexed under: of the branch and the method as written, the
+    /// same whether they come from an owned [`ClientKey`] or borrowed from a response.
+    fn client_hash(&self, branch: &str, method: &str) -> u64 {
+        self.client_state.hash_one((branch, method))
+    }
+
+    /// The client transaction keyed by `branch` and `method` (hashed by [`Self::client_hash`]).
+    fn client_by(&self, hash: u64, branch: &str, method: &str) -> Option<TxId> {
+        let same =
+            |e: &Entry| matches!(&e.key, EntryKey::Client(k) if *k.branch == *branch && k.method.as_str() == method);
+        let &(_, id) =
+            self.clients.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+        Some(id)
+    }
+
+    /// The server transaction keyed by `key` (hashed with `server_state`).
+    fn server_by(&self, hash: u64, key: &ServerKey) -> Option<TxId> {
+        let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k == key);
+        let &(_, id) =
+            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+        Some(id)
     }
 
     /// The client transaction a response belongs to (§17.1.3).
     pub fn find_client(&self, response: &Message) -> Option<TxId> {
         response.status()?;
-        self.clients.get(&ClientKey::from_message(response)?).copied()
+        let (branch, method) = ClientKey::parts(response)?;
+        self.client_by(self.client_hash(branch, method.as_str()), branch, method.as_str())
     }
 
     /// The server transaction a request belongs to (§17.2.3): a retransmission, or an ACK for
@@ -291,7 +327,7 @@ impl TransactionTable {
 
     /// [`Self::find_server`] with the request's key already built.
     pub fn find_server_with(&self, key: &ServerKey, request: &Message) -> Option<TxId> {
-        let id = *self.servers.get(key)?;
+        let id = self.server_by(self.server_state.hash_one(key), key)?;
         let e = self.entries.get(&id)?;
         let Some(legacy) = &e.legacy else {
             return Some(id);
@@ -308,7 +344,8 @@ impl TransactionTable {
     /// The INVITE server transaction a CANCEL cancels (§9.2). The CANCEL itself gets its own
     /// non-INVITE server transaction.
     pub fn find_cancel_target(&self, cancel: &Message) -> Option<TxId> {
-        let id = *self.servers.get(&ServerKey::cancel_target(cancel)?)?;
+        let key = ServerKey::cancel_target(cancel)?;
+        let id = self.server_by(self.server_state.hash_one(&key), &key)?;
         let e = self.entries.get(&id)?;
         match &e.legacy {
             Some(legacy) => (to_tag(cancel) == legacy.invite).then_some(id),
@@ -340,12 +377,13 @@ impl TransactionTable {
         let Some(e) = self.entries.get_mut(&id) else {
             return Actions::new();
         };
-        let out = e.tx.on_tu_response(now, response.clone(), status);
+        let out = e.tx.on_tu_response(now, response, status);
         if let Some(legacy) = &mut e.legacy {
-            if status >= 200 && legacy.final_response.is_none() && out.sends().next().is_some() {
+            // What a server transaction sends for the TU's response is that response.
+            if let Some(sent) = out.sends().next().filter(|_| status >= 200 && legacy.final_response.is_none()) {
                 // Only RFC 2543 INVITE transactions pay for this parse: their ACK is matched
                 // by the To tag of the final response (§17.2.3).
-                let tag = Message::parse(response, &Limits::default()).ok().and_then(|m| to_tag(&m));
+                let tag = Message::parse(sent.clone(), &Limits::default()).ok().and_then(|m| to_tag(&m));
                 legacy.final_response = Some(tag);
             }
         }
@@ -369,17 +407,12 @@ impl TransactionTable {
         self.drop_stale_top();
         self.held_bytes -= e.held;
         // Only unlink the key if it still points here.
-        match &e.key {
-            EntryKey::Client(k) => {
-                if self.clients.get(k) == Some(&id) {
-                    self.clients.remove(k);
-                }
-            }
-            EntryKey::Server(k) => {
-                if self.servers.get(k) == Some(&id) {
-                    self.servers.remove(k);
-                }
-            }
+        let index = match &e.key {
+            EntryKey::Client(_) => &mut self.clients,
+            EntryKey::Server(_) => &mut self.servers,
+        };
+        if let Ok(slot) = index.find_entry(e.key_hash, |&(_, i)| i == id) {
+            slot.remove();
         }
         Some(e.tx)
     }
@@ -465,8 +498,8 @@ impl TransactionTable {
     /// capacity at least, so its cost is paid for by the removals that emptied the table.
     fn shrink_after_peak(&mut self) {
         shrink(&mut self.entries);
-        shrink(&mut self.clients);
-        shrink(&mut self.servers);
+        shrink_index(&mut self.clients);
+        shrink_index(&mut self.servers);
         let (len, capacity) = (self.heap.len(), self.heap.capacity());
         if capacity > SHRINK_MIN_CAPACITY && len < capacity / 8 {
             self.heap.shrink_to(len * 2);
@@ -486,6 +519,13 @@ impl TransactionTable {
 fn shrink<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
     if map.capacity() > SHRINK_MIN_CAPACITY && map.len() < map.capacity() / 8 {
         map.shrink_to(map.len() * 2);
+    }
+}
+
+/// [`shrink`] for a key index (which keeps each key's hash: no rehash of the keys).
+fn shrink_index(index: &mut HashTable<(u64, TxId)>) {
+    if index.capacity() > SHRINK_MIN_CAPACITY && index.len() < index.capacity() / 8 {
+        index.shrink_to(index.len() * 2, |&(h, _)| h);
     }
 }
 

@@ -300,3 +300,17 @@ fn on_a_grid_absorbing_timers_of_several_transactions_come_due_together() {
     tt.handle_timeouts(t + k + step);
     assert_eq!(tt.len(), 0, "both ended at the one grid point");
 }
+
+#[test]
+fn server_key_keeps_branch_and_sent_by_apart() {
+    let key = |via: &str| ServerKey::from_request(&request_via("INVITE", via, 1)).unwrap();
+    let named = key("SIP/2.0/UDP PC33.Example.com:5060;branch=z9hG4bKaBc");
+    assert_eq!((named.branch(), named.sent_by()), (Some("z9hG4bKaBc"), Some("pc33.example.com:5060")));
+    let ipv4 = key("SIP/2.0/UDP 192.0.2.10;branch=z9hG4bK7");
+    assert_eq!((ipv4.branch(), ipv4.sent_by()), (Some("z9hG4bK7"), Some("192.0.2.10")));
+    // The split is part of the key: the same characters cut elsewhere are another key.
+    let a = key("SIP/2.0/UDP 1.example.com;branch=z9hG4bKx");
+    let b = key("SIP/2.0/UDP example.com;branch=z9hG4bKx1.");
+    assert_eq!(a.sent_by(), Some("1.example.com"));
+    assert_ne!(a, b);
+}
