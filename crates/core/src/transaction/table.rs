@@ -284,8 +284,9 @@ impl TransactionTable {
 
     fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, key_hash: u64, peer: Peer, legacy: Option<LegacyTags>) {
         let entry = Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy };
-        self.entries.insert(id, Box::new(entry));
-        self.settle(id);
+        let e = self.entries.entry(id).insert_entry(Box::new(entry)).into_mut();
+        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        self.finish(id, settled);
     }
 
     /// The hash a client key is indexed under: of the branch and the method as written, the
@@ -368,7 +369,8 @@ impl TransactionTable {
             return Actions::new();
         };
         let out = e.tx.on_message(now, msg);
-        self.settle(id);
+        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        self.finish(id, settled);
         out
     }
 
@@ -387,7 +389,8 @@ impl TransactionTable {
                 legacy.final_response = Some(tag);
             }
         }
-        self.settle(id);
+        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        self.finish(id, settled);
         out
     }
 
@@ -397,14 +400,19 @@ impl TransactionTable {
             return Actions::new();
         };
         let out = e.tx.on_transport_error();
-        self.settle(id);
+        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        self.finish(id, settled);
         out
     }
 
     /// Drops a transaction without telling anyone (the TU gave up on it).
     pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
         let e = self.entries.remove(&id)?;
-        self.drop_stale_top();
+        // Only this transaction's heap entries went stale: a top of another one is as live as
+        // before (every change keeps the top live), so only a top of this one needs a look.
+        if self.heap.peek().is_some_and(|Reverse((_, top, _))| *top == id) {
+            self.drop_stale_top();
+        }
         self.held_bytes -= e.held;
         // Only unlink the key if it still points here.
         let index = match &e.key {
@@ -417,27 +425,15 @@ impl TransactionTable {
         Some(e.tx)
     }
 
-    /// Removes `id` if it terminated; otherwise makes sure its earliest deadline is in the heap.
-    fn settle(&mut self, id: TxId) {
-        let Some(e) = self.entries.get_mut(&id) else {
-            return;
-        };
-        if e.tx.is_terminated() {
-            self.remove(id);
-            return;
-        }
-        let held = e.tx.held_bytes();
-        self.held_bytes = self.held_bytes - e.held + held;
-        e.held = held;
-        let next = e.tx.next_deadline().map(|(at, kind)| self.timers.scheduled_at(at, kind));
-        if next != e.scheduled {
-            e.generation += 1;
-            e.scheduled = next;
-            if let Some(at) = next {
-                self.heap.push(Reverse((at, id, e.generation)));
+    /// Does what [`settle_entry`] left to the table.
+    fn finish(&mut self, id: TxId, settled: Settled) {
+        match settled {
+            Settled::Done => {}
+            Settled::Terminated => {
+                self.remove(id);
             }
+            Settled::TopStale => self.drop_stale_top(),
         }
-        self.drop_stale_top();
     }
 
     /// Pops the stale entries off the top of the heap (lazy deletion leaves them in it), so that
@@ -454,7 +450,7 @@ impl TransactionTable {
     }
 
     /// The earliest instant `handle_timeouts` has work: the heap's top, never a stale entry
-    /// ([`Self::drop_stale_top`] runs after every change).
+    /// ([`Self::drop_stale_top`] runs after every change that can leave one on top).
     pub fn next_timeout(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
@@ -487,8 +483,11 @@ impl TransactionTable {
                     _ => break,
                 }
             }
-            self.settle(id);
+            let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+            self.finish(id, settled);
         }
+        // A pop uncovers an entry nothing has checked yet.
+        self.drop_stale_top();
         self.shrink_after_peak();
         out
     }
@@ -519,6 +518,49 @@ impl TransactionTable {
 fn shrink<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
     if map.capacity() > SHRINK_MIN_CAPACITY && map.len() < map.capacity() / 8 {
         map.shrink_to(map.len() * 2);
+    }
+}
+
+/// What settling one entry left to its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    Done,
+    /// The transaction terminated: remove it.
+    Terminated,
+    /// The heap's top is a stale entry of this transaction: pop it ([`TransactionTable::drop_stale_top`]).
+    TopStale,
+}
+
+/// After every change to a transaction, in hand (its caller just looked it up or inserted it):
+/// a terminated one is to be removed; otherwise its held bytes are accounted and, when its
+/// earliest deadline moved, the new one is pushed on the heap. The top, live before, can only
+/// have gone stale if it is this transaction's previous entry, which the generation tells
+/// without a lookup.
+fn settle_entry(
+    e: &mut Entry,
+    id: TxId,
+    heap: &mut BinaryHeap<Reverse<(Instant, TxId, u64)>>,
+    timers: &Timers,
+    held_bytes: &mut usize,
+) -> Settled {
+    if e.tx.is_terminated() {
+        return Settled::Terminated;
+    }
+    let held = e.tx.held_bytes();
+    *held_bytes = *held_bytes - e.held + held;
+    e.held = held;
+    let next = e.tx.next_deadline().map(|(at, kind)| timers.scheduled_at(at, kind));
+    if next == e.scheduled {
+        return Settled::Done;
+    }
+    e.generation += 1;
+    e.scheduled = next;
+    if let Some(at) = next {
+        heap.push(Reverse((at, id, e.generation)));
+    }
+    match heap.peek() {
+        Some(Reverse((_, top, generation))) if *top == id && *generation != e.generation => Settled::TopStale,
+        _ => Settled::Done,
     }
 }
 

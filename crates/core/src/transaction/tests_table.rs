@@ -314,3 +314,19 @@ fn server_key_keeps_branch_and_sent_by_apart() {
     assert_eq!(a.sent_by(), Some("1.example.com"));
     assert_ne!(a, b);
 }
+
+#[test]
+fn a_stale_entry_uncovered_by_a_timeout_is_not_the_next_timeout() {
+    let mut tt = table();
+    let t = t0();
+    let (first, second) = (invite("z9hG4bKu1"), invite("z9hG4bKu2"));
+    tt.insert_client(t, first.clone(), udp()).unwrap();
+    let (id2, _) = tt.insert_client(t + ms(100), second.clone(), udp()).unwrap();
+    // The second's Timer A (at 600 ms) is cancelled under the first's (at 500 ms): a stale
+    // entry just below the top.
+    tt.on_message(t + ms(150), id2, response(&second, 180, Some("x")));
+    assert_eq!(tt.next_timeout(), Some(t + ms(500)));
+    // The first's Timer A fires and re-arms at 1.5 s; the stale 600 ms entry is uncovered.
+    assert_eq!(tt.handle_timeouts(t + ms(500)).len(), 1);
+    assert_eq!(tt.next_timeout(), Some(t + ms(1500)), "no wake-up at 600 ms for nothing");
+}
