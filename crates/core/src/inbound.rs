@@ -216,8 +216,7 @@ pub fn busy(msg: &Message, retry_after_s: u32) -> Bytes {
 /// The ACK of a non-2xx final response from [`busy`] (RFC 3261 §17.1.1.3: sent hop by hop to
 /// the server that answered): there is no transaction to absorb it, so the runtime does.
 pub fn is_ack_of_busy(msg: &Message) -> bool {
-    msg.method() == Some(Method::Ack)
-        && msg.to_tag().ok().flatten().is_some_and(|tag| tag.starts_with(BUSY_TAG))
+    msg.method() == Some(Method::Ack) && msg.to_tag().ok().flatten().is_some_and(|tag| tag.starts_with(BUSY_TAG))
 }
 
 #[cfg(test)]
