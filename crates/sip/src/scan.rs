@@ -264,6 +264,21 @@ mod tests {
     }
 
     #[test]
+    fn find_any_at_every_length_and_position() {
+        // Around the 16-byte chunks and the overlapping last chunk of slices of 16 or more.
+        for len in 0..40 {
+            for at in 0..len {
+                let mut v = vec![b'a'; len];
+                v[at] = b';';
+                for from in 0..=len + 1 {
+                    let want = v.get(from..).and_then(|t| t.iter().position(|b| b";?".contains(b))).map(|k| from + k);
+                    assert_eq!(find_any(&v, from, [b';', b'?']), want, "len {len}, at {at}, from {from}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn find_lf_matches_a_plain_search() {
         let text = b"Via: SIP/2.0/UDP h;branch=z9hG4bK1\r\nTo: <sip:b@h>\r\n\n\x8a\x0b\xff\n";
         for from in 0..=text.len() + 1 {
