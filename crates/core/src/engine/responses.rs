@@ -9,6 +9,7 @@ use crate::io::Output;
 use crate::proxy::respond::via_destination;
 use crate::proxy::select::{best_response, status_to_forward};
 use crate::transaction::{TuEvent, TxId};
+use herald_sip::headers::Via;
 use herald_sip::{Editor, HeaderName, Limits, Message};
 use std::cmp::Reverse;
 use std::time::Instant;
@@ -17,16 +18,14 @@ use std::time::Instant;
 /// no well-formed Via remains: §16.7 step 3, the response was meant for this element (or was
 /// mangled on the way) and must not be forwarded.
 fn strip_top_via(resp: &Message) -> Option<bytes::Bytes> {
-    let top = resp.list_values(HeaderName::Via).next()?.ok()?;
-    if resp.is_checked() {
-        // `check` split the Via list and parsed its top value: whether a second one exists is
-        // all that is open (the values below the top travel on as written, §16.3 step 1).
-        if resp.via_count() < 2 {
-            return None;
-        }
-    } else {
-        resp.vias().nth(1)?.ok()?;
-    }
+    let mut values = resp.list_values(HeaderName::Via);
+    let top = values.next()?.ok()?;
+    // The second value becomes the top Via of what herald sends, which the receiver matches
+    // its transaction by (§17.1.3): it must be well-formed. The receipt check parsed only the
+    // top value (§16.3 step 1), so this one is parsed here (a fuzzed response whose second Via
+    // was mangled went upstream with it, fuzz/regressions/engine_pipeline/lower-via-malformed-
+    // response); the values below it travel on as written.
+    Via::parse(values.next()?.ok()?.bytes).ok()?;
     let mut e = Editor::new(resp);
     e.remove_list_value(top);
     e.ensure_content_length();
