@@ -22,6 +22,8 @@
 # Usage: scripts/bench-one-peer.sh HERALD [HERALD...]   (default target/release/herald)
 #        ROUNDS=2 WORKER_COUNTS="1 2" SEARCH_S=10 START=3000 FACTOR=1.2 PRECISION=0.05 LOAD=0.9
 #        SECS=10 MAX_P99_MS=500 PAUSE=5 GEN_ARGS=--single-socket OUT=target/bench-one-peer.md
+#        DEADLINE_S=0 (a search that has run this long stops at its best passing rate)
+#        MAX_TRANSACTIONS=2000000 (herald's limit per worker)
 # Port: 127.0.0.1:18630.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- target/release/herald
 ROUNDS=${ROUNDS:-2} WORKER_COUNTS=${WORKER_COUNTS:-1 2} SEARCH_S=${SEARCH_S:-10} START=${START:-3000}
 FACTOR=${FACTOR:-1.2} PRECISION=${PRECISION:-0.05} LOAD=${LOAD:-0.9} SECS=${SECS:-10} PAUSE=${PAUSE:-5}
-MAX_P99_MS=${MAX_P99_MS:-500}
+MAX_P99_MS=${MAX_P99_MS:-500} DEADLINE_S=${DEADLINE_S:-0} MAX_TRANSACTIONS=${MAX_TRANSACTIONS:-2000000}
 GEN_ARGS=${GEN_ARGS:---single-socket} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-one-peer.md}
 PORT=18630
@@ -37,19 +39,23 @@ GEN=$1 # the generator: the first binary, the same in every run
 
 . scripts/lib/preamble.sh
 scratch server_pid
+finished=''
+on_exit() { # a run stopped early (a lent machine's time limit) still leaves its rows
+    [ -n "$finished" ] || { mkdir -p "$(dirname "$OUT")" && cp "$tmp/rows" "$OUT.partial"; } 2>/dev/null || true
+}
 
 # run LABEL BINARY WORKERS ROUND
 run() {
     local label=$1 bin=$2 w=$3 round=$4 cap rate busy calls
     local extra=''
     [ "$OVERLOAD" = on ] || extra=$'[overload]\nenabled = false'
-    WORKERS=$w herald_bench_config "$PORT" "$extra" >"$tmp/h.toml"
+    WORKERS=$w MAX_TRANSACTIONS=$((MAX_TRANSACTIONS * w)) herald_bench_config "$PORT" "$extra" >"$tmp/h.toml"
     "$bin" serve --config "$tmp/h.toml" >"$tmp/serve.log" 2>&1 &
     server_pid=$!
     wait_bound "$PORT" "$server_pid"
     python3 scripts/lib/multi_capacity.py --herald "$GEN" --proxy "127.0.0.1:$PORT" --gen-args="$GEN_ARGS" \
         --start "$START" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" --confirm-s 0 \
-        --max-srd-p99-ms "$MAX_P99_MS" --pause "$PAUSE" >"$tmp/cap.json" 2>"$tmp/cap.log" || true
+        --max-srd-p99-ms "$MAX_P99_MS" --pause "$PAUSE" --deadline-s "$DEADLINE_S" >"$tmp/cap.json" 2>"$tmp/cap.log" || true
     cap=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity'])" "$tmp/cap.json" 2>/dev/null || echo 0)
     rate=$(awk -v c="$cap" -v l="$LOAD" 'BEGIN {printf "%d", c * l}')
     sleep "$PAUSE"
@@ -64,7 +70,7 @@ run() {
     server_pid=''
     calls=$(python3 -c "import json,sys
 r = json.load(open(sys.argv[1]))
-print(f\"{r['attempted']} calls, {r['failed']} failed, SRD p99 {r['srd']['p99_us'] / 1000:.1f} ms, herald {r['servers'][0]['cpu_s'] / r['attempted'] * 1e6:.0f} µs/call\")" \
+print(f\"{r['attempted']} calls, {r['failed']} failed, SRD p99 {r['srd']['p99_us'] / 1000:.1f} ms, herald {r['servers'][0]['cpu_s'] / r['attempted'] * 1e6:.0f} µs/call, generator CPU {r['generator']['cpu_s']:.1f} s\")" \
         "$tmp/calls.json" 2>/dev/null || echo "no run")
     # Threads started after the first look count from zero; shares of the herald's CPU.
     busy=$(awk -v hz="$HZ" 'NR == FNR {t0[$1] = $2; next} {d[$1] = $2 - t0[$1]; all += d[$1]}
@@ -117,4 +123,5 @@ done
 } >"$tmp/report"
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
+finished=1
 cat "$OUT"

@@ -19,14 +19,20 @@
 #   confirmation). Reports capacity, speed-up over N = 1 (target >= 0.9 N; the seeds' best was
 #   6.2 of 8) and herald/Kamailio per N. An N whose server and generators do not fit on
 #   separate CPUs (N + GENS > nproc) runs with the generators on the last CPUs, shared with the
-#   server, and is marked "shared" - a trial of the script, not a measurement. On a 16-core
-#   machine: NS="1 2 4 8 12" with GENS up to 4 keeps every row separate. Herald runs with
+#   server, and is marked "shared" - a trial of the script, not a measurement. GENS and START
+#   are each one number for every N, or a list of N:VALUE pairs (GENS="1:2 2:3 4:6 8:8"; an N
+#   not in it gets the default); KAMAILIO_START (default START) is Kamailio's. herald's
+#   transaction limit grows with N (MAX_TRANSACTIONS per worker, default 2,000,000: transactions
+#   linger 32 s, Timer J). DEADLINE_S (default 0: none) stops a search that has run that long at
+#   its best passing rate, marked "cut short" - for a lent machine whose minutes are counted
+#   (scripts/device-scaling.sh). Herald runs with
 #   `[overload] enabled = false` (OVERLOAD=on keeps it), as scripts/bench-per-core.sh explains:
 #   Kamailio's configuration has no overload control either.
 #
 # Usage: scripts/bench-scaling.sh [HERALD]   (default target/release/herald, built if absent)
 #        PARTS="cpu capacity" ROUNDS=3 RATE=2000 SECS=20 GEN_ARGS=
-#        NS="1 2 4 8 16" GENS= SEARCH_S=10 CONFIRM_S=60 START=2000 FACTOR=1.5 PRECISION=0.05
+#        NS="1 2 4 8 16" GENS= DEADLINE_S=0 MAX_TRANSACTIONS=2000000 SEARCH_S=10 CONFIRM_S=60
+#        START=2000 KAMAILIO_START= FACTOR=1.5 PRECISION=0.05
 #        OUT=target/bench-scaling.md
 # Ports: 127.0.0.1:18620 (herald), 18621 (Kamailio). Needs kamailio and taskset for capacity.
 set -euo pipefail
@@ -35,8 +41,9 @@ cd "$(dirname "$0")/.."
 HERALD=${1:-target/release/herald}
 PARTS=${PARTS:-cpu capacity}
 ROUNDS=${ROUNDS:-3} RATE=${RATE:-2000} SECS=${SECS:-20} GEN_ARGS=${GEN_ARGS:-}
-NS=${NS:-1 2 4 8 16} GENS=${GENS:-}
+NS=${NS:-1 2 4 8 16} GENS=${GENS:-} DEADLINE_S=${DEADLINE_S:-0} MAX_TRANSACTIONS=${MAX_TRANSACTIONS:-2000000}
 SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} START=${START:-2000} FACTOR=${FACTOR:-1.5}
+KAMAILIO_START=${KAMAILIO_START:-$START}
 PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-scaling.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
@@ -46,11 +53,15 @@ CPUS=$(nproc)
 . scripts/lib/preamble.sh
 herald_or_build
 scratch server_pid
+finished=''
+on_exit() { # a run stopped early (a lent machine's time limit) still leaves what it measured
+    [ -n "$finished" ] || { mkdir -p "$(dirname "$OUT")" && cp "$tmp/report" "$OUT.partial"; } 2>/dev/null || true
+}
 
 {
     echo "## Scaling across cores: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "\`PARTS=\"$PARTS\" ROUNDS=$ROUNDS RATE=$RATE SECS=$SECS GEN_ARGS=\"$GEN_ARGS\" NS=\"$NS\" GENS=$GENS SEARCH_S=$SEARCH_S CONFIRM_S=$CONFIRM_S START=$START scripts/bench-scaling.sh $HERALD\`"
+    echo "\`PARTS=\"$PARTS\" ROUNDS=$ROUNDS RATE=$RATE SECS=$SECS GEN_ARGS=\"$GEN_ARGS\" NS=\"$NS\" GENS=\"$GENS\" DEADLINE_S=$DEADLINE_S SEARCH_S=$SEARCH_S CONFIRM_S=$CONFIRM_S START=\"$START\" KAMAILIO_START=\"$KAMAILIO_START\" FACTOR=$FACTOR PRECISION=$PRECISION scripts/bench-scaling.sh $HERALD\`"
     echo
     echo "herald $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($HERALD)."
     echo "Machine: $CPUS CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -106,10 +117,25 @@ if [[ " $PARTS " == *" cpu "* ]]; then
     } >>"$tmp/report"
 fi
 
+# for_n N DEFAULT SPEC...: the value SPEC gives N - one number for all, or N:VALUE pairs
+for_n() {
+    local n=$1 value=$2 pair
+    shift 2
+    for pair in "$@"; do
+        case $pair in
+        "$n":*) value=${pair#*:} ;;
+        *:*) ;;
+        *) value=$pair ;;
+        esac
+    done
+    echo "$value"
+}
+
 # capacity_run NAME N: the capacity of the server NAME with N workers/children; echoes it
 capacity_run() {
-    local name=$1 n=$2 gens cpus mask first shared=''
-    gens=${GENS:-$(((n + 1) / 2))}
+    local name=$1 n=$2 gens cpus mask first shared='' start
+    gens=$(for_n "$n" $(((n + 1) / 2)) $GENS)
+    if [ "$name" = herald ]; then start=$(for_n "$n" 2000 $START); else start=$(for_n "$n" 2000 $KAMAILIO_START); fi
     first=$n
     if [ $((n + gens)) -gt "$CPUS" ]; then
         first=$((CPUS - gens))
@@ -120,7 +146,7 @@ capacity_run() {
     if [ "$name" = herald ]; then
         local extra=''
         [ "$OVERLOAD" = on ] || extra=$'[overload]\nenabled = false'
-        WORKERS=$n herald_bench_config "$HPORT" "$extra" >"$tmp/herald.toml"
+        WORKERS=$n MAX_TRANSACTIONS=$((MAX_TRANSACTIONS * n)) herald_bench_config "$HPORT" "$extra" >"$tmp/herald.toml"
         taskset -c "0-$((n - 1))" "$HERALD" serve --config "$tmp/herald.toml" >"$tmp/herald.log" 2>&1 &
         server_pid=$!
         wait_bound "$HPORT" "$server_pid"
@@ -138,18 +164,19 @@ capacity_run() {
     local procs
     procs=$(tree "$server_pid" | tr '\n' ' ')
     python3 scripts/lib/multi_capacity.py --herald "$HERALD" --proxy "127.0.0.1:$port" --generators "$gens" \
-        --cpus "$cpus" --start "$START" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" \
-        --confirm-s "$CONFIRM_S" --pause "$PAUSE" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
+        --cpus "$cpus" --start "$start" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" \
+        --confirm-s "$CONFIRM_S" --pause "$PAUSE" --deadline-s "$DEADLINE_S" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
     # shellcheck disable=SC2086
     stop $procs
     server_pid=''
-    local found cap
-    read -r found cap < <(python3 -c "import json,sys
+    local found cap cut
+    read -r found cap cut < <(python3 -c "import json,sys
 try:
-    r = json.load(open(sys.argv[1])); print(r['search'], r['capacity'])
+    r = json.load(open(sys.argv[1])); print(r['search'], r['capacity'], ' (cut short)' if r.get('cut_short') else '')
 except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
     echo "$cap" >"$tmp/capacity.$name.$n"
-    echo "| $n | $name | $gens on CPU $cpus$shared | $found | $cap |" >>"$tmp/report"
+    echo "| $n | $name | $gens on CPU $cpus$shared | $found${cut:+ $cut} | $cap |" >>"$tmp/report"
+    { echo "- $name, N = $n:"; sed 's/^/      /' "$tmp/cap.$name.$n.log"; } >>"$tmp/steps"
     echo "capacity: $name, N=$n: $cap calls/s (search $found)" >&2
 }
 
@@ -195,7 +222,11 @@ if [[ " $PARTS " == *" capacity "* ]]; then
     } >>"$tmp/report"
 fi
 
+if [ -s "$tmp/steps" ]; then
+    { echo; echo "Search steps (offered rate x window: summed over the generators):"; echo; cat "$tmp/steps"; } >>"$tmp/report"
+fi
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$tmp/report"
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
+finished=1
 cat "$OUT"

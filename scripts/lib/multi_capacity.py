@@ -26,7 +26,8 @@ herald "passing" 20,000 calls/s on one core in 5 s steps with an SRD p99 of 5 s.
 INVITE is not answered within T1 retransmits it, so past T1 the server is not keeping up (SPEC
 SIP, seed 002, fails such runs on retransmissions too).
 
-Prints one JSON object: {"search": rate, "capacity": rate, "steps": [...]}.
+Prints one JSON object: {"search": rate, "capacity": rate, "cut_short": bool, "steps": [...]}; cut_short
+is true when --deadline-s stopped the search before it reached PRECISION.
 """
 
 import argparse
@@ -90,8 +91,15 @@ def step(args, rate, seconds, tmp, index):
 
 def search(args, tmp, steps):
     lo, hi, rate = 0.0, None, args.start
+    started = time.monotonic()
     while len(steps) < args.max_steps:
         if hi is not None and lo > 0 and hi - lo <= args.precision * lo:
+            break
+        if args.deadline_s and time.monotonic() - started >= args.deadline_s:
+            # A lent machine's minutes are counted: the best rate passed so far stands, and the
+            # report says the search was cut short.
+            print(f"  deadline of {args.deadline_s:.0f} s reached: the search stops at {lo:.0f}/s", file=sys.stderr)
+            args.cut_short = True
             break
         s = step(args, rate, args.search_s, tmp, len(steps))
         steps.append(s)
@@ -124,7 +132,10 @@ def main():
     ap.add_argument("--pause", type=float, default=3)
     ap.add_argument("--server-pid", action="append", default=[], help="passed to herald bench (its CPU per call)")
     ap.add_argument("--gen-args", default="", help="more options for every herald bench, e.g. --single-socket")
+    ap.add_argument("--deadline-s", type=float, default=0,
+                    help="no search step starts after this many seconds (0: none); the result says cut_short")
     args = ap.parse_args()
+    args.cut_short = False
     args.cpus = [c for c in args.cpus.split(",") if c]
     args.gen_args = args.gen_args.split() + [a for p in args.server_pid for a in ("--server-pid", p)]
     steps = []
@@ -142,7 +153,8 @@ def main():
                 capacity = rate
                 break
             rate /= args.confirm_factor
-    print(json.dumps({"search": round(found), "capacity": round(capacity), "steps": steps}))
+    print(json.dumps({"search": round(found), "capacity": round(capacity), "cut_short": args.cut_short,
+                      "steps": steps}))
 
 
 if __name__ == "__main__":
