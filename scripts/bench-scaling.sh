@@ -32,7 +32,7 @@
 # Usage: scripts/bench-scaling.sh [HERALD]   (default target/release/herald, built if absent)
 #        PARTS="cpu capacity" ROUNDS=3 RATE=2000 SECS=20 GEN_ARGS=
 #        NS="1 2 4 8 16" GENS= DEADLINE_S=0 MAX_TRANSACTIONS=2000000 SEARCH_S=10 CONFIRM_S=60
-#        START=2000 KAMAILIO_START= FACTOR=1.5 PRECISION=0.05
+#        START=2000 KAMAILIO_START= FACTOR=1.5 PRECISION=0.05 SERVERS="herald kamailio"
 #        OUT=target/bench-scaling.md
 # Ports: 127.0.0.1:18620 (herald), 18621 (Kamailio). Needs kamailio and taskset for capacity.
 set -euo pipefail
@@ -44,6 +44,7 @@ ROUNDS=${ROUNDS:-3} RATE=${RATE:-2000} SECS=${SECS:-20} GEN_ARGS=${GEN_ARGS:-}
 NS=${NS:-1 2 4 8 16} GENS=${GENS:-} DEADLINE_S=${DEADLINE_S:-0} MAX_TRANSACTIONS=${MAX_TRANSACTIONS:-2000000}
 SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} START=${START:-2000} FACTOR=${FACTOR:-1.5}
 KAMAILIO_START=${KAMAILIO_START:-$START}
+SERVERS=${SERVERS:-herald kamailio}
 PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3} OVERLOAD=${OVERLOAD:-off}
 OUT=${OUT:-target/bench-scaling.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
@@ -176,7 +177,12 @@ try:
 except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
     echo "$cap" >"$tmp/capacity.$name.$n"
     echo "| $n | $name | $gens on CPU $cpus$shared | $found${cut:+ $cut} | $cap |" >>"$tmp/report"
-    { echo "- $name, N = $n:"; sed 's/^/      /' "$tmp/cap.$name.$n.log"; } >>"$tmp/steps"
+    {
+        echo "- $name, N = $n:"
+        sed 's/^/      /' "$tmp/cap.$name.$n.log"
+        # why a server refused calls, where it says so (Kamailio: "out of memory" at -m too small)
+        [ "$name" = herald ] || grep -i -m 3 'error\|memory' "$tmp/kamailio.log" | sed 's/^/      log: /' || true
+    } >>"$tmp/steps"
     echo "capacity: $name, N=$n: $cap calls/s (search $found)" >&2
 }
 
@@ -198,10 +204,10 @@ if [[ " $PARTS " == *" capacity "* ]]; then
             echo "N=$n: more than the $CPUS CPUs here, skipped" >&2
             continue
         fi
-        capacity_run herald "$n"
-        sleep "$PAUSE"
-        capacity_run kamailio "$n"
-        sleep "$PAUSE"
+        for server in $SERVERS; do
+            capacity_run "$server" "$n"
+            sleep "$PAUSE"
+        done
         ran+=("$n")
     done
     {
@@ -211,8 +217,8 @@ if [[ " $PARTS " == *" capacity "* ]]; then
         h1=$(cat "$tmp/capacity.herald.${ran[0]}" 2>/dev/null || echo 0)
         k1=$(cat "$tmp/capacity.kamailio.${ran[0]}" 2>/dev/null || echo 0)
         for n in "${ran[@]}"; do
-            h=$(cat "$tmp/capacity.herald.$n")
-            k=$(cat "$tmp/capacity.kamailio.$n")
+            h=$(cat "$tmp/capacity.herald.$n" 2>/dev/null || echo 0) # 0: not in SERVERS
+            k=$(cat "$tmp/capacity.kamailio.$n" 2>/dev/null || echo 0)
             awk -v n="$n" -v h="$h" -v k="$k" -v h1="$h1" -v k1="$k1" 'BEGIN {
                 printf "| %d | %d | %s | %d | %s | %s |\n", n, h, (h1 > 0 ? sprintf("%.2f", h / h1) : "n/a"),
                     k, (k1 > 0 ? sprintf("%.2f", k / k1) : "n/a"), (k > 0 ? sprintf("%.2f", h / k) : "n/a")}'

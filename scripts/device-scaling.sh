@@ -15,8 +15,8 @@
 # and the run there (the tool's `carry: [".dev"]`) installs Kamailio where the config expects it:
 #   scripts/device-scaling.sh run    -> reports in $OUT (the tool's folder that comes back), else
 #                                      target/device/
-# Knobs (run): NS="1 2 4 8" GENS START KAMAILIO_START SEARCH_S=3 DEADLINE_S=25 SCALING_LIMIT_S=330
-#              ONE_PEER_WORKERS="1 2 4" ONE_PEER_START=15000 ONE_PEER_LIMIT_S=150
+# Knobs (run): SERVERS="herald kamailio" KAMAILIO_SHM_MB=8192 NS="1 2 4 8" GENS START KAMAILIO_START SEARCH_S=3 DEADLINE_S=25 SCALING_LIMIT_S=330
+#              ONE_PEER_WORKERS="1 2 4" ONE_PEER_START=15000 ONE_PEER_LIMIT_S=150 (0: no one-peer part)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=.dev
@@ -56,10 +56,11 @@ run() {
         echo "- herald: $DEV/herald, $(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown (no .git)')"
     } >"$out/machine.md"
     cat "$out/machine.md"
-    PARTS=capacity NS=${NS:-1 2 4 8} GENS=${GENS:-1:2 2:3 4:6 8:8} START=${START:-1:12000 2:24000 4:48000 8:96000} \
+    KAMAILIO_SHM_MB=${KAMAILIO_SHM_MB:-8192} PARTS=capacity NS=${NS:-1 2 4 8} GENS=${GENS:-1:2 2:3 4:6 8:8} START=${START:-1:12000 2:24000 4:48000 8:96000} \
         KAMAILIO_START=${KAMAILIO_START:-1:6000 2:12000 4:24000 8:48000} SEARCH_S=${SEARCH_S:-3} CONFIRM_S=0 \
         FACTOR=1.4 PRECISION=0.1 PAUSE=1 DEADLINE_S=${DEADLINE_S:-25} OUT="$out/scaling.md" \
         timeout -k 5 "${SCALING_LIMIT_S:-330}" scripts/bench-scaling.sh "$DEV/herald" || echo "scaling: exit $?" >&2
+    [ "${ONE_PEER_LIMIT_S:-150}" -gt 0 ] || return 0
     ROUNDS=1 WORKER_COUNTS=${ONE_PEER_WORKERS:-1 2 4} SEARCH_S=${SEARCH_S:-3} START=${ONE_PEER_START:-15000} \
         FACTOR=1.4 PRECISION=0.1 PAUSE=1 SECS=4 DEADLINE_S=${DEADLINE_S:-25} OUT="$out/one-peer.md" \
         timeout -k 5 "${ONE_PEER_LIMIT_S:-150}" scripts/bench-one-peer.sh "$DEV/herald" || echo "one peer: exit $?" >&2

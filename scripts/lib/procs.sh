@@ -80,9 +80,10 @@ ${2:-}
 TOML
 }
 start_kamailio_bench() { # PORT: bench/kamailio-bench.cfg with the TLSF allocator, $WORKERS
-    # children, in the background; its pid in $server_pid
+    # children, $KAMAILIO_SHM_MB (default 1024) MB of shared memory - a transaction holds a few KB
+    # of it for tm's 5 s wait, so many calls/s need more - in the background; its pid in $server_pid
     mkdir -p "$tmp/kamailio-run"
-    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m 1024 -M 16 -n "$WORKERS" \
+    "$KAMAILIO" -f bench/kamailio-bench.cfg -DD -E -x tlsf -X tlsf -m "${KAMAILIO_SHM_MB:-1024}" -M 16 -n "$WORKERS" \
         -l "udp:127.0.0.1:$1" -w "$tmp/kamailio-run" -Y "$tmp/kamailio-run" >"$tmp/kamailio.log" 2>&1 &
     server_pid=$!
 }
