@@ -55,7 +55,7 @@ impl ClientInvite {
     /// Sends `request` (the INVITE) and starts Timer B, and Timer A over unreliable transports
     /// (§17.1.1.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
-        Self::start(now, Sent::Parsed(request), reliable, timers)
+        Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers)
     }
 
     /// [`ClientInvite::new`] for an INVITE the TU wrote itself and hands over unparsed: `request`

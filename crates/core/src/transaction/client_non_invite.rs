@@ -45,7 +45,7 @@ pub struct ClientNonInvite {
 impl ClientNonInvite {
     /// Sends `request` and starts Timer F, and Timer E over unreliable transports (§17.1.2.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
-        Self::start(now, Sent::Parsed(request), reliable, timers)
+        Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers)
     }
 
     /// [`ClientNonInvite::new`] for a request the TU wrote itself and hands over unparsed: sent

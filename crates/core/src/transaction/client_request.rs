@@ -54,8 +54,9 @@ impl AckSource {
 #[derive(Debug)]
 pub(crate) enum Sent {
     /// Parsed (the engine's): the ACK comes from its headers, and [`Sent::message`] lends it for
-    /// a CANCEL (§9.1).
-    Parsed(Message),
+    /// a CANCEL (§9.1). The messages here are boxed: a transaction is as large as its largest
+    /// state, and the table moves it into place when it starts (a Message is 136 bytes).
+    Parsed(Box<Message>),
     /// Written by the TU: the bytes, and for an INVITE what its ACK copies (boxed: a
     /// transaction's size is that of its largest state, and the engine's transactions never
     /// hold this one).
@@ -63,7 +64,7 @@ pub(crate) enum Sent {
     /// The engine's own forwarded copy of a request (well-formed: written by the editor from a
     /// checked request), parsed only when its headers are first needed (a CANCEL, a failover,
     /// the ACK of a non-2xx): most transactions never need them.
-    Forwarded { bytes: Bytes, parsed: OnceCell<Option<Message>> },
+    Forwarded { bytes: Bytes, parsed: OnceCell<Option<Box<Message>>> },
 }
 
 impl Sent {
@@ -91,7 +92,7 @@ impl Sent {
             Sent::Parsed(m) => Some(m),
             Sent::Written { .. } => None,
             Sent::Forwarded { bytes, parsed } => {
-                parsed.get_or_init(|| Message::parse(bytes.clone(), &Limits::default()).ok()).as_ref()
+                parsed.get_or_init(|| Message::parse(bytes.clone(), &Limits::default()).ok().map(Box::new)).as_deref()
             }
         }
     }

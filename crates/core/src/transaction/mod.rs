@@ -47,7 +47,7 @@ mod tests_support;
 mod tests_table;
 
 pub use ack::{build_ack, build_trying};
-pub use actions::{Actions, TuEvent, TxAction, TxState};
+pub use actions::{Actions, ActionsIter, TuEvent, TxAction, TxState};
 pub use any::Transaction;
 pub use client_invite::ClientInvite;
 pub use client_non_invite::ClientNonInvite;

@@ -186,7 +186,7 @@ impl TransactionTable {
             Some(_) => {}
         }
         let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
-        self.begin_client(now, Sent::Parsed(request), key, peer)
+        self.begin_client(now, Sent::Parsed(Box::new(request)), key, peer)
     }
 
     /// [`Self::insert_client`] for a copy of a request this element just wrote (a proxy's
