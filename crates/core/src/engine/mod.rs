@@ -33,6 +33,7 @@ mod ping_table;
 mod pings;
 mod record_route;
 mod requests;
+mod response_vias;
 mod responses;
 mod route_rules;
 mod stateless;
@@ -187,15 +188,15 @@ impl Engine {
     /// Carries out a transaction's actions. `peer` is the transaction's peer, read before the
     /// call that produced the actions (a transaction that terminated is already gone).
     fn apply(&mut self, now: Instant, id: TxId, peer: Option<Peer>, actions: Actions, out: &mut Vec<Output>) {
-        for action in actions {
-            match action {
-                TxAction::Send(bytes) => {
-                    if let Some(to) = peer {
-                        out.push(Output::Send { to, bytes });
-                    }
-                }
-                TxAction::ToTu(event) => self.on_tu_event(now, id, event, out),
-            }
+        let (send, event, terminated) = actions.into_parts();
+        if let (Some(bytes), Some(to)) = (send, peer) {
+            out.push(Output::Send { to, bytes });
+        }
+        if let Some(event) = event {
+            self.on_tu_event(now, id, event, out);
+        }
+        if terminated {
+            self.on_tu_event(now, id, TuEvent::Terminated, out);
         }
     }
 

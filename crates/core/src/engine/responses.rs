@@ -4,6 +4,7 @@
 
 use super::context::{BranchState, FinalResponse};
 use super::fork::take_group;
+use super::response_vias::{strip_top_via, top_two_vias, without_top_via};
 use super::Engine;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;
@@ -13,24 +14,6 @@ use herald_sip::headers::Via;
 use herald_sip::{Editor, HeaderName, Limits, Message};
 use std::cmp::Reverse;
 use std::time::Instant;
-
-/// The response without its top Via (ours), as forwarded upstream (§16.7 step 9). `None` when
-/// no well-formed Via remains: §16.7 step 3, the response was meant for this element (or was
-/// mangled on the way) and must not be forwarded.
-fn strip_top_via(resp: &Message) -> Option<bytes::Bytes> {
-    let mut values = resp.list_values(HeaderName::Via);
-    let top = values.next()?.ok()?;
-    // The second value becomes the top Via of what herald sends, which the receiver matches
-    // its transaction by (§17.1.3): it must be well-formed. The receipt check parsed only the
-    // top value (§16.3 step 1), so this one is parsed here (a fuzzed response whose second Via
-    // was mangled went upstream with it, fuzz/regressions/engine_pipeline/lower-via-malformed-
-    // response); the values below it travel on as written.
-    Via::parse(values.next()?.ok()?.bytes).ok()?;
-    let mut e = Editor::new(resp);
-    e.remove_list_value(top);
-    e.ensure_content_length();
-    Some(e.finish())
-}
 
 impl Engine {
     pub(super) fn on_response(&mut self, now: Instant, msg: Message, out: &mut Vec<Output>) {
@@ -47,16 +30,16 @@ impl Engine {
     /// after the transaction ended, or a response to a statelessly forwarded request) goes to
     /// the next Via, provided the top Via is ours.
     fn forward_response_stateless(&self, msg: &Message, out: &mut Vec<Output>) {
-        let mut vias = msg.vias();
-        let Some(Ok(top)) = vias.next() else { return };
+        let Ok(top) = msg.top_via() else { return };
         if !self.cfg.identity.is_own_sent_by(&top.host, top.port) {
             return; // RFC 3261 §18.1.2: not sent by us; discard
         }
-        let Some(Ok(next)) = vias.next() else { return };
+        let Some((top, next_value)) = top_two_vias(msg) else { return };
+        // Parsed here for where it goes, which also proves it well-formed (§16.7 step 3).
+        let Ok(next) = Via::parse(next_value.bytes) else { return };
         let Some(to) = via_destination(&next) else { return };
-        if let Some(bytes) = strip_top_via(msg) {
-            out.push(Output::Send { to, bytes });
-        }
+        let bytes = without_top_via(msg, top, next_value);
+        out.push(Output::Send { to, bytes });
     }
 
     pub(super) fn on_tu_event(&mut self, now: Instant, id: TxId, event: TuEvent, out: &mut Vec<Output>) {
@@ -231,7 +214,8 @@ impl Engine {
 
     /// Forwards a response received on a branch through the server transaction.
     fn send_upstream(&mut self, now: Instant, sid: TxId, resp: &Message, status: u16, out: &mut Vec<Output>) {
-        let Some(bytes) = strip_top_via(resp) else {
+        let request = self.contexts.get(&sid).and_then(|c| c.request.as_ref());
+        let Some(bytes) = strip_top_via(resp, request) else {
             // The next hop's response lost the Vias below ours (§16.7 step 3): it cannot be
             // forwarded. A final one must still end the caller's transaction: with our own.
             if status >= 200 {

@@ -96,6 +96,12 @@ impl Actions {
     pub fn events(&self) -> impl Iterator<Item = &TuEvent> + '_ {
         self.event.iter().chain(self.terminated.then_some(&TuEvent::Terminated))
     }
+
+    /// The outputs in order, unwrapped: the send, the event, and whether Terminated follows
+    /// (what iterating yields, without the moves of an iterator over [`TxAction`]s).
+    pub fn into_parts(self) -> (Option<Bytes>, Option<TuEvent>, bool) {
+        (self.send, self.event, self.terminated)
+    }
 }
 
 impl IntoIterator for Actions {

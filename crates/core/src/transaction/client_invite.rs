@@ -55,7 +55,8 @@ impl ClientInvite {
     /// Sends `request` (the INVITE) and starts Timer B, and Timer A over unreliable transports
     /// (§17.1.1.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
-        Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers)
+        let mut out = Actions::new();
+        (Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers, &mut out), out)
     }
 
     /// [`ClientInvite::new`] for an INVITE the TU wrote itself and hands over unparsed: `request`
@@ -68,26 +69,28 @@ impl ClientInvite {
         reliable: bool,
         timers: &Timers,
     ) -> (ClientInvite, Actions) {
-        Self::start(now, Sent::Written { bytes: request, ack: Some(Box::new(ack)) }, reliable, timers)
+        let mut out = Actions::new();
+        let request = Sent::Written { bytes: request, ack: Some(Box::new(ack)) };
+        (Self::start(now, request, reliable, timers, &mut out), out)
     }
 
     /// Sends `request` and starts the timers (the constructors above, and the table for
-    /// the engine's forwarded copies: `Sent::Forwarded`).
-    pub(super) fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientInvite, Actions) {
+    /// the engine's forwarded copies: `Sent::Forwarded`). The send goes into `out`, which the
+    /// table hands on as it is: returning it with the machine moved both once more.
+    pub(super) fn start(
+        now: Instant,
+        request: Sent,
+        reliable: bool,
+        timers: &Timers,
+        out: &mut Actions,
+    ) -> ClientInvite {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::A, now, timers.initial(TimerKind::A, reliable));
         }
         t.arm(TimerKind::B, now, timers.initial(TimerKind::B, reliable));
-        let mut out = Actions::new();
         out.send(request.bytes());
-        let tx = ClientInvite {
-            reliable,
-            cfg: *timers,
-            timers: t,
-            state: State::Calling { a_interval: timers.t1, request },
-        };
-        (tx, out)
+        ClientInvite { reliable, cfg: *timers, timers: t, state: State::Calling { a_interval: timers.t1, request } }
     }
 
     /// A response matched to this transaction (§17.1.3). Requests are ignored.

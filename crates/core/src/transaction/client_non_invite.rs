@@ -45,32 +45,33 @@ pub struct ClientNonInvite {
 impl ClientNonInvite {
     /// Sends `request` and starts Timer F, and Timer E over unreliable transports (§17.1.2.2).
     pub fn new(now: Instant, request: Message, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
-        Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers)
+        let mut out = Actions::new();
+        (Self::start(now, Sent::Parsed(Box::new(request)), reliable, timers, &mut out), out)
     }
 
     /// [`ClientNonInvite::new`] for a request the TU wrote itself and hands over unparsed: sent
     /// and resent as is. [`ClientNonInvite::request`] is None for such a transaction.
     pub fn written(now: Instant, request: Bytes, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
-        Self::start(now, Sent::Written { bytes: request, ack: None }, reliable, timers)
+        let mut out = Actions::new();
+        (Self::start(now, Sent::Written { bytes: request, ack: None }, reliable, timers, &mut out), out)
     }
 
-    /// Sends `request` and starts the timers (the constructors above, and the table for
-    /// the engine's forwarded copies: `Sent::Forwarded`).
-    pub(super) fn start(now: Instant, request: Sent, reliable: bool, timers: &Timers) -> (ClientNonInvite, Actions) {
+    /// Sends `request` (into `out`) and starts the timers (the constructors above, and the
+    /// table for the engine's forwarded copies: `Sent::Forwarded`).
+    pub(super) fn start(
+        now: Instant,
+        request: Sent,
+        reliable: bool,
+        timers: &Timers,
+        out: &mut Actions,
+    ) -> ClientNonInvite {
         let mut t = TimerTable::default();
         if !reliable {
             t.arm_retransmit(TimerKind::E, now, timers.initial(TimerKind::E, reliable));
         }
         t.arm(TimerKind::F, now, timers.initial(TimerKind::F, reliable));
-        let mut out = Actions::new();
         out.send(request.bytes());
-        let tx = ClientNonInvite {
-            reliable,
-            cfg: *timers,
-            timers: t,
-            state: State::Trying { e_interval: timers.t1, request },
-        };
-        (tx, out)
+        ClientNonInvite { reliable, cfg: *timers, timers: t, state: State::Trying { e_interval: timers.t1, request } }
     }
 
     /// A response matched to this transaction (§17.1.3). Requests are ignored.

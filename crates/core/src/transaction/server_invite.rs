@@ -56,19 +56,31 @@ impl ServerInvite {
         timers: &Timers,
         send_trying: bool,
     ) -> (ServerInvite, Actions) {
-        let _ = now; // no timer runs in Proceeding
         let mut out = Actions::new();
+        (Self::start(now, request, reliable, timers, send_trying, &mut out), out)
+    }
+
+    /// [`ServerInvite::new`] with the 100 (Trying) sent into `out` (the table's way: returning
+    /// the actions with the machine moved both once more).
+    pub(super) fn start(
+        now: Instant,
+        request: &Message,
+        reliable: bool,
+        timers: &Timers,
+        send_trying: bool,
+        out: &mut Actions,
+    ) -> ServerInvite {
+        let _ = now; // no timer runs in Proceeding
         let trying = if send_trying { build_trying(request) } else { None };
         if let Some(t) = &trying {
             out.send(t);
         }
-        let tx = ServerInvite {
+        ServerInvite {
             reliable,
             cfg: *timers,
             timers: TimerTable::default(),
             state: State::Proceeding { last_provisional: trying },
-        };
-        (tx, out)
+        }
     }
 
     /// A request matched to this transaction (§17.2.3): a retransmitted INVITE or an ACK.

@@ -40,8 +40,12 @@ impl ServerNonInvite {
     /// does that), and the transaction waits for its response (§17.2.2).
     pub fn new(now: Instant, reliable: bool, timers: &Timers) -> (ServerNonInvite, Actions) {
         let _ = now; // no timer runs in Trying
-        let tx = ServerNonInvite { reliable, cfg: *timers, timers: TimerTable::default(), state: State::Trying };
-        (tx, Actions::new())
+        (Self::start(reliable, timers), Actions::new())
+    }
+
+    /// [`ServerNonInvite::new`] without the (empty) actions, for the table.
+    pub(super) fn start(reliable: bool, timers: &Timers) -> ServerNonInvite {
+        ServerNonInvite { reliable, cfg: *timers, timers: TimerTable::default(), state: State::Trying }
     }
 
     /// A retransmission of the request (§17.2.3 matched it). Responses are ignored.

@@ -220,12 +220,11 @@ impl TransactionTable {
             return Err(TxError::Duplicate(id));
         }
         let reliable = peer.transport.is_reliable();
-        let (tx, out) = if key.method == MethodKey::INVITE {
-            let (t, out) = ClientInvite::start(now, request, reliable, &self.timers);
-            (Transaction::ClientInvite(t), out)
+        let mut out = Actions::new();
+        let tx = if key.method == MethodKey::INVITE {
+            Transaction::ClientInvite(ClientInvite::start(now, request, reliable, &self.timers, &mut out))
         } else {
-            let (t, out) = ClientNonInvite::start(now, request, reliable, &self.timers);
-            (Transaction::ClientNonInvite(t), out)
+            Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, &self.timers, &mut out))
         };
         let id = self.alloc();
         self.clients.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
@@ -269,12 +268,11 @@ impl TransactionTable {
         let reliable = peer.transport.is_reliable();
         let legacy =
             (is_invite && !key.is_rfc3261()).then(|| LegacyTags { invite: to_tag(request), final_response: None });
-        let (tx, out) = if is_invite {
-            let (t, out) = ServerInvite::new(now, request, reliable, &self.timers, send_trying);
-            (Transaction::ServerInvite(t), out)
+        let mut out = Actions::new();
+        let tx = if is_invite {
+            Transaction::ServerInvite(ServerInvite::start(now, request, reliable, &self.timers, send_trying, &mut out))
         } else {
-            let (t, out) = ServerNonInvite::new(now, reliable, &self.timers);
-            (Transaction::ServerNonInvite(t), out)
+            Transaction::ServerNonInvite(ServerNonInvite::start(reliable, &self.timers))
         };
         let id = self.alloc();
         self.servers.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
@@ -283,8 +281,13 @@ impl TransactionTable {
     }
 
     fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, key_hash: u64, peer: Peer, legacy: Option<LegacyTags>) {
-        let entry = Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy };
-        let e = self.entries.entry(id).insert_entry(Box::new(entry)).into_mut();
+        // Allocated first and written in place: `Box::new(Entry { .. })` built the entry on the
+        // stack and copied it to the heap (issue 21: a few hundred bytes per transaction).
+        let entry = Box::write(
+            Box::new_uninit(),
+            Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
+        );
+        let e = self.entries.entry(id).insert_entry(entry).into_mut();
         let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
     }

@@ -1,0 +1,216 @@
+//! The copy of a response that goes upstream: its top Via (ours) cut out (RFC 3261 §16.7 step
+//! 9, §18.2.2), provided the Via below it, which becomes the top one, is well-formed (§16.7
+//! step 3).
+//!
+//! Per forwarded response this ran the Editor (an edit list, a sort, a buffer grown twice), the
+//! list iterator adapters of `Message::list_values` and a full parse of the second Via: about
+//! 2,200 instructions, three times per proxied call. The top Via is nearly always a line of its
+//! own, which is cut out by its byte range into one buffer of the final size; the second Via is
+//! nearly always the request's top Via copied back (§8.2.6.2), which the receipt check parsed.
+
+use bytes::{Bytes, BytesMut};
+use herald_sip::headers::{ListIter, ListValue, Via};
+use herald_sip::{Editor, HeaderName, Message, Span};
+
+/// The first two Via values of `msg`, in order; `None` when it has fewer, or when a Via line
+/// up to the second value does not split (what `Message::list_values` yields, without its
+/// iterator adapters).
+pub(super) fn top_two_vias(msg: &Message) -> Option<(ListValue<'_>, ListValue<'_>)> {
+    let first = msg.field_index(HeaderName::Via)?;
+    let mut top = None;
+    for (field, h) in msg.headers().iter().enumerate().skip(first) {
+        if h.name != HeaderName::Via {
+            continue;
+        }
+        for value in ListIter::new(msg.value_of(h)) {
+            let (at, bytes) = value.ok()?;
+            let value = ListValue { field, span: h.value.sub(at, at + bytes.len()), bytes };
+            match top {
+                None => top = Some(value),
+                Some(top) => return Some((top, value)),
+            }
+        }
+    }
+    None
+}
+
+/// The first Via value of `msg`, as [`top_two_vias`] splits it.
+fn first_via(msg: &Message) -> Option<&[u8]> {
+    let first = msg.field_index(HeaderName::Via)?;
+    msg.headers()[first..]
+        .iter()
+        .filter(|h| h.name == HeaderName::Via)
+        .find_map(|h| ListIter::new(msg.value_of(h)).next())
+        .and_then(|v| v.ok())
+        .map(|(_, bytes)| bytes)
+}
+
+/// Whether `next`, the Via below ours in a response, is well-formed: it is what the receiver
+/// matches its transaction by (§17.1.3), and a malformed one must not go upstream (fuzz input
+/// fuzz/regressions/engine_pipeline/lower-via-malformed-response). When it is byte for byte
+/// the top Via of `request` (the request the response answers, as received), it parsed when
+/// the request was checked (`Message::top_via` reads that memo); otherwise it is parsed here.
+fn next_via_well_formed(next: &[u8], request: Option<&Message>) -> bool {
+    if let Some(req) = request {
+        if first_via(req) == Some(next) && req.top_via().is_ok() {
+            return true;
+        }
+    }
+    Via::parse(next).is_ok()
+}
+
+/// The bytes the Editor's `remove_list_value(top)` removes when `top`, the first Via value, is
+/// alone on its line (the line) or is followed on it by `next` (the value, the comma and the
+/// LWS up to `next`); `None` in any other shape.
+fn top_via_cut(resp: &Message, top: ListValue<'_>, next: ListValue<'_>) -> Option<Span> {
+    let h = resp.headers()[top.field];
+    if top.span == h.value {
+        return Some(h.line);
+    }
+    if next.field != top.field || top.span.start != h.value.start {
+        return None;
+    }
+    // SIPp's `[last_Via:]` writes all Vias on one line. The Editor removes up to the first
+    // non-LWS byte after the comma that follows the value: where the list split put `next`,
+    // when only blanks stand between the value and that comma.
+    let s = resp.as_bytes();
+    let gap = &s[top.span.end as usize..next.span.start as usize];
+    let blanks = gap.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    (gap.get(blanks) == Some(&b',')).then_some(Span { start: top.span.start, end: next.span.start })
+}
+
+/// `resp` without its top Via value `top` (`next` is the one below it), with Content-Length
+/// (mandatory over streams, RFC 3261 §18.3, for a copy that may leave over TCP). In the usual
+/// shapes (see [`top_via_cut`]), in a response that has Content-Length, the Via is cut out by
+/// its byte range into a buffer of the final size; any other case goes through the Editor
+/// (`remove_list_value`, `ensure_content_length`), which writes the same bytes for those.
+pub(super) fn without_top_via(resp: &Message, top: ListValue<'_>, next: ListValue<'_>) -> Bytes {
+    if let Some(cut) = top_via_cut(resp, top, next).filter(|_| resp.content_length().is_some()) {
+        let s = resp.as_bytes();
+        let mut out = BytesMut::with_capacity(s.len() - cut.len());
+        out.extend_from_slice(&s[..cut.start as usize]);
+        out.extend_from_slice(&s[cut.end as usize..]);
+        return out.freeze();
+    }
+    let mut e = Editor::new(resp);
+    e.remove_list_value(top);
+    e.ensure_content_length();
+    e.finish()
+}
+
+/// The response without its top Via (ours), as forwarded upstream (§16.7 step 9). `None` when
+/// no well-formed Via remains: §16.7 step 3, the response was meant for this element (or was
+/// mangled on the way) and must not be forwarded. The Vias below the second travel on as
+/// written (§16.3 step 1: the receipt check parsed only the top one).
+pub(super) fn strip_top_via(resp: &Message, request: Option<&Message>) -> Option<Bytes> {
+    let (top, next) = top_two_vias(resp)?;
+    next_via_well_formed(next.bytes, request).then(|| without_top_via(resp, top, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_sip::Limits;
+
+    fn parse(s: &str) -> Message {
+        let mut m = Message::parse(Bytes::copy_from_slice(s.as_bytes()), &Limits::default()).unwrap();
+        m.check().unwrap();
+        m
+    }
+
+    const CALLER_VIA: &str = "SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKcaller";
+
+    fn request() -> Message {
+        parse(&format!(
+            "INVITE sip:b@h SIP/2.0\r\nVia: {CALLER_VIA}\r\nFrom: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\n\
+             Call-ID: c\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        ))
+    }
+
+    fn response(vias: &str, tail: &str) -> Message {
+        parse(&format!(
+            "SIP/2.0 200 OK\r\n{vias}From: <sip:a@h>;tag=1\r\nTo: <sip:b@h>;tag=2\r\nCall-ID: c\r\n\
+             CSeq: 1 INVITE\r\n{tail}"
+        ))
+    }
+
+    /// What the forwarded copy was before the cut by byte range: the Editor's.
+    fn by_editor(resp: &Message) -> Bytes {
+        let top = resp.list_values(HeaderName::Via).next().unwrap().unwrap();
+        let mut e = Editor::new(resp);
+        e.remove_list_value(top);
+        e.ensure_content_length();
+        e.finish()
+    }
+
+    #[test]
+    fn the_copy_is_the_editors_in_every_shape() {
+        let ours = "SIP/2.0/UDP 198.51.100.1;branch=z9hG4bKours";
+        let shapes = [
+            // One Via per line, with and without Content-Length and a body.
+            (format!("Via: {ours}\r\nVia: {CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            (format!("Via: {ours}\r\nVia: {CALLER_VIA}\r\n"), "\r\n"),
+            (format!("Via: {ours}\r\nVia: {CALLER_VIA}\r\n"), "Content-Length: 4\r\n\r\nbody"),
+            // Ours first of a line, or alone on a line with the rest on one, compact name, folded.
+            (format!("Via: {ours}, {CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            (format!("v: {ours}\r\nv: {CALLER_VIA} ,\r\n SIP/2.0/TCP h;branch=z9hG4bK3\r\n"), "l: 0\r\n\r\n"),
+            (format!("Via: {ours}\r\n\t;received=192.0.2.9\r\nVia: {CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            // All on one line (SIPp's `[last_Via:]`), with blanks, folding, or a third value.
+            (format!("Via: {ours} \t, \t{CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            (format!("Via: {ours},{CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            (format!("Via: {ours}\r\n ,\r\n\t{CALLER_VIA}\r\n"), "Content-Length: 0\r\n\r\n"),
+            (format!("Via: {ours},\r\n {CALLER_VIA}, SIP/2.0/TCP h;branch=z9hG4bK3\r\n"), "l: 0\r\n\r\n"),
+            (format!("Via: {ours}, {CALLER_VIA}\r\nVia: SIP/2.0/TCP h;branch=z9hG4bK3\r\n"), "\r\n"),
+        ];
+        for (vias, tail) in shapes {
+            let resp = response(&vias, tail);
+            let (top, next) = top_two_vias(&resp).unwrap();
+            assert_eq!(top, resp.list_values(HeaderName::Via).next().unwrap().unwrap());
+            assert_eq!(next, resp.list_values(HeaderName::Via).nth(1).unwrap().unwrap());
+            let copy = strip_top_via(&resp, Some(&request())).unwrap();
+            assert_eq!(copy, by_editor(&resp), "{vias}{tail}");
+            let copy = Message::parse(copy, &Limits::default()).unwrap();
+            assert_eq!(copy.via_count(), resp.via_count() - 1);
+            assert!(copy.content_length().is_some());
+        }
+    }
+
+    #[test]
+    fn the_usual_shapes_are_cut_by_range() {
+        let ours = "SIP/2.0/UDP 198.51.100.1;branch=z9hG4bKours";
+        for (vias, cut) in [
+            (format!("Via: {ours}\r\nVia: {CALLER_VIA}\r\n"), true),
+            (format!("Via: {ours}, {CALLER_VIA}\r\n"), true),
+            (format!("Via: {ours} ,{CALLER_VIA}\r\n"), true),
+            (format!("Via: {ours}\r\n ,{CALLER_VIA}\r\n"), false),
+        ] {
+            let resp = response(&vias, "Content-Length: 0\r\n\r\n");
+            let (top, next) = top_two_vias(&resp).unwrap();
+            assert_eq!(top_via_cut(&resp, top, next).is_some(), cut, "{vias}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_next_via_is_not_forwarded() {
+        let ours = "Via: SIP/2.0/UDP 198.51.100.1;branch=z9hG4bKours\r\n";
+        let tail = "Content-Length: 0\r\n\r\n";
+        for bad in ["Via: SIP/2.0/UDP\r\n", "Via: garbage;;\r\n", "Via: SIP/2.0/UDP h:99999;branch=z\r\n"] {
+            let resp = response(&format!("{ours}{bad}"), tail);
+            assert_eq!(strip_top_via(&resp, Some(&request())), None, "{bad}");
+            assert_eq!(strip_top_via(&resp, None), None, "{bad}");
+        }
+        // Only ours: the response was for this element.
+        assert_eq!(strip_top_via(&response(ours, tail), Some(&request())), None);
+    }
+
+    #[test]
+    fn the_next_via_is_parsed_unless_it_is_the_requests_top_via() {
+        let req = request();
+        assert!(next_via_well_formed(CALLER_VIA.as_bytes(), Some(&req)));
+        assert!(next_via_well_formed(CALLER_VIA.as_bytes(), None));
+        // A well-formed Via the request did not carry (a received parameter added) is parsed.
+        let fixed = format!("{CALLER_VIA};received=192.0.2.9");
+        assert!(next_via_well_formed(fixed.as_bytes(), Some(&req)));
+        assert!(!next_via_well_formed(b"SIP/2.0/UDP", Some(&req)));
+    }
+}
