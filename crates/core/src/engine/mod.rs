@@ -55,7 +55,7 @@ use crate::io::{Input, Output, SipHandler, TimeoutWaker};
 use crate::peer::Peer;
 use crate::proxy::flow_token::FlowTokens;
 use crate::registrar::Registrar;
-use crate::transaction::{Actions, BranchGen, TransactionTable, TxAction, TxId};
+use crate::transaction::{Actions, BranchGen, TransactionTable, TuEvent, TxAction, TxId};
 use context::Context;
 use herald_sip::{Message, ResponseBuilder};
 use herald_store::LocationStore;
