@@ -5,7 +5,6 @@ use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::headers::{ListIter, Via};
 use crate::message::Message;
-use crate::scan;
 use crate::span::Span;
 
 impl Message {
@@ -18,7 +17,7 @@ impl Message {
     /// Expires; no repeated single-valued header. Route values are checked where
     /// they are used, Contact by the registrar; [`Message::validate_all`] checks everything.
     pub fn validate(&self) -> Result<(), ParseError> {
-        match self.checked {
+        match self.memo() {
             Some(_) => Ok(()),
             None => self.validated().map(|_| ()),
         }
@@ -28,15 +27,16 @@ impl Message {
     /// To tags, the Call-ID and the CSeq are read from the message's memo (module `checked`)
     /// instead of being parsed again. A second call costs nothing.
     pub fn check(&mut self) -> Result<(), ParseError> {
-        if self.checked.is_none() {
-            self.checked = Some(Box::new(self.validated()?));
+        if self.memo().is_none() {
+            let checked = self.validated()?;
+            self.set_memo(checked);
         }
         Ok(())
     }
 
     /// Whether [`Message::check`] passed on this message.
     pub fn is_checked(&self) -> bool {
-        self.checked.is_some()
+        self.memo().is_some()
     }
 
     fn validated(&self) -> Result<Checked, ParseError> {
@@ -49,9 +49,9 @@ impl Message {
                 request_uri = SipUriSpans::of(buf, &u);
             }
         }
-        if self.field(HeaderName::Via).is_none() {
+        let Some(first_via) = self.field(HeaderName::Via) else {
             return Err(ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"));
-        }
+        };
         // The top Via value is parsed; the values below it are split, not parsed. RFC 3261
         // §16.3 step 1: only what the remaining validation steps or the forwarding use MUST be
         // well-formed, "any other components, well-formed or not, SHOULD be ignored and remain
@@ -66,31 +66,15 @@ impl Message {
         // mult-ip-in-header) keep their verdicts (test `several_vias_check_as_they_validate`);
         // `validate_all` parses every Via. Parsing the second Via of every response cost
         // ~1,500 instructions.
-        let mut top_via = None;
-        let mut via_count = 0u32;
-        for h in self.fields(HeaderName::Via) {
-            let line = self.value_of(h);
-            let mut take = |at: usize, bytes: &[u8]| {
-                if top_via.is_none() {
-                    let via = Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at)))?;
-                    top_via = Some(ViaSpans::of(buf, &via));
-                }
-                via_count += 1;
-                Ok::<_, ParseError>(())
-            };
-            // A line with no comma, quote or '<' holds one value, all of it (the scan trimmed
-            // its LWS): what ListIter yields for it, without splitting it.
-            if !line.is_empty() && scan::find_any(line, 0, [b',', b'"', b'<']).is_none() {
-                take(0, line)?;
-                continue;
+        let (top_via, via_count) = match self.via_split() {
+            // The scan split the lines already (module `message::via_split`): parse its top value.
+            split if split.clean && split.count > 0 => {
+                let at = (split.top.start - first_via.value.start) as usize;
+                let via = Via::parse(self.slice(split.top)).map_err(|e| self.value_error(first_via, e.shifted(at)))?;
+                (ViaSpans::of(buf, &via), split.count)
             }
-            for value in ListIter::new(line) {
-                let (at, bytes) = value.map_err(|e| self.value_error(h, e))?;
-                take(at, bytes)?;
-            }
-        }
-        let top_via =
-            top_via.ok_or_else(|| ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"))?;
+            _ => self.split_vias()?,
+        };
         let from_tag = self.from_tag()?.map(|t| TextSpan::within(buf, t));
         let to_tag = self.to_tag()?.map(|t| TextSpan::within(buf, t));
         let call_id = TextSpan::within(buf, self.call_id()?);
@@ -121,6 +105,32 @@ impl Message {
             cseq_method,
             cseq_known: known_method(cseq.method),
         })
+    }
+
+    /// The top Via parsed and the Via values counted, splitting the lines (when the scan could
+    /// not: one of them is malformed, and the error says which and where).
+    fn split_vias(&self) -> Result<(ViaSpans, u32), ParseError> {
+        let buf = self.as_bytes();
+        let mut top_via = None;
+        let mut via_count = 0u32;
+        for h in self.fields(HeaderName::Via) {
+            let line = self.value_of(h);
+            let mut take = |at: usize, bytes: &[u8]| {
+                if top_via.is_none() {
+                    let via = Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at)))?;
+                    top_via = Some(ViaSpans::of(buf, &via));
+                }
+                via_count += 1;
+                Ok::<_, ParseError>(())
+            };
+            for value in ListIter::new(line) {
+                let (at, bytes) = value.map_err(|e| self.value_error(h, e))?;
+                take(at, bytes)?;
+            }
+        }
+        let top_via =
+            top_via.ok_or_else(|| ParseError::in_header(ErrorKind::MissingHeader, self.head_end(), b"Via"))?;
+        Ok((top_via, via_count))
     }
 
     /// [`Message::validate`] plus the grammar of every header herald knows (what

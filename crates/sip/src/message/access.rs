@@ -79,7 +79,7 @@ impl Message {
 
     /// The topmost Via: the one a server answers to (RFC 3261 §18.2.2).
     pub fn top_via(&self) -> Result<Via<'_>, ParseError> {
-        if let Some(c) = &self.checked {
+        if let Some(c) = self.memo() {
             return Ok(c.top_via.view(self.as_bytes()));
         }
         // `vias().next()` without the iterator adapters: this runs for every message.
@@ -97,7 +97,7 @@ impl Message {
     /// as `vias().count()` counts them: from the memo of a checked message, which split them
     /// all, without parsing any.
     pub fn via_count(&self) -> usize {
-        match &self.checked {
+        match self.memo() {
             Some(c) => c.via_count as usize,
             None => self.list_values(HeaderName::Via).count(),
         }
@@ -113,7 +113,7 @@ impl Message {
 
     /// The From tag without parsing the From URI (see [`tag_of`]).
     pub fn from_tag(&self) -> Result<Option<&str>, ParseError> {
-        if let Some(c) = &self.checked {
+        if let Some(c) = self.memo() {
             return Ok(c.from_tag.map(|t| crate::checked::text(self.as_bytes(), t)));
         }
         self.required(HeaderName::From, tag_of)
@@ -121,21 +121,21 @@ impl Message {
 
     /// The To tag without parsing the To URI (see [`tag_of`]).
     pub fn to_tag(&self) -> Result<Option<&str>, ParseError> {
-        if let Some(c) = &self.checked {
+        if let Some(c) = self.memo() {
             return Ok(c.to_tag.map(|t| crate::checked::text(self.as_bytes(), t)));
         }
         self.required(HeaderName::To, tag_of)
     }
 
     pub fn call_id(&self) -> Result<&str, ParseError> {
-        if let Some(c) = &self.checked {
+        if let Some(c) = self.memo() {
             return Ok(crate::checked::text(self.as_bytes(), c.call_id));
         }
         self.required(HeaderName::CallId, parse_call_id)
     }
 
     pub fn cseq(&self) -> Result<CSeq<'_>, ParseError> {
-        if let Some(c) = &self.checked {
+        if let Some(c) = self.memo() {
             return Ok(c.cseq(self.as_bytes()));
         }
         self.required(HeaderName::CSeq, CSeq::parse)
@@ -197,7 +197,7 @@ impl Message {
     /// The Request-URI, parsed. RFC 3261 §19.1.5 forbids header components in a Request-URI
     /// (RFC 4475 §3.1.2.11: reject with 400 rather than forward them).
     pub fn request_uri(&self) -> Result<Uri<'_>, ParseError> {
-        if let Some(u) = self.checked.as_ref().and_then(|c| c.request_uri.as_ref()) {
+        if let Some(u) = self.memo().and_then(|c| c.request_uri.as_ref()) {
             return Ok(Uri::Sip(u.view(self.as_bytes())));
         }
         let crate::StartLine::Request { uri, .. } = *self.start_line() else {
