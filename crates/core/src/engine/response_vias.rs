@@ -34,25 +34,17 @@ pub(super) fn top_two_vias(msg: &Message) -> Option<(ListValue<'_>, ListValue<'_
     None
 }
 
-/// The first Via value of `msg`, as [`top_two_vias`] splits it.
-fn first_via(msg: &Message) -> Option<&[u8]> {
-    let first = msg.field_index(HeaderName::Via)?;
-    msg.headers()[first..]
-        .iter()
-        .filter(|h| h.name == HeaderName::Via)
-        .find_map(|h| ListIter::new(msg.value_of(h)).next())
-        .and_then(|v| v.ok())
-        .map(|(_, bytes)| bytes)
-}
-
 /// Whether `next`, the Via below ours in a response, is well-formed: it is what the receiver
 /// matches its transaction by (§17.1.3), and a malformed one must not go upstream (fuzz input
 /// fuzz/regressions/engine_pipeline/lower-via-malformed-response). When it is byte for byte
 /// the top Via of `request` (the request the response answers, as received), it parsed when
 /// the request was checked (`Message::top_via` reads that memo); otherwise it is parsed here.
+/// `next` is one list element (no comma outside quotes and `<>`, no LWS around it), so a first
+/// Via line of the request that is `next` byte for byte holds that one value and nothing else.
 fn next_via_well_formed(next: &[u8], request: Option<&Message>) -> bool {
     if let Some(req) = request {
-        if first_via(req) == Some(next) && req.top_via().is_ok() {
+        let first_line = req.field(HeaderName::Via).map(|h| req.value_of(h));
+        if first_line == Some(next) && req.top_via().is_ok() {
             return true;
         }
     }
