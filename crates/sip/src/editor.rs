@@ -9,54 +9,100 @@ use crate::message::Message;
 use crate::scan;
 use crate::span::Span;
 use bytes::{BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 
-#[derive(Debug)]
-struct Edit {
+/// What an edit writes in place of its span. Texts are borrowed from the caller (they outlive
+/// the editor), numbers are kept in the edit: nothing is copied before the one pass of
+/// [`Editor::finish`].
+#[derive(Debug, Clone, Copy)]
+enum Text<'a> {
+    /// These bytes (empty: nothing, a removal when the span is not empty).
+    Bytes(&'a [u8]),
+    /// A header line: `name: value` CRLF.
+    Line(&'a str, &'a [u8]),
+    /// A number (a Max-Forwards or Content-Length value): the last `.1` digits of the array.
+    Digits([u8; 10], u8),
+    /// A header line whose value is a number: `name: digits` CRLF.
+    NumberLine(&'a str, [u8; 10], u8),
+}
+
+impl Text<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Text::Bytes(b) => b.len(),
+            Text::Line(name, value) => name.len() + 2 + value.len() + 2,
+            Text::Digits(_, n) => *n as usize,
+            Text::NumberLine(name, _, n) => name.len() + 2 + *n as usize + 2,
+        }
+    }
+}
+
+/// One recorded change: the bytes of `span` in the message become `text`.
+#[derive(Debug, Clone, Copy)]
+struct Edit<'a> {
     span: Span,
-    text: Vec<u8>,
+    text: Text<'a>,
+}
+
+impl Edit<'_> {
+    fn key(&self) -> (u32, u32) {
+        (self.span.start, self.span.end)
+    }
+
+    fn is_removal(&self) -> bool {
+        matches!(self.text, Text::Bytes(b) if b.is_empty()) && !self.span.is_empty()
+    }
 }
 
 /// Builds the forwarded copy of a message. Edits may be recorded in any order. Removals that
 /// overlap or touch are merged (removing two adjacent list values shares their comma), and a
 /// removal that takes a header's whole value takes its line. Any other two edits touching the
 /// same bytes are a programming error: the later one is dropped (and a debug build asserts).
+///
+/// The texts an edit inserts are borrowed for the editor's lifetime `'a` (the message's, or
+/// shorter), and the edits are kept in message order as they come, inline for the few a proxy
+/// makes: `finish` writes the copy in one pass into one buffer of the exact size. A copy of
+/// each text, an allocation per edit and a sort at the end cost about 1,800 instructions per
+/// forwarded request (callgrind, issue 21).
 #[derive(Debug)]
-pub struct Editor<'m> {
-    msg: &'m Message,
-    edits: Vec<Edit>,
+pub struct Editor<'a> {
+    msg: &'a Message,
+    /// Sorted by (start, end) of the span; edits at the same place keep the order they were
+    /// made in (a Via prepended before a Record-Route stays above it).
+    edits: SmallVec<[Edit<'a>; 8]>,
 }
 
-fn header_line(name: &str, value: &[u8]) -> Vec<u8> {
-    let mut line = Vec::with_capacity(name.len() + value.len() + 4);
-    line.extend_from_slice(name.as_bytes());
-    line.extend_from_slice(b": ");
-    line.extend_from_slice(value);
-    line.extend_from_slice(b"\r\n");
-    line
-}
-
-impl<'m> Editor<'m> {
-    pub fn new(msg: &'m Message) -> Self {
-        Editor { msg, edits: Vec::with_capacity(6) }
+impl<'a> Editor<'a> {
+    pub fn new(msg: &'a Message) -> Self {
+        Editor { msg, edits: SmallVec::new() }
     }
 
     fn first_header_offset(&self) -> usize {
         self.msg.headers().first().map_or(self.msg.head_end(), |h| h.line.start as usize)
     }
 
-    fn push(&mut self, span: Span, text: Vec<u8>) -> &mut Self {
-        if text.is_empty() && !span.is_empty() {
+    fn push(&mut self, span: Span, text: Text<'a>) -> &mut Self {
+        let edit = Edit { span, text };
+        if edit.is_removal() {
             return self.push_removal(span);
         }
-        self.edits.push(Edit { span, text });
+        self.insert_sorted(edit);
         self
+    }
+
+    fn insert_sorted(&mut self, edit: Edit<'a>) {
+        // Nearly always at the end or close to it: edits come roughly in message order.
+        let mut at = self.edits.len();
+        while at > 0 && self.edits[at - 1].key() > edit.key() {
+            at -= 1;
+        }
+        self.edits.insert(at, edit);
     }
 
     fn push_removal(&mut self, mut span: Span) -> &mut Self {
         // Merge with every removal it overlaps or touches.
         self.edits.retain(|e| {
-            let removal = e.text.is_empty() && !e.span.is_empty();
-            if removal && e.span.start <= span.end && span.start <= e.span.end {
+            if e.is_removal() && e.span.start <= span.end && span.start <= e.span.end {
                 span = Span { start: span.start.min(e.span.start), end: span.end.max(e.span.end) };
                 false
             } else {
@@ -64,7 +110,10 @@ impl<'m> Editor<'m> {
             }
         });
         // Removing a header's whole value removes its line: "Route: " alone is not a header.
-        if let Some(h) = self.msg.headers().iter().find(|h| {
+        // The lines are in message order and do not overlap: the only one that can hold the
+        // span is the first that ends after its start.
+        let headers = self.msg.headers();
+        if let Some(h) = headers.get(headers.partition_point(|h| h.line.end <= span.start)).filter(|h| {
             span.start >= h.line.start
                 && span.end <= h.line.end
                 && span.start <= h.value.start
@@ -72,47 +121,52 @@ impl<'m> Editor<'m> {
         }) {
             span = h.line;
         }
-        self.edits.push(Edit { span, text: Vec::new() });
+        self.insert_sorted(Edit { span, text: Text::Bytes(&[]) });
         self
     }
 
+    /// Inserts the header line `name: value` at `at`.
+    fn insert_line(&mut self, at: usize, text: Text<'a>) -> &mut Self {
+        self.push(Span::new(at, at), text)
+    }
+
     /// Inserts a header line before all others (a new Via or Record-Route goes on top).
-    pub fn prepend_header(&mut self, name: &str, value: &[u8]) -> &mut Self {
+    pub fn prepend_header(&mut self, name: &'a str, value: &'a [u8]) -> &mut Self {
         let at = self.first_header_offset();
-        self.push(Span::new(at, at), header_line(name, value))
+        self.insert_line(at, Text::Line(name, value))
     }
 
     /// Inserts a header line after all others.
-    pub fn append_header(&mut self, name: &str, value: &[u8]) -> &mut Self {
+    pub fn append_header(&mut self, name: &'a str, value: &'a [u8]) -> &mut Self {
         let at = self.msg.head_end();
-        self.push(Span::new(at, at), header_line(name, value))
+        self.insert_line(at, Text::Line(name, value))
     }
 
     /// Inserts a header line right before the line `field` (an index into `Message::headers`).
-    pub fn insert_before(&mut self, field: usize, name: &str, value: &[u8]) -> &mut Self {
+    pub fn insert_before(&mut self, field: usize, name: &'a str, value: &'a [u8]) -> &mut Self {
         let at = self.msg.headers()[field].line.start as usize;
-        self.push(Span::new(at, at), header_line(name, value))
+        self.insert_line(at, Text::Line(name, value))
     }
 
     /// Removes the whole header line `field`.
     pub fn remove_field(&mut self, field: usize) -> &mut Self {
         let line = self.msg.headers()[field].line;
-        self.push(line, Vec::new())
+        self.push(line, Text::Bytes(&[]))
     }
 
     /// Removes every line of the header `name`.
     pub fn remove_all(&mut self, name: HeaderName) -> &mut Self {
-        let lines: Vec<Span> = self.msg.fields(name).map(|h| h.line).collect();
-        for line in lines {
-            self.push(line, Vec::new());
+        let msg = self.msg;
+        for h in msg.fields(name) {
+            self.push(h.line, Text::Bytes(&[]));
         }
         self
     }
 
     /// Replaces the value of line `field`, keeping its name as written.
-    pub fn replace_value(&mut self, field: usize, value: &[u8]) -> &mut Self {
+    pub fn replace_value(&mut self, field: usize, value: &'a [u8]) -> &mut Self {
         let span = self.msg.headers()[field].value;
-        self.push(span, value.to_vec())
+        self.push(span, Text::Bytes(value))
     }
 
     /// Removes one element of a comma-separated header (e.g. the top Route value, RFC 3261
@@ -125,46 +179,51 @@ impl<'m> Editor<'m> {
         if after < h.value.end as usize && s[after] == b',' {
             // Not the last element: remove it, the comma and the LWS before the next one.
             let next = scan::skip_lws(s, after + 1);
-            return self.push(Span::new(vs, next), Vec::new());
+            return self.push(Span::new(vs, next), Text::Bytes(&[]));
         }
         // The last element: remove from the preceding comma, or the whole line if none.
         let before = scan::trim_lws_end(s, vs);
         if before > h.value.start as usize && s[before - 1] == b',' {
-            return self.push(Span::new(before - 1, ve), Vec::new());
+            return self.push(Span::new(before - 1, ve), Text::Bytes(&[]));
         }
-        self.push(h.line, Vec::new())
+        self.push(h.line, Text::Bytes(&[]))
     }
 
     /// Rewrites the Request-URI (RFC 3261 §16.5/§16.6 step 2). No effect on a response.
-    pub fn set_request_uri(&mut self, uri: &[u8]) -> &mut Self {
+    pub fn set_request_uri(&mut self, uri: &'a [u8]) -> &mut Self {
         if let crate::StartLine::Request { uri: span, .. } = *self.msg.start_line() {
-            self.push(span, uri.to_vec());
+            self.push(span, Text::Bytes(uri));
         }
         self
+    }
+
+    /// Sets `name`'s value to the number `n`: the first line's value, or a new line at the end.
+    fn set_number(&mut self, name: HeaderName, line_name: &'a str, n: u32) -> &mut Self {
+        let mut digits = [0u8; 10];
+        let len = decimal(n, &mut digits);
+        match self.msg.field_index(name) {
+            Some(i) => {
+                let span = self.msg.headers()[i].value;
+                self.push(span, Text::Digits(digits, len))
+            }
+            None => {
+                let at = self.msg.head_end();
+                self.insert_line(at, Text::NumberLine(line_name, digits, len))
+            }
+        }
     }
 
     /// Sets Max-Forwards, replacing the existing line's value or adding the header
     /// (RFC 3261 §16.6 step 3).
     pub fn set_max_forwards(&mut self, n: u8) -> &mut Self {
-        let mut buf = itoa_u32(u32::from(n));
-        match self.msg.headers().iter().position(|h| h.name == HeaderName::MaxForwards) {
-            Some(i) => self.replace_value(i, &buf),
-            None => {
-                let v = std::mem::take(&mut buf);
-                self.append_header("Max-Forwards", &v)
-            }
-        }
+        self.set_number(HeaderName::MaxForwards, "Max-Forwards", u32::from(n))
     }
 
     /// Replaces the body and its Content-Length (and adds Content-Length if it was absent).
-    pub fn set_body(&mut self, body: &[u8]) -> &mut Self {
-        let len = itoa_u32(body.len() as u32);
-        match self.msg.headers().iter().position(|h| h.name == HeaderName::ContentLength) {
-            Some(i) => self.replace_value(i, &len),
-            None => self.append_header("Content-Length", &len),
-        };
+    pub fn set_body(&mut self, body: &'a [u8]) -> &mut Self {
+        self.set_number(HeaderName::ContentLength, "Content-Length", body.len() as u32);
         let b = self.msg.body_span();
-        self.push(b, body.to_vec())
+        self.push(b, Text::Bytes(body))
     }
 
     /// Adds `Content-Length` when the message has none. Content-Length is optional over UDP
@@ -172,11 +231,10 @@ impl<'m> Editor<'m> {
     /// or TLS without it could not be framed by the next hop, so a forwarded copy always
     /// carries it.
     pub fn ensure_content_length(&mut self) -> &mut Self {
-        if self.msg.headers().iter().any(|h| h.name == HeaderName::ContentLength) {
+        if self.msg.field_index(HeaderName::ContentLength).is_some() {
             return self;
         }
-        let len = itoa_u32(self.msg.body().len() as u32);
-        self.append_header("Content-Length", &len)
+        self.set_number(HeaderName::ContentLength, "Content-Length", self.msg.body().len() as u32)
     }
 
     /// Length of the serialized result.
@@ -190,12 +248,10 @@ impl<'m> Editor<'m> {
         self.len() == 0
     }
 
-    /// Writes the edited message into `out`.
-    pub fn write_to(mut self, out: &mut BytesMut) {
-        // Stable sort: insertions at the same offset keep the order they were made in.
-        self.edits.sort_by_key(|e| (e.span.start, e.span.end));
+    /// The pieces of the edited message in order: untouched runs of the message and the
+    /// edits' texts.
+    fn pieces(&self, mut put: impl FnMut(&[u8])) {
         let src = self.msg.as_bytes();
-        out.reserve(self.len());
         let mut cursor = 0usize;
         for e in &self.edits {
             let (start, end) = (e.span.start as usize, e.span.end as usize);
@@ -203,24 +259,53 @@ impl<'m> Editor<'m> {
                 debug_assert!(false, "overlapping edits at {start}");
                 continue;
             }
-            out.put_slice(&src[cursor..start]);
-            out.put_slice(&e.text);
+            put(&src[cursor..start]);
+            match &e.text {
+                Text::Bytes(b) => put(b),
+                Text::Line(name, value) => {
+                    put(name.as_bytes());
+                    put(b": ");
+                    put(value);
+                    put(b"\r\n");
+                }
+                Text::Digits(digits, n) => put(&digits[10 - *n as usize..]),
+                Text::NumberLine(name, digits, n) => {
+                    put(name.as_bytes());
+                    put(b": ");
+                    put(&digits[10 - *n as usize..]);
+                    put(b"\r\n");
+                }
+            }
             cursor = end;
         }
-        out.put_slice(&src[cursor..]);
+        put(&src[cursor..]);
+    }
+
+    /// Writes the edited message into `out`.
+    pub fn write_to(self, out: &mut BytesMut) {
+        out.reserve(self.len());
+        self.pieces(|p| out.put_slice(p));
     }
 
     pub fn finish(self) -> Bytes {
-        let mut out = BytesMut::new();
-        self.write_to(&mut out);
-        out.freeze()
+        let mut out = Vec::with_capacity(self.len());
+        self.pieces(|p| out.extend_from_slice(p));
+        // Exactly as long as it was sized: Bytes takes the vector without copying it.
+        Bytes::from(out)
     }
 }
 
-fn itoa_u32(n: u32) -> Vec<u8> {
-    let mut s = String::with_capacity(10);
-    crate::text::push_dec(&mut s, u64::from(n));
-    s.into_bytes()
+/// `n` in decimal at the end of `buf`; returns how many digits.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> u8 {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return (buf.len() - i) as u8;
+        }
+    }
 }
 
 /// A canonical rendering: long header names, folding replaced by one space, one header per
