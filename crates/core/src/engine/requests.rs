@@ -15,7 +15,7 @@ use crate::peer::Peer;
 use crate::proxy::respond::response_destination;
 use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::proxy::validate::loop_hash;
-use crate::transaction::{ServerKey, TxId};
+use crate::transaction::TxId;
 use herald_sip::{Message, Method};
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -36,7 +36,7 @@ impl Engine {
         // A BYE ends an established gateway call (`failover`).
         self.gateway_call_request(&msg);
         // Built once: used for the lookup here and for the new transaction below.
-        let key = ServerKey::from_request(&msg);
+        let key = self.txs.server_key(&msg);
         // Retransmissions and the ACK for a non-2xx final go to their server transaction.
         if let Some(id) = key.as_ref().and_then(|k| self.txs.find_server_with(k, &msg)) {
             let peer = self.txs.peer(id);

@@ -59,6 +59,13 @@ impl Transaction {
         each!(self, t => t.next_deadline())
     }
 
+    /// What the table keeps current after every change, in one dispatch instead of three
+    /// (issue 21: they were a few hundred instructions per proxied call): `None` once
+    /// terminated, else [`Self::held_bytes`] and [`Self::next_deadline`].
+    pub(crate) fn bookkeeping(&self) -> Option<(usize, Option<(Instant, TimerKind)>)> {
+        each!(self, t => (!t.is_terminated()).then(|| (t.held_bytes(), t.next_deadline())))
+    }
+
     pub fn is_terminated(&self) -> bool {
         each!(self, t => t.is_terminated())
     }

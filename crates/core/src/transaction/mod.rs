@@ -55,5 +55,5 @@ pub use client_request::AckSource;
 pub use key::{stateless_branch, BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
-pub use table::{TransactionTable, TxError, TxId};
+pub use table::{HashedServerKey, TransactionTable, TxError, TxId};
 pub use timers::{AbsorbGrid, TimerKind, TimerTable, Timers};

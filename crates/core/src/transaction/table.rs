@@ -72,6 +72,16 @@ impl std::fmt::Display for TxError {
 
 impl std::error::Error for TxError {}
 
+/// A request's server transaction key with its hash in the table that made it
+/// ([`TransactionTable::server_key`]): a new request is looked up and then inserted under the
+/// one hash (hashing the key twice cost ~230 instructions per proxied call, issue 21). Only
+/// meaningful to that table: each table keys its hash ([`TableState`]).
+#[derive(Debug)]
+pub struct HashedServerKey {
+    key: ServerKey,
+    hash: u64,
+}
+
 #[derive(Debug)]
 enum EntryKey {
     Client(ClientKey),
@@ -241,18 +251,25 @@ impl TransactionTable {
         peer: Peer,
         send_trying: bool,
     ) -> Result<(TxId, Actions), TxError> {
-        let key = ServerKey::from_request(request).ok_or(TxError::NoKey)?;
+        let key = self.server_key(request).ok_or(TxError::NoKey)?;
         self.insert_server_with(now, request, key, peer, send_trying)
     }
 
-    /// [`Self::insert_server`] with the request's key already built (by
-    /// [`ServerKey::from_request`]), for a caller that also looked it up: building a key parses
-    /// the top Via and allocates, once per new request is enough.
+    /// The server transaction key of `request` ([`ServerKey::from_request`]) hashed for this
+    /// table, for a caller that looks it up ([`Self::find_server_with`]) and then inserts it
+    /// ([`Self::insert_server_with`]): building a key parses the top Via and allocates, and
+    /// hashing it reads it all; once per new request is enough.
+    pub fn server_key(&self, request: &Message) -> Option<HashedServerKey> {
+        let key = ServerKey::from_request(request)?;
+        Some(HashedServerKey { hash: self.server_state.hash_one(&key), key })
+    }
+
+    /// [`Self::insert_server`] with the request's key already built by [`Self::server_key`].
     pub fn insert_server_with(
         &mut self,
         now: Instant,
         request: &Message,
-        key: ServerKey,
+        key: HashedServerKey,
         peer: Peer,
         send_trying: bool,
     ) -> Result<(TxId, Actions), TxError> {
@@ -261,7 +278,7 @@ impl TransactionTable {
             Some(Method::Ack) => return Err(TxError::Ack),
             Some(m) => m == Method::Invite,
         };
-        let key_hash = self.server_state.hash_one(&key);
+        let HashedServerKey { key, hash: key_hash } = key;
         if let Some(id) = self.server_by(key_hash, &key) {
             return Err(TxError::Duplicate(id));
         }
@@ -326,12 +343,12 @@ impl TransactionTable {
     /// an INVITE transaction's non-2xx (or, for RFC 2543 clients, 2xx) response. `None` means a
     /// new request (or an ACK for a 2xx, which the TU handles).
     pub fn find_server(&self, request: &Message) -> Option<TxId> {
-        self.find_server_with(&ServerKey::from_request(request)?, request)
+        self.find_server_with(&self.server_key(request)?, request)
     }
 
-    /// [`Self::find_server`] with the request's key already built.
-    pub fn find_server_with(&self, key: &ServerKey, request: &Message) -> Option<TxId> {
-        let id = self.server_by(self.server_state.hash_one(key), key)?;
+    /// [`Self::find_server`] with the request's key already built by [`Self::server_key`].
+    pub fn find_server_with(&self, key: &HashedServerKey, request: &Message) -> Option<TxId> {
+        let id = self.server_by(key.hash, &key.key)?;
         let e = self.entries.get(&id)?;
         let Some(legacy) = &e.legacy else {
             return Some(id);
@@ -546,13 +563,12 @@ fn settle_entry(
     timers: &Timers,
     held_bytes: &mut usize,
 ) -> Settled {
-    if e.tx.is_terminated() {
+    let Some((held, next)) = e.tx.bookkeeping() else {
         return Settled::Terminated;
-    }
-    let held = e.tx.held_bytes();
+    };
     *held_bytes = *held_bytes - e.held + held;
     e.held = held;
-    let next = e.tx.next_deadline().map(|(at, kind)| timers.scheduled_at(at, kind));
+    let next = next.map(|(at, kind)| timers.scheduled_at(at, kind));
     if next == e.scheduled {
         return Settled::Done;
     }

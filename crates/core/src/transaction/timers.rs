@@ -61,9 +61,13 @@ impl Timers {
     pub fn scheduled_at(&self, at: Instant, kind: TimerKind) -> Instant {
         let Some(grid) = self.absorb_grid.filter(|g| kind.absorbs() && !g.step.is_zero()) else { return at };
         let Some(since) = at.checked_duration_since(grid.epoch) else { return at };
-        let step = grid.step.as_nanos();
-        let up = since.as_nanos().div_ceil(step) * step;
-        u64::try_from(up).ok().and_then(|n| grid.epoch.checked_add(Duration::from_nanos(n))).unwrap_or(at)
+        // In u64 nanoseconds (584 years): u128 arithmetic called the 128-bit division routine
+        // for every absorbing timer. Whatever does not fit is scheduled on time.
+        let (Ok(since), Ok(step)) = (u64::try_from(since.as_nanos()), u64::try_from(grid.step.as_nanos())) else {
+            return at;
+        };
+        let up = since.div_ceil(step).checked_mul(step);
+        up.and_then(|n| grid.epoch.checked_add(Duration::from_nanos(n))).unwrap_or(at)
     }
 
     /// The initial value of a timer (RFC 3261 Table 4, RFC 6026 §8.11). The retransmission timers
