@@ -307,8 +307,18 @@ pub fn responder_may_be_natted(target: &str, to: Peer, in_dialog: bool, cfg: &Na
     if !cfg.fix_contact || matches!(to.transport, Transport::Ws | Transport::Wss) {
         return false;
     }
-    let Ok(Uri::Sip(u)) = Uri::parse(target.as_bytes()) else { return false };
-    contact_behind_nat(&u, to.addr, cfg.detect) || (in_dialog && names_peer(&u, to.addr))
+    Uri::parse(target.as_bytes()).is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, cfg))
+}
+
+/// [`responder_may_be_natted`] of a target already parsed (a request's own Request-URI, read
+/// from the receipt check's memo).
+pub fn parsed_responder_may_be_natted(target: &Uri<'_>, to: Peer, in_dialog: bool, cfg: &NatConfig) -> bool {
+    // WebSocket phones are reached over their flows (flow tokens, `engine::flows`).
+    if !cfg.fix_contact || matches!(to.transport, Transport::Ws | Transport::Wss) {
+        return false;
+    }
+    let Uri::Sip(u) = target else { return false };
+    contact_behind_nat(u, to.addr, cfg.detect) || (in_dialog && names_peer(u, to.addr))
 }
 
 /// The second half of [`response_contact_fix`], for a response from a responder that

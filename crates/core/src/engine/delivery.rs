@@ -3,7 +3,7 @@
 //! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
 use super::context::{Planned, PlannedDest};
-use super::hop::{hop_for, Hop};
+use super::hop::{hop_for, transport_and_maddr, Hop};
 use crate::nat::{parsed_binding_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, Uri};
@@ -63,7 +63,7 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
             if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
-                (dest, vec![contact_plan(b, PlannedDest::Uri(b.contact.to_string()))], None)
+                (dest, vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)))], None)
             } else {
                 (addressed(dest, contact.as_ref()), Vec::new(), None)
             }
@@ -74,7 +74,8 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
 
 fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
     Planned {
-        request_uri: Some(b.contact.to_string()),
+        // `String::from`, not `to_string`, which goes through `Display` (the formatter's padding).
+        request_uri: Some(String::from(&*b.contact)),
         dest,
         push_routes: Vec::new(),
         q: b.q_or_default(),
@@ -129,7 +130,10 @@ pub(super) fn reachable_uri(contact: &Uri<'_>) -> bool {
         }
         _ => false,
     };
-    let ws = u.transport().and_then(Transport::parse).is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
+    let ws = transport_and_maddr(u)
+        .0
+        .and_then(Transport::parse)
+        .is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
     !invalid && !ws
 }
 

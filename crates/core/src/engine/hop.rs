@@ -2,7 +2,7 @@
 
 use crate::io::ResolveRequest;
 use crate::peer::{Peer, Transport};
-use herald_sip::uri::{Host, Scheme, Uri};
+use herald_sip::uri::{Host, Scheme, SipUri, Uri};
 use std::net::{IpAddr, SocketAddr};
 
 /// Either a destination known now, or a name to look up first.
@@ -18,7 +18,8 @@ pub enum Hop {
 pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
     let Uri::Sip(u) = uri else { return None };
     let secure = u.scheme == Scheme::Sips;
-    let explicit = match (secure, u.transport().and_then(Transport::parse)) {
+    let (transport, maddr) = transport_and_maddr(u);
+    let explicit = match (secure, transport.and_then(Transport::parse)) {
         // RFC 3261 §26.2.2: a SIPS URI is reached over TLS (over TCP: `transport=tcp` means
         // TLS over TCP) or secure WebSocket, never in the clear.
         (true, Some(Transport::Udp)) => return None,
@@ -28,7 +29,7 @@ pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
     };
     let transport = explicit.unwrap_or(if secure { Transport::Tls } else { Transport::Udp });
     let default_port = if transport.is_secure() { 5061 } else { 5060 };
-    let ip = match u.maddr().and_then(|m| m.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok()) {
+    let ip = match maddr.and_then(|m| m.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok()) {
         Some(ip) => Some(ip),
         None => match u.host {
             Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
@@ -45,6 +46,30 @@ pub fn hop_for(uri: &Uri<'_>) -> Option<Hop> {
             Some(Hop::Resolve(ResolveRequest { host: name.to_owned(), port: u.port, transport: explicit, secure }))
         }
     }
+}
+
+/// The `transport` and `maddr` parameters of `u` ([`SipUri::transport`], [`SipUri::maddr`]):
+/// the first parameter of each name, its value if it has one. One pass over the parameters
+/// when no name can hide behind an escape (no `%` in them, nearly always): each lookup used to
+/// walk them all and compare every name through the escape decoder (about 500 instructions per
+/// next hop).
+pub(super) fn transport_and_maddr<'a>(u: &SipUri<'a>) -> (Option<&'a str>, Option<&'a str>) {
+    let raw = u.params_raw();
+    if raw.is_empty() {
+        return (None, None);
+    }
+    if raw.as_bytes().contains(&b'%') {
+        return (u.transport(), u.maddr());
+    }
+    let (mut transport, mut maddr) = (None, None);
+    for (name, value) in u.params() {
+        if transport.is_none() && name.eq_ignore_ascii_case("transport") {
+            transport = Some(value);
+        } else if maddr.is_none() && name.eq_ignore_ascii_case("maddr") {
+            maddr = Some(value);
+        }
+    }
+    (transport.flatten(), maddr.flatten())
 }
 
 #[cfg(test)]
@@ -68,6 +93,22 @@ mod tests {
         assert_eq!(hop("sips:bob@192.0.2.4;transport=udp"), None);
         let Some(Hop::Peer(p)) = hop("sip:bob@example.com;maddr=192.0.2.9") else { panic!() };
         assert_eq!(p.addr, "192.0.2.9:5060".parse().unwrap());
+    }
+
+    #[test]
+    fn parameters_read_in_one_pass_as_looked_up() {
+        for uri in [
+            "sip:h",
+            "sip:h;lr",
+            "sip:h;transport=tcp;maddr=192.0.2.1",
+            "sip:h;MADDR=192.0.2.1;Transport=TLS;transport=udp",
+            "sip:h;transport;transport=tcp;maddr",
+            "sip:h;%74ransport=tcp;maddr=192.0.2.2",
+            "sip:h;x=%41;transport=ws",
+        ] {
+            let Uri::Sip(u) = Uri::parse(uri.as_bytes()).unwrap() else { panic!() };
+            assert_eq!(transport_and_maddr(&u), (u.transport(), u.maddr()), "{uri}");
+        }
     }
 
     #[test]

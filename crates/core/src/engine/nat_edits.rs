@@ -4,9 +4,10 @@
 
 use super::context::{Planned, PlannedDest};
 use super::Engine;
-use crate::nat::{responder_contact_fix, responder_may_be_natted};
+use crate::nat::{parsed_responder_may_be_natted, responder_contact_fix};
 use crate::peer::Peer;
 use crate::transaction::TxId;
+use herald_sip::uri::Uri;
 use herald_sip::{Editor, Limits, Message};
 
 impl Engine {
@@ -45,17 +46,28 @@ impl Engine {
         }
         // The contact the branch targeted: its new Request-URI, else the request's own (a
         // request routed by a flow token keeps the Request-URI the registrar wrote).
-        let request_uri = request.request_uri_bytes().and_then(|u| std::str::from_utf8(u).ok());
-        let Some(target) = planned.request_uri.as_deref().or(request_uri) else { return false };
+        let new_uri = planned.request_uri.as_deref();
         // Only a branch that went straight to the UA: to a binding's source or a flow, or to
         // the address its Request-URI names; not one through a Path or a Route (the next hop is
         // a proxy, an edge that fixes the Contact itself).
         let straight = planned.push_routes.is_empty()
             && match &planned.dest {
                 PlannedDest::Peer(_) => true,
-                PlannedDest::Uri(u) => u == target,
+                PlannedDest::Uri(u) => match new_uri {
+                    Some(target) => u == target,
+                    None => request.request_uri_bytes() == Some(u.as_bytes()),
+                },
             };
+        if !straight {
+            return false;
+        }
         let in_dialog = request.to_tag().ok().flatten().is_some();
-        straight && responder_may_be_natted(target, to, in_dialog, &self.cfg.nat)
+        // The request's own Request-URI is parsed already (the receipt check's memo); only a
+        // new one (a registered contact) is parsed here.
+        let parsed = match new_uri {
+            Some(new) => Uri::parse(new.as_bytes()).ok(),
+            None => request.request_uri().ok(),
+        };
+        parsed.is_some_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &self.cfg.nat))
     }
 }

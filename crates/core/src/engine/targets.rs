@@ -14,6 +14,7 @@ use crate::routing::Decision;
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method, ParseError};
 use herald_store::Aor;
+use std::borrow::Cow;
 use std::time::Instant;
 
 impl Engine {
@@ -39,12 +40,13 @@ impl Engine {
         if let Some(flow) = self.flow_route(pre, from) {
             return flow.map(|p| vec![p]);
         }
-        let ruri_text = match &pre.request_uri {
-            Some(u) => u.clone(),
+        // Borrowed: most requests never need it as a String of their own.
+        let ruri_text: Cow<'_, str> = match &pre.request_uri {
+            Some(u) => Cow::Borrowed(u),
             // The text of the parsed Request-URI is the one written (no UTF-8 check again).
             None => match pre.received_uri {
-                Some(u) => u.as_str().to_owned(),
-                None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()).into_owned(),
+                Some(u) => Cow::Borrowed(u.as_str()),
+                None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()),
             },
         };
         if let Some((_, route)) = pre.first_remaining() {
@@ -85,9 +87,15 @@ impl Engine {
         if method == Some(Method::Options) && msg.max_forwards().ok().flatten() == Some(0) {
             return Err(Local::Options); // §16.3 step 3: answer OPTIONS as a UAS
         }
+        // RFC 3263 §4 without DNS from the parse in hand: an IP host is where the branch goes
+        // (the same peer `hop_for` would give when the branch starts, without a second parse).
+        let dest = match hop_for(&ruri) {
+            Some(Hop::Peer(p)) => PlannedDest::Peer(p),
+            _ => PlannedDest::Uri(ruri_text.into_owned()),
+        };
         Ok(vec![Planned {
             request_uri: pre.request_uri.clone(),
-            dest: PlannedDest::Uri(ruri_text),
+            dest,
             push_routes: vec![],
             q: 1000,
             strict_route_tail: None,
