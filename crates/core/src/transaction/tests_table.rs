@@ -305,14 +305,27 @@ fn on_a_grid_absorbing_timers_of_several_transactions_come_due_together() {
 fn server_key_keeps_branch_and_sent_by_apart() {
     let key = |via: &str| ServerKey::from_request(&request_via("INVITE", via, 1)).unwrap();
     let named = key("SIP/2.0/UDP PC33.Example.com:5060;branch=z9hG4bKaBc");
-    assert_eq!((named.branch(), named.sent_by()), (Some("z9hG4bKaBc"), Some("pc33.example.com:5060")));
+    assert_eq!((named.branch(), named.sent_by().as_deref()), (Some("z9hG4bKaBc"), Some("pc33.example.com:5060")));
     let ipv4 = key("SIP/2.0/UDP 192.0.2.10;branch=z9hG4bK7");
-    assert_eq!((ipv4.branch(), ipv4.sent_by()), (Some("z9hG4bK7"), Some("192.0.2.10")));
+    assert_eq!((ipv4.branch(), ipv4.sent_by().as_deref()), (Some("z9hG4bK7"), Some("192.0.2.10")));
     // The split is part of the key: the same characters cut elsewhere are another key.
     let a = key("SIP/2.0/UDP 1.example.com;branch=z9hG4bKx");
     let b = key("SIP/2.0/UDP example.com;branch=z9hG4bKx1.");
-    assert_eq!(a.sent_by(), Some("1.example.com"));
+    assert_eq!(a.sent_by().as_deref(), Some("1.example.com"));
     assert_ne!(a, b);
+}
+
+#[test]
+fn server_keys_compare_sent_by_as_its_text_does() {
+    let key = |via: &str| ServerKey::from_request(&request_via("INVITE", via, 1)).unwrap();
+    let k = |host: &str| key(&format!("SIP/2.0/UDP {host};branch=z9hG4bKs"));
+    assert_eq!(k("PC33.Example.COM:5060"), k("pc33.example.com:5060"), "host names case-insensitively");
+    assert_ne!(k("192.0.2.10"), k("192.0.2.10:5060"), "a port against none");
+    assert_ne!(k("192.0.2.10:5060"), k("192.0.2.10:5061"));
+    assert_ne!(k("192.0.2.10"), k("192.0.2.11"));
+    assert_eq!(k("[2001:db8::1]:5060"), k("[2001:DB8:0::1]:5060"), "IPv6 addresses by value");
+    assert_eq!(k("[2001:DB8:0::1]:5060").sent_by().as_deref(), Some("[2001:db8::1]:5060"));
+    assert_ne!(k("[2001:db8::1]"), k("[2001:db8::2]"));
 }
 
 #[test]
