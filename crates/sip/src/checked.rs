@@ -10,7 +10,7 @@
 //! buffer (a message never changes after parsing), so the values handed out still borrow from
 //! that buffer, as freshly parsed ones do.
 
-use crate::headers::{CSeq, Params, Via};
+use crate::headers::{CSeq, Params, Via, ViaParams};
 use crate::method::Method;
 use crate::span::Span;
 use crate::uri::{Host, Scheme, SipUri};
@@ -46,6 +46,8 @@ pub(crate) struct ViaSpans {
     port: Option<u16>,
     params: Span,
     branch: Option<TextSpan>,
+    /// `rport`, `received` and `maddr`, as places in the parameter text (see `params`).
+    found: ViaParams,
 }
 
 /// A parsed [`SipUri`] as ranges of the message buffer.
@@ -199,6 +201,7 @@ impl ViaSpans {
             port: via.port,
             params: span_in(buf, via.params.raw()),
             branch: via.branch().map(s),
+            found: via.found(),
         }
     }
 
@@ -212,6 +215,7 @@ impl ViaSpans {
             self.port,
             Params::from_raw(&buf[self.params.range()]),
             self.branch.map(|b| text(buf, b)),
+            self.found,
         )
     }
 }
