@@ -61,7 +61,7 @@ impl Pick {
     }
 
     /// As `params.get(name)` returns it, from the parameter text.
-    fn read<'a>(self, raw: &'a [u8]) -> Option<Option<&'a [u8]>> {
+    fn read(self, raw: &[u8]) -> Option<Option<&[u8]>> {
         match self {
             Pick { start: 0, end: 0 } => None,
             Pick::FLAG => Some(None),
@@ -138,6 +138,7 @@ impl<'a> Via<'a> {
     }
 
     /// A Via from parts a parse found earlier (the message's memo, module `checked`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
         protocol_name: &'a str,
         protocol_version: &'a str,
