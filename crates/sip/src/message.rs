@@ -199,6 +199,15 @@ impl Message {
         self.parsed.vias
     }
 
+    /// The ranges of the top two Via values as the scan split the lines, when every Via line
+    /// split cleanly and there are two or more values: what the first two items of
+    /// `list_values(HeaderName::Via)` are, without splitting again (a proxy forwarding a
+    /// response removes the first and sends to the second).
+    pub fn top_two_via_spans(&self) -> Option<(Span, Span)> {
+        let v = self.parsed.vias;
+        (v.clean && v.count >= 2).then_some((v.top, v.second))
+    }
+
     /// Keeps what [`Message::check`] found.
     pub(crate) fn set_memo(&mut self, checked: Checked) {
         self.parsed.checked = Some(checked);

@@ -10,13 +10,30 @@
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::headers::{ListIter, ListValue, Via};
-use herald_sip::{Editor, HeaderName, Message, Span};
+use herald_sip::{Editor, HeaderField, HeaderName, Message, Span};
 
 /// The first two Via values of `msg`, in order; `None` when it has fewer, or when a Via line
-/// up to the second value does not split (what `Message::list_values` yields, without its
-/// iterator adapters).
+/// up to the second value does not split (the first two items of `Message::list_values`).
+/// The scan split the lines already (`Message::top_two_via_spans`): only the lines they sit on
+/// are looked up. Lines that did not all split cleanly are split again here.
 pub(super) fn top_two_vias(msg: &Message) -> Option<(ListValue<'_>, ListValue<'_>)> {
     let first = msg.field_index(HeaderName::Via)?;
+    let Some((top, second)) = msg.top_two_via_spans() else { return split_top_two_vias(msg, first) };
+    // Every Via line yields a value, so the top one is on the first line, and the second on it
+    // too or on the next Via line.
+    let headers = msg.headers();
+    let holds = |h: &HeaderField, s: Span| h.value.start <= s.start && s.end <= h.value.end;
+    let second_field = if holds(&headers[first], second) {
+        first
+    } else {
+        first + 1 + headers[first + 1..].iter().position(|h| h.name == HeaderName::Via && holds(h, second))?
+    };
+    let value = |field, span| ListValue { field, span, bytes: msg.slice(span) };
+    Some((value(first, top), value(second_field, second)))
+}
+
+/// [`top_two_vias`] by walking the Via lines from the first, `first`.
+fn split_top_two_vias(msg: &Message, first: usize) -> Option<(ListValue<'_>, ListValue<'_>)> {
     let mut top = None;
     for (field, h) in msg.headers().iter().enumerate().skip(first) {
         if h.name != HeaderName::Via {
@@ -159,12 +176,28 @@ mod tests {
             let (top, next) = top_two_vias(&resp).unwrap();
             assert_eq!(top, resp.list_values(HeaderName::Via).next().unwrap().unwrap());
             assert_eq!(next, resp.list_values(HeaderName::Via).nth(1).unwrap().unwrap());
+            assert!(resp.top_two_via_spans().is_some());
+            let first = resp.field_index(HeaderName::Via).unwrap();
+            assert_eq!(split_top_two_vias(&resp, first), Some((top, next)));
             let copy = strip_top_via(&resp, Some(&request())).unwrap();
             assert_eq!(copy, by_editor(&resp), "{vias}{tail}");
             let copy = Message::parse(copy, &Limits::default()).unwrap();
             assert_eq!(copy.via_count(), resp.via_count() - 1);
             assert!(copy.content_length().is_some());
         }
+    }
+
+    #[test]
+    fn vias_that_did_not_split_cleanly_are_split_again() {
+        // A third Via line with an empty element: the scan's split is not used, the first two
+        // values are still what the list iterator yields.
+        let s =
+            format!("SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP p;branch=z9hG4bKp\r\nVia: {CALLER_VIA}\r\nVia: a,,b\r\n\r\n");
+        let resp = Message::parse(Bytes::from(s), &Limits::default()).unwrap();
+        assert_eq!(resp.top_two_via_spans(), None);
+        let mut listed = resp.list_values(HeaderName::Via);
+        let want = (listed.next().unwrap().unwrap(), listed.next().unwrap().unwrap());
+        assert_eq!(top_two_vias(&resp), Some(want));
     }
 
     #[test]

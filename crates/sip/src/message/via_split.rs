@@ -21,11 +21,14 @@ pub(crate) struct ViaSplit {
     pub count: u32,
     /// The top value (the first of the first line), as a range of the message buffer.
     pub top: Span,
+    /// The value below it (where a proxy forwards a response, RFC 3261 §18.2.2), when `count`
+    /// is two or more.
+    pub second: Span,
 }
 
 impl Default for ViaSplit {
     fn default() -> ViaSplit {
-        ViaSplit { clean: true, count: 0, top: Span::default() }
+        ViaSplit { clean: true, count: 0, top: Span::default(), second: Span::default() }
     }
 }
 
@@ -38,9 +41,15 @@ impl ViaSplit {
             return count_values(v);
         }
         match split(v) {
-            Some((n, first)) => {
-                if self.count == 0 {
-                    self.top = Span::new(at + first.start as usize, at + first.end as usize);
+            Some((n, first, second)) => {
+                let shifted = |s: Span| Span::new(at + s.start as usize, at + s.end as usize);
+                match self.count {
+                    0 => {
+                        self.top = shifted(first);
+                        self.second = second.map_or(Span::default(), shifted);
+                    }
+                    1 => self.second = shifted(first),
+                    _ => {}
                 }
                 self.count += n as u32;
                 n
@@ -53,25 +62,27 @@ impl ViaSplit {
     }
 }
 
-/// The number of values of one line as [`ListIter`] yields them, and the first one's range in
-/// `v`: `None` when it yields an error (an unbalanced quote or '<', an empty element) or
+/// The number of values of one line as [`ListIter`] yields them, and the first and second
+/// ones' ranges in `v`: `None` when it yields an error (an unbalanced quote or '<', an empty element) or
 /// nothing. A clean split has as many values as top-level commas plus one, which is what the
 /// limit counts. A line with no comma, quote or '<' is one value, all of it: the scan trimmed
 /// its LWS, as the iterator would.
-fn split(v: &[u8]) -> Option<(usize, Span)> {
+fn split(v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
     if scan::find_any(v, 0, [b',', b'"', b'<']).is_none() {
-        return (!v.is_empty()).then(|| (1, Span::new(0, v.len())));
+        return (!v.is_empty()).then(|| (1, Span::new(0, v.len()), None));
     }
     let mut n = 0;
-    let mut first = Span::default();
+    let (mut first, mut second) = (Span::default(), None);
     for value in ListIter::new(v) {
         let (at, bytes) = value.ok()?;
-        if n == 0 {
-            first = Span::new(at, at + bytes.len());
+        match n {
+            0 => first = Span::new(at, at + bytes.len()),
+            1 => second = Some(Span::new(at, at + bytes.len())),
+            _ => {}
         }
         n += 1;
     }
-    (n > 0).then_some((n, first))
+    (n > 0).then_some((n, first, second))
 }
 
 #[cfg(test)]
@@ -94,8 +105,9 @@ mod tests {
         ];
         for v in lines {
             let listed: Vec<_> = ListIter::new(v).collect();
+            let span = |r: &Result<(usize, &[u8]), _>| r.map(|(at, b)| Span::new(at, at + b.len())).unwrap();
             let want = match listed.iter().all(|r| r.is_ok()) && !listed.is_empty() {
-                true => Some((listed.len(), listed[0].map(|(at, b)| Span::new(at, at + b.len())).unwrap())),
+                true => Some((listed.len(), span(&listed[0]), listed.get(1).map(span))),
                 false => None,
             };
             assert_eq!(split(v), want, "{:?}", String::from_utf8_lossy(v));
@@ -108,7 +120,13 @@ mod tests {
         let count = |v: &[u8]| v.iter().filter(|b| **b == b',').count() + 1;
         assert_eq!(vias.add_line(b"SIP/2.0/UDP a, SIP/2.0/UDP b", 100, count), 2);
         assert_eq!(vias.add_line(b"SIP/2.0/UDP c", 200, count), 1);
-        assert_eq!(vias, ViaSplit { clean: true, count: 3, top: Span::new(100, 113) });
+        let (top, second) = (Span::new(100, 113), Span::new(115, 128));
+        assert_eq!(vias, ViaSplit { clean: true, count: 3, top, second });
+        // A first line of one value: the second is the first of the next line.
+        let mut vias = ViaSplit::default();
+        vias.add_line(b"SIP/2.0/UDP a", 100, count);
+        vias.add_line(b"SIP/2.0/UDP b, SIP/2.0/UDP c", 200, count);
+        assert_eq!((vias.top, vias.second), (Span::new(100, 113), Span::new(200, 213)));
         assert_eq!(vias.add_line(b"SIP/2.0/UDP d,,e", 300, count), 3);
         assert!(!vias.clean);
     }
