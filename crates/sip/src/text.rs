@@ -37,10 +37,17 @@ pub fn push_hex(out: &mut String, n: u64, width: usize) {
     }
     // All 16 digits at once in two words, pushed once: a digit at a time cost about 140
     // instructions per number, and these numbers are in every branch and tag herald writes.
+    let digits = hex16(n);
+    out.push_str(crate::scan::ascii_str(&digits[16 - shown..]));
+}
+
+/// The 16 lower-case hex digits of `n`, zero-padded (`{:016x}`), for callers that compare or
+/// write bytes without a `String`.
+pub fn hex16(n: u64) -> [u8; 16] {
     let mut digits = [0u8; 16];
     digits[..8].copy_from_slice(&hex_word((n >> 32) as u32));
     digits[8..].copy_from_slice(&hex_word(n as u32));
-    out.push_str(crate::scan::ascii_str(&digits[16 - shown..]));
+    digits
 }
 
 /// The 8 lower-case hex digits of `v`, most significant first: the nibbles spread one per
@@ -194,6 +201,7 @@ mod tests {
             n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             let shifted = n >> (n % 61);
             assert_eq!(with(|s| push_hex(s, n, 16)), format!("{n:016x}"));
+            assert_eq!(hex16(n), *format!("{n:016x}").as_bytes());
             assert_eq!(with(|s| push_hex(s, shifted, 0)), format!("{shifted:x}"));
         }
     }

@@ -6,7 +6,7 @@ use super::context::{Planned, PlannedDest};
 use super::hop::{hop_for, transport_and_maddr, Hop};
 use crate::nat::{parsed_binding_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
-use herald_sip::uri::{Host, Uri};
+use herald_sip::uri::{Host, SipUri, Uri};
 use herald_store::Binding;
 
 /// RFC 5626 §5.3 and RFC 3261 §21.4.18: the status a branch counts as when the flow of a
@@ -122,6 +122,11 @@ fn addressed(dest: PlannedDest, contact: Option<&Uri<'_>>) -> PlannedDest {
 /// `wss` (herald opens no WebSocket connections: RFC 7118 §5 has the client open them).
 pub(super) fn reachable_uri(contact: &Uri<'_>) -> bool {
     let Uri::Sip(u) = contact else { return true };
+    reachable_host_and_transport(u, transport_and_maddr(u).0)
+}
+
+/// [`reachable_uri`] of a sip/sips URI whose `transport` parameter is known.
+pub(super) fn reachable_host_and_transport(u: &SipUri<'_>, transport: Option<&str>) -> bool {
     let invalid = match &u.host {
         Host::Name(name) => {
             let name = name.trim_end_matches('.');
@@ -130,10 +135,7 @@ pub(super) fn reachable_uri(contact: &Uri<'_>) -> bool {
         }
         _ => false,
     };
-    let ws = transport_and_maddr(u)
-        .0
-        .and_then(Transport::parse)
-        .is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
+    let ws = transport.and_then(Transport::parse).is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
     !invalid && !ws
 }
 

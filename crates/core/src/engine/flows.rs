@@ -11,7 +11,7 @@
 
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
-use super::delivery::reachable_uri;
+use super::delivery::{reachable_host_and_transport, reachable_uri};
 use super::Engine;
 use crate::nat::{message_behind_nat, EdgePath, RequestSender};
 use crate::peer::Peer;
@@ -144,7 +144,20 @@ fn same_flow(a: Peer, b: Peer) -> bool {
 /// The first Contact cannot be reached by itself (RFC 7118 §5) or carries `ob` (RFC 5626 §4.3:
 /// the UA asks its edge proxy to keep the dialog on this flow).
 fn contact_needs_flow(sender: &RequestSender<'_>) -> bool {
-    sender
-        .contact()
-        .is_some_and(|(_, a)| !reachable_uri(&a.uri) || a.uri.as_sip().is_some_and(|u| u.param("ob").is_some()))
+    sender.contact().is_some_and(|(_, a)| match a.uri.as_sip() {
+        // One pass over the parameters for `transport` and `ob` when no name is escaped (the
+        // two lookups cost about 700 instructions per dialog-creating request).
+        Some(u) if !u.params_raw().contains('%') => {
+            let (mut transport, mut ob) = (None, false);
+            for (name, value) in u.params() {
+                if transport.is_none() && name.eq_ignore_ascii_case("transport") {
+                    transport = Some(value);
+                } else if name.eq_ignore_ascii_case("ob") {
+                    ob = true;
+                }
+            }
+            ob || !reachable_host_and_transport(u, transport.flatten())
+        }
+        _ => !reachable_uri(&a.uri) || a.uri.as_sip().is_some_and(|u| u.param("ob").is_some()),
+    })
 }

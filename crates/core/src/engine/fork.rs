@@ -220,7 +220,8 @@ impl Engine {
         // The key is the branch just written and the request's method: the copy is not parsed
         // back (`TransactionTable::insert_client_forwarded`).
         let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
-        let key = ClientKey { branch: branch.as_str().into(), method };
+        // The branch's own buffer (its spare room given back in place), not a copy.
+        let key = ClientKey { branch: branch.into_boxed_str(), method };
         let responder_natted = self.responder_natted(req, planned, to);
         match self.txs.insert_client_forwarded(now, bytes, key, to) {
             Ok((cid, actions)) => {

