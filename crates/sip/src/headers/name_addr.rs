@@ -69,6 +69,12 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
             None => s.len(),
         }
     };
+    // What nearly every From and To ends with after the address: `;tag=` and a token up to the
+    // end, read without the generic parameter walk below, which reads the same tag from it
+    // (test `a_lone_tag_reads_as_the_parameter_walk_reads_it`).
+    if let Some(tag) = lone_tag(s, params_at) {
+        return Ok(Some(tag));
+    }
     // The first `tag` parameter decides, as `params.get("tag")` would.
     let mut tag: Option<Option<&[u8]>> = None;
     let (_, end) = Params::parse_visiting(s, params_at, |name, value| {
@@ -86,6 +92,22 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
         Some(t) => scan::utf8(t).map(Some).map_err(|_| ValueError::at(params_at, "tag is not UTF-8")),
         None => Ok(None),
     }
+}
+
+/// The tag when `s[at..]` is exactly `;tag=` (the name in any case) and one or more unquoted
+/// value characters: one parameter, no white space around its `;` or `=`.
+#[inline]
+fn lone_tag(s: &[u8], at: usize) -> Option<&str> {
+    let rest = s.get(at..)?;
+    let (head, value) = (rest.get(..5)?, rest.get(5..)?);
+    if head[0] != b';' || head[4] != b'=' || !head[1..4].eq_ignore_ascii_case(b"tag") || value.is_empty() {
+        return None;
+    }
+    if lex::run(s, at + 5, lex::VALUE) != s.len() {
+        return None;
+    }
+    // Value characters are ASCII.
+    scan::utf8(value).ok()
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {
@@ -142,6 +164,48 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the shortcut reads a tag, the parameter walk reads the same one; it declines
+    /// everything else (quotes, LWS, more parameters, other names), which the walk then reads.
+    #[test]
+    fn a_lone_tag_reads_as_the_parameter_walk_reads_it() {
+        fn walk(s: &[u8], at: usize) -> Option<&str> {
+            let mut tag = None;
+            let (_, end) = Params::parse_visiting(s, at, |n, v| {
+                if tag.is_none() && n.eq_ignore_ascii_case(b"tag") {
+                    tag = Some(v);
+                }
+            })
+            .ok()?;
+            (end == s.len()).then_some(tag).flatten().flatten().and_then(|t| scan::utf8(t).ok())
+        }
+        let tails: [&[u8]; 14] = [
+            b";tag=12345SIPpTag001",
+            b";TaG=a",
+            b";tag=",
+            b";tag",
+            b";tag=a b",
+            b";tag=a;x=1",
+            b";tag=\"q\"",
+            b";tag =a",
+            b"; tag=a",
+            b";tags=a",
+            b";tag=a:b[c]",
+            b";tag=a,b",
+            b";tag=\xff",
+            b"",
+        ];
+        for tail in tails {
+            let mut s = b"<sip:a@h>".to_vec();
+            s.extend_from_slice(tail);
+            let lone = lone_tag(&s, 9);
+            if lone.is_some() {
+                assert_eq!(lone, walk(&s, 9), "{:?}", String::from_utf8_lossy(&s));
+            }
+            assert_eq!(tag_of(&s).ok().flatten(), walk(&s, 9), "{:?}", String::from_utf8_lossy(&s));
+        }
+        assert_eq!(lone_tag(b"<sip:a@h>;tag=12345SIPpTag001", 9), Some("12345SIPpTag001"));
+    }
 
     #[test]
     fn forms() {
