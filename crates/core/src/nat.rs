@@ -155,7 +155,7 @@ fn via_not_source(msg: &Message, source: SocketAddr) -> bool {
 /// that value alone: `Message::contacts` would read expires/q parameters this never needs
 /// (half the cost of the check on a forwarded request).
 fn first_contact(msg: &Message) -> Option<(ListValue<'_>, NameAddr<'_>)> {
-    let value = msg.list_values(HeaderName::Contact).next()?.ok()?;
+    let value = msg.first_list_value(HeaderName::Contact)?.ok()?;
     let addr = NameAddr::parse(value.bytes).ok()?;
     Some((value, addr))
 }

@@ -208,6 +208,13 @@ impl Message {
         (v.clean && v.count >= 2).then_some((v.top, v.second))
     }
 
+    /// The top Via value as written, once [`Message::check`] parsed it (from the scan's split,
+    /// when the lines split cleanly): a value equal to it is a well-formed Via without a parse.
+    pub fn checked_top_via_value(&self) -> Option<&[u8]> {
+        let v = self.parsed.vias;
+        (self.memo().is_some() && v.clean && v.count > 0).then(|| self.slice(v.top))
+    }
+
     /// Keeps what [`Message::check`] found.
     pub(crate) fn set_memo(&mut self, checked: Checked) {
         self.parsed.checked = Some(checked);

@@ -735,6 +735,15 @@ fn exercise(data: &[u8]) {
         let _ = msg.top_via();
         let _ = (msg.from_header(), msg.to_header(), msg.call_id(), msg.cseq(), msg.max_forwards());
         let _ = (msg.routes().count(), msg.record_routes().count(), msg.contacts().count());
+        // The shortcuts agree with the list they stand for.
+        for name in [HeaderName::Via, HeaderName::Contact, HeaderName::Route, HeaderName::RecordRoute] {
+            let listed = msg.list_values(name).next().map(|r| r.map_err(|e| e.to_string()));
+            assert_eq!(msg.first_list_value(name).map(|r| r.map_err(|e| e.to_string())), listed);
+        }
+        if let Some((top, second)) = msg.top_two_via_spans() {
+            let spans: Vec<_> = msg.list_values(HeaderName::Via).take(2).map(|v| v.unwrap().span).collect();
+            assert_eq!(spans, vec![top, second]);
+        }
         let canon = canonical(&msg);
         if let Ok(again) = Message::parse(canon, &limits) {
             let _ = again.validate_all();

@@ -55,15 +55,10 @@ fn split_top_two_vias(msg: &Message, first: usize) -> Option<(ListValue<'_>, Lis
 /// matches its transaction by (§17.1.3), and a malformed one must not go upstream (fuzz input
 /// fuzz/regressions/engine_pipeline/lower-via-malformed-response). When it is byte for byte
 /// the top Via of `request` (the request the response answers, as received), it parsed when
-/// the request was checked (`Message::top_via` reads that memo); otherwise it is parsed here.
-/// `next` is one list element (no comma outside quotes and `<>`, no LWS around it), so a first
-/// Via line of the request that is `next` byte for byte holds that one value and nothing else.
+/// the request was checked (`Message::checked_top_via_value`); otherwise it is parsed here.
 fn next_via_well_formed(next: &[u8], request: Option<&Message>) -> bool {
-    if let Some(req) = request {
-        let first_line = req.field(HeaderName::Via).map(|h| req.value_of(h));
-        if first_line == Some(next) && req.top_via().is_ok() {
-            return true;
-        }
+    if request.and_then(Message::checked_top_via_value) == Some(next) {
+        return true;
     }
     Via::parse(next).is_ok()
 }
@@ -237,5 +232,9 @@ mod tests {
         let fixed = format!("{CALLER_VIA};received=192.0.2.9");
         assert!(next_via_well_formed(fixed.as_bytes(), Some(&req)));
         assert!(!next_via_well_formed(b"SIP/2.0/UDP", Some(&req)));
+        // Only a checked request vouches for its top Via.
+        let unchecked = Message::parse(req.buffer().clone(), &Limits::default()).unwrap();
+        assert_eq!(unchecked.checked_top_via_value(), None);
+        assert_eq!(req.checked_top_via_value(), Some(CALLER_VIA.as_bytes()));
     }
 }

@@ -39,6 +39,23 @@ impl Message {
         })
     }
 
+    /// The first item of [`Message::list_values`] for `name`, without its iterator adapters:
+    /// the lines before the first one of that name are skipped by the header index, and only
+    /// the line holding the first element is split (up to that element).
+    pub fn first_list_value(&self, name: HeaderName) -> Option<Result<ListValue<'_>, ParseError>> {
+        let first = self.field_index(name)?;
+        for (idx, h) in self.headers().iter().enumerate().skip(first).filter(|(_, h)| h.name == name) {
+            match ListIter::new(self.value_of(h)).next() {
+                Some(Ok((at, bytes))) => {
+                    return Some(Ok(ListValue { field: idx, span: h.value.sub(at, at + bytes.len()), bytes }))
+                }
+                Some(Err(e)) => return Some(Err(self.value_error(h, e))),
+                None => {}
+            }
+        }
+        None
+    }
+
     fn typed_list<'m, T: 'm>(
         &'m self,
         name: HeaderName,
