@@ -34,6 +34,8 @@ pub(crate) struct Checked {
     pub cseq_method: TextSpan,
     /// The CSeq method when it is one herald knows (read without comparing its text again).
     pub cseq_known: Option<Method<'static>>,
+    /// Max-Forwards (`None` when absent): the proxy reads it again to check and to decrement it.
+    pub max_forwards: Option<u8>,
 }
 
 /// A parsed [`Via`] as ranges of the message buffer.

@@ -86,7 +86,7 @@ impl Message {
                 return Err(ParseError::in_header(kind, at, b"CSeq"));
             }
         }
-        self.max_forwards()?;
+        let max_forwards = self.max_forwards()?;
         self.expires()?;
         // CSeq::parse accepts only a value that ends with the method token, spelled as the
         // method reads (known methods match exactly, extensions are kept as written).
@@ -104,6 +104,7 @@ impl Message {
             cseq_seq: cseq.seq,
             cseq_method,
             cseq_known: known_method(cseq.method),
+            max_forwards,
         })
     }
 

@@ -159,6 +159,9 @@ impl Message {
     }
 
     pub fn max_forwards(&self) -> Result<Option<u8>, ParseError> {
+        if let Some(c) = self.memo() {
+            return Ok(c.max_forwards);
+        }
         self.single(HeaderName::MaxForwards, parse_max_forwards)
     }
 
