@@ -96,7 +96,11 @@ impl<'a> Editor<'a> {
         while at > 0 && self.edits[at - 1].key() > edit.key() {
             at -= 1;
         }
-        self.edits.insert(at, edit);
+        if at == self.edits.len() {
+            self.edits.push(edit);
+        } else {
+            self.edits.insert(at, edit);
+        }
     }
 
     fn push_removal(&mut self, mut span: Span) -> &mut Self {
@@ -259,9 +263,15 @@ impl<'a> Editor<'a> {
                 debug_assert!(false, "overlapping edits at {start}");
                 continue;
             }
-            put(&src[cursor..start]);
+            if start > cursor {
+                put(&src[cursor..start]);
+            }
             match &e.text {
-                Text::Bytes(b) => put(b),
+                Text::Bytes(b) => {
+                    if !b.is_empty() {
+                        put(b)
+                    }
+                }
                 Text::Line(name, value) => {
                     put(name.as_bytes());
                     put(b": ");

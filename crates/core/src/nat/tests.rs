@@ -179,3 +179,45 @@ fn odd_contacts_are_fixed_exactly_or_left_alone() {
     fixed.validate_all().unwrap();
     assert_eq!(value, "\"A, B\" <sip:a@203.0.113.7:40001>");
 }
+
+/// The text filter in front of the Contact parse never hides a private address: whenever a
+/// Contact's URI has a private host, its text passes the filter.
+#[test]
+fn the_text_filter_passes_every_private_contact() {
+    let hosts = [
+        "10.0.0.1",
+        "010.1.2.3",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.20",
+        "192.168.001.002",
+        "169.254.3.4",
+        "100.64.0.1",
+        "100.127.255.255",
+        "[fd00::1]",
+        "[FE80::1]",
+        "[::ffff:10.0.0.1]",
+        "127.0.0.1",
+        "203.0.113.7",
+        "8.8.8.8",
+        "110.0.0.1",
+        "[2001:db8::1]",
+        "example.com",
+        "10.example.com",
+    ];
+    for host in hosts {
+        for contact in [
+            format!("<sip:alice@{host}:5060;transport=udp>"),
+            format!("\"A\" <sip:{host}>;expires=60"),
+            format!("sips:bob@{host}"),
+        ] {
+            let private = NameAddr::parse(contact.as_bytes())
+                .ok()
+                .and_then(|a| a.uri.as_sip().and_then(|u| host_ip(&u.host)))
+                .is_some_and(is_private);
+            assert!(!private || may_name_private_address(contact.as_bytes()), "{contact}");
+        }
+    }
+    assert!(!may_name_private_address(b"<sip:sipp@127.0.0.1:5061;transport=UDP>"));
+    assert!(!may_name_private_address(b"<sip:bob@203.0.113.7:40001>"));
+}
