@@ -154,6 +154,11 @@ impl Context {
     /// Returns the bytes it freed (what [`Context::held_bytes`] counted).
     pub fn compact(&mut self) -> usize {
         debug_assert!(self.answered && self.pending() == 0);
+        // Compacted already (only compaction takes the request): a later call, when a branch's
+        // client transaction ends, has nothing left to free.
+        if self.request.is_none() {
+            return 0;
+        }
         let freed = self.held_bytes();
         self.request = None;
         self.finals = Vec::new();

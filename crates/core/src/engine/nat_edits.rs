@@ -18,23 +18,23 @@ impl Engine {
     /// caller (RFC 3261 §12.1.2, §12.2.1.2), is rewritten to where the phone is, so the caller's
     /// in-dialog requests reach it through the NAT. Other responses pass unchanged; 3xx Contacts
     /// are redirect targets, not the responder's address, and are never touched.
-    pub(super) fn fix_nated_response(&self, sid: TxId, idx: usize, resp: Message) -> Message {
+    /// `None` when the response goes on as it is (borrowed, not moved through: a message is
+    /// moved by copying it).
+    pub(super) fn fix_nated_response(&self, sid: TxId, idx: usize, resp: &Message) -> Option<Message> {
         if !self.cfg.nat.fix_contact || !resp.status().is_some_and(|s| (101..300).contains(&s)) {
-            return resp;
+            return None;
         }
-        let Some(branch) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return resp };
+        let branch = self.contexts.get(&sid).and_then(|c| c.branches.get(idx))?;
         if !branch.responder_natted {
-            return resp;
+            return None;
         }
-        let Some(to) = branch.client.and_then(|c| self.txs.peer(c)) else { return resp };
-        let Some((field, value)) = responder_contact_fix(&resp, to, &self.cfg.nat) else {
-            return resp;
-        };
-        let mut e = Editor::new(&resp);
+        let to = branch.client.and_then(|c| self.txs.peer(c))?;
+        let (field, value) = responder_contact_fix(resp, to, &self.cfg.nat)?;
+        let mut e = Editor::new(resp);
         e.replace_value(field, value.as_bytes());
         e.ensure_content_length();
         // The edit keeps the message well-formed; should it not parse, the original goes on.
-        Message::parse(e.finish(), &Limits::default()).unwrap_or(resp)
+        Message::parse(e.finish(), &Limits::default()).ok()
     }
 
     /// Whether the responses on a branch of `request` planned as `planned` and sent to `to` may

@@ -79,7 +79,10 @@ impl Engine {
 
     fn on_branch_response(&mut self, now: Instant, sid: TxId, idx: usize, resp: Message, out: &mut Vec<Output>) {
         let Some(status) = resp.status() else { return };
-        let resp = self.fix_nated_response(sid, idx, resp);
+        let resp = match self.fix_nated_response(sid, idx, &resp) {
+            Some(fixed) => fixed,
+            None => resp,
+        };
         self.gateway_response(now, sid, idx, &resp, status);
         let Some(ctx) = self.contexts.get_mut(&sid) else {
             // The server transaction is gone: a late 2xx must still reach the caller (RFC 6026).
