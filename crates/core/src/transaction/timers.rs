@@ -286,6 +286,47 @@ mod tests {
         assert_eq!(t.get(TimerKind::F), None);
     }
 
+    /// The table answers as a list of its armed pairs would, through any sequence of arming
+    /// (up to two kinds at once, as the machines do), clearing and firing.
+    #[test]
+    fn the_next_timer_is_the_earliest_of_those_armed() {
+        let t0 = Instant::now();
+        let mut t = TimerTable::default();
+        let mut model: Vec<(Instant, TimerKind)> = Vec::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let kind = TimerKind::ALL[(x % 3) as usize * 4 % TimerKind::COUNT];
+            let at = Duration::from_millis((x >> 8) % 5);
+            match (x >> 4) % 4 {
+                0 | 1 if model.len() < 2 || model.iter().any(|(_, k)| *k == kind) => {
+                    t.arm(kind, t0, at);
+                    model.retain(|(_, k)| *k != kind);
+                    model.push((t0 + at, kind));
+                }
+                2 => {
+                    t.clear(kind);
+                    model.retain(|(_, k)| *k != kind);
+                }
+                _ => {
+                    let now = t0 + Duration::from_millis((x >> 12) % 5);
+                    let due = model.iter().position(|(at, k)| *k == kind && *at <= now);
+                    assert_eq!(t.take_due(kind, now), due.is_some());
+                    if let Some(i) = due {
+                        model.remove(i);
+                    }
+                }
+            }
+            let earliest = model.iter().copied().min_by_key(|&(at, k)| (at, k.index()));
+            assert_eq!(t.next(), earliest);
+            for kind in TimerKind::ALL {
+                assert_eq!(t.get(kind), model.iter().find(|(_, k)| *k == kind).map(|(at, _)| *at));
+            }
+        }
+    }
+
     #[test]
     fn a_table_is_small() {
         // Three slots of (Instant, kind): what a lingering transaction pays for its timers.
