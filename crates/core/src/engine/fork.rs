@@ -34,8 +34,15 @@ impl Engine {
         plan: Vec<Planned>,
         out: &mut Vec<Output>,
     ) {
-        let mut waiting: VecDeque<Planned> = plan.into();
-        let first = take_group(&mut waiting, self.cfg.forking);
+        // Parallel forking starts every target at once: the plan is the first group as it is
+        // (no queue, no second vector; `take_group` would drain it all the same).
+        let (first, waiting) =
+            if self.cfg.forking == Forking::Parallel && plan.first().is_none_or(|p| p.gateway.is_none()) {
+                (plan, VecDeque::new())
+            } else {
+                let mut waiting: VecDeque<Planned> = plan.into();
+                (take_group(&mut waiting, self.cfg.forking), waiting)
+            };
         let is_invite = msg.method() == Some(Method::Invite);
         self.context_bytes += msg.as_bytes().len();
         self.contexts.insert(
@@ -159,70 +166,79 @@ impl Engine {
         let Some(req) = ctx.request.as_ref() else {
             return self.branch_failed(now, sid, idx, 500, out);
         };
-        let planned = &ctx.branches[idx].planned;
-        let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
-        let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
-        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
-        let hops = (ctx.source, to, planned.lost_flow.is_some());
-        let sender = RequestSender::new(req);
-        let record_route = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
-        // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
-        // with the flow token, so that the registrar's requests come back over this flow.
-        // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
-        // the UA did not list it.
-        let edge_plan = (req.method() == Some(Method::Register)).then(|| self.edge_path(&sender, ctx.source)).flatten();
-        if edge_plan.as_ref().is_some_and(|p| p.token.is_some()) && ctx.source.transport == Transport::Udp {
-            // herald is the hop this phone's NAT mapping points at: the keep-alive loop keeps it
-            // open while the registration lasts (`crate::nat::EdgeFlows`).
-            self.registrar.edge_flows().note(ctx.source.addr, now, requested_expires(req));
-        }
-        let edge_path = edge_plan.map(|plan| {
-            let t = listener.transport;
-            let value = edge_path_value(
-                (t != Transport::Udp).then(|| t.as_param()),
-                listener.addr,
-                plan.token.as_deref(),
-                plan.ob,
-            );
-            (value, plan.require)
-        });
-        // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
-        let contact_fix = sender_contact_fix(&sender, ctx.source, &self.cfg.nat);
-        // The Route values §16.4 removes were found when the request was planned; only a
-        // strict next hop (rare) needs the parsed Routes again.
-        let (remove_routes, append) = if planned.strict_route_tail.is_none() {
-            (ctx.route_removals.values(req), Vec::new())
-        } else {
-            let mut pre = match preprocess(req, &self.cfg.identity) {
-                Ok(p) => p,
-                Err(_) => return self.branch_failed(now, sid, idx, 400, out),
+        let built = 'copy: {
+            let planned = &ctx.branches[idx].planned;
+            let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
+            let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
+            let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+            let hops = (ctx.source, to, planned.lost_flow.is_some());
+            let sender = RequestSender::new(req);
+            let record_route = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
+            // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
+            // with the flow token, so that the registrar's requests come back over this flow.
+            // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
+            // the UA did not list it.
+            let edge_plan =
+                (req.method() == Some(Method::Register)).then(|| self.edge_path(&sender, ctx.source)).flatten();
+            if edge_plan.as_ref().is_some_and(|p| p.token.is_some()) && ctx.source.transport == Transport::Udp {
+                // herald is the hop this phone's NAT mapping points at: the keep-alive loop keeps it
+                // open while the registration lasts (`crate::nat::EdgeFlows`).
+                self.registrar.edge_flows().note(ctx.source.addr, now, requested_expires(req));
+            }
+            let edge_path = edge_plan.map(|plan| {
+                let t = listener.transport;
+                let value = edge_path_value(
+                    (t != Transport::Udp).then(|| t.as_param()),
+                    listener.addr,
+                    plan.token.as_deref(),
+                    plan.ob,
+                );
+                (value, plan.require)
+            });
+            // A phone behind NAT: its Contact becomes where it really is (`crate::nat`).
+            let contact_fix = sender_contact_fix(&sender, ctx.source, &self.cfg.nat);
+            // The Route values §16.4 removes were found when the request was planned; only a
+            // strict next hop (rare) needs the parsed Routes again.
+            let (remove_routes, append) = if planned.strict_route_tail.is_none() {
+                (ctx.route_removals.values(req), Vec::new())
+            } else {
+                let mut pre = match preprocess(req, &self.cfg.identity) {
+                    Ok(p) => p,
+                    Err(_) => break 'copy Err(400),
+                };
+                let append = strict_route_edits(&mut pre, planned);
+                (pre.remove, append)
             };
-            let append = strict_route_edits(&mut pre, planned);
-            (pre.remove, append)
+            let consumed = self.consumed_credentials(req);
+            let bytes = forward(
+                req,
+                &Forward {
+                    remove_fields: &consumed,
+                    request_uri: planned.request_uri.as_deref(),
+                    remove_routes: &remove_routes,
+                    push_routes: &planned.push_routes,
+                    append_routes: &append,
+                    record_route: &record_route,
+                    path: edge_path.as_ref().map(|(p, _)| p.as_str()),
+                    via: &via,
+                    via_fixup: via_fixup(req, ctx.source.addr),
+                    replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
+                    require: edge_path.as_ref().and_then(|(_, require)| require.then_some("path")),
+                },
+            );
+            // The key is the branch just written and the request's method: the copy is not parsed
+            // back (`TransactionTable::insert_client_forwarded`).
+            let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
+            // The branch's own buffer (its spare room given back in place), not a copy.
+            let key = ClientKey { branch: branch.into_boxed_str(), method };
+            let responder_natted = self.responder_natted(req, planned, to);
+            Ok((bytes, key, responder_natted))
         };
-        let consumed = self.consumed_credentials(req);
-        let bytes = forward(
-            req,
-            &Forward {
-                remove_fields: &consumed,
-                request_uri: planned.request_uri.as_deref(),
-                remove_routes: &remove_routes,
-                push_routes: &planned.push_routes,
-                append_routes: &append,
-                record_route: &record_route,
-                path: edge_path.as_ref().map(|(p, _)| p.as_str()),
-                via: &via,
-                via_fixup: via_fixup(req, ctx.source.addr),
-                replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
-                require: edge_path.as_ref().and_then(|(_, require)| require.then_some("path")),
-            },
-        );
-        // The key is the branch just written and the request's method: the copy is not parsed
-        // back (`TransactionTable::insert_client_forwarded`).
-        let method = req.cseq().map_or(MethodKey::INVITE, |c| MethodKey::of(c.method));
-        // The branch's own buffer (its spare room given back in place), not a copy.
-        let key = ClientKey { branch: branch.into_boxed_str(), method };
-        let responder_natted = self.responder_natted(req, planned, to);
+        // Every borrow of the context ends with the block: the branch's state changes below.
+        let (bytes, key, responder_natted) = match built {
+            Ok(built) => built,
+            Err(status) => return self.branch_failed(now, sid, idx, status, out),
+        };
         match self.txs.insert_client_forwarded(now, bytes, key, to) {
             Ok((cid, actions)) => {
                 self.clients.insert(cid, (sid, idx));
