@@ -221,3 +221,27 @@ fn the_text_filter_passes_every_private_contact() {
     assert!(!may_name_private_address(b"<sip:sipp@127.0.0.1:5061;transport=UDP>"));
     assert!(!may_name_private_address(b"<sip:bob@203.0.113.7:40001>"));
 }
+
+/// The word-at-a-time filter says what an octet-by-octet reading of its rule says, wherever
+/// the octets fall in the words.
+#[test]
+fn the_text_filter_reads_as_its_rule() {
+    let rule = |v: &[u8]| {
+        v.contains(&b'[')
+            || (0..v.len()).any(|at| {
+                v[at] == b'.' && [&b"10"[..], b"172", b"192", b"169", b"100"].iter().any(|f| v[..at].ends_with(f))
+            })
+    };
+    let parts: [&[u8]; 12] = [b"10", b"172", b"192", b"169", b"100", b"[", b"a", b"1", b".", b"<sip:", b"@", b":5060"];
+    let mut seed = 7u64;
+    for _ in 0..20_000 {
+        let mut v = Vec::new();
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let mut s = seed;
+        for _ in 0..(seed >> 60) + 2 {
+            v.extend_from_slice(parts[(s % 12) as usize]);
+            s /= 12;
+        }
+        assert_eq!(may_name_private_address(&v), rule(&v), "{}", String::from_utf8_lossy(&v));
+    }
+}

@@ -73,6 +73,18 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
 pub fn loop_hash(msg: &Message) -> u64 {
     let to_tag = msg.to_tag().ok().flatten().unwrap_or("");
     let from_tag = msg.from_tag().ok().flatten().unwrap_or("");
+    // The first Proxy-Require and Proxy-Authorization lines in one walk over the header lines
+    // (the header index notes neither; two searches walked them all twice for the absent ones).
+    let (mut proxy_require, mut proxy_authorization) = (None, None);
+    for h in msg.headers() {
+        match h.name {
+            HeaderName::ProxyRequire if proxy_require.is_none() => proxy_require = Some(msg.value_of(h)),
+            HeaderName::ProxyAuthorization if proxy_authorization.is_none() => {
+                proxy_authorization = Some(msg.value_of(h))
+            }
+            _ => {}
+        }
+    }
     let mut h = foldhash::fast::FixedState::with_seed(LOOP_HASH_SEED).build_hasher();
     for part in [
         to_tag.as_bytes(),
@@ -80,8 +92,8 @@ pub fn loop_hash(msg: &Message) -> u64 {
         msg.get(HeaderName::CallId).unwrap_or_default(),
         msg.request_uri_bytes().unwrap_or_default(),
         msg.get(HeaderName::CSeq).unwrap_or_default(),
-        msg.get(HeaderName::ProxyRequire).unwrap_or_default(),
-        msg.get(HeaderName::ProxyAuthorization).unwrap_or_default(),
+        proxy_require.unwrap_or_default(),
+        proxy_authorization.unwrap_or_default(),
     ] {
         h.write_usize(part.len());
         h.write(part);
