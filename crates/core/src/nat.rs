@@ -288,29 +288,37 @@ pub fn sender_contact_fix(sender: &RequestSender<'_>, from: Peer, cfg: &NatConfi
 /// `172`, `192`, `169`, `100`, with any leading zeros a parser accepts). `false` proves that
 /// no URI parsed from the text has a private host; `true` proves nothing.
 fn may_name_private_address(value: &[u8]) -> bool {
-    // Eight octets at a time for a '.' or a '[' (the classic zero-byte test on the word XORed
-    // with each; it may flag an octet after a true hit, which the exact test below sorts out):
-    // a test per octet cost as much as half the parse it saves.
+    // Eight octets at a time for a '.' or a '[' (an exact zero-octet test on the word XORed with
+    // each), and at a dot the two or three digits before it: a test per octet cost as much as
+    // half the parse it saves.
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let holds = |w: u64, b: u8| {
+    let equal = |w: u64, b: u8| {
         let x = w ^ (ONES * u64::from(b));
-        x.wrapping_sub(ONES) & !x & HIGH != 0
+        !(((x & LOW7) + LOW7) | x | LOW7)
+    };
+    let private_start = |at: usize| {
+        let digit = |back: usize| if at >= back { value[at - back] } else { 0 };
+        (digit(2) == b'1' && digit(1) == b'0')
+            || (digit(3) == b'1'
+                && matches!((digit(2), digit(1)), (b'7', b'2') | (b'9', b'2') | (b'6', b'9') | (b'0', b'0')))
     };
     let words = value.chunks_exact(8);
-    let tail = words.remainder().len();
-    let hit_at = |at: usize| match value[at] {
-        b'[' => true,
-        b'.' => [&b"10"[..], b"172", b"192", b"169", b"100"].iter().any(|first| value[..at].ends_with(first)),
-        _ => false,
-    };
+    let tail = value.len() - words.remainder().len();
     for (k, word) in words.enumerate() {
         let w = u64::from_le_bytes([word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7]]);
-        if (holds(w, b'.') || holds(w, b'[')) && (8 * k..8 * k + 8).any(hit_at) {
+        if equal(w, b'[') != 0 {
             return true;
         }
+        let mut dots = equal(w, b'.');
+        while dots != 0 {
+            if private_start(8 * k + dots.trailing_zeros() as usize / 8) {
+                return true;
+            }
+            dots &= dots - 1;
+        }
     }
-    (value.len() - tail..value.len()).any(hit_at)
+    (tail..value.len()).any(|at| value[at] == b'[' || value[at] == b'.' && private_start(at))
 }
 
 /// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
