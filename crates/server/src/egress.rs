@@ -65,6 +65,14 @@ impl Egress {
                 None => false,
             },
             Transport::Tcp | Transport::Tls | Transport::Ws | Transport::Wss if self.can_stream(to.transport) => {
+                // A stream send leaves now, datagrams at the next flush: flush them first, so that
+                // what this thread sends leaves in the order the engine produced it. Otherwise a
+                // 100 Trying queued for a UDP caller could leave after the INVITE forwarded over
+                // TCP, and after the 180 that came back on it (seen with SIPp, which rejects a
+                // 100 after a 180). Mixed-transport output only: UDP batches stay whole.
+                if self.queues.iter().any(|q| !q.is_empty()) {
+                    self.flush();
+                }
                 let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
                 let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes);
                 if let (true, Some(kind)) = (sent, kind) {
