@@ -84,11 +84,7 @@ impl ClientInvite {
         timers: &Timers,
         out: &mut Actions,
     ) -> ClientInvite {
-        let mut t = TimerTable::default();
-        if !reliable {
-            t.arm_retransmit(TimerKind::A, now, timers.initial(TimerKind::A, reliable));
-        }
-        t.arm(TimerKind::B, now, timers.initial(TimerKind::B, reliable));
+        let t = TimerTable::client_started(now, timers, reliable, TimerKind::A, TimerKind::B);
         out.send(request.bytes());
         ClientInvite { reliable, cfg: *timers, timers: t, state: State::Calling { a_interval: timers.t1, request } }
     }

@@ -65,11 +65,7 @@ impl ClientNonInvite {
         timers: &Timers,
         out: &mut Actions,
     ) -> ClientNonInvite {
-        let mut t = TimerTable::default();
-        if !reliable {
-            t.arm_retransmit(TimerKind::E, now, timers.initial(TimerKind::E, reliable));
-        }
-        t.arm(TimerKind::F, now, timers.initial(TimerKind::F, reliable));
+        let t = TimerTable::client_started(now, timers, reliable, TimerKind::E, TimerKind::F);
         out.send(request.bytes());
         ClientNonInvite { reliable, cfg: *timers, timers: t, state: State::Trying { e_interval: timers.t1, request } }
     }

@@ -198,6 +198,24 @@ impl TimerTable {
         self.arm(kind, now, d.max(MIN_RETRANSMIT));
     }
 
+    /// The timers of a client transaction that has just sent its request (RFC 3261 §17.1.1.2,
+    /// §17.1.2.2): `retransmit` (A or E) over an unreliable transport only, and `timeout`
+    /// (B or F) always.
+    pub fn client_started(
+        now: Instant,
+        timers: &Timers,
+        reliable: bool,
+        retransmit: TimerKind,
+        timeout: TimerKind,
+    ) -> Self {
+        let mut t = TimerTable::default();
+        if !reliable {
+            t.arm_retransmit(retransmit, now, timers.initial(retransmit, reliable));
+        }
+        t.arm(timeout, now, timers.initial(timeout, reliable));
+        t
+    }
+
     pub fn clear(&mut self, kind: TimerKind) {
         for s in &mut self.armed {
             if matches!(s, Some((_, k)) if *k == kind) {
