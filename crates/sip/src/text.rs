@@ -12,20 +12,24 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Appends `n` in decimal.
 pub fn push_dec(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
+    // One push of the digits (ASCII, so `ascii_str` is a plain view): pushing them as chars
+    // checked capacity and UTF-8 width once per digit.
+    out.push_str(crate::scan::ascii_str(dec_digits(n, &mut [0u8; 20])));
+}
+
+/// The decimal digits of `n`, written at the end of `buf`.
+fn dec_digits(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
     let mut n = n;
     loop {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
+        buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    // One push of the digits (ASCII, so `ascii_str` is a plain view): pushing them as chars
-    // checked capacity and UTF-8 width once per digit.
-    out.push_str(crate::scan::ascii_str(&digits[i..]));
+    &buf[i..]
 }
 
 /// Appends `n` in lower-case hexadecimal, zero-padded to at least `width` digits.
@@ -141,20 +145,11 @@ pub fn push_host_port(out: &mut String, addr: SocketAddr) {
     let mut buf = [0u8; 21];
     let mut n = put_ipv4(&mut buf, *v4.ip());
     buf[n] = b':';
-    let port = v4.port();
-    let digits = match port {
-        0..=9 => 1,
-        10..=99 => 2,
-        100..=999 => 3,
-        1000..=9999 => 4,
-        _ => 5,
-    };
-    n += 1 + digits;
-    let mut rest = port;
-    for d in buf[n - digits..n].iter_mut().rev() {
-        *d = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
+    n += 1;
+    let mut port_buf = [0u8; 20];
+    let port = dec_digits(u64::from(v4.port()), &mut port_buf);
+    buf[n..n + port.len()].copy_from_slice(port);
+    n += port.len();
     out.push_str(crate::scan::ascii_str(&buf[..n]));
 }
 
