@@ -371,11 +371,11 @@ pub fn responder_contact_fix(resp: &Message, to: Peer, cfg: &NatConfig) -> Optio
     // As a request's (`sender_contact_fix`): with the default detection, a Contact whose text
     // cannot name a private address is not behind NAT, and is not parsed (~1,100 instructions
     // for the 2xx of each in-dialog request sent straight to a phone).
-    let raw = resp.first_list_value(HeaderName::Contact)?.ok()?;
-    if cfg.detect == NatDetect::Private && !may_name_private_address(raw.bytes) {
+    let value = resp.first_list_value(HeaderName::Contact)?.ok()?;
+    if cfg.detect == NatDetect::Private && !may_name_private_address(value.bytes) {
         return None;
     }
-    let (value, addr) = first_contact(resp)?;
+    let addr = NameAddr::parse(value.bytes).ok()?;
     let uri = addr.uri.as_sip()?;
     if !contact_behind_nat(uri, to.addr, cfg.detect) {
         return None;
