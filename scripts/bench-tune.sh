@@ -19,12 +19,12 @@
 # < 1.5): capacity on 2 shared cores moves with whatever else runs.
 #
 # Usage: scripts/bench-tune.sh [HERALD]   (default target/release/herald, copied first)
-#        ROUNDS=2 WORKERS=2 RATE=4000 SECS=20 START=2000 MAX_RATE=16000 CAP_SECS=10
+#        ROUNDS=2 WORKERS=2 RATE=4000 SECS=20 START=2000 MAX_RATE=40000 CAP_SECS=10
 #        MAX_FAILURE=0.0001 SKIP_CAPACITY=0 OUT=DIR (keeps the JSON results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-2} WORKERS=${WORKERS:-2} RATE=${RATE:-4000} SECS=${SECS:-20} START=${START:-2000}
-MAX_RATE=${MAX_RATE:-16000} CAP_SECS=${CAP_SECS:-10} MAX_FAILURE=${MAX_FAILURE:-0.0001}
+MAX_RATE=${MAX_RATE:-40000} CAP_SECS=${CAP_SECS:-10} MAX_FAILURE=${MAX_FAILURE:-0.0001}
 SKIP_CAPACITY=${SKIP_CAPACITY:-0}
 PORT=17801 MPORT=17802
 . scripts/lib/preamble.sh
