@@ -23,11 +23,19 @@ macro_rules! header_names {
                 match self { $($(HeaderName::$variant => Some($compact),)?)* _ => None }
             }
 
-            /// Recognises a name as written (any case, long or compact form).
+            /// Recognises a name as written (any case, long or compact form). The names of
+            /// nearly every line are recognised inline; the others in a call.
+            #[inline]
             pub fn from_bytes(name: &[u8]) -> HeaderName {
-                if let Some(h) = common(name) {
-                    return h;
+                match common(name) {
+                    Some(h) => h,
+                    None => Self::uncommon(name),
                 }
+            }
+
+            /// [`HeaderName::from_bytes`] for the names [`common`] does not know.
+            #[inline(never)]
+            fn uncommon(name: &[u8]) -> HeaderName {
                 if name.len() == 1 {
                     let c = name[0].to_ascii_lowercase();
                     $($(if c == $compact.as_bytes()[0] { return HeaderName::$variant; })?)*
@@ -102,7 +110,7 @@ header_names! {
 
 /// The headers of nearly every message, dispatched on length first, then compared as two
 /// machine words (see [`Folded`]) instead of byte by byte.
-#[inline]
+#[inline(always)]
 fn common(name: &[u8]) -> Option<HeaderName> {
     let key = Folded::of(name)?;
     macro_rules! is {

@@ -5,6 +5,7 @@
 //! accessors of module `access`, and borrow from the buffer. The proxy hot path therefore pays for exactly the headers it reads.
 
 mod access;
+mod head;
 mod index;
 mod line;
 mod via_split;
@@ -16,23 +17,14 @@ use crate::limits::{Limit, Limits};
 use crate::method::Method;
 use crate::scan;
 use crate::span::Span;
-use crate::start_line::{parse_start_line, StartLine};
+use crate::start_line::StartLine;
 use bytes::Bytes;
-use index::HeaderIndex;
+pub use head::Framing;
+pub(crate) use head::Head;
+use head::Parsed;
 pub use line::HeaderField;
 pub(crate) use line::{parse_header_line, plain_header_line};
-use smallvec::SmallVec;
 pub(crate) use via_split::ViaSplit;
-
-/// How the message was delimited, which decides what Content-Length may or must do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// The buffer is one UDP datagram: Content-Length may be absent (body = rest) and octets past
-    /// it are ignored (RFC 3261 §18.3, RFC 4475 §3.1.1.8).
-    Datagram,
-    /// The buffer is exactly one framed message from a stream (see [`crate::framing`]).
-    Stream,
-}
 
 /// A parsed SIP message. Cloning is cheap (the buffer is reference-counted).
 #[derive(Debug, Clone)]
@@ -49,26 +41,6 @@ pub struct Message {
     trailing: u32,
 }
 
-/// How many header lines a message holds without a second allocation: a proxied call's
-/// messages carry 8 to 12 (RFC 3261 §8.1.1's six, Contact, Record-Route or Route, the
-/// Content ones), a phone's up to about 15.
-const INLINE_HEADERS: usize = 16;
-
-/// What parsing and the receipt checks found, kept behind one pointer. Every message used to
-/// allocate twice, its line list and (in [`Message::check`]) its memo; callgrind counted
-/// about 100 instructions per allocation and free with mimalloc, six messages per proxied
-/// call. Boxed, as the memo was: messages are moved around (inbound queue, engine,
-/// transaction table) and this is most of their size.
-#[derive(Debug, Clone)]
-struct Parsed {
-    headers: SmallVec<[HeaderField; INLINE_HEADERS]>,
-    /// Where the first line of each frequent header is, and the first repeated single one.
-    index: HeaderIndex,
-    vias: ViaSplit,
-    /// Set by [`Message::check`]: the headers it validated, as ranges of `buf`.
-    checked: Option<Checked>,
-}
-
 impl Message {
     /// Parses one UDP datagram (or any buffer holding exactly one message).
     pub fn parse(buf: Bytes, limits: &Limits) -> Result<Message, ParseError> {
@@ -76,50 +48,56 @@ impl Message {
     }
 
     pub fn parse_as(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
+        Self::parse_or_return(buf, limits, framing).map_err(|(e, _)| e)
+    }
+
+    /// [`Message::parse_as`] that hands the buffer back with the error, for a caller that answers
+    /// a malformed request from its bytes (`herald_core::inbound`): it then needs no second
+    /// reference to them while parsing. A `Bytes` made from a `Vec` (every received datagram is
+    /// one) allocates a shared counter on its first clone; callgrind counted that allocation,
+    /// its atomic operations and its free at about 150 instructions per received message.
+    pub fn parse_or_return(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, (ParseError, Bytes)> {
         if buf.len() > limits.max_message_size {
-            return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
+            return Err((ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size), buf));
         }
         // RFC 3261 §7.5: CRLFs before the start line are ignored.
         let skip = buf.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
         if skip == buf.len() {
-            return Err(ParseError::new(ErrorKind::Empty, 0));
+            return Err((ParseError::new(ErrorKind::Empty, 0), buf));
         }
-        let buf = if skip > 0 { buf.slice(skip..) } else { buf };
-        Self::parse_trimmed(buf, limits, framing).map_err(|mut e| {
+        if skip == 0 {
+            return Self::parse_trimmed(buf, limits, framing);
+        }
+        Self::parse_trimmed(buf.slice(skip..), limits, framing).map_err(|(mut e, _)| {
             e.offset += skip;
-            e
+            (e, buf)
         })
     }
 
-    fn parse_trimmed(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, ParseError> {
-        let head = Head::scan(&buf, limits)?;
-        Self::assemble(buf, head, framing)
+    fn parse_trimmed(buf: Bytes, limits: &Limits, framing: Framing) -> Result<Message, (ParseError, Bytes)> {
+        let head = match Head::scan(&buf, limits) {
+            Ok(head) => head,
+            Err(e) => return Err((e, buf)),
+        };
+        match head.body(buf.len(), framing) {
+            Ok(body) => Ok(Self::from_head(buf, head, body)),
+            Err(e) => Err((e, buf)),
+        }
     }
 
     /// A message from `buf` and its header section, scanned by [`Head::scan`] from the start of
     /// `buf` (or of a prefix of it holding the whole header section).
-    pub(crate) fn assemble(mut buf: Bytes, head: Head, framing: Framing) -> Result<Message, ParseError> {
+    pub(crate) fn assemble(buf: Bytes, head: Head, framing: Framing) -> Result<Message, ParseError> {
+        let body = head.body(buf.len(), framing)?;
+        Ok(Self::from_head(buf, head, body))
+    }
+
+    /// The message of `buf`, `head` and where [`Head::body`] found its body.
+    fn from_head(mut buf: Bytes, head: Head, (body_start, body_len, trailing): (usize, usize, usize)) -> Message {
         let Head { start, parsed, head_end, content_length } = head;
-        let s: &[u8] = &buf;
-        let body_start = head_end + 2;
-        let available = s.len() - body_start;
-        let (body_len, trailing) = match (content_length, framing) {
-            (Some((n, at)), _) => {
-                let n = n as usize;
-                if n > available {
-                    let e = ParseError::in_header(ErrorKind::BodyTruncated, at, b"Content-Length");
-                    return Err(e);
-                }
-                (n, available - n)
-            }
-            (None, Framing::Datagram) => (available, 0),
-            (None, Framing::Stream) => {
-                return Err(ParseError::new(ErrorKind::MissingContentLength, head_end));
-            }
-        };
         let end = body_start + body_len;
         buf.truncate(end);
-        Ok(Message {
+        Message {
             buf,
             start,
             parsed,
@@ -127,7 +105,7 @@ impl Message {
             body: Span::new(body_start, end),
             content_length: content_length.map(|(n, _)| n),
             trailing: trailing as u32,
-        })
+        }
     }
 
     /// The message bytes (trailing datagram octets past Content-Length excluded).
@@ -309,106 +287,4 @@ impl Message {
     pub fn trailing_octets(&self) -> usize {
         self.trailing as usize
     }
-}
-
-/// A message's start line and header section, indexed: what [`Message::parse_as`] reads before
-/// the body, and what stream framing needs to find Content-Length (`crate::framing`).
-pub(crate) struct Head {
-    start: StartLine,
-    /// The header lines and their index (the memo is set later, by [`Message::check`]).
-    parsed: Box<Parsed>,
-    /// Offset of the empty line that ends the header section.
-    head_end: usize,
-    /// The Content-Length value and the offset of its value.
-    content_length: Option<(u32, usize)>,
-}
-
-impl Head {
-    /// The value of the one Content-Length header, if there is one.
-    pub(crate) fn content_length(&self) -> Option<u32> {
-        self.content_length.map(|(n, _)| n)
-    }
-
-    /// Scans the start line and the header lines of `s` (no leading CRLF), up to the empty line.
-    pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
-        let (start, mut pos) = parse_start_line(s, limits)?;
-        let mut parsed = Box::new(Parsed {
-            headers: SmallVec::new(),
-            index: HeaderIndex::default(),
-            vias: ViaSplit::default(),
-            checked: None,
-        });
-        let headers = &mut parsed.headers;
-        let mut content_length: Option<(u32, usize)> = None;
-        let (mut vias, mut routes) = (0usize, 0usize);
-        let head_end = loop {
-            if pos >= s.len() {
-                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
-            }
-            if s[pos..].starts_with(b"\r\n") {
-                break pos;
-            }
-            if headers.len() == limits.max_headers {
-                return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
-            }
-            let field = match plain_header_line(s, pos, limits) {
-                Some(field) => field,
-                None => parse_header_line(s, pos, limits)?,
-            };
-            pos = field.line.end as usize;
-            match field.name {
-                HeaderName::Via => {
-                    let v = &s[field.value.range()];
-                    vias += parsed.vias.add_line(v, field.value.start as usize, count_values);
-                    if vias > limits.max_via {
-                        return Err(limit_in(Limit::ViaCount, &field, s));
-                    }
-                }
-                HeaderName::Route | HeaderName::RecordRoute => {
-                    routes += count_values(&s[field.value.range()]);
-                    if routes > limits.max_route {
-                        return Err(limit_in(Limit::RouteCount, &field, s));
-                    }
-                }
-                HeaderName::ContentLength => {
-                    let at = field.value.start as usize;
-                    let name = &s[field.name_span.range()];
-                    if content_length.is_some() {
-                        // RFC 4475 §3.3.9: two lengths leave the framing undecidable.
-                        return Err(ParseError::in_header(ErrorKind::DuplicateHeader, at, name));
-                    }
-                    let n = scan::parse_u32(&s[field.value.range()]).ok_or_else(|| {
-                        ParseError::in_header(ErrorKind::HeaderValue("not a decimal length"), at, name)
-                    })?;
-                    content_length = Some((n, at));
-                }
-                _ => {}
-            }
-            headers.push(field);
-        };
-        parsed.index = HeaderIndex::of(&parsed.headers);
-        Ok(Head { start, parsed, head_end, content_length })
-    }
-}
-
-fn limit_in(limit: Limit, field: &HeaderField, s: &[u8]) -> ParseError {
-    ParseError::in_header(ErrorKind::Limit(limit), field.value.start as usize, &s[field.name_span.range()])
-}
-
-/// Counts comma-separated values at top level (commas in quotes or `<>` do not count). An
-/// unbalanced quote counts as one value; the typed parser reports it later.
-fn count_values(v: &[u8]) -> usize {
-    if scan::find_any(v, 0, [b',']).is_none() {
-        return 1;
-    }
-    let mut n = 1;
-    let mut i = 0;
-    while let Some(j) = scan::find_top_level(v, i, b',') {
-        if j >= v.len() {
-            break;
-        }
-        n += 1;
-        i = j + 1;
-    }
-    n
 }

@@ -78,12 +78,13 @@ pub(super) fn token_end(s: &[u8], i: usize) -> usize {
     run(s, i, TOKEN)
 }
 
-/// [`scan::skip_lws`]: no octet above SP starts LWS, so one comparison settles the common case.
+/// [`scan::skip_lws`]: no octet above SP starts LWS, so one comparison settles the common case,
+/// and the end of the value (where every parameter list ends) has none either.
 #[inline(always)]
 pub(super) fn skip_lws(s: &[u8], i: usize) -> usize {
     match s.get(i) {
-        Some(&b) if b > b' ' => i,
-        _ => scan::skip_lws(s, i),
+        Some(&b) if b <= b' ' => scan::skip_lws(s, i),
+        _ => i,
     }
 }
 

