@@ -156,7 +156,7 @@ fn same_flow(a: Peer, b: Peer) -> bool {
 fn contact_needs_flow(sender: &RequestSender<'_>) -> bool {
     // Most Contacts cannot need a flow, and their text shows it: then nothing is parsed (the
     // Contact parse was about 800 instructions per dialog-creating request).
-    let Some(Ok(raw)) = sender.message().first_list_value(HeaderName::Contact) else { return false };
+    let Some(raw) = sender.raw_contact() else { return false };
     if !may_need_flow(raw.bytes) {
         return false;
     }

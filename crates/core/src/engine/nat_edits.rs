@@ -4,10 +4,9 @@
 
 use super::context::{Planned, PlannedDest};
 use super::Engine;
-use crate::nat::{parsed_responder_may_be_natted, responder_contact_fix};
+use crate::nat::{parsed_responder_may_be_natted, responder_contact_fix, responder_may_be_natted};
 use crate::peer::Peer;
 use crate::transaction::TxId;
-use herald_sip::uri::Uri;
 use herald_sip::{Editor, Limits, Message};
 
 impl Engine {
@@ -63,11 +62,12 @@ impl Engine {
         }
         let in_dialog = request.to_tag().ok().flatten().is_some();
         // The request's own Request-URI is parsed already (the receipt check's memo); only a
-        // new one (a registered contact) is parsed here.
-        let parsed = match new_uri {
-            Some(new) => Uri::parse(new.as_bytes()).ok(),
-            None => request.request_uri().ok(),
-        };
-        parsed.is_some_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &self.cfg.nat))
+        // new one (a registered contact) is parsed, when its text does not settle it.
+        match new_uri {
+            Some(new) => responder_may_be_natted(new, to, in_dialog, &self.cfg.nat),
+            None => {
+                request.request_uri().is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &self.cfg.nat))
+            }
+        }
     }
 }

@@ -245,3 +245,37 @@ fn the_text_filter_reads_as_its_rule() {
         assert_eq!(may_name_private_address(&v), rule(&v), "{}", String::from_utf8_lossy(&v));
     }
 }
+
+/// The text filter in front of a branch target's parse changes no answer: for targets that name
+/// private, public and loopback hosts, in and out of dialogs, under both detections, the answer
+/// is the one the parsed target gives.
+#[test]
+fn a_target_filtered_by_its_text_gets_the_parsed_answer() {
+    let to = Peer::udp(addr("203.0.113.7:40001"));
+    let targets = [
+        "sip:bob@192.168.1.20:5060",
+        "sip:bob@10.0.0.2:5062;transport=udp",
+        "sip:bob@[fd00::2]:5060",
+        "sip:bob@203.0.113.7:40001",
+        "sip:bob@203.0.113.7",
+        "sip:sipp@127.0.0.1:5061;transport=UDP",
+        "sips:bob@100.64.0.1",
+        "sip:bob@example.com",
+        "tel:+15551234",
+        "sip:",
+    ];
+    for detect in [NatDetect::Private, NatDetect::ContactDiffers] {
+        let cfg = NatConfig { detect, ..NatConfig::default() };
+        for target in targets {
+            for in_dialog in [false, true] {
+                let parsed = Uri::parse(target.as_bytes())
+                    .is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &cfg));
+                assert_eq!(
+                    responder_may_be_natted(target, to, in_dialog, &cfg),
+                    parsed,
+                    "{target} {in_dialog} {detect:?}"
+                );
+            }
+        }
+    }
+}
