@@ -154,7 +154,7 @@ fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
 /// received=, Contact, Request-URI). A digit after a fourth octet of three digits ends the
 /// prefix (the caller then sees a hostname character follow it).
 #[inline(always)]
-pub(super) fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
+pub(crate) fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
     let digit = |i: usize| match s.get(i) {
         Some(&b) if b.is_ascii_digit() => Some(u32::from(b - b'0')),
         _ => None,

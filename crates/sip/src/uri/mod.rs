@@ -33,6 +33,7 @@ mod tests_tel;
 pub use any::{AbsoluteUri, Uri};
 pub use error::{UriError, MAX_URI_LEN};
 pub use escape::percent_decode;
+pub(crate) use host::ipv4_prefix;
 pub use host::{parse_host_port, Host};
 pub use sip::{Headers, Params, Scheme, SipUri};
 pub use tel::TelUri;
