@@ -40,10 +40,12 @@ pub fn classify(buf: Bytes, limits: &Limits, framing: Framing, truncated: bool) 
         let e = ParseError::new(ErrorKind::Limit(herald_sip::Limit::MessageSize), buf.len());
         return answer_unparsed(&buf, &e, limits);
     }
-    let msg = match Message::parse_as(buf.clone(), limits, framing) {
+    // The buffer comes back with an error rather than being cloned for it: the first clone of
+    // a received datagram's `Bytes` allocates (see `Message::parse_or_return`).
+    let msg = match Message::parse_or_return(buf, limits, framing) {
         Ok(m) => m,
-        Err(e) if e.kind == ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
-        Err(e) => return answer_unparsed(&buf, &e, limits),
+        Err((e, _)) if e.kind == ErrorKind::Empty => return Inbound::Drop(Dropped::KeepAlive),
+        Err((e, buf)) => return answer_unparsed(&buf, &e, limits),
     };
     classify_parsed(msg)
 }
