@@ -31,6 +31,7 @@
 mod aor;
 mod binding;
 mod journal;
+mod ordered;
 mod plan;
 mod scan_cursor;
 mod store;
@@ -38,6 +39,7 @@ mod store;
 pub use aor::Aor;
 pub use binding::{Binding, ContactUpdate, StoreError, Update};
 pub use journal::{AorBindings, Applied, Backfill, Journal, Removed, Ticket};
+pub use ordered::OrderedBindings;
 pub use scan_cursor::ScanCursor;
 pub use store::{BindingAlarm, ExpiryAlarm, LocationStore, StoreConfig};
 

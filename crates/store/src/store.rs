@@ -1,6 +1,7 @@
 //! The sharded location store and its incremental expiry.
 
 use crate::journal::{AorBindings, Backfill, Journal, Ticket};
+use crate::ordered::OrderedBindings;
 use crate::plan::Plan;
 use crate::{Aor, Applied, Binding, Removed, StoreError, Update};
 use hashbrown::hash_table::Entry;
@@ -307,15 +308,21 @@ impl<S: Clone> LocationStore<S> {
     /// The unexpired bindings of `aor`, highest q first, most recently updated first among
     /// equal q-values (RFC 3261 §16.6 and §10.3: the order a proxy tries them in).
     pub fn lookup(&self, aor: &Aor, now: Instant) -> Vec<Binding<S>> {
+        self.lookup_with(aor, now, |bindings| bindings.cloned().collect())
+    }
+
+    /// What `f` makes of the unexpired bindings of `aor`, in [`Self::lookup`]'s order, borrowed
+    /// where they are stored: for a caller that needs a few fields of each, not copies. `f` runs
+    /// under the read lock of the AoR's shard (a REGISTER to that shard waits for it): it must
+    /// not call back into the store.
+    pub fn lookup_with<R>(&self, aor: &Aor, now: Instant, f: impl FnOnce(OrderedBindings<'_, S>) -> R) -> R {
         self.fault_in(aor, now);
         let now_s = self.secs(now);
         let key = aor.as_bytes();
         let hash = self.hash(key);
         let shard = read(&self.slot(hash).shard);
-        match shard.table.find(hash, |r| r.key.as_bytes() == key) {
-            Some(rec) => ordered(&rec.bindings, now_s),
-            None => Vec::new(),
-        }
+        let bindings = shard.table.find(hash, |r| r.key.as_bytes() == key).map_or(&[][..], |rec| &rec.bindings);
+        f(OrderedBindings::new(bindings, now_s))
     }
 
     /// Applies every contact of one REGISTER atomically under the shard lock (RFC 3261 §10.3
@@ -515,9 +522,7 @@ impl<S: Clone> LocationStore<S> {
     }
 }
 
-/// Unexpired bindings, most recent first, then stably by q descending.
+/// Unexpired bindings in [`LocationStore::lookup`]'s order, cloned.
 fn ordered<S: Clone>(bindings: &[Binding<S>], now_s: u32) -> Vec<Binding<S>> {
-    let mut out: Vec<Binding<S>> = bindings.iter().rev().filter(|b| b.expires_at > now_s).cloned().collect();
-    out.sort_by_key(|b| Reverse(b.q_or_default()));
-    out
+    OrderedBindings::new(bindings, now_s).cloned().collect()
 }

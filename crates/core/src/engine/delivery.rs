@@ -25,12 +25,15 @@ const LOST_FLOW: u16 = 480;
 /// flow of the same instance is its fallback when that one has failed (§5.3: "the proxy MUST
 /// NOT send the request on more than one flow per instance"; §9 failover). `nat`: what makes a
 /// UDP binding one behind NAT (`crate::nat`).
-pub(super) fn plan_bindings(bindings: Vec<Binding<Peer>>, nat: NatDetect) -> Vec<Planned> {
+pub(super) fn plan_bindings<'a>(
+    bindings: impl ExactSizeIterator<Item = &'a Binding<Peer>>,
+    nat: NatDetect,
+) -> Vec<Planned> {
     let mut planned: Vec<Planned> = Vec::with_capacity(bindings.len());
-    let mut instances: Vec<(Box<str>, usize)> = Vec::new();
+    let mut instances: Vec<(&str, usize)> = Vec::new();
     for b in bindings {
-        let plan = plan_binding(&b, nat);
-        let flow_of = b.instance.clone().filter(|_| b.reg_id.is_some());
+        let plan = plan_binding(b, nat);
+        let flow_of = b.instance.as_deref().filter(|_| b.reg_id.is_some());
         match flow_of {
             Some(instance) => match instances.iter().find(|(i, _)| *i == instance) {
                 Some(&(_, at)) => planned[at].fallback.push(plan),
@@ -170,7 +173,7 @@ mod tests {
     }
 
     fn plan_of(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
-        plan_bindings(bindings, NatDetect::Private)
+        plan_bindings(bindings.iter(), NatDetect::Private)
     }
 
     fn ws(conn: u64) -> Peer {

@@ -113,8 +113,10 @@ impl Engine {
         // domain with `[registrar] use_domain = false`.
         let use_domain = self.registrar.config().use_domain;
         let aor = ruri.as_sip().map(|u| Aor::of_served_user(u, use_domain)).ok_or(Local::Reject(404, "Not Found"))?;
-        let bindings = self.store.lookup(&aor, now);
-        if bindings.is_empty() {
+        // The bindings are planned where they are stored: no copy of each.
+        let nat = self.cfg.nat.detect;
+        let planned = self.store.lookup_with(&aor, now, |bindings| plan_bindings(bindings, nat));
+        if planned.is_empty() {
             // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
             // not exist in the domain, which herald knows only for users it provisioned.
             let provisioned = self.auth.as_ref().zip(ruri.as_sip()).is_some_and(|(a, u)| {
@@ -128,7 +130,7 @@ impl Engine {
             });
         }
         let secure = ruri.is_sips();
-        let planned: Vec<Planned> = plan_bindings(bindings, self.cfg.nat.detect)
+        let planned: Vec<Planned> = planned
             .into_iter()
             // RFC 5630 §3.1.3: a SIPS request reaches its target over TLS on every hop,
             // the last one included (the last-hop exception is deprecated). A phone
