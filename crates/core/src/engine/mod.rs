@@ -322,9 +322,12 @@ impl SipHandler for Engine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
-        let ours = [self.pings.next_deadline(), self.gateway_calls.next_due()];
         let expiry = if self.expires_store { self.store.next_expiry() } else { None };
-        [self.txs.next_timeout(), timer_c, expiry, self.durable.next_deadline()].into_iter().chain(ours).flatten().min()
+        // The runtime asks after every call. Folded pairwise: a chain of the arrays flattened
+        // to their minimum stayed an iterator, ~120 instructions per call (issue 21).
+        [timer_c, expiry, self.durable.next_deadline(), self.pings.next_deadline(), self.gateway_calls.next_due()]
+            .into_iter()
+            .fold(self.txs.next_timeout(), earlier)
     }
 
     fn set_timeout_waker(&mut self, wake: TimeoutWaker) {
@@ -345,5 +348,14 @@ impl SipHandler for Engine {
 
     fn held_bytes(&self) -> usize {
         self.txs.held_bytes() + self.context_bytes + self.durable.bytes()
+    }
+}
+
+/// The earlier of two optional deadlines (`None`: no deadline).
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }
