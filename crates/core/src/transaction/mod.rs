@@ -14,7 +14,7 @@
 //! ([`TxAction::Send`]) and events for the transaction user ([`TxAction::ToTu`]). A machine
 //! reports its earliest timer with `next_deadline()`; the caller calls `on_timer` when that
 //! instant has come. [`TransactionTable`] does this bookkeeping for one worker shard: it matches
-//! messages to transactions (§17.1.3, §17.2.3), keeps one heap of deadlines with lazy deletion and
+//! messages to transactions (§17.1.3, §17.2.3), keeps one queue of deadlines with lazy deletion and
 //! drops a transaction as soon as it terminates.
 //!
 //! Retransmissions (Timers A, E, G) exist only over unreliable transports; over reliable ones
@@ -29,6 +29,7 @@ mod any;
 mod client_invite;
 mod client_non_invite;
 mod client_request;
+mod deadline_lanes;
 mod key;
 mod server_invite;
 mod server_non_invite;

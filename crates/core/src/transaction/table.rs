@@ -6,13 +6,15 @@
 //!   The key lives once, in its entry: the indexes hold (hash, id) and compare against the
 //!   entry's key, so inserting clones no key and a response is matched from its borrowed branch
 //!   and method, without building one (issue 21: ~3k instructions per proxied call).
-//! * Timers: one binary heap of `(deadline, TxId, generation)` holding at most one live entry
-//!   per transaction, its earliest deadline. When a transaction's earliest deadline changes, its
-//!   generation is bumped and a new entry pushed; stale entries are skipped when popped (lazy
-//!   deletion), so nothing is ever searched or scanned. Every deadline lies at most
-//!   max(64*T1, D, T4) ahead, which bounds how long a stale entry can linger.
+//! * Timers: one queue of `(deadline, TxId, generation)` holding at most one live entry per
+//!   transaction, its earliest deadline, in the lane of that timer's duration
+//!   ([`DeadlineLanes`]: a FIFO per duration is in order by itself, so pushes and pops are
+//!   O(1); see [`lane`]). When a transaction's earliest deadline changes, its generation
+//!   is bumped and a new entry pushed; stale entries are skipped when popped (lazy deletion), so
+//!   nothing is ever searched or scanned. Every deadline lies at most max(64*T1, D, T4) ahead,
+//!   which bounds how long a stale entry can linger.
 //! * A transaction is removed the moment it reaches Terminated, in the call that terminated it.
-//! * Memory after a peak: hash tables and the heap keep the capacity they grew to, and a flood
+//! * Memory after a peak: hash tables and the timer queue keep the capacity they grew to, and a flood
 //!   grows them by the hundred thousand (issue 16, item 7). [`TransactionTable::handle_timeouts`]
 //!   shrinks each one that has become mostly empty ([`shrink`]), so that the memory can go
 //!   back to the allocator (and from there to the kernel: herald-server's `memory` module).
@@ -22,10 +24,11 @@ use super::any::Transaction;
 use super::client_invite::ClientInvite;
 use super::client_non_invite::ClientNonInvite;
 use super::client_request::Sent;
+use super::deadline_lanes::DeadlineLanes;
 use super::key::{to_tag, ClientKey, MethodKey, ServerKey};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
-use super::timers::Timers;
+use super::timers::{TimerKind, Timers};
 use crate::hash::IdMap;
 use crate::peer::Peer;
 use crate::seed::{Seed, TableState};
@@ -33,8 +36,7 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 use herald_sip::{Limits, Message, Method};
 use std::cell::OnceCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::time::Instant;
 
@@ -105,7 +107,7 @@ struct Entry {
     key_hash: u64,
     peer: Peer,
     generation: u64,
-    /// The deadline of this transaction's live heap entry.
+    /// The deadline of this transaction's live timer queue entry.
     scheduled: Option<Instant>,
     /// `tx.held_bytes()` when last settled, counted in the table's `held_bytes`.
     held: usize,
@@ -126,7 +128,8 @@ pub struct TransactionTable {
     servers: HashTable<(u64, TxId)>,
     client_state: TableState,
     server_state: TableState,
-    heap: BinaryHeap<Reverse<(Instant, TxId, u64)>>,
+    /// `(deadline, (transaction, generation))`, in the lane of the timer kind.
+    deadlines: DeadlineLanes<(TxId, u64)>,
     /// The sum of the entries' `held`.
     held_bytes: usize,
 }
@@ -147,7 +150,7 @@ impl TransactionTable {
             servers: HashTable::new(),
             client_state: seed.derive("client transactions", 0).table_state(),
             server_state: seed.derive("server transactions", 0).table_state(),
-            heap: BinaryHeap::new(),
+            deadlines: DeadlineLanes::new(LANES),
             held_bytes: 0,
         }
     }
@@ -305,7 +308,7 @@ impl TransactionTable {
             Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
         );
         let e = self.entries.entry(id).insert_entry(entry).into_mut();
-        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
     }
 
@@ -389,7 +392,7 @@ impl TransactionTable {
             return Actions::new();
         };
         let out = e.tx.on_message(now, msg);
-        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
         out
     }
@@ -409,7 +412,7 @@ impl TransactionTable {
                 legacy.final_response = Some(tag);
             }
         }
-        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
         out
     }
@@ -420,7 +423,7 @@ impl TransactionTable {
             return Actions::new();
         };
         let out = e.tx.on_transport_error();
-        let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+        let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
         out
     }
@@ -428,9 +431,9 @@ impl TransactionTable {
     /// Drops a transaction without telling anyone (the TU gave up on it).
     pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
         let e = self.entries.remove(&id)?;
-        // Only this transaction's heap entries went stale: a top of another one is as live as
+        // Only this transaction's queued entries went stale: a top of another one is as live as
         // before (every change keeps the top live), so only a top of this one needs a look.
-        if self.heap.peek().is_some_and(|Reverse((_, top, _))| *top == id) {
+        if self.deadlines.peek().is_some_and(|(_, (top, _))| top == id) {
             self.drop_stale_top();
         }
         self.held_bytes -= e.held;
@@ -456,23 +459,23 @@ impl TransactionTable {
         }
     }
 
-    /// Pops the stale entries off the top of the heap (lazy deletion leaves them in it), so that
+    /// Pops the stale entries off the front of the queue (lazy deletion leaves them in it), so that
     /// [`Self::next_timeout`] is a deadline with work: otherwise every request's retransmission
     /// timer, cancelled by its first response, would still wake the worker T1 later for
     /// nothing (each UDP request), and each state change's earlier deadline likewise.
     fn drop_stale_top(&mut self) {
-        while let Some(&Reverse((_, id, generation))) = self.heap.peek() {
+        while let Some((_, (id, generation))) = self.deadlines.peek() {
             if self.entries.get(&id).is_some_and(|e| e.generation == generation && e.scheduled.is_some()) {
                 return;
             }
-            self.heap.pop();
+            self.deadlines.pop();
         }
     }
 
-    /// The earliest instant `handle_timeouts` has work: the heap's top, never a stale entry
+    /// The earliest instant `handle_timeouts` has work: the queue's front, never a stale entry
     /// ([`Self::drop_stale_top`] runs after every change that can leave one on top).
     pub fn next_timeout(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((at, _, _))| *at)
+        self.deadlines.peek().map(|(at, _)| at)
     }
 
     /// Fires every timer due at `now`, in deadline order, and returns the actions per
@@ -481,11 +484,11 @@ impl TransactionTable {
     /// one retransmission, not a burst of the ones it missed.
     pub fn handle_timeouts(&mut self, now: Instant) -> Vec<(TxId, TxAction)> {
         let mut out = Vec::new();
-        while let Some(&Reverse((at, id, generation))) = self.heap.peek() {
+        while let Some((at, (id, generation))) = self.deadlines.peek() {
             if at > now {
                 break;
             }
-            self.heap.pop();
+            self.deadlines.pop();
             let Some(e) = self.entries.get_mut(&id) else {
                 continue; // the transaction is gone
             };
@@ -503,7 +506,7 @@ impl TransactionTable {
                     _ => break,
                 }
             }
-            let settled = settle_entry(e, id, &mut self.heap, &self.timers, &mut self.held_bytes);
+            let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
             self.finish(id, settled);
         }
         // A pop uncovers an entry nothing has checked yet.
@@ -519,16 +522,13 @@ impl TransactionTable {
         shrink(&mut self.entries);
         shrink_index(&mut self.clients);
         shrink_index(&mut self.servers);
-        let (len, capacity) = (self.heap.len(), self.heap.capacity());
-        if capacity > SHRINK_MIN_CAPACITY && len < capacity / 8 {
-            self.heap.shrink_to(len * 2);
-        }
+        self.deadlines.shrink_after_peak(SHRINK_MIN_CAPACITY);
     }
 
-    /// Capacities of (entries, client keys, server keys, timer heap), for tests.
+    /// Capacities of (entries, client keys, server keys, timer queue), for tests.
     #[cfg(test)]
     fn capacities(&self) -> [usize; 4] {
-        [self.entries.capacity(), self.clients.capacity(), self.servers.capacity(), self.heap.capacity()]
+        [self.entries.capacity(), self.clients.capacity(), self.servers.capacity(), self.deadlines.capacity()]
     }
 }
 
@@ -547,19 +547,19 @@ enum Settled {
     Done,
     /// The transaction terminated: remove it.
     Terminated,
-    /// The heap's top is a stale entry of this transaction: pop it ([`TransactionTable::drop_stale_top`]).
+    /// The queue's front is a stale entry of this transaction: pop it ([`TransactionTable::drop_stale_top`]).
     TopStale,
 }
 
 /// After every change to a transaction, in hand (its caller just looked it up or inserted it):
 /// a terminated one is to be removed; otherwise its held bytes are accounted and, when its
-/// earliest deadline moved, the new one is pushed on the heap. The top, live before, can only
+/// earliest deadline moved, the new one is queued. The front, live before, can only
 /// have gone stale if it is this transaction's previous entry, which the generation tells
 /// without a lookup.
 fn settle_entry(
     e: &mut Entry,
     id: TxId,
-    heap: &mut BinaryHeap<Reverse<(Instant, TxId, u64)>>,
+    deadlines: &mut DeadlineLanes<(TxId, u64)>,
     timers: &Timers,
     held_bytes: &mut usize,
 ) -> Settled {
@@ -568,18 +568,41 @@ fn settle_entry(
     };
     *held_bytes = *held_bytes - e.held + held;
     e.held = held;
-    let next = next.map(|(at, kind)| timers.scheduled_at(at, kind));
-    if next == e.scheduled {
+    let next = next.map(|(at, kind)| (timers.scheduled_at(at, kind), kind));
+    if next.map(|(at, _)| at) == e.scheduled {
         return Settled::Done;
     }
     e.generation += 1;
-    e.scheduled = next;
-    if let Some(at) = next {
-        heap.push(Reverse((at, id, e.generation)));
+    e.scheduled = next.map(|(at, _)| at);
+    if let Some((at, kind)) = next {
+        deadlines.push(lane(kind), at, (id, e.generation));
     }
-    match heap.peek() {
-        Some(Reverse((_, top, generation))) if *top == id && *generation != e.generation => Settled::TopStale,
+    match deadlines.peek() {
+        Some((_, (top, generation))) if top == id && generation != e.generation => Settled::TopStale,
         _ => Settled::Done,
+    }
+}
+
+/// Lanes of the timer queue ([`lane`]).
+const LANES: usize = 5;
+
+/// The timer queue's lane for a deadline of `kind`: one per duration (RFC 3261 Table 4, RFC
+/// 6026 §8.11), the timers that are scheduled on the absorb grid apart from those that are not
+/// (a grid point is later than the exact deadline of the same duration), so that each lane's
+/// deadlines come in order.
+fn lane(kind: TimerKind) -> usize {
+    use TimerKind::*;
+    match kind {
+        // T1, doubling on each retransmission (those spill).
+        A | E | G => 0,
+        // 64*T1, exact.
+        B | F | H => 1,
+        // 64*T1 (J over unreliable transports), absorbing.
+        J | L | M => 2,
+        // T4, absorbing.
+        I | K => 3,
+        // Timer D, absorbing.
+        D => 4,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Each transaction keeps its own [`TimerTable`]: one optional deadline per [`TimerKind`],
 //! indexed by the enum, so arming, cancelling and finding the next deadline are constant time.
-//! The worker's heap (see [`super::TransactionTable`]) only ever holds the earliest deadline of
+//! The table's timer queue (see [`super::TransactionTable`]) only ever holds the earliest deadline of
 //! each transaction.
 
 use std::time::{Duration, Instant};
@@ -234,7 +234,7 @@ impl TimerTable {
 
     /// Whether `kind` is armed and due at `now`; if so it is disarmed (a timer fires once; the
     /// handler re-arms it if the RFC says so). A stale or early call returns false, which is what
-    /// makes the worker heap's lazy deletion safe.
+    /// makes the timer queue's lazy deletion safe.
     pub fn take_due(&mut self, kind: TimerKind, now: Instant) -> bool {
         for s in &mut self.armed {
             if matches!(s, Some((at, k)) if *k == kind && *at <= now) {
