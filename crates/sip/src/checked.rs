@@ -174,7 +174,7 @@ impl TextSpan {
     /// `span` of `buf`, when it is in range and its bytes are ASCII (a token); else empty.
     pub fn ascii(buf: &[u8], span: Span) -> TextSpan {
         match buf.get(span.range()) {
-            Some(bytes) if bytes.is_ascii() => TextSpan(span),
+            Some(bytes) if crate::scan::is_ascii(bytes) => TextSpan(span),
             _ => TextSpan::default(),
         }
     }
@@ -205,6 +205,16 @@ impl ViaSpans {
             branch: via.branch().map(s),
             found: via.found(),
         }
+    }
+
+    /// The branch of [`ViaSpans::view`], without the rest.
+    pub fn branch<'a>(&self, buf: &'a [u8]) -> Option<&'a str> {
+        self.branch.map(|b| text(buf, b))
+    }
+
+    /// The host and port of [`ViaSpans::view`], without the rest.
+    pub fn sent_by<'a>(&self, buf: &'a [u8]) -> (Host<'a>, Option<u16>) {
+        (self.host.view(buf), self.port)
     }
 
     pub fn view<'a>(&self, buf: &'a [u8]) -> Via<'a> {

@@ -230,11 +230,37 @@ pub fn parse_u32(s: &[u8]) -> Option<u32> {
     u32::try_from(v).ok()
 }
 
+/// Whether every octet of `s` is ASCII: `[u8]::is_ascii` for the short texts of a message
+/// (tokens, tags, branches, Call-IDs: 3 to 40 octets), where the library's call and alignment
+/// handling cost more than the octets (callgrind: about 1,000 instructions per proxied call
+/// in the receipt checks). Every octet is covered by 8-octet words, the last one overlapping
+/// the others; under 8 octets by two overlapping 4-octet words.
+#[inline]
+pub fn is_ascii(s: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
+    match s.last_chunk::<8>() {
+        Some(last) => {
+            let mut acc = word(last);
+            for chunk in s.chunks_exact(8) {
+                if let Ok(w) = <&[u8; 8]>::try_from(chunk) {
+                    acc |= word(w);
+                }
+            }
+            acc & HIGH == 0
+        }
+        None => match (s.first_chunk::<4>(), s.last_chunk::<4>()) {
+            (Some(a), Some(b)) => (u32::from_le_bytes(*a) | u32::from_le_bytes(*b)) & 0x8080_8080 == 0,
+            _ => s.iter().all(|b| *b < 0x80),
+        },
+    }
+}
+
 /// `std::str::from_utf8` with a fast path for ASCII, the common case in SIP: a few word
 /// compares instead of a call and a byte-wise walk. The error is `valid_up_to`.
 #[inline]
 pub fn utf8(s: &[u8]) -> Result<&str, usize> {
-    if s.is_ascii() {
+    if is_ascii(s) {
         // SAFETY: ASCII is valid UTF-8.
         Ok(unsafe { std::str::from_utf8_unchecked(s) })
     } else {
@@ -344,6 +370,21 @@ mod tests {
         let s = br#""a,b" <sip:x,y@h>;p, next"#;
         assert_eq!(find_top_level(s, 0, b','), Some(19));
         assert_eq!(find_top_level(b"<sip:x", 0, b','), None);
+    }
+
+    #[test]
+    fn ascii_test_matches_the_library() {
+        for len in 0..40 {
+            for at in 0..=len {
+                for high in [0x80u8, 0xff, 0x7f] {
+                    let mut v = vec![b'a'; len];
+                    if at < len {
+                        v[at] = high;
+                    }
+                    assert_eq!(is_ascii(&v), v.is_ascii(), "len {len}, {high:#x} at {at}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! is missing or malformed; such a message matches no transaction.
 
 use crate::seed::Seed;
-use herald_sip::headers::{Via, MAGIC_COOKIE};
+use herald_sip::headers::{is_rfc3261_branch, Via, MAGIC_COOKIE};
 use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
@@ -58,8 +58,7 @@ impl ClientKey {
     /// The key's fields borrowed from `msg`, for a lookup that builds no owned key (the branch
     /// would be an allocation per response).
     pub(crate) fn parts<'a>(msg: &'a Message) -> Option<(&'a str, Method<'a>)> {
-        let via = msg.top_via().ok()?;
-        let branch = via.branch().filter(|b| !b.is_empty())?;
+        let branch = msg.top_via_branch().filter(|b| !b.is_empty())?;
         Some((branch, msg.cseq().ok()?.method))
     }
 }
@@ -112,12 +111,12 @@ impl ServerKey {
     }
 
     fn build(msg: &Message, method: MethodKey) -> Option<ServerKey> {
-        let via = msg.top_via().ok()?;
-        if via.has_rfc3261_branch() {
-            let branch = via.branch()?;
-            let mut branch_sent_by = Vec::with_capacity(branch.len() + sent_by_key_len(&via));
+        // The branch and sent-by from the receipt check's memo, not the whole Via made again.
+        let sent_by = msg.top_via_sent_by()?;
+        if let Some(branch) = msg.top_via_branch().filter(|b| is_rfc3261_branch(b)) {
+            let mut branch_sent_by = Vec::with_capacity(branch.len() + sent_by_key_len(sent_by));
             branch_sent_by.extend_from_slice(branch.as_bytes());
-            push_sent_by_key(&mut branch_sent_by, &via);
+            push_sent_by_key(&mut branch_sent_by, sent_by);
             let branch_sent_by = branch_sent_by.into_boxed_slice();
             return Some(ServerKey::Rfc3261 { branch_sent_by, branch_len: branch.len(), method });
         }
@@ -168,15 +167,15 @@ impl ServerKey {
 /// case-insensitively, §19.1.4): the host's kind, the port (whether there is one, then its two
 /// bytes), then the host: a name lower-cased, an address's octets. Fixed fields first, so the
 /// one variable field ends the key and two sent-bys are equal exactly when their texts are.
-fn push_sent_by_key(key: &mut Vec<u8>, via: &Via<'_>) {
-    let kind = match via.host {
+fn push_sent_by_key(key: &mut Vec<u8>, (host, port): (Host<'_>, Option<u16>)) {
+    let kind = match host {
         Host::Name(_) => b'n',
         Host::Ipv4(_) => b'4',
         Host::Ipv6(_) => b'6',
     };
-    let [hi, lo] = via.port.unwrap_or(0).to_be_bytes();
-    key.extend_from_slice(&[kind, u8::from(via.port.is_some()), hi, lo]);
-    match via.host {
+    let [hi, lo] = port.unwrap_or(0).to_be_bytes();
+    key.extend_from_slice(&[kind, u8::from(port.is_some()), hi, lo]);
+    match host {
         Host::Name(n) => key.extend(n.bytes().map(|b| b.to_ascii_lowercase())),
         Host::Ipv4(ip) => key.extend_from_slice(&ip.octets()),
         Host::Ipv6(ip) => key.extend_from_slice(&ip.octets()),
@@ -184,8 +183,8 @@ fn push_sent_by_key(key: &mut Vec<u8>, via: &Via<'_>) {
 }
 
 /// The length of [`push_sent_by_key`]'s form.
-fn sent_by_key_len(via: &Via<'_>) -> usize {
-    4 + match via.host {
+fn sent_by_key_len((host, _): (Host<'_>, Option<u16>)) -> usize {
+    4 + match host {
         Host::Name(n) => n.len(),
         Host::Ipv4(_) => 4,
         Host::Ipv6(_) => 16,

@@ -16,13 +16,24 @@ pub struct CSeq<'a> {
 
 impl<'a> CSeq<'a> {
     pub fn parse(s: &'a [u8]) -> Result<CSeq<'a>, ValueError> {
-        let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
-        let seq = scan::parse_u32(&s[..digits]).ok_or(ValueError::at(0, "sequence number missing or over 2**32-1"))?;
-        let m = scan::skip_lws(s, digits);
+        // The digits are counted and read in one walk (at most 11 are read: over 10 is an error).
+        let (mut digits, mut seq) = (0usize, 0u64);
+        while let Some(d) = s.get(digits).filter(|b| b.is_ascii_digit() && digits <= 10) {
+            seq = seq * 10 + u64::from(d - b'0');
+            digits += 1;
+        }
+        if s.get(digits).is_some_and(u8::is_ascii_digit) {
+            digits += s[digits..].iter().take_while(|b| b.is_ascii_digit()).count();
+        }
+        let seq = match u32::try_from(seq) {
+            Ok(seq) if digits > 0 && digits <= 10 => seq,
+            _ => return Err(ValueError::at(0, "sequence number missing or over 2**32-1")),
+        };
+        let m = lex::skip_lws(s, digits);
         if m == digits {
             return Err(ValueError::at(m, "expected whitespace after sequence number"));
         }
-        let me = scan::token_end(s, m);
+        let me = lex::token_end(s, m);
         if me == m || me != s.len() {
             return Err(ValueError::at(me, "bad method"));
         }
@@ -175,6 +186,25 @@ mod tests {
         assert!(CSeq::parse(b"1INVITE").is_err());
         assert!(CSeq::parse(b"1 INVITE x").is_err());
         assert_eq!(CSeq::parse(b"29344 RE%47IST%45R").unwrap().method, Method::Extension("RE%47IST%45R"));
+    }
+
+    #[test]
+    fn cseq_matches_the_reference() {
+        // The parse before the one-walk digits.
+        fn reference(s: &[u8]) -> Option<(u32, Method<'_>)> {
+            let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+            let seq = scan::parse_u32(&s[..digits])?;
+            let m = scan::skip_lws(s, digits);
+            let me = scan::token_end(s, m);
+            (m != digits && me != m && me == s.len()).then(|| (seq, Method::from_token(scan::ascii_str(&s[m..me]))))
+        }
+        let octet = proptest::sample::select(b"0123456789 \tINVITEx\r\n-".to_vec());
+        proptest::proptest!(|(s in proptest::collection::vec(octet, 0..16))| {
+            proptest::prop_assert_eq!(CSeq::parse(&s).ok().map(|c| (c.seq, c.method)), reference(&s));
+        });
+        for s in [&b"4294967295 INVITE"[..], b"4294967296 INVITE", b"00000000001 ACK", b"99999999999 BYE", b"1 BYE"] {
+            assert_eq!(CSeq::parse(s).ok().map(|c| (c.seq, c.method)), reference(s), "{s:?}");
+        }
     }
 
     #[test]

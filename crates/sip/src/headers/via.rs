@@ -73,6 +73,12 @@ impl Pick {
 /// RFC 3261 §8.1.1.7: branches that start with this cookie were built by RFC 3261 elements.
 pub const MAGIC_COOKIE: &str = "z9hG4bK";
 
+/// Whether a branch carries the RFC 3261 magic cookie with something after it. A bare cookie
+/// is not a usable transaction id (RFC 4475 §3.2.1).
+pub fn is_rfc3261_branch(branch: &str) -> bool {
+    branch.len() > MAGIC_COOKIE.len() && branch.starts_with(MAGIC_COOKIE)
+}
+
 impl<'a> Via<'a> {
     /// Parses one Via value (the list has already been split at top-level commas).
     pub fn parse(s: &'a [u8]) -> Result<Via<'a>, ValueError> {
@@ -246,7 +252,7 @@ impl<'a> Via<'a> {
     /// Whether the branch carries the RFC 3261 magic cookie with something after it. A bare
     /// cookie is not a usable transaction id (RFC 4475 §3.2.1).
     pub fn has_rfc3261_branch(&self) -> bool {
-        self.branch().is_some_and(|b| b.len() > MAGIC_COOKIE.len() && b.starts_with(MAGIC_COOKIE))
+        self.branch().is_some_and(is_rfc3261_branch)
     }
 
     /// The first `received` value, as `params.get("received")` reads it.

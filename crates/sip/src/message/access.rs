@@ -10,7 +10,7 @@ use crate::headers::{
     parse_call_id, parse_delta_seconds, parse_max_forwards, parse_token, parse_typed, tag_of, AuthValue, CSeq, Contact,
     ListIter, ListValue, MediaType, NameAddr, RetryAfter, Typed, ValueError, Via,
 };
-use crate::uri::Uri;
+use crate::uri::{Host, Uri};
 
 impl Message {
     /// Turns a value-relative error into a message-level one naming the header.
@@ -108,6 +108,25 @@ impl Message {
             }
         }
         Err(self.missing(HeaderName::Via))
+    }
+
+    /// `top_via()?.branch()`, from the memo of a checked message without making the whole
+    /// [`Via`] (about 110 instructions each time): a transaction key needs only the branch and
+    /// the sent-by, and the engine makes one for every message.
+    pub fn top_via_branch(&self) -> Option<&str> {
+        match self.memo() {
+            Some(c) => c.top_via.branch(self.as_bytes()),
+            None => self.top_via().ok()?.branch(),
+        }
+    }
+
+    /// The top Via's sent-by, host and port, as `top_via()` reads them (see
+    /// [`Message::top_via_branch`]); `None` when there is no well-formed top Via.
+    pub fn top_via_sent_by(&self) -> Option<(Host<'_>, Option<u16>)> {
+        match self.memo() {
+            Some(c) => Some(c.top_via.sent_by(self.as_bytes())),
+            None => self.top_via().ok().map(|v| (v.host, v.port)),
+        }
     }
 
     /// How many Via values the message carries (RFC 3261 §7.3.1: one line may hold several),
