@@ -20,6 +20,10 @@ enum Text<'a> {
     Bytes(&'a [u8]),
     /// A header line: `name: value` CRLF.
     Line(&'a str, &'a [u8]),
+    /// These bytes, given as pieces one after the other: text the caller assembles (herald's own
+    /// Via: the part it keeps per listener, the branch, the tail) is written straight into the
+    /// copy, with no buffer of its own in between.
+    Pieces(&'a [&'a [u8]]),
     /// A number (a Max-Forwards or Content-Length value): the last `.1` digits of the array.
     Digits([u8; 10], u8),
     /// A header line whose value is a number: `name: digits` CRLF.
@@ -31,6 +35,7 @@ impl Text<'_> {
         match self {
             Text::Bytes(b) => b.len(),
             Text::Line(name, value) => name.len() + 2 + value.len() + 2,
+            Text::Pieces(pieces) => pieces.iter().map(|p| p.len()).sum(),
             Text::Digits(_, n) => *n as usize,
             Text::NumberLine(name, _, n) => name.len() + 2 + *n as usize + 2,
         }
@@ -138,6 +143,20 @@ impl<'a> Editor<'a> {
     pub fn prepend_header(&mut self, name: &'a str, value: &'a [u8]) -> &mut Self {
         let at = self.first_header_offset();
         self.insert_line(at, Text::Line(name, value))
+    }
+
+    /// Inserts whole header lines (each with its CRLF) before all others, as written: a line the
+    /// caller keeps ready costs one copy, where `prepend_header` writes name, colon, value and
+    /// CRLF as four (each piece is a copy of its own, ~40 instructions).
+    pub fn prepend_lines(&mut self, lines: &'a [u8]) -> &mut Self {
+        let at = self.first_header_offset();
+        self.insert_line(at, Text::Bytes(lines))
+    }
+
+    /// [`Editor::prepend_lines`] of the concatenation of `pieces`.
+    pub fn prepend_lines_of_pieces(&mut self, pieces: &'a [&'a [u8]]) -> &mut Self {
+        let at = self.first_header_offset();
+        self.insert_line(at, Text::Pieces(pieces))
     }
 
     /// Inserts a header line after all others.
@@ -278,6 +297,11 @@ impl<'a> Editor<'a> {
                     put(value);
                     put(b"\r\n");
                 }
+                Text::Pieces(pieces) => {
+                    for p in pieces.iter().filter(|p| !p.is_empty()) {
+                        put(p);
+                    }
+                }
                 Text::Digits(digits, n) => put(&digits[10 - *n as usize..]),
                 Text::NumberLine(name, digits, n) => {
                     put(name.as_bytes());
@@ -381,6 +405,22 @@ mod tests {
             &out[..],
             &b"INVITE sip:bob@192.0.2.4 SIP/2.0\r\nVia: SIP/2.0/UDP proxy;branch=z9hG4bKp\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\nRoute: <sip:p2;lr>\r\nX-Odd:   keep   \r\n  this\r\nMax-Forwards: 69\r\nContent-Length: 0\r\n\r\n"[..]
         );
+    }
+
+    #[test]
+    fn lines_as_written_or_as_pieces_are_the_lines_of_prepend_header() {
+        let m = parse(INV);
+        let pieces: [&[u8]; 5] = [b"Via: SIP/2.0/UDP ", b"", b"proxy", b";branch=", b"z9hG4bKp\r\n"];
+        let mut written = Editor::new(&m);
+        written.prepend_lines_of_pieces(&pieces).prepend_lines(b"Record-Route: <sip:p;lr>\r\n");
+        let mut whole = Editor::new(&m);
+        whole.prepend_header("Via", b"SIP/2.0/UDP proxy;branch=z9hG4bKp").prepend_header("Record-Route", b"<sip:p;lr>");
+        assert_eq!(written.len(), whole.len());
+        let out = written.finish();
+        assert_eq!(out, whole.finish());
+        assert!(out.starts_with(
+            b"INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP proxy;branch=z9hG4bKp\r\nRecord-Route: <sip:p;lr>\r\nVia: "
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::{Engine, Forking};
 use crate::io::Output;
 use crate::nat::{requested_expires, sender_contact_fix, RequestSender};
 use crate::peer::{Peer, Transport};
-use crate::proxy::forward::{edge_path_value, forward, via_fixup, via_value, Forward};
+use crate::proxy::forward::{edge_path_value, forward, via_fixup, Forward};
 use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
@@ -170,10 +170,15 @@ impl Engine {
             let planned = &ctx.branches[idx].planned;
             let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
             let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
-            let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
             let hops = (ctx.source, to, planned.lost_flow.is_some());
             let sender = RequestSender::new(req);
-            let record_route = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
+            let record_routes = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
+            // Our Via and Record-Route texts for these listeners are written once per engine.
+            for l in record_routes.listeners().chain([listener]) {
+                self.own_texts.note(l.transport, l.addr);
+            }
+            let record_route = record_routes.texts(&self.own_texts);
+            let via = self.own_texts.via(listener.transport, listener.addr, &branch);
             // RFC 5626 §5.1: a REGISTER herald forwards for a UA it is the first hop of gets a Path
             // with the flow token, so that the registrar's requests come back over this flow.
             // RFC 3327 §4: also for any UA as `[nat] edge_path` says, with `Require: path` when
@@ -220,7 +225,7 @@ impl Engine {
                     append_routes: &append,
                     record_route: &record_route,
                     path: edge_path.as_ref().map(|(p, _)| p.as_str()),
-                    via: &via,
+                    via: Some(via),
                     via_fixup: via_fixup(req, ctx.source.addr),
                     replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
                     require: edge_path.as_ref().and_then(|(_, require)| require.then_some("path")),

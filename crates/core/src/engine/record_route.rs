@@ -3,10 +3,54 @@
 
 use super::{Engine, Listener, RecordRoute};
 use crate::nat::RequestSender;
-use crate::peer::{Peer, Transport};
-use crate::proxy::forward::{record_route_value, record_route_value_sips};
+use crate::peer::Peer;
+use crate::proxy::forward::{
+    plain_transport_param, record_route_line, record_route_value, record_route_value_sips, OwnTexts,
+};
 use herald_sip::uri::Uri;
 use herald_sip::Method;
+use smallvec::{smallvec, SmallVec};
+use std::borrow::Cow;
+
+/// The Record-Route values of one branch, top first: none, one, or two (RFC 5658), each the URI
+/// of one of our listeners with the flow token of the hop it faces, if any. What they are made
+/// of is kept, not their texts: the usual value (no signature, no token, sip:) is the
+/// listener's, which the engine's [`OwnTexts`] keeps ([`OwnRecordRoutes::texts`]).
+#[derive(Debug, Default)]
+pub(super) struct OwnRecordRoutes {
+    faces: SmallVec<[(Listener, Option<String>); 2]>,
+    /// §16.6 step 4: a SIPS URI for a TLS listener (see [`Engine::record_route_for`]).
+    secure: bool,
+    signature: Option<String>,
+}
+
+impl OwnRecordRoutes {
+    /// The listeners the values name.
+    pub(super) fn listeners(&self) -> impl Iterator<Item = Listener> + '_ {
+        self.faces.iter().map(|(l, _)| *l)
+    }
+
+    /// The values as header lines, borrowed from `kept` where they are a listener's usual one.
+    pub(super) fn texts<'a>(&'a self, kept: &'a OwnTexts) -> SmallVec<[Cow<'a, str>; 2]> {
+        let sig = self.signature.as_deref();
+        let mut texts = SmallVec::new();
+        for (l, flow) in &self.faces {
+            let flow = flow.as_deref();
+            let sips = self.secure && l.transport.is_secure();
+            texts.push(match (sips, sig, flow) {
+                (false, None, None) => kept.record_route_line(l.transport, l.addr),
+                (true, ..) => Cow::Owned(record_route_line(&record_route_value_sips(l.addr, sig, flow))),
+                (false, ..) => Cow::Owned(record_route_line(&record_route_value(
+                    plain_transport_param(l.transport),
+                    l.addr,
+                    sig,
+                    flow,
+                ))),
+            });
+        }
+        texts
+    }
+}
 
 impl Engine {
     /// §16.6 step 4, with double record-routing when the request changes transport or address
@@ -25,13 +69,13 @@ impl Engine {
         inbound: Option<Listener>,
         outbound: Listener,
         (from, to, over_flow): (Peer, Peer, bool),
-    ) -> Vec<String> {
+    ) -> OwnRecordRoutes {
         let req = sender.message();
         let creates_dialog =
             matches!(req.method(), Some(Method::Invite | Method::Subscribe | Method::Refer | Method::Notify))
                 && req.to_tag().ok().flatten().is_none();
         if !creates_dialog || self.cfg.record_route == RecordRoute::Never {
-            return Vec::new();
+            return OwnRecordRoutes::default();
         }
         let crosses = inbound.is_some_and(|i| i != outbound);
         let (out_flow, back_flow) = self.record_route_flows(sender, from, to, over_flow);
@@ -42,7 +86,7 @@ impl Engine {
             RecordRoute::Never => false,
         };
         if !creates_dialog || !wanted {
-            return Vec::new();
+            return OwnRecordRoutes::default();
         }
         // SIPS in the Request-URI (as received, or as this branch rewrites it) or in the top
         // Route left after ours asks for a SIPS Record-Route.
@@ -65,15 +109,11 @@ impl Engine {
             .auth
             .as_ref()
             .map(|a| a.route_signer().sign(req.call_id().unwrap_or(""), req.from_tag().ok().flatten().unwrap_or("")));
-        let sig = signature.as_deref();
-        let rr = |l: Listener, flow: Option<&str>| match l.transport {
-            t if secure && t.is_secure() => record_route_value_sips(l.addr, sig, flow),
-            t => record_route_value((t != Transport::Udp).then(|| t.as_param()), l.addr, sig, flow),
+        let faces = match inbound {
+            Some(i) if crosses || tokens => smallvec![(outbound, out_flow), (i, back_flow)],
+            None if tokens => smallvec![(outbound, out_flow), (outbound, back_flow)],
+            _ => smallvec![(outbound, None)],
         };
-        match inbound {
-            Some(i) if crosses || tokens => vec![rr(outbound, out_flow.as_deref()), rr(i, back_flow.as_deref())],
-            None if tokens => vec![rr(outbound, out_flow.as_deref()), rr(outbound, back_flow.as_deref())],
-            _ => vec![rr(outbound, None)],
-        }
+        OwnRecordRoutes { faces, secure, signature }
     }
 }

@@ -11,7 +11,7 @@ use super::Engine;
 use crate::io::Output;
 use crate::nat::request_contact_fix;
 use crate::peer::Peer;
-use crate::proxy::forward::{forward, via_fixup, via_value, Forward};
+use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::respond::response_destination;
 use crate::proxy::route::preprocess;
 use crate::proxy::validate::loop_hash;
@@ -82,7 +82,8 @@ impl Engine {
         let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
         let Some(base) = stateless_branch(msg) else { return };
         let branch = loop_branch(base, loop_hash(msg));
-        let via = via_value(listener.transport.as_via_str(), listener.addr, &branch);
+        self.own_texts.note(listener.transport, listener.addr);
+        let via = self.own_texts.via(listener.transport, listener.addr, &branch);
         let append = strict_route_edits(&mut pre, &target);
         let consumed = self.consumed_credentials(msg);
         let contact_fix = request_contact_fix(msg, from, &self.cfg.nat);
@@ -94,7 +95,7 @@ impl Engine {
                 remove_routes: &pre.remove,
                 push_routes: &target.push_routes,
                 append_routes: &append,
-                via: &via,
+                via: Some(via),
                 via_fixup: via_fixup(msg, from.addr),
                 replace_field: contact_fix.as_ref().map(|(f, v)| (*f, v.as_str())),
                 ..Default::default()

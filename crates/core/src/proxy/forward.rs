@@ -1,11 +1,13 @@
 //! Building the forwarded copy of a request (RFC 3261 §16.6) and fixing up the received Via
 //! (RFC 3261 §18.2.1, RFC 3581 §4), with the editor so untouched bytes pass verbatim.
 
+use crate::peer::Transport;
 use bytes::Bytes;
 use herald_sip::headers::ListValue;
 use herald_sip::text::{push_dec, push_host_port, push_ip, push_uri_host};
 use herald_sip::uri::Host;
 use herald_sip::{Editor, HeaderName, Message};
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 /// The changes §16.6 makes to one copy of the request (one per target).
@@ -20,13 +22,14 @@ pub struct Forward<'a> {
     /// Route values to put at the bottom (the Request-URI when the next hop is a strict
     /// router, step 6).
     pub append_routes: &'a [String],
-    /// Step 4: Record-Route values to insert on top, in order.
-    pub record_route: &'a [String],
+    /// Step 4: Record-Route lines (`Record-Route: VALUE` CRLF, [`record_route_line`]) to insert
+    /// on top, in order.
+    pub record_route: &'a [Cow<'a, str>],
     /// A Path value to insert on top of a REGISTER's (RFC 3327 §4.2; herald as an Outbound edge
     /// proxy, RFC 5626 §5.1).
     pub path: Option<&'a str>,
-    /// Step 8: the new Via value (with its branch).
-    pub via: &'a str,
+    /// Step 8: the new Via value (with its branch); `None` only in tests of other edits.
+    pub via: Option<OwnVia<'a>>,
     /// The received top Via rewritten with received/rport (see [`via_fixup`]).
     pub via_fixup: Option<(ListValue<'a>, String)>,
     /// Whole header lines to drop (indexes into `Message::headers`): the Proxy-Authorization
@@ -43,36 +46,44 @@ pub struct Forward<'a> {
 /// Writes the forwarded request. Max-Forwards is decremented, or set to 70 if absent
 /// (§16.6 step 3).
 pub fn forward(msg: &Message, f: &Forward<'_>) -> Bytes {
+    let via = f.via.as_ref().map(OwnVia::pieces);
     let mut e = Editor::new(msg);
+    // The edits go in roughly in message order (start line, the new lines on top, the received
+    // lines, the lines added at the bottom): the editor keeps its list sorted, and an edit made
+    // out of order moves every one after it.
     if let Some(uri) = f.request_uri {
         e.set_request_uri(uri.as_bytes());
     }
-    let mf = msg.max_forwards().ok().flatten().map_or(70, |n| n.saturating_sub(1));
-    e.set_max_forwards(mf);
-    for r in f.remove_routes {
-        e.remove_list_value(*r);
-    }
-    for field in f.remove_fields {
-        e.remove_field(*field);
-    }
-    if let Some((field, value)) = f.replace_field {
-        e.replace_value(field, value.as_bytes());
-    }
     // New header lines go above all others, in this order: Via, Record-Route, Route. Each
     // group keeps its relative order, which is what matters (RFC 3261 §7.3.1).
-    e.prepend_header("Via", f.via.as_bytes());
-    if let Some((top, value)) = &f.via_fixup {
-        e.remove_list_value(*top);
+    if let Some(via) = &via {
+        e.prepend_lines_of_pieces(via);
+    }
+    if let Some((_, value)) = &f.via_fixup {
         e.prepend_header("Via", value.as_bytes());
     }
     for rr in f.record_route {
-        e.prepend_header("Record-Route", rr.as_bytes());
+        e.prepend_lines(rr.as_bytes());
     }
     for r in f.push_routes {
         e.prepend_header("Route", r.as_bytes());
     }
     if let Some(p) = f.path {
         e.prepend_header("Path", p.as_bytes());
+    }
+    if let Some((top, _)) = &f.via_fixup {
+        e.remove_list_value(*top);
+    }
+    for r in f.remove_routes {
+        e.remove_list_value(*r);
+    }
+    let mf = msg.max_forwards().ok().flatten().map_or(70, |n| n.saturating_sub(1));
+    e.set_max_forwards(mf);
+    for field in f.remove_fields {
+        e.remove_field(*field);
+    }
+    if let Some((field, value)) = f.replace_field {
+        e.replace_value(field, value.as_bytes());
     }
     for r in f.append_routes {
         e.append_header("Route", r.as_bytes());
@@ -137,15 +148,118 @@ pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<
 /// A Via value for this proxy (§16.6 step 8, §18.2.1): our address as sent-by, the transport,
 /// the branch, and `rport` so the next hop answers to our source port (RFC 3581).
 pub fn via_value(transport: &str, local: SocketAddr, branch: &str) -> String {
-    let mut v = String::with_capacity(64 + branch.len());
+    let mut v = via_prefix("", transport, local);
+    v.push_str(branch);
+    v.push_str(";rport");
+    v
+}
+
+/// [`via_value`] up to its branch, after `line_start`: `SIP/2.0/T HOST:PORT;branch=`.
+fn via_prefix(line_start: &str, transport: &str, local: SocketAddr) -> String {
+    let mut v = String::with_capacity(64);
+    v.push_str(line_start);
     v.push_str("SIP/2.0/");
     v.push_str(transport);
     v.push(' ');
     push_host_port(&mut v, local);
     v.push_str(";branch=");
-    v.push_str(branch);
-    v.push_str(";rport");
     v
+}
+
+/// Our Via line (`Via: ` [`via_value`] CRLF) as the editor writes it into a forwarded copy
+/// (`Editor::prepend_lines_of_pieces`): the part up to the branch, which [`OwnTexts`] keeps per
+/// listener, the branch, and the tail, with no `String` per branch.
+#[derive(Debug, Clone)]
+pub struct OwnVia<'a> {
+    line_start: Cow<'a, str>,
+    branch: &'a str,
+}
+
+impl<'a> OwnVia<'a> {
+    fn pieces(&self) -> [&[u8]; 3] {
+        [self.line_start.as_bytes(), self.branch.as_bytes(), b";rport\r\n"]
+    }
+}
+
+/// herald's own header lines for one listener (its transport and address) that every branch
+/// through it repeats: its Via up to the branch, and its Record-Route without a signature or flow
+/// token.
+#[derive(Debug)]
+struct ListenerTexts {
+    transport: Transport,
+    addr: SocketAddr,
+    via_line_start: Box<str>,
+    record_route_line: Box<str>,
+}
+
+/// [`ListenerTexts`] of the listeners an engine has sent through, written once and borrowed by
+/// every forwarded copy: building a Via and a Record-Route `String` per branch (pushes, our
+/// address printed, an allocation and a free each) cost about 400 instructions each (callgrind,
+/// issue 21). A few entries (one per transport and local address herald sends from), searched in
+/// order; beyond [`OwnTexts::MAX`] a listener's texts are built each time.
+#[derive(Debug, Default)]
+pub struct OwnTexts {
+    listeners: Vec<ListenerTexts>,
+}
+
+impl OwnTexts {
+    const MAX: usize = 16;
+
+    fn find(&self, transport: Transport, addr: SocketAddr) -> Option<&ListenerTexts> {
+        self.listeners.iter().find(|l| l.transport == transport && l.addr == addr)
+    }
+
+    /// Keeps the texts of `(transport, addr)`, unless they are kept already or the list is full.
+    pub fn note(&mut self, transport: Transport, addr: SocketAddr) {
+        if self.listeners.len() < Self::MAX && self.find(transport, addr).is_none() {
+            self.listeners.push(ListenerTexts {
+                transport,
+                addr,
+                via_line_start: via_prefix(VIA_LINE, transport.as_via_str(), addr).into(),
+                record_route_line: record_route_line(&plain_record_route(transport, addr)).into(),
+            });
+        }
+    }
+
+    /// Our Via for a branch `branch` leaving from `(transport, addr)`.
+    pub fn via<'a>(&'a self, transport: Transport, addr: SocketAddr, branch: &'a str) -> OwnVia<'a> {
+        let line_start = match self.find(transport, addr) {
+            Some(l) => Cow::Borrowed(&*l.via_line_start),
+            None => Cow::Owned(via_prefix(VIA_LINE, transport.as_via_str(), addr)),
+        };
+        OwnVia { line_start, branch }
+    }
+
+    /// The Record-Route line of `(transport, addr)` without signature or flow token
+    /// ([`record_route_line`] of [`record_route_value`] for a sip: URI).
+    pub fn record_route_line(&self, transport: Transport, addr: SocketAddr) -> Cow<'_, str> {
+        match self.find(transport, addr) {
+            Some(l) => Cow::Borrowed(&*l.record_route_line),
+            None => Cow::Owned(record_route_line(&plain_record_route(transport, addr))),
+        }
+    }
+}
+
+/// The start of a Via line.
+const VIA_LINE: &str = "Via: ";
+
+/// The Record-Route value of a listener with neither signature nor flow token, for a sip: URI.
+fn plain_record_route(transport: Transport, addr: SocketAddr) -> String {
+    record_route_value(plain_transport_param(transport), addr, None, None)
+}
+
+/// `Record-Route: VALUE` CRLF, as [`Forward::record_route`] takes it.
+pub fn record_route_line(value: &str) -> String {
+    let mut line = String::with_capacity(value.len() + 16);
+    line.push_str("Record-Route: ");
+    line.push_str(value);
+    line.push_str("\r\n");
+    line
+}
+
+/// The `transport` parameter of our sip: URIs: none for UDP, the default (RFC 3261 §19.1.1).
+pub fn plain_transport_param(transport: Transport) -> Option<&'static str> {
+    (transport != Transport::Udp).then(|| transport.as_param())
 }
 
 /// A Record-Route value that points back at this proxy (§16.6 step 4, with `lr`: §16.12.1.2).
@@ -243,9 +357,12 @@ mod tests {
         let routes: Vec<_> = m.list_values(HeaderName::Route).map(Result::unwrap).collect();
         let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
         let fix = via_fixup(&m, src);
-        let rr = vec![record_route_value(None, "192.0.2.10:5060".parse().unwrap(), None, None)];
+        let local: SocketAddr = "192.0.2.10:5060".parse().unwrap();
+        let mut texts = OwnTexts::default();
+        texts.note(Transport::Udp, local);
+        let rr = [texts.record_route_line(Transport::Udp, local)];
         let path = vec!["<sip:edge.example.net;lr>".to_owned()];
-        let via = via_value("UDP", "192.0.2.10:5060".parse().unwrap(), "z9hG4bK-1-ab");
+        let via = texts.via(Transport::Udp, local, "z9hG4bK-1-ab");
         let out = forward(
             &m,
             &Forward {
@@ -253,7 +370,7 @@ mod tests {
                 remove_routes: &routes,
                 push_routes: &path,
                 record_route: &rr,
-                via: &via,
+                via: Some(via),
                 via_fixup: fix,
                 ..Default::default()
             },
@@ -270,6 +387,11 @@ mod tests {
         let routes: Vec<_> = f.routes().map(|r| r.unwrap().uri.as_str().to_owned()).collect();
         assert_eq!(routes, ["sip:edge.example.net;lr"]);
         assert_eq!(f.record_routes().count(), 1);
+        assert!(out.starts_with(
+            b"INVITE sip:bob@198.51.100.7:5070 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.10:5060;branch=z9hG4bK-1-ab;rport\r\n\
+              Via: SIP/2.0/UDP 10.0.0.2:5062;branch=z9hG4bKa;rport=40000;received=203.0.113.5\r\n\
+              Record-Route: <sip:192.0.2.10:5060;lr>\r\nRoute: <sip:edge.example.net;lr>\r\n"
+        ));
         assert!(out.windows(25).any(|w| w == b"X-Custom:  kept  as is\r\nC"));
         assert_eq!(f.body(), b"v=0\r\n");
     }
@@ -296,5 +418,36 @@ mod tests {
         assert_eq!(outbound_path_value(Some("tcp"), l, "77"), "<sip:[2001:db8::1]:5060;transport=tcp;lr;ft=77;ob>");
         assert_eq!(edge_path_value(Some("tcp"), l, Some("77"), true), outbound_path_value(Some("tcp"), l, "77"));
         assert_eq!(edge_path_value(None, l, None, false), "<sip:[2001:db8::1]:5060;lr>");
+    }
+
+    #[test]
+    fn own_texts_are_the_values_written_each_time() {
+        // Kept or not (a listener beyond the bound), the texts in the copy are the values.
+        let m = msg(INV);
+        let mut kept = OwnTexts::default();
+        let none = OwnTexts::default();
+        for local in ["192.0.2.10:5060", "[2001:db8::1]:5061"] {
+            let l: SocketAddr = local.parse().unwrap();
+            for t in [Transport::Udp, Transport::Tcp, Transport::Tls, Transport::Ws] {
+                kept.note(t, l);
+                for texts in [&kept, &none] {
+                    assert!(matches!(texts.record_route_line(t, l), Cow::Borrowed(_)) == std::ptr::eq(texts, &kept));
+                    let rr = [texts.record_route_line(t, l)];
+                    let via = texts.via(t, l, "z9hG4bKq");
+                    let out = forward(&m, &Forward { record_route: &rr, via: Some(via), ..Default::default() });
+                    let lines = format!(
+                        "Via: {}\r\nRecord-Route: {}\r\n",
+                        via_value(t.as_via_str(), l, "z9hG4bKq"),
+                        record_route_value(plain_transport_param(t), l, None, None),
+                    );
+                    assert!(out.windows(lines.len()).any(|w| w == lines.as_bytes()), "{local} {t:?}");
+                }
+            }
+        }
+        // Bounded: the seventeenth listener's texts are built, not kept.
+        for port in 0..20u16 {
+            kept.note(Transport::Udp, SocketAddr::new([192, 0, 2, 1].into(), 6000 + port));
+        }
+        assert_eq!(kept.listeners.len(), OwnTexts::MAX);
     }
 }
