@@ -8,7 +8,7 @@
 //! K   = HMAC-SHA256(secret, "herald record-route signature v1")
 //! ```
 //!
-//! The parameter name `hs` is `crate::proxy::forward::SIG_PARAM`, beside the code that writes
+//! The parameter name `hs` is `crate::proxy::own_values::SIG_PARAM`, beside the code that writes
 //! the Record-Route; this module only computes and checks the value.
 //!
 //! *What is signed.* When herald record-routes a dialog-creating request (RFC 3261 §16.6 step

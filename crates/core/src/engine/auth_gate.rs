@@ -140,7 +140,7 @@ fn signed(auth: &Authenticator, engine: &Engine, msg: &Message) -> bool {
         identity.is_this_proxy(uri)
             && uri
                 .as_sip()
-                .and_then(|u| u.param(crate::proxy::forward::SIG_PARAM))
+                .and_then(|u| u.param(crate::proxy::own_values::SIG_PARAM))
                 .flatten()
                 .is_some_and(|sig| auth.route_signer().proves_dialog(sig, call_id, from_tag, to_tag))
     };

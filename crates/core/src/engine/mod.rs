@@ -54,7 +54,7 @@ use crate::hash::{fnv1a_parts, IdMap};
 use crate::io::{Input, Output, SipHandler, TimeoutWaker};
 use crate::peer::Peer;
 use crate::proxy::flow_token::FlowTokens;
-use crate::proxy::forward::OwnTexts;
+use crate::proxy::own_values::OwnTexts;
 use crate::registrar::Registrar;
 use crate::transaction::{Actions, BranchGen, TransactionTable, TuEvent, TxAction, TxId};
 use context::Context;
@@ -93,7 +93,7 @@ pub struct Engine {
     tag_seed: u64,
     /// Branches of the requests this engine sends (from the same seed).
     branches: BranchGen,
-    /// Our Via and Record-Route texts per listener, written once (`crate::proxy::forward`).
+    /// Our Via and Record-Route texts per listener, written once (`crate::proxy::own_values`).
     own_texts: OwnTexts,
     /// Digest authentication (RFC 3261 §22), shared by all engines; `None`: nobody is challenged.
     auth: Option<Arc<Authenticator>>,

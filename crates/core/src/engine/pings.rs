@@ -9,7 +9,7 @@ use crate::hash::fnv1a_parts;
 use crate::io::{Output, Resolution};
 use crate::peer::{Peer, Transport};
 use crate::ping::{Ping, PingOutcome, PingTarget, MAX_PINGS_IN_FLIGHT};
-use crate::proxy::forward::via_value;
+use crate::proxy::own_values::via_value;
 use crate::transaction::{TuEvent, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Limits, Message};

@@ -4,7 +4,7 @@
 use super::{Engine, Listener, RecordRoute};
 use crate::nat::RequestSender;
 use crate::peer::Peer;
-use crate::proxy::forward::{
+use crate::proxy::own_values::{
     plain_transport_param, record_route_line, record_route_value, record_route_value_sips, OwnTexts,
 };
 use herald_sip::uri::Uri;

@@ -4,6 +4,7 @@
 pub mod flow_token;
 pub mod forward;
 pub mod identity;
+pub mod own_values;
 pub mod respond;
 pub mod route;
 pub mod select;

@@ -11,7 +11,7 @@
 //! is reachable only through A: over a connection only A holds (TCP, TLS, WebSocket), or through
 //! a NAT that lets only A's address in. So A stores it with a Path of A's own loose-routing URI
 //! carrying the flow token of that flow (RFC 3327 §5.3 and RFC 5626 §5.3, as an Outbound edge
-//! proxy writes it: [`herald_core::proxy::forward::outbound_path_value`]); node B then pushes it
+//! proxy writes it: [`herald_core::proxy::own_values::outbound_path_value`]); node B then pushes it
 //! as a Route (the core's delivery routes a binding with a Path to its first entry) and A's
 //! engine delivers the request on the flow the token names. A binding that already has a Path
 //! (an edge proxy in front) keeps it: any node reaches the edge proxy.
@@ -28,7 +28,7 @@
 
 use herald_core::peer::{Peer, Transport};
 use herald_core::proxy::flow_token::{FlowToken, FlowTokens, FLOW_PARAM};
-use herald_core::proxy::forward::outbound_path_value;
+use herald_core::proxy::own_values::outbound_path_value;
 use herald_sip::headers::{ListIter, NameAddr};
 use herald_sip::uri::Host;
 use herald_store::Binding;
