@@ -336,7 +336,11 @@ impl Calls {
         };
         let tx = call.tx(which).as_mut().expect("matched above");
         let first_provisional = which == Which::Invite && !tx.is_proceeding();
-        match tx.on_response(ctx, msg, out) {
+        let reply = match tx.settled(msg) {
+            Ok(reply) => reply,
+            Err(msg) => tx.on_response(ctx, msg, out),
+        };
+        match reply {
             Reply::Absorbed => {}
             Reply::Provisional(msg) if which == Which::Invite => {
                 self.on_invite_provisional(ctx, slot, generation, first_provisional, &msg, out)

@@ -16,8 +16,9 @@
 //! are herald-core's, wrapped by [`client_tx`]. The thin driver carries the outputs out:
 //! [`event_loop`] ([`event_loop::Agent`]: sockets, timer heap, statistics, dispatch), [`driver`]
 //! (arrivals, window, drain, set-up) and [`run`] (the three runs). Beside them: [`wire`] and
-//! [`route`] (messages and dialog routing); [`digest`] and `challenge` (authentication); [`net`]
-//! (UDP mmsg, TCP), [`framing`] (stream framing), [`tls`] and [`tls_config`] (TLS over that
+//! [`route`] (messages and dialog routing), [`find`] (short byte searches); [`digest`] and
+//! `challenge` (authentication); [`net`] (UDP mmsg, TCP), [`framing`] (stream framing), [`tls`]
+//! and [`tls_config`] (TLS over that
 //! stream); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`]; [`held`] (how long our
 //! callee held each answer, left out of what the callers measure).
 //!
@@ -34,6 +35,7 @@ pub mod context;
 pub mod digest;
 pub mod driver;
 pub mod event_loop;
+pub mod find;
 pub mod framing;
 pub mod held;
 pub mod measure;

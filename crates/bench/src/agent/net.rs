@@ -329,9 +329,16 @@ impl UdpEndpoint {
         loop {
             // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later.
             let Ok(n) = self.recv.recv(&self.socket, Wait::Never) else { return };
+            // The batch's payloads copied into one buffer that each message is split from: one
+            // allocation per batch instead of one per datagram. The messages are handled and
+            // dropped within this wake-up (nothing keeps a received buffer), so the buffer does
+            // not outlive it. Sized by a guess (walking the batch once more to add up the
+            // lengths parses its control messages again); a batch that outgrows it gets one more.
+            let mut batch = BytesMut::with_capacity(n * 1024);
             for d in self.recv.iter() {
                 if let Some(from) = d.source {
-                    out.push(Incoming { bytes: Bytes::copy_from_slice(d.payload), from, kernel_ns: d.kernel_ns });
+                    batch.extend_from_slice(d.payload);
+                    out.push(Incoming { bytes: batch.split().freeze(), from, kernel_ns: d.kernel_ns });
                 }
             }
             if n < BATCH {

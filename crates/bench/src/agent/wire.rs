@@ -2,6 +2,7 @@
 //! local sent-by, domain and transport are formatted once per run); responses copy the header
 //! lines RFC 3261 §8.2.6.2 requires verbatim from the request.
 
+use super::find::find_either;
 use bytes::Bytes;
 use herald_core::transaction::AckSource;
 use herald_sip::text::push_dec;
@@ -255,7 +256,7 @@ pub fn top_via_has_branch(response: &Message, branch: &str) -> bool {
     // From one ';' to the next within the top value (which ends at the first ','): our branch
     // is the first parameter, so this rarely reads past the sent-by.
     loop {
-        let Some(at) = rest.iter().position(|&b| b == b';' || b == b',') else { return false };
+        let Some(at) = find_either(rest, 0, b';', b',') else { return false };
         if rest[at] == b',' {
             return false;
         }
