@@ -197,12 +197,16 @@ impl<'a> Via<'a> {
                     None
                 }
             };
-            let slot = match name.len() {
-                6 if name.eq_ignore_ascii_case(b"branch") => &mut branch,
-                5 if name.eq_ignore_ascii_case(b"rport") => &mut rport,
-                5 if name.eq_ignore_ascii_case(b"maddr") => &mut maddr,
-                8 if name.eq_ignore_ascii_case(b"received") => &mut received,
-                _ => continue,
+            let slot = if letters_are(name, b"branch") {
+                &mut branch
+            } else if letters_are(name, b"rport") {
+                &mut rport
+            } else if letters_are(name, b"maddr") {
+                &mut maddr
+            } else if letters_are(name, b"received") {
+                &mut received
+            } else {
+                continue;
             };
             if slot.is_none() {
                 *slot = Some(value);
@@ -272,6 +276,18 @@ impl<'a> Via<'a> {
 
     pub fn ttl(&self) -> Option<u8> {
         self.params.get("ttl").flatten().and_then(|v| v.parse().ok())
+    }
+}
+
+/// Whether `name` is `lower`, a word of lower-case letters, in any case: `b | 0x20` equals a
+/// lower-case letter exactly for that letter and its upper case, and the fixed length lets the
+/// compiler compare whole words (`eq_ignore_ascii_case` maps each octet through a call).
+#[inline(always)]
+fn letters_are<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
+    debug_assert!(lower.iter().all(u8::is_ascii_lowercase));
+    match <&[u8; N]>::try_from(name) {
+        Ok(name) => name.iter().zip(lower).fold(true, |same, (a, b)| same & (a | 0x20 == *b)),
+        Err(_) => false,
     }
 }
 
