@@ -297,7 +297,8 @@ impl SipHandler for Engine {
 
     fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Output>) {
         self.refresh_config();
-        for (id, action) in self.txs.handle_timeouts(now) {
+        let mut fired = self.txs.handle_timeouts(now);
+        for (id, action) in fired.drain(..) {
             match action {
                 TxAction::Send(bytes) => {
                     if let Some(to) = self.txs.peer(id) {
@@ -307,6 +308,7 @@ impl SipHandler for Engine {
                 TxAction::ToTu(event) => self.on_tu_event(now, id, event, out),
             }
         }
+        self.txs.recycle(fired);
         while let Some(Reverse((at, sid, idx))) = self.timer_c.peek().copied() {
             if at > now {
                 break;
