@@ -74,6 +74,11 @@ pub struct Shared {
     /// address and port (one 4-tuple), as from an SBC or a trunk. UDP only.
     #[arg(long)]
     pub single_socket: bool,
+    /// With --single-socket (`calls` only): event loops, each on its own thread, that drive the
+    /// one socket together (one more thread reads it and hands each message to its loop), so
+    /// that one 4-tuple carries more than one core's load.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
 }
 
 /// How `--transport tls` connects.
@@ -199,6 +204,13 @@ impl Shared {
             return Err("--single-socket needs --transport udp and no --callee-port".into());
         }
         o.single_socket = self.single_socket;
+        if self.threads != 1 && (!self.single_socket || !(2..=herald_bench::agent::threads::MAX_THREADS).contains(&self.threads)) {
+            return Err(format!(
+                "--threads needs --single-socket and 2 to {} threads",
+                herald_bench::agent::threads::MAX_THREADS
+            ));
+        }
+        o.threads = self.threads;
         Ok(o)
     }
 }

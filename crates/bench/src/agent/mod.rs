@@ -15,15 +15,16 @@
 //! (send these bytes there, arm this timer, record this measurement); their client transactions
 //! are herald-core's, wrapped by [`client_tx`]. The thin driver carries the outputs out:
 //! [`event_loop`] ([`event_loop::Agent`]: sockets, timer heap, statistics, dispatch), [`driver`]
-//! (arrivals, window, drain, set-up) and [`run`] (the three runs). Beside them: [`wire`] and
+//! (arrivals, window, drain, set-up) and [`run`] (the three runs; [`threads`] runs several event
+//! loops on one socket, whose input [`router`] hands to each). Beside them: [`wire`] and
 //! [`route`] (messages and dialog routing), [`find`] (short byte searches); [`digest`] and
 //! `challenge` (authentication); [`net`] (UDP mmsg, TCP), [`framing`] (stream framing), [`tls`]
 //! and [`tls_config`] (TLS over that
 //! stream); [`timers`], [`slab`]; [`stats`], [`measure`], [`progress`]; [`held`] (how long our
 //! callee held each answer, left out of what the callers measure).
 //!
-//! Imports run one way: `run` → `driver` → `event_loop` → roles → `client_tx` → `context`,
-//! `output`, `timers`; callers, callee and registrations do not import each other (only the user
+//! Imports run one way: `threads` → `run` → `driver` → `event_loop` → roles → `client_tx` →
+//! `context`, `output`, `timers` (`router` below `net`); callers, callee and registrations do not import each other (only the user
 //! model names the calls and registrations it starts), and nothing below the driver imports the
 //! event loop.
 
@@ -45,6 +46,7 @@ pub mod output;
 pub mod progress;
 pub mod registration;
 pub mod route;
+pub mod router;
 pub mod run;
 pub mod slab;
 pub mod stats;
@@ -52,6 +54,7 @@ pub mod stop;
 pub mod stream_codec;
 #[cfg(test)]
 mod tests_flow;
+pub mod threads;
 pub mod timers;
 pub mod tls;
 pub mod tls_config;
@@ -68,7 +71,8 @@ pub use crate::results::RunResult;
 pub use options::{
     domain_of, CallsOptions, CommonOptions, RegisterOptions, TransportKind, UsersOptions, DEFAULT_QUANTUM_US,
 };
-pub use run::{run_calls, run_register, run_users};
+pub use run::{run_register, run_users};
 pub use stop::StopFlag;
+pub use threads::run_calls;
 pub use tls_config::TlsOptions;
 pub use users::{load as load_users, User};

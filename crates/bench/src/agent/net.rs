@@ -10,6 +10,7 @@
 
 pub use super::framing::Incoming;
 use super::framing::{MAX_TCP_BUFFER, STREAM_CHUNK};
+use super::router::Mailbox;
 use super::stream_codec::StreamCodec;
 use super::tls::TlsEndpoint;
 use super::tls_config::TlsClient;
@@ -19,6 +20,7 @@ use herald_sys::{RecvBatch, Wait, BATCH};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Receive slot size: the largest UDP payload.
@@ -42,16 +44,16 @@ impl Endpoint {
 
     /// [`Endpoint::udp`] bound to `addr` (port 0: a free one).
     pub fn udp_on(addr: SocketAddr) -> io::Result<Endpoint> {
-        let socket = UdpSocket::bind(addr)?;
-        socket.set_nonblocking(true)?;
-        let s2 = socket2::SockRef::from(&socket);
-        let _ = s2.set_recv_buffer_size(8 << 20);
-        let _ = s2.set_send_buffer_size(8 << 20);
-        // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
-        // scheduling quantum after a datagram arrived (see the event loop's `step`).
-        let _ = herald_sys::enable_rx_timestamps(&socket);
+        let socket = udp_socket(addr)?;
         let local = socket.local_addr()?;
-        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), recv: RecvBatch::new(SLOT) }))
+        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), input: Input::Socket(RecvBatch::new(SLOT)) }))
+    }
+
+    /// An endpoint that sends from `socket`, shared with other event loops, and reads what a
+    /// [`super::router::Router`] posts to `mailbox` (`--single-socket --threads N`).
+    pub fn routed(socket: UdpSocket, mailbox: Arc<Mailbox>) -> io::Result<Endpoint> {
+        let local = socket.local_addr()?;
+        Ok(Endpoint::Udp(UdpEndpoint { socket, local, queue: Vec::new(), input: Input::Mailbox(mailbox) }))
     }
 
     /// A second endpoint on this UDP socket (the same file, its own send queue); None for a
@@ -62,7 +64,11 @@ impl Endpoint {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        Some(Ok(Endpoint::Udp(UdpEndpoint { socket, local: u.local, queue: Vec::new(), recv: RecvBatch::new(SLOT) })))
+        let input = match &u.input {
+            Input::Socket(_) => Input::Socket(RecvBatch::new(SLOT)),
+            Input::Mailbox(mailbox) => Input::Mailbox(mailbox.clone()),
+        };
+        Some(Ok(Endpoint::Udp(UdpEndpoint { socket, local: u.local, queue: Vec::new(), input })))
     }
 
     /// A TCP connection from `ip` to `peer`.
@@ -185,7 +191,10 @@ impl Endpoint {
 
     pub fn fd(&self) -> RawFd {
         match self {
-            Endpoint::Udp(u) => u.socket.as_raw_fd(),
+            Endpoint::Udp(u) => match &u.input {
+                Input::Socket(_) => u.socket.as_raw_fd(),
+                Input::Mailbox(mailbox) => mailbox.fd(),
+            },
             Endpoint::Tcp(t) => t.stream.as_raw_fd(),
             Endpoint::Tls(t) => t.fd(),
         }
@@ -298,11 +307,33 @@ fn connect_stream(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<TcpStrea
     Ok(stream)
 }
 
+/// A UDP socket bound to `addr`, non-blocking, with large kernel buffers so that a burst does
+/// not overflow the receive queue of the generator itself, and kernel receive stamps.
+pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let socket = UdpSocket::bind(addr)?;
+    socket.set_nonblocking(true)?;
+    let s2 = socket2::SockRef::from(&socket);
+    let _ = s2.set_recv_buffer_size(8 << 20);
+    let _ = s2.set_send_buffer_size(8 << 20);
+    // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
+    // scheduling quantum after a datagram arrived (see the event loop's `step`).
+    let _ = herald_sys::enable_rx_timestamps(&socket);
+    Ok(socket)
+}
+
 pub struct UdpEndpoint {
     socket: UdpSocket,
     local: SocketAddr,
     queue: Vec<(Bytes, SocketAddr)>,
-    recv: RecvBatch,
+    input: Input,
+}
+
+/// Where a UDP endpoint's input comes from.
+enum Input {
+    /// Its own reads of the socket.
+    Socket(RecvBatch),
+    /// What the router of a socket shared by several event loops posted for this one.
+    Mailbox(Arc<Mailbox>),
 }
 
 impl UdpEndpoint {
@@ -326,16 +357,20 @@ impl UdpEndpoint {
     /// Drains the socket: recvmmsg until a batch comes back less than full (then the queue is
     /// empty, so no extra call just to see EAGAIN).
     fn receive(&mut self, out: &mut Vec<Incoming>) {
+        let recv = match &mut self.input {
+            Input::Socket(recv) => recv,
+            Input::Mailbox(mailbox) => return mailbox.take(out),
+        };
         loop {
             // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later.
-            let Ok(n) = self.recv.recv(&self.socket, Wait::Never) else { return };
+            let Ok(n) = recv.recv(&self.socket, Wait::Never) else { return };
             // The batch's payloads copied into one buffer that each message is split from: one
             // allocation per batch instead of one per datagram. The messages are handled and
             // dropped within this wake-up (nothing keeps a received buffer), so the buffer does
             // not outlive it. Sized by a guess (walking the batch once more to add up the
             // lengths parses its control messages again); a batch that outgrows it gets one more.
             let mut batch = BytesMut::with_capacity(n * 1024);
-            for d in self.recv.iter() {
+            for d in recv.iter() {
                 if let Some(from) = d.source {
                     batch.extend_from_slice(d.payload);
                     out.push(Incoming { bytes: batch.split().freeze(), from, kernel_ns: d.kernel_ns });

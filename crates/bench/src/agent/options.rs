@@ -95,6 +95,9 @@ pub struct CommonOptions {
     /// UDP: callers and callees share one socket, so that everything reaches the proxy from one
     /// address and port - one 4-tuple, as from an SBC or trunk (`--single-socket`).
     pub single_socket: bool,
+    /// Event loops (threads) driving the one socket of `single_socket` (`--threads`, calls
+    /// only); 1 otherwise.
+    pub threads: usize,
 }
 
 impl CommonOptions {
@@ -116,6 +119,7 @@ impl CommonOptions {
             quantum_us: DEFAULT_QUANTUM_US,
             callee_port: None,
             single_socket: false,
+            threads: 1,
         }
     }
 }

@@ -17,7 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-fn us(d: Duration) -> u64 {
+pub(super) fn us(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128 / 4) as u64
 }
 
@@ -72,9 +72,20 @@ fn measured(
     let mut progress = Progress::new(opts.progress, what, agent.clock());
     let window = driver::run_window(agent, us(opts.duration), arrivals, stop, &mut progress, grace_us);
     let after = measure::end(before, opts, agent.stats.attempted);
-    let s = &agent.stats;
+    Ok(result_of(opts, &agent.stats, &window, arrivals_name, started_unix_ms, after))
+}
+
+/// The results file of a window that ended as `window` says with `s` counted.
+pub(super) fn result_of(
+    opts: &CommonOptions,
+    s: &Stats,
+    window: &driver::Window,
+    arrivals_name: String,
+    started_unix_ms: u64,
+    after: measure::After,
+) -> RunResult {
     let seconds = (window.length_us as f64 / 1e6).max(1e-6);
-    Ok(RunResult {
+    RunResult {
         schema: SCHEMA_VERSION,
         label: opts.label.clone(),
         target: opts.target.to_string(),
@@ -102,11 +113,11 @@ fn measured(
         quantum_us: opts.quantum_us,
         unregister_failed: 0,
         unregister_error: None,
-    })
+    }
 }
 
 /// Unregisters the run's users (see [`driver::unregister_all`]) and records the outcome.
-fn unregistered(agent: &mut Agent, mut result: RunResult) -> RunResult {
+pub(super) fn unregistered(agent: &mut Agent, mut result: RunResult) -> RunResult {
     let (failed, error) = driver::unregister_all(agent);
     agent.close();
     result.unregister_failed = failed as u64;
@@ -116,24 +127,37 @@ fn unregistered(agent: &mut Agent, mut result: RunResult) -> RunResult {
 
 /// `herald bench calls`: registers every user on the callee socket, then places calls from the
 /// caller socket on the arrival schedule for `duration`, and drains.
+/// One event loop ([`super::threads::run_calls`] runs several).
 pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, String> {
     let c = &opts.common;
     let (ring_us, hold_us) = (us(opts.ring), us(opts.hold));
     let mut agent = agent(c, Mode::Calls { ring_us, hold_us }, stop)?;
-    let grace = ring_us + hold_us + TIMEOUT_US + 2_000_000;
-    // Registrations must outlive the window and its drain without refreshing.
-    agent.registrations.expires_s = ((us(c.duration) + grace) / 1_000_000 + 120).min(u32::MAX as u64) as u32;
+    let grace = calls_grace_us(opts);
+    agent.registrations.expires_s = calls_expiry_s(opts);
     driver::register_all(&mut agent, stop)?;
     let mut arrivals = opts.arrivals.clone();
     let name = arrivals.name();
-    let start: OnArrival = |a: &mut Agent| {
-        let callee = a.round_robin();
-        let caller = (callee + 1) % a.users().len();
-        let Mode::Calls { ring_us, hold_us } = a.mode else { return };
-        a.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
-    };
-    let result = measured(&mut agent, c, Some((&mut arrivals, start)), name, stop, grace, "calls")?;
+    let result = measured(&mut agent, c, Some((&mut arrivals, start_call)), name, stop, grace, "calls")?;
     Ok(unregistered(&mut agent, result))
+}
+
+/// How long a calls run drains after its window: a call's ring and hold, a transaction's 64·T1.
+pub(super) fn calls_grace_us(opts: &CallsOptions) -> u64 {
+    us(opts.ring) + us(opts.hold) + TIMEOUT_US + 2_000_000
+}
+
+/// The Expires of a calls run's registrations: they must outlive the window and its drain
+/// without refreshing.
+pub(super) fn calls_expiry_s(opts: &CallsOptions) -> u32 {
+    ((us(opts.common.duration) + calls_grace_us(opts)) / 1_000_000 + 120).min(u32::MAX as u64) as u32
+}
+
+/// One arrival of `bench calls`: the next user calls the one after it.
+pub(super) fn start_call(a: &mut Agent) {
+    let callee = a.round_robin();
+    let caller = (callee + 1) % a.users().len();
+    let Mode::Calls { ring_us, hold_us } = a.mode else { return };
+    a.start_call(caller, callee, Plan { ring_us, hold_us, cancel_after_us: None, outcome: None });
 }
 
 /// `herald bench register`: each arrival refreshes the next idle user's registration.

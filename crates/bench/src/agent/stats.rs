@@ -55,6 +55,28 @@ impl Stats {
         }
     }
 
+    /// Adds another event loop's counts and latencies (`--threads`).
+    pub fn merge(&mut self, other: &Stats) {
+        self.attempted += other.attempted;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        for (reason, n) in &other.failures {
+            *self.failures.entry(reason.clone()).or_default() += n;
+        }
+        self.retransmissions += other.retransmissions;
+        self.srd.merge(&other.srd);
+        self.sdd.merge(&other.sdd);
+        for (method, r) in &other.response_time {
+            self.response_time.entry(method).or_default().merge(r);
+        }
+        self.transactions += other.transactions;
+        self.transactions_failed += other.transactions_failed;
+        for (outcome, n) in &other.outcomes {
+            *self.outcomes.entry(outcome).or_default() += n;
+        }
+        self.stray += other.stray;
+    }
+
     /// Counts one measurement a protocol role reported.
     pub fn record(&mut self, measure: Measure) {
         match measure {
@@ -92,5 +114,10 @@ mod tests {
         assert_eq!(s.failures["status 503"], 1);
         assert_eq!(s.outcomes["answered"], 1);
         assert_eq!(s.response_time["INVITE"].count(), 1);
+        let mut total = Stats::default();
+        total.merge(&s);
+        total.merge(&s);
+        assert_eq!((total.failed, total.failures["timeout"], total.outcomes["answered"]), (6, 4, 2));
+        assert_eq!(total.response_time["INVITE"].count(), 2);
     }
 }
