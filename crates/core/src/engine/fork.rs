@@ -175,7 +175,8 @@ impl Engine {
             let sender = RequestSender::new(req);
             let record_routes = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
             // Our Via and Record-Route texts for these listeners are written once per engine.
-            for l in record_routes.listeners().chain([listener]) {
+            self.own_texts.note(listener.transport, listener.addr);
+            for l in record_routes.listeners().filter(|l| *l != listener) {
                 self.own_texts.note(l.transport, l.addr);
             }
             let record_route = record_routes.texts(&self.own_texts);
