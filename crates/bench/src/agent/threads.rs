@@ -41,6 +41,10 @@ pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, Stri
     if !(2..=MAX_THREADS).contains(&n) || !c.single_socket || c.users.is_empty() {
         return Err(format!("--threads {n} needs --single-socket, users, and at most {MAX_THREADS} threads"));
     }
+    // Each loop runs the same process at rate / N; a trace's gaps cannot be split that way.
+    if matches!(opts.arrivals, Arrivals::Trace { .. }) {
+        return Err("--threads takes poisson or uniform arrivals, not a trace".into());
+    }
     let what = |e: std::io::Error| format!("udp socket to {}: {e}", c.target);
     let socket = udp_socket(SocketAddr::new(c.local_ip, 0)).map_err(what)?;
     let mut seed_rng = SmallRng::seed_from_u64(c.seed.unwrap_or_else(|| {
