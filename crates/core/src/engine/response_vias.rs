@@ -9,6 +9,11 @@
 //! `[last_Via:]` writes them all on one line), is cut out by its byte range into one buffer of
 //! the final size; the second is nearly always the request's top Via copied back (§8.2.6.2),
 //! which the receipt check parsed.
+//!
+//! The cut stays beside the Editor's `remove_list_value` although the Editor now writes its
+//! copy in one pass: measured again in one build (session 16, callgrind, 500 SIPp calls), every
+//! response through the Editor instead cost 1,196 instructions more per call over UDP and 1,852
+//! over TCP (`without_top_via` about 740 per response through the Editor against 310 cut).
 
 use bytes::{Bytes, BytesMut};
 use herald_sip::headers::{ListIter, ListValue, Via};
