@@ -212,6 +212,11 @@ impl ViaSpans {
         self.branch.map(|b| text(buf, b))
     }
 
+    /// The `rport` of [`ViaSpans::view`], without the rest.
+    pub fn rport(&self, buf: &[u8]) -> Option<Option<u16>> {
+        self.found.rport(&buf[self.params.range()])
+    }
+
     /// The host and port of [`ViaSpans::view`], without the rest.
     pub fn sent_by<'a>(&self, buf: &'a [u8]) -> (Host<'a>, Option<u16>) {
         (self.host.view(buf), self.port)

@@ -36,6 +36,13 @@ pub(crate) struct ViaParams {
     pub maddr: Pick,
 }
 
+impl ViaParams {
+    /// [`Via::rport`] of the Via whose parameter text is `raw`.
+    pub(crate) fn rport(&self, raw: &[u8]) -> Option<Option<u16>> {
+        self.rport.read(raw).map(|v| v.and_then(|v| scan::ascii_str(v).parse().ok()))
+    }
+}
+
 /// Where a parameter's value is in the parameter text (which starts with `;`, so no value
 /// starts at 0): `start == 0` and `end == 0` when absent, `end == 1` when a flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -266,7 +273,7 @@ impl<'a> Via<'a> {
 
     /// `None`: no rport; `Some(None)`: rport requested (RFC 3581 §3); `Some(Some(p))`: filled in.
     pub fn rport(&self) -> Option<Option<u16>> {
-        self.found.rport.read(self.params.raw()).map(|v| v.and_then(|v| scan::ascii_str(v).parse().ok()))
+        self.found.rport(self.params.raw())
     }
 
     /// The first `maddr` value, as `params.get("maddr")` reads it.

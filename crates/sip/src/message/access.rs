@@ -129,6 +129,15 @@ impl Message {
         }
     }
 
+    /// `top_via()?.rport()` (see [`Message::top_via_branch`]): `None` when there is no
+    /// well-formed top Via or it has no `rport`, `Some(None)` for a bare `rport` (RFC 3581 §3).
+    pub fn top_via_rport(&self) -> Option<Option<u16>> {
+        match self.memo() {
+            Some(c) => c.top_via.rport(self.as_bytes()),
+            None => self.top_via().ok()?.rport(),
+        }
+    }
+
     /// How many Via values the message carries (RFC 3261 §7.3.1: one line may hold several),
     /// as `vias().count()` counts them: from the memo of a checked message, which split them
     /// all, without parsing any.
