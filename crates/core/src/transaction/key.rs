@@ -10,6 +10,7 @@ use herald_sip::headers::{is_rfc3261_branch, Via, MAGIC_COOKIE};
 use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
+use smallvec::SmallVec;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A method as a key component, without allocating for the methods herald knows.
@@ -63,16 +64,23 @@ impl ClientKey {
     }
 }
 
+/// Octets of an RFC 3261 server key held without an allocation: a branch of 36 (SIPp's,
+/// Kamailio's, a phone's are 16 to 30) and an IPv6 sent-by (20), or a longer branch and an
+/// IPv4 one (8). A longer key goes to the heap, as every key did.
+const INLINE_KEY: usize = 56;
+
 /// Server transaction key (§17.2.3).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ServerKey {
     /// The top Via carries an RFC 3261 branch: branch (compared as written), sent-by (host
     /// lower-cased, IP addresses normalised) and method, with ACK counted as INVITE. The branch
-    /// and the sent-by share one allocation, split at `branch_len` (a key is built per request;
-    /// [`ServerKey::branch`], [`ServerKey::sent_by`]). The sent-by is kept in a binary form
-    /// that compares the same ([`push_sent_by_key`]): writing IPv4 addresses and ports in
-    /// decimal cost ~1.3k instructions per proxied call (issue 21).
-    Rfc3261 { branch_sent_by: Box<[u8]>, branch_len: usize, method: MethodKey },
+    /// and the sent-by share one buffer, split at `branch_len` (a key is built per request;
+    /// [`ServerKey::branch`], [`ServerKey::sent_by`]), held inline up to `INLINE_KEY` (56) octets:
+    /// a key built per request allocated and freed its box (the ACK's only for a lookup that
+    /// finds nothing). The sent-by is kept in a binary form that compares the same
+    /// ([`write_sent_by_key`]): writing IPv4 addresses and ports in decimal cost ~1.3k
+    /// instructions per proxied call (issue 21).
+    Rfc3261 { branch_sent_by: SmallVec<[u8; INLINE_KEY]>, branch_len: usize, method: MethodKey },
     /// An RFC 2543 client (no magic cookie): the fields of §17.2.3's fallback rule.
     Rfc2543(Box<LegacyKey>),
 }
@@ -114,10 +122,23 @@ impl ServerKey {
         // The branch and sent-by from the receipt check's memo, not the whole Via made again.
         let sent_by = msg.top_via_sent_by()?;
         if let Some(branch) = msg.top_via_branch().filter(|b| is_rfc3261_branch(b)) {
-            let mut branch_sent_by = Vec::with_capacity(branch.len() + sent_by_key_len(sent_by));
-            branch_sent_by.extend_from_slice(branch.as_bytes());
-            push_sent_by_key(&mut branch_sent_by, sent_by);
-            let branch_sent_by = branch_sent_by.into_boxed_slice();
+            let len = branch.len() + sent_by_key_len(sent_by);
+            // Written in place at its exact length: SmallVec's extend and extend_from_slice
+            // cost more than the allocation they spared.
+            let write = |key: &mut [u8]| {
+                let (b, rest) = key.split_at_mut(branch.len());
+                b.copy_from_slice(branch.as_bytes());
+                write_sent_by_key(rest, sent_by);
+            };
+            let branch_sent_by = if len <= INLINE_KEY {
+                let mut buf = [0; INLINE_KEY];
+                write(&mut buf[..len]);
+                SmallVec::from_buf_and_len(buf, len)
+            } else {
+                let mut key = vec![0; len];
+                write(&mut key);
+                SmallVec::from_vec(key)
+            };
             return Some(ServerKey::Rfc3261 { branch_sent_by, branch_len: branch.len(), method });
         }
         let invite_class = method == MethodKey::INVITE;
@@ -163,26 +184,28 @@ impl ServerKey {
     }
 }
 
-/// Appends the sent-by of `via` as a server key compares it (§17.2.3; hosts compare
-/// case-insensitively, §19.1.4): the host's kind, the port (whether there is one, then its two
-/// bytes), then the host: a name lower-cased, an address's octets. Fixed fields first, so the
-/// one variable field ends the key and two sent-bys are equal exactly when their texts are.
-fn push_sent_by_key(key: &mut Vec<u8>, (host, port): (Host<'_>, Option<u16>)) {
+/// Writes the sent-by of a Via into `key` (exactly [`sent_by_key_len`] octets) as a server key
+/// compares it (§17.2.3; hosts compare case-insensitively, §19.1.4): the host's kind, the port
+/// (whether there is one, then its two bytes), then the host: a name lower-cased, an address's
+/// octets. Fixed fields first, so the one variable field ends the key and two sent-bys are
+/// equal exactly when their texts are.
+fn write_sent_by_key(key: &mut [u8], (host, port): (Host<'_>, Option<u16>)) {
     let kind = match host {
         Host::Name(_) => b'n',
         Host::Ipv4(_) => b'4',
         Host::Ipv6(_) => b'6',
     };
     let [hi, lo] = port.unwrap_or(0).to_be_bytes();
-    key.extend_from_slice(&[kind, u8::from(port.is_some()), hi, lo]);
+    let (fixed, rest) = key.split_at_mut(4);
+    fixed.copy_from_slice(&[kind, u8::from(port.is_some()), hi, lo]);
     match host {
-        Host::Name(n) => key.extend(n.bytes().map(|b| b.to_ascii_lowercase())),
-        Host::Ipv4(ip) => key.extend_from_slice(&ip.octets()),
-        Host::Ipv6(ip) => key.extend_from_slice(&ip.octets()),
+        Host::Name(n) => rest.iter_mut().zip(n.bytes()).for_each(|(k, b)| *k = b.to_ascii_lowercase()),
+        Host::Ipv4(ip) => rest.copy_from_slice(&ip.octets()),
+        Host::Ipv6(ip) => rest.copy_from_slice(&ip.octets()),
     }
 }
 
-/// The length of [`push_sent_by_key`]'s form.
+/// The length of [`write_sent_by_key`]'s form.
 fn sent_by_key_len((host, _): (Host<'_>, Option<u16>)) -> usize {
     4 + match host {
         Host::Name(n) => n.len(),

@@ -316,6 +316,20 @@ fn server_key_keeps_branch_and_sent_by_apart() {
 }
 
 #[test]
+fn a_usual_server_key_is_held_inline() {
+    let key = |via: &str| ServerKey::from_request(&request_via("INVITE", via, 1)).unwrap();
+    let inline = |k: &ServerKey| matches!(k, ServerKey::Rfc3261 { branch_sent_by, .. } if !branch_sent_by.spilled());
+    // SIPp's branch and an IPv4 sent-by; a 36-octet branch and an IPv6 one.
+    assert!(inline(&key("SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK-4711-123-0")));
+    assert!(inline(&key(&format!("SIP/2.0/UDP [2001:db8::1]:5060;branch=z9hG4bK{}", "a".repeat(29)))));
+    // A longer one is kept whole on the heap.
+    let long = key(&format!("SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK{}", "b".repeat(60)));
+    assert!(!inline(&long));
+    assert_eq!(long.branch().map(str::len), Some(67));
+    assert_eq!(long.sent_by().as_deref(), Some("192.0.2.1"));
+}
+
+#[test]
 fn server_keys_compare_sent_by_as_its_text_does() {
     let key = |via: &str| ServerKey::from_request(&request_via("INVITE", via, 1)).unwrap();
     let k = |host: &str| key(&format!("SIP/2.0/UDP {host};branch=z9hG4bKs"));
