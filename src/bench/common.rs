@@ -204,7 +204,9 @@ impl Shared {
             return Err("--single-socket needs --transport udp and no --callee-port".into());
         }
         o.single_socket = self.single_socket;
-        if self.threads != 1 && (!self.single_socket || !(2..=herald_bench::agent::threads::MAX_THREADS).contains(&self.threads)) {
+        if self.threads != 1
+            && (!self.single_socket || !(2..=herald_bench::agent::threads::MAX_THREADS).contains(&self.threads))
+        {
             return Err(format!(
                 "--threads needs --single-socket and 2 to {} threads",
                 herald_bench::agent::threads::MAX_THREADS
