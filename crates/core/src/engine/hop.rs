@@ -58,6 +58,16 @@ pub(super) fn transport_and_maddr<'a>(u: &SipUri<'a>) -> (Option<&'a str>, Optio
     if raw.is_empty() {
         return (None, None);
     }
+    // The usual shape, a lone `;transport=T` (a registered contact, a Request-URI that is one):
+    // its value without a walk (the walk cost about 370 instructions, four times per proxied
+    // call).
+    const TRANSPORT: &str = ";transport=";
+    if raw.get(..TRANSPORT.len()).is_some_and(|p| p.eq_ignore_ascii_case(TRANSPORT)) {
+        let value = &raw[TRANSPORT.len()..];
+        if !value.bytes().any(|b| b == b';' || b == b'%') {
+            return (Some(value), None);
+        }
+    }
     if raw.as_bytes().contains(&b'%') {
         return (u.transport(), u.maddr());
     }
@@ -105,6 +115,12 @@ mod tests {
             "sip:h;transport;transport=tcp;maddr",
             "sip:h;%74ransport=tcp;maddr=192.0.2.2",
             "sip:h;x=%41;transport=ws",
+            "sip:h;transport=UDP",
+            "sip:h;TRANSPORT=tcp",
+            "sip:h;transport=udp;lr",
+            "sip:h;transport=%75dp",
+            "sip:h;transport",
+            "sip:h;transports=udp",
         ] {
             let Uri::Sip(u) = Uri::parse(uri.as_bytes()).unwrap() else { panic!() };
             assert_eq!(transport_and_maddr(&u), (u.transport(), u.maddr()), "{uri}");
