@@ -171,19 +171,25 @@ impl TimerTable {
             self.clear(kind);
             return;
         };
-        let slot = match self.armed.iter().position(|s| matches!(s, Some((_, k)) if *k == kind)) {
-            Some(i) => i,
-            None => match self.armed.iter().position(Option::is_none) {
-                Some(i) => i,
-                None => {
-                    // No transaction arms more than two timers at once (see SLOTS); should a
-                    // change break that, the latest deadline gives way, so the timers that
-                    // bound the transaction's life soonest still fire.
-                    debug_assert!(false, "more than {SLOTS} timers armed");
-                    self.latest_slot()
+        // One pass: the slot of `kind` if armed, else the first free one.
+        let mut free = None;
+        for (i, s) in self.armed.iter().enumerate() {
+            match s {
+                Some((_, k)) if *k == kind => {
+                    self.armed[i] = Some((at, kind));
+                    return;
                 }
-            },
-        };
+                None if free.is_none() => free = Some(i),
+                _ => {}
+            }
+        }
+        let slot = free.unwrap_or_else(|| {
+            // No transaction arms more than two timers at once (see SLOTS); should a change
+            // break that, the latest deadline gives way, so the timers that bound the
+            // transaction's life soonest still fire.
+            debug_assert!(false, "more than {SLOTS} timers armed");
+            self.latest_slot()
+        });
         self.armed[slot] = Some((at, kind));
     }
 
