@@ -148,7 +148,8 @@ pub fn message_behind_nat(msg: &Message, source: SocketAddr, detect: NatDetect) 
 /// Flag 2: the top Via's sent-by is an address other than the source (a host name proves
 /// nothing).
 fn via_not_source(msg: &Message, source: SocketAddr) -> bool {
-    msg.top_via().ok().and_then(|v| host_ip(&v.host)).is_some_and(|ip| ip != source.ip())
+    // The sent-by from the receipt check's memo, not the whole Via made again.
+    msg.top_via_sent_by().and_then(|(host, _)| host_ip(&host)).is_some_and(|ip| ip != source.ip())
 }
 
 /// The first Contact value and its name-addr (`None` for `*` or a malformed one). One parse of
