@@ -423,6 +423,28 @@ fn stateless_mode_forwards_without_transactions() {
     assert_eq!(again[0].1.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
 }
 
+/// §16.11: a stateless proxy forwards a CANCEL with the branch of the INVITE it cancels (the
+/// branch hashes "the CSeq number (but not method)"), also when the INVITE carried credentials
+/// that a CANCEL never has (§22.1), so the CANCEL reaches the callee's INVITE transaction.
+#[test]
+fn stateless_mode_gives_a_cancel_its_invites_branch() {
+    let mut h = Harness::with(Forking::Parallel, true);
+    h.register("bob", BOB, None);
+    let credentials = "Proxy-Authorization: Digest username=\"alice\", realm=\"example.com\", nonce=\"n\", uri=\"sip:bob@example.com\", response=\"00\"\nContact:";
+    let inv = invite("bob", "slc1").replacen("Contact:", credentials, 1);
+    let fwd = sent(&h.send(ALICE, &inv))[0].1.clone();
+    let cancel = format!("CANCEL sip:bob@example.com SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-slc1;rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>\nCall-ID: slc1\nCSeq: 1 CANCEL\nContent-Length: 0\n\n");
+    let out = sent(&h.send(ALICE, &cancel));
+    let (to, c) = out.iter().find(|(_, m)| m.method() == Some(Method::Cancel)).expect("CANCEL forwarded");
+    assert_eq!(to.addr, addr(BOB));
+    assert_eq!(c.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
+    // Another request of the same call (a new CSeq number) leaves with another branch.
+    let bye = cancel.replace("CANCEL sip", "BYE sip").replace("1 CANCEL", "2 BYE");
+    let out = sent(&h.send(ALICE, &bye));
+    let (_, b) = out.iter().find(|(_, m)| m.method() == Some(Method::Bye)).expect("BYE forwarded");
+    assert_ne!(b.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
+}
+
 #[test]
 fn shutdown_waits_only_for_unanswered_transactions() {
     let mut h = Harness::new();

@@ -61,10 +61,21 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
 }
 
 /// The loop-detection hash of RFC 3261 §16.6 step 8: over the fields whose change makes a
-/// returning request a spiral rather than a loop (To tag, From tag, Call-ID, Request-URI,
-/// CSeq, Proxy-Require, Proxy-Authorization). Deviation: step 8 also lists the topmost Via,
-/// but a looping request always comes back with another hop's Via on top, so with it no loop
-/// would ever be detected; RFC 5393 §4.2 drops it for the same reason.
+/// returning request a spiral rather than a loop: To tag, From tag, Call-ID, Request-URI and
+/// the CSeq *number* (step 8 names "the sequence number from the CSeq header field", not the
+/// method).
+///
+/// Deviations, each so that a stateless CANCEL leaves with its INVITE's branch (§16.11: the
+/// branch is computed from "the CSeq number (but not method)", and a CANCEL must reach the
+/// transaction it cancels, §9.1):
+/// * step 8 also lists the topmost Via, but a looping request always comes back with another
+///   hop's Via on top, so with it no loop would ever be detected; RFC 5393 §4.2 drops it too;
+/// * step 8 adds Proxy-Require and Proxy-Authorization. A CANCEL carries neither (it cannot be
+///   challenged, §22.1; it has no Require, §9.1), so with them an authenticated INVITE and its
+///   CANCEL got different branches and the stateless CANCEL matched nothing downstream. A UAC
+///   that adds credentials or changes Proxy-Require sends a new request with a new CSeq number
+///   (§8.1.3.5, §22.2), which the hash already covers. Kamailio's branch hash (`char_msg_val`)
+///   leaves both out as well.
 ///
 /// foldhash with a fixed seed, eight bytes at a step: the same value in every process of a
 /// build (the hash travels in our branches and is compared when the request comes back),
@@ -73,32 +84,25 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
 pub fn loop_hash(msg: &Message) -> u64 {
     let to_tag = msg.to_tag().ok().flatten().unwrap_or("");
     let from_tag = msg.from_tag().ok().flatten().unwrap_or("");
-    // The first Proxy-Require and Proxy-Authorization lines in one walk over the header lines
-    // (the header index notes neither; two searches walked them all twice for the absent ones).
-    let (mut proxy_require, mut proxy_authorization) = (None, None);
-    for h in msg.headers() {
-        match h.name {
-            HeaderName::ProxyRequire if proxy_require.is_none() => proxy_require = Some(msg.value_of(h)),
-            HeaderName::ProxyAuthorization if proxy_authorization.is_none() => {
-                proxy_authorization = Some(msg.value_of(h))
-            }
-            _ => {}
-        }
-    }
     let mut h = foldhash::fast::FixedState::with_seed(LOOP_HASH_SEED).build_hasher();
     for part in [
         to_tag.as_bytes(),
         from_tag.as_bytes(),
         msg.get(HeaderName::CallId).unwrap_or_default(),
         msg.request_uri_bytes().unwrap_or_default(),
-        msg.get(HeaderName::CSeq).unwrap_or_default(),
-        proxy_require.unwrap_or_default(),
-        proxy_authorization.unwrap_or_default(),
+        cseq_number(msg.get(HeaderName::CSeq).unwrap_or_default()),
     ] {
         h.write_usize(part.len());
         h.write(part);
     }
     h.finish()
+}
+
+/// The number of a CSeq value (`1*DIGIT LWS Method`, RFC 3261 §20.16): its leading digits
+/// (the receipt check has already refused a value that does not start with them).
+fn cseq_number(value: &[u8]) -> &[u8] {
+    let end = value.iter().position(|b| !b.is_ascii_digit()).unwrap_or(value.len());
+    &value[..end]
 }
 
 /// The loop hash's fixed seed ("herald-l" in ASCII): any constant, the same in every process.
