@@ -83,9 +83,14 @@ impl Engine {
         let Some(base) = stateless_branch(msg) else { return };
         // §16.6 step 8 puts the loop hash into the branch for §16.3 step 4, whose answer is a
         // 482. An ACK gets no response, so it is never checked for a loop (`on_ack`), here or
-        // at the next herald: its branch is the stateless one alone (the hash and its digits
-        // cost about 700 instructions per call).
-        let branch = if msg.method() == Some(Method::Ack) { base } else { loop_branch(base, loop_hash(msg)) };
+        // at the next herald. A stateful herald forwards only the ACK for a 2xx here, a new
+        // transaction (§17.1.1.3): its branch is the stateless one alone (the hash and its
+        // digits cost about 700 instructions per call). In stateless mode the ACK may be for a
+        // non-2xx answer to an INVITE that left with base + hash: it must reach that INVITE's
+        // transaction downstream with the same branch (§17.1.1.3), so it carries the hash too
+        // (the same one: the hash leaves out the To tag that the ACK has and the INVITE had not).
+        let ack_of_ours = msg.method() == Some(Method::Ack) && !self.cfg.stateless;
+        let branch = if ack_of_ours { base } else { loop_branch(base, loop_hash(msg)) };
         self.own_texts.note(listener.transport, listener.addr);
         let via = self.own_texts.via(listener.transport, listener.addr, &branch);
         let append = strict_route_edits(&mut pre, &target);

@@ -423,11 +423,12 @@ fn stateless_mode_forwards_without_transactions() {
     assert_eq!(again[0].1.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
 }
 
-/// §16.11: a stateless proxy forwards a CANCEL with the branch of the INVITE it cancels (the
-/// branch hashes "the CSeq number (but not method)"), also when the INVITE carried credentials
-/// that a CANCEL never has (§22.1), so the CANCEL reaches the callee's INVITE transaction.
+/// §16.11: a stateless proxy forwards a CANCEL, and the ACK for a non-2xx answer, with the branch
+/// of their INVITE (the branch hashes "the CSeq number (but not method)"), also when the INVITE
+/// carried credentials that a CANCEL never has (§22.1), so both reach the callee's INVITE
+/// transaction.
 #[test]
-fn stateless_mode_gives_a_cancel_its_invites_branch() {
+fn stateless_mode_gives_a_cancel_and_a_non_2xx_ack_their_invites_branch() {
     let mut h = Harness::with(Forking::Parallel, true);
     h.register("bob", BOB, None);
     let credentials = "Proxy-Authorization: Digest username=\"alice\", realm=\"example.com\", nonce=\"n\", uri=\"sip:bob@example.com\", response=\"00\"\nContact:";
@@ -438,6 +439,18 @@ fn stateless_mode_gives_a_cancel_its_invites_branch() {
     let (to, c) = out.iter().find(|(_, m)| m.method() == Some(Method::Cancel)).expect("CANCEL forwarded");
     assert_eq!(to.addr, addr(BOB));
     assert_eq!(c.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
+    // The ACK for the 487 carries the answer's To tag, which the INVITE had not (§17.1.1.3): it
+    // must reach the same transaction at Bob.
+    let back = sent(&h.send(BOB, &answer(&fwd, 487, "Request Terminated", "b1")));
+    assert_eq!((back[0].0.addr, back[0].1.status()), (addr(ALICE), Some(487)));
+    let ack = cancel
+        .replace("CANCEL sip", "ACK sip")
+        .replace("1 CANCEL", "1 ACK")
+        .replace("To: <sip:bob@example.com>", "To: <sip:bob@example.com>;tag=b1");
+    let out = sent(&h.send(ALICE, &ack));
+    let (to, a) = out.iter().find(|(_, m)| m.method() == Some(Method::Ack)).expect("ACK forwarded");
+    assert_eq!(to.addr, addr(BOB));
+    assert_eq!(a.top_via().unwrap().branch(), fwd.top_via().unwrap().branch());
     // Another request of the same call (a new CSeq number) leaves with another branch.
     let bye = cancel.replace("CANCEL sip", "BYE sip").replace("1 CANCEL", "2 BYE");
     let out = sent(&h.send(ALICE, &bye));

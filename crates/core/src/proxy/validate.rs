@@ -60,14 +60,18 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
     Ok(())
 }
 
-/// The loop-detection hash of RFC 3261 §16.6 step 8: over the fields whose change makes a
-/// returning request a spiral rather than a loop: To tag, From tag, Call-ID, Request-URI and
+/// The loop-detection hash of RFC 3261 §16.6 step 8: over From tag, Call-ID, Request-URI and
 /// the CSeq *number* (step 8 names "the sequence number from the CSeq header field", not the
-/// method).
+/// method). The Request-URI is the field whose change makes a returning request a spiral
+/// rather than a loop; the others tie the hash to one request.
 ///
-/// Deviations, each so that a stateless CANCEL leaves with its INVITE's branch (§16.11: the
-/// branch is computed from "the CSeq number (but not method)", and a CANCEL must reach the
-/// transaction it cancels, §9.1):
+/// Deviations, each so that a request forwarded without state leaves with the branch of the
+/// INVITE it belongs to (§16.11 computes that branch from "the CSeq number (but not method)"):
+/// a CANCEL must reach the transaction it cancels (§9.1), and an ACK for a non-2xx answer the
+/// INVITE's server transaction (§17.1.1.3):
+/// * step 8 lists the To tag. The ACK for a non-2xx answer to an initial INVITE carries the
+///   answer's To tag, which the INVITE had not. No proxy changes a To tag, so a looping request
+///   comes back with the one it had: leaving it out never turns a loop into a spiral;
 /// * step 8 also lists the topmost Via, but a looping request always comes back with another
 ///   hop's Via on top, so with it no loop would ever be detected; RFC 5393 §4.2 drops it too;
 /// * step 8 adds Proxy-Require and Proxy-Authorization. A CANCEL carries neither (it cannot be
@@ -82,11 +86,9 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
 /// about a fifth of FNV-1a's byte-at-a-time cost (~1.2k instructions per request before).
 /// Lengths go in before each part, so no two field lists hash alike by shifting a boundary.
 pub fn loop_hash(msg: &Message) -> u64 {
-    let to_tag = msg.to_tag().ok().flatten().unwrap_or("");
     let from_tag = msg.from_tag().ok().flatten().unwrap_or("");
     let mut h = foldhash::fast::FixedState::with_seed(LOOP_HASH_SEED).build_hasher();
     for part in [
-        to_tag.as_bytes(),
         from_tag.as_bytes(),
         msg.get(HeaderName::CallId).unwrap_or_default(),
         msg.request_uri_bytes().unwrap_or_default(),
