@@ -3,8 +3,9 @@
 # with no package registry and a few counted minutes), in one bounded run:
 #   1. scripts/bench-scaling.sh PARTS=capacity: herald with N workers against Kamailio 5.6 with N
 #      children, N in $NS, each pinned to CPUs 0..N-1, the generators on their own CPUs;
-#   2. scripts/bench-one-peer.sh: one 4-tuple (`herald bench --single-socket`) against 1, 2 and 4
-#      workers.
+#   2. scripts/bench-one-peer.sh: one 4-tuple (`herald bench --single-socket --threads 4`: four
+#      event loops behind one socket, so that the generator is not the ceiling, as its one thread
+#      was in session 15) against 1, 2 and 4 workers.
 # Every search is cut at DEADLINE_S seconds (its best passing rate stands, marked "cut short"), and
 # each part at a hard time limit, so the run ends inside one call of the tool.
 #
@@ -17,6 +18,7 @@
 #                                      target/device/
 # Knobs (run): SERVERS="herald kamailio" KAMAILIO_SHM_MB=8192 NS="1 2 4 8" GENS START KAMAILIO_START SEARCH_S=3 DEADLINE_S=25 SCALING_LIMIT_S=330
 #              ONE_PEER_WORKERS="1 2 4" ONE_PEER_START=15000 ONE_PEER_LIMIT_S=150 (0: no one-peer part)
+#              ONE_PEER_GEN_ARGS="--single-socket --threads 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=.dev
@@ -62,6 +64,7 @@ run() {
         timeout -k 5 "${SCALING_LIMIT_S:-330}" scripts/bench-scaling.sh "$DEV/herald" || echo "scaling: exit $?" >&2
     [ "${ONE_PEER_LIMIT_S:-150}" -gt 0 ] || return 0
     ROUNDS=1 WORKER_COUNTS=${ONE_PEER_WORKERS:-1 2 4} SEARCH_S=${SEARCH_S:-3} START=${ONE_PEER_START:-15000} \
+        GEN_ARGS=${ONE_PEER_GEN_ARGS:---single-socket --threads 4} \
         FACTOR=1.4 PRECISION=0.1 PAUSE=1 SECS=4 DEADLINE_S=${DEADLINE_S:-25} OUT="$out/one-peer.md" \
         timeout -k 5 "${ONE_PEER_LIMIT_S:-150}" scripts/bench-one-peer.sh "$DEV/herald" || echo "one peer: exit $?" >&2
 }
