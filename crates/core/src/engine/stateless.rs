@@ -89,8 +89,8 @@ impl Engine {
         // non-2xx answer to an INVITE that left with base + hash: it must reach that INVITE's
         // transaction downstream with the same branch (§17.1.1.3), so it carries the hash too
         // (the same one: the hash leaves out the To tag that the ACK has and the INVITE had not).
-        let ack_of_ours = msg.method() == Some(Method::Ack) && !self.cfg.stateless;
-        let branch = if ack_of_ours { base } else { loop_branch(base, loop_hash(msg)) };
+        let stateful_2xx_ack = msg.method() == Some(Method::Ack) && !self.cfg.stateless;
+        let branch = if stateful_2xx_ack { base } else { loop_branch(base, loop_hash(msg)) };
         self.own_texts.note(listener.transport, listener.addr);
         let via = self.own_texts.via(listener.transport, listener.addr, &branch);
         let append = strict_route_edits(&mut pre, &target);
