@@ -340,14 +340,14 @@ fn bench_calls_over_tls_with_digest_authentication() {
     h.assert_running(&s.0);
 }
 
-/// `herald bench calls` over TLS to herald's TLS port for 3 s (calls held 50 ms, domain
+/// `herald bench calls` over TLS to herald's TLS port for 3 s (evenly spaced calls held 50 ms, domain
 /// 127.0.0.1), trusting `ca`, with `args` added; the results go to `json`.
 fn bench_calls_tls(port: u16, ca: &Path, args: &[&str], json: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(["bench", "calls", "--proxy", &format!("127.0.0.1:{port}"), "--transport", "tls"])
         .arg("--tls-ca")
         .arg(ca)
-        .args(["--duration", "3", "--hold", "50", "--domain", "127.0.0.1"])
+        .args(["--duration", "3", "--hold", "50", "--domain", "127.0.0.1", "--arrivals", "uniform"])
         .args(args)
         .arg("--json")
         .arg(json)
