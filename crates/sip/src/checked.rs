@@ -10,7 +10,7 @@
 //! buffer (a message never changes after parsing), so the values handed out still borrow from
 //! that buffer, as freshly parsed ones do.
 
-use crate::headers::{CSeq, Params, Via, ViaParams};
+use crate::headers::{CSeq, Params, PlainVia, Via, ViaParams};
 use crate::method::Method;
 use crate::span::Span;
 use crate::uri::{Host, Scheme, SipUri};
@@ -207,6 +207,27 @@ impl ViaSpans {
         }
     }
 
+    /// The top Via of `buf`, whose value is `value`: read in place when it is plain (see
+    /// [`PlainVia`]), else parsed; `None` when it is malformed.
+    pub fn read(buf: &[u8], value: Span) -> Option<ViaSpans> {
+        let s = buf.get(value.range())?;
+        let Some(plain) = PlainVia::read(s) else { return Some(ViaSpans::of(buf, &Via::parse(s).ok()?)) };
+        // The places of a plain Via are ASCII octets of `s` (the pattern and classes it
+        // matched), so their ranges are text of the buffer.
+        let at = value.start as usize;
+        let text = |start: usize, end: usize| TextSpan(Span::new(at + start, at + end));
+        Some(ViaSpans {
+            protocol_name: text(0, 3),
+            protocol_version: text(4, 7),
+            transport: text(8, 11),
+            host: HostSpan::Ipv4(plain.addr),
+            port: plain.port,
+            params: Span::new(at + plain.params_at, value.end as usize),
+            branch: plain.branch.map(|(start, end)| text(start, end)),
+            found: plain.found,
+        })
+    }
+
     /// The branch of [`ViaSpans::view`], without the rest.
     pub fn branch<'a>(&self, buf: &'a [u8]) -> Option<&'a str> {
         self.branch.map(|b| text(buf, b))
@@ -262,5 +283,39 @@ impl Checked {
     pub fn cseq<'a>(&self, buf: &'a [u8]) -> CSeq<'a> {
         let method = self.cseq_known.unwrap_or_else(|| Method::from_token(text(buf, self.cseq_method)));
         CSeq { seq: self.cseq_seq, method }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Via read in place gives the memo that parsing it and finding its parts gives, for the
+    /// plain shape with every parameter herald picks out, and for values that are not plain.
+    #[test]
+    fn vias_read_in_place_as_parsed() {
+        let values: &[&[u8]] = &[
+            b"SIP/2.0/UDP 127.0.0.1:19101;branch=z9hG4bK-29734-1-0",
+            b"SIP/2.0/TCP 10.0.0.1;rport;branch=z9hG4bKa;received=192.0.2.9;maddr=224.0.0.1",
+            b"SIP/2.0/UDP 192.0.2.1:5060;rport=5070;BRANCH=z9hG4bKx;branch=second;Received=1.2.3.4",
+            b"SIP/2.0/UDP 192.0.2.1:5060;branch;rport",
+            b"SIP/2.0/UDP 192.0.2.1:5060",
+            b"SIP/2.0/UDP 192.0.2.1",
+            b"SIP/2.0/UDP 192.0.2.1;ttl=1;x;branch=z9hG4bK.1",
+            b"SIP/2.0/WSS host.example.com;branch=z9hG4bK1",
+            b"SIP/2.0/UDP [2001:db8::1]:5060;branch=z9hG4bK1",
+            b"SIP / 2.0 / UDP 192.0.2.1 ; branch = z9hG4bK1",
+            b"SIP/2.0/UDP 192.0.2.1;branch=\"quoted\"",
+            b"SIP/2.0/UDP 192.0.2.300;branch=z9hG4bK1",
+            b"SIP/2.0/UDP 192.0.2.1:99999;branch=z9hG4bK1",
+            b"SIP/2.0/UDP 192.0.2.1;branch=",
+        ];
+        for value in values {
+            let mut buf = b"Via: ".to_vec();
+            buf.extend_from_slice(value);
+            let span = Span::new(5, buf.len());
+            let want = Via::parse(&buf[5..]).ok().map(|via| ViaSpans::of(&buf, &via));
+            assert_eq!(ViaSpans::read(&buf, span), want, "{}", String::from_utf8_lossy(value));
+        }
     }
 }

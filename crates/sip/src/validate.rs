@@ -70,7 +70,7 @@ impl Message {
         if !split.clean || split.count == 0 {
             return None;
         }
-        let top_via = ViaSpans::of(buf, &Via::parse(self.slice(split.top)).ok()?);
+        let top_via = ViaSpans::read(buf, split.top)?;
         let from_tag = tag_of(value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
         let to_tag = tag_of(value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
         let call_id = TextSpan::within(buf, parse_call_id(value(HeaderName::CallId)?).ok()?);

@@ -22,5 +22,5 @@ pub use name_addr::{tag_of, NameAddr};
 pub use params::{unquote, ParamIter, Params};
 pub use simple::{parse_call_id, parse_date, parse_delta_seconds, parse_max_forwards, parse_token, CSeq, RetryAfter};
 pub use typed::{check_typed, parse_typed, Typed};
-pub(crate) use via::ViaParams;
 pub use via::{is_rfc3261_branch, Via, MAGIC_COOKIE};
+pub(crate) use via::{PlainVia, ViaParams};
