@@ -42,6 +42,9 @@ pub struct Context {
     pub accepting: bool,
     /// How long our callee held each answer our callers time (see [`Held`]).
     pub held: Held,
+    /// How long our callee rings when an INVITE does not say ([`super::wire::RING_HEADER`]):
+    /// a caller whose plan rings that long leaves the header out.
+    pub callee_ring_us: u64,
 }
 
 impl Context {
@@ -85,6 +88,7 @@ impl Context {
             timers: Timers::default(),
             accepting: true,
             held: Held::default(),
+            callee_ring_us: 0,
         }
     }
 

@@ -111,7 +111,8 @@ impl Agent {
         let callee = Callee::new(&users, default_ring_us);
         let registrations = Registrations::new(users.len(), run_id);
         let reliable = caller_ep.is_stream();
-        let ctx = Context::new(local(&caller_ep), local(&callee_ep), proxy, reliable, users, rng, run_id);
+        let mut ctx = Context::new(local(&caller_ep), local(&callee_ep), proxy, reliable, users, rng, run_id);
+        ctx.callee_ring_us = default_ring_us;
         Agent {
             ctx,
             caller_ep,

@@ -46,9 +46,10 @@ impl Default for Held {
 }
 
 impl Held {
-    /// The key of the `answer` to the `method` request of call `call_id`.
-    pub fn key(&self, call_id: &str, method: &str, answer: Answer) -> u64 {
-        self.state.hash_one((call_id, method, answer))
+    /// The key of the `answer` to the `method` request of call `call_id` (its bytes as written:
+    /// the callee reads them from the request without a UTF-8 check).
+    pub fn key(&self, call_id: &(impl AsRef<[u8]> + ?Sized), method: &str, answer: Answer) -> u64 {
+        self.state.hash_one((call_id.as_ref(), method, answer))
     }
 
     /// The answer `key` left `held_us` after it was due (recorded once, when first sent).

@@ -10,7 +10,7 @@ use super::output::{Outbox, Output, SendKind, Side};
 use super::stats::Stats;
 use super::timers::{Timer, TimerKind, T1_US};
 use super::users::User;
-use super::wire::Local;
+use super::wire::{Local, RING_HEADER};
 use herald_sip::{Limits, Message};
 use rand::SeedableRng;
 use std::collections::BTreeMap;
@@ -31,6 +31,8 @@ struct Pair {
     caller_sends: usize,
     /// How long the callee holds every message it sends (as the event loop's quantum does).
     callee_hold_us: u64,
+    /// Caller sends that carried the ring header.
+    ring_headers: usize,
 }
 
 fn local(port: u16) -> Local {
@@ -54,7 +56,16 @@ impl Pair {
             drop_caller_sends: Vec::new(),
             caller_sends: 0,
             callee_hold_us: 0,
+            ring_headers: 0,
         }
+    }
+
+    /// A pair whose callee rings `ring_us` when an INVITE does not say.
+    fn ringing(ring_us: u64) -> Pair {
+        let mut p = Pair::new();
+        p.callee = Callee::new(&p.ctx.users, ring_us);
+        p.ctx.callee_ring_us = ring_us;
+        p
     }
 
     /// Carries out the outputs: sends are delivered at once (or dropped), timers queued.
@@ -72,6 +83,7 @@ impl Pair {
                         match side {
                             Side::Caller => {
                                 self.caller_sends += 1;
+                                self.ring_headers += usize::from(msg.get_by_name(RING_HEADER).is_some());
                                 let first = String::from_utf8_lossy(&msg.as_bytes()[..msg.as_bytes().len().min(8)]);
                                 self.sent_by_caller.push(first.split(' ').next().unwrap_or("").to_string());
                                 if self.drop_caller_sends.contains(&self.caller_sends) {
@@ -187,4 +199,19 @@ fn a_callee_that_never_answers_times_out_the_call_on_timer_b() {
     // Timer A over 64·T1: 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s.
     assert_eq!(p.sent_by_caller.len(), 7);
     assert!(p.calls.is_empty());
+}
+
+/// A call that rings as long as our callee does by default leaves the ring header out; one that
+/// rings otherwise names its ring time. Either way the INVITE's answer comes after that ring.
+#[test]
+fn the_ring_header_is_sent_only_when_the_ring_differs_from_the_callees_default() {
+    for (ring_us, headers) in [(3_000, 0), (1_000, 1), (0, 1)] {
+        let mut p = Pair::ringing(3_000);
+        p.call(ring_us, 2_000);
+        p.run_until(100_000);
+        assert_eq!((p.stats.attempted, p.stats.succeeded), (1, 1), "ring {ring_us}");
+        assert_eq!(p.ring_headers, headers, "ring {ring_us}");
+        let invite = p.stats.response_time["INVITE"].quantile_us(1.0);
+        assert!((ring_us..ring_us + 10).contains(&invite.max(1)), "ring {ring_us}: {invite}");
+    }
 }
