@@ -61,9 +61,12 @@ impl Message {
         let value = |name: HeaderName| self.field(name).map(|h| self.value_of(h));
         let method = self.method();
         let mut request_uri = None;
-        if method.is_some() {
-            if let crate::uri::Uri::Sip(u) = self.request_uri().ok()? {
-                request_uri = SipUriSpans::of(buf, &u);
+        if let Some(uri) = self.request_uri_bytes() {
+            // What `request_uri` checks, without its error: §19.1.5, no header components.
+            match crate::uri::Uri::parse(uri).ok()? {
+                crate::uri::Uri::Sip(u) if !u.headers_raw().is_empty() => return None,
+                crate::uri::Uri::Sip(u) => request_uri = SipUriSpans::of(buf, &u),
+                _ => {}
             }
         }
         let split = self.via_split();
