@@ -56,6 +56,11 @@ pub(crate) struct Head {
 }
 
 impl Head {
+    /// Offset of the empty line that ends the header section (stream framing cuts there).
+    pub(crate) fn head_end(&self) -> usize {
+        self.head_end
+    }
+
     /// The value of the one Content-Length header, if there is one.
     pub(crate) fn content_length(&self) -> Option<u32> {
         self.content_length.map(|(n, _)| n)
