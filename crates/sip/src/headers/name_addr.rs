@@ -106,8 +106,8 @@ fn lone_tag(s: &[u8], at: usize) -> Option<&str> {
     if lex::run(s, at + 5, lex::VALUE) != s.len() {
         return None;
     }
-    // Value characters are ASCII.
-    scan::utf8(value).ok()
+    // SAFETY: the run covered `value`, and value characters are ASCII.
+    Some(unsafe { lex::class_text(value) })
 }
 
 fn angle_end(s: &[u8], lt: usize) -> Result<usize, ValueError> {

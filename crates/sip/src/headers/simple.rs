@@ -37,7 +37,8 @@ impl<'a> CSeq<'a> {
         if me == m || me != s.len() {
             return Err(ValueError::at(me, "bad method"));
         }
-        Ok(CSeq { seq, method: Method::from_token(scan::ascii_str(&s[m..me])) })
+        // SAFETY: the token run covered `s[m..me]`; token characters are ASCII.
+        Ok(CSeq { seq, method: Method::from_token(unsafe { lex::class_text(&s[m..me]) }) })
     }
 }
 
@@ -55,7 +56,8 @@ pub fn parse_call_id(s: &[u8]) -> Result<&str, ValueError> {
         let bad = s.iter().position(|&b| !scan::is_word(b) && b != b'@').unwrap_or(0);
         return Err(ValueError::at(bad, "Call-ID must be word[@word]"));
     }
-    Ok(scan::ascii_str(s))
+    // SAFETY: word runs covered `s` but for one '@'; word characters are ASCII.
+    Ok(unsafe { lex::class_text(s) })
 }
 
 /// `delta-seconds = 1*DIGIT` for Expires and Min-Expires; over 2**32-1 is an error
