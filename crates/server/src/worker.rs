@@ -39,6 +39,9 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
+use wakes::{Source, Wakes};
+
+mod wakes;
 
 /// Inbox messages per loop turn.
 const INBOX_TURN: usize = 256;
@@ -74,6 +77,8 @@ pub(crate) struct Worker<H> {
     last_work: Option<u64>,
     busy: bool,
     gauges: LoadGauges,
+    /// Which sources woke the loop: a look polls those alone (module `wakes`).
+    wakes: Wakes,
 }
 
 impl<H: SipHandler> Worker<H> {
@@ -131,6 +136,7 @@ impl<H: SipHandler> Worker<H> {
             last_work: None,
             busy: false,
             gauges: LoadGauges::new(),
+            wakes: Wakes::new(),
         })
     }
 
@@ -237,25 +243,40 @@ impl<H: SipHandler> Worker<H> {
         failure.map_or(Ok(()), Err)
     }
 
-    /// Ready when any source has something; records which.
+    /// Ready when any source has something; records which. Polls only the sources that woke
+    /// the task or were left ready (module `wakes`).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.wakes.begin(cx);
         let mut any = false;
-        if let Poll::Ready(n) = self.inbox.poll_recv_many(cx, &mut self.inbox_buf, INBOX_TURN) {
-            any |= n > 0;
+        if self.wakes.due(Source::Inbox) {
+            match self.inbox.poll_recv_many(&mut self.wakes.context(Source::Inbox), &mut self.inbox_buf, INBOX_TURN) {
+                Poll::Ready(n) => any |= n > 0,
+                Poll::Pending => self.wakes.pending(Source::Inbox),
+            }
         }
-        if let Poll::Ready(n) = self.ctl_rx.poll_recv_many(cx, &mut self.ctl_buf, 64) {
-            any |= n > 0;
+        if self.wakes.due(Source::Ctl) {
+            match self.ctl_rx.poll_recv_many(&mut self.wakes.context(Source::Ctl), &mut self.ctl_buf, 64) {
+                Poll::Ready(n) => any |= n > 0,
+                Poll::Pending => self.wakes.pending(Source::Ctl),
+            }
         }
-        if self.armed != NO_DEADLINE && !self.timer_fired && self.timer.as_mut().poll(cx).is_ready() {
-            self.timer_fired = true;
-            any = true;
+        if self.armed != NO_DEADLINE && !self.timer_fired && self.wakes.due(Source::Timer) {
+            if self.timer.as_mut().poll(&mut self.wakes.context(Source::Timer)).is_ready() {
+                self.timer_fired = true;
+                any = true;
+            } else {
+                self.wakes.pending(Source::Timer);
+            }
         }
-        // The next future is polled at once, so that it is registered to wake this task (a
-        // notification meanwhile is kept as a permit, which makes it ready here).
-        while self.woken.as_mut().poll(cx).is_ready() {
-            self.woken.set(self.d.shards.timers().woken(self.d.id()));
-            self.was_woken = true;
-            any = true;
+        if self.wakes.due(Source::Woken) {
+            // The next future is polled at once, so that it is registered to wake this task (a
+            // notification meanwhile is kept as a permit, which makes it ready here).
+            while self.woken.as_mut().poll(&mut self.wakes.context(Source::Woken)).is_ready() {
+                self.woken.set(self.d.shards.timers().woken(self.d.id()));
+                self.was_woken = true;
+                any = true;
+            }
+            self.wakes.pending(Source::Woken);
         }
         if any {
             Poll::Ready(())
@@ -325,6 +346,8 @@ impl<H: SipHandler> Worker<H> {
             timers.arm(self.d.id(), at);
             if let Some(when) = timers.decode(at) {
                 self.timer.as_mut().reset(tokio::time::Instant::from_std(when));
+                // Registered again by the next look (a timer that fired holds no waker).
+                self.wakes.touch(Source::Timer);
             }
             if !raised {
                 return;
