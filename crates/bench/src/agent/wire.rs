@@ -153,16 +153,29 @@ impl Local {
     /// A response to a request whose copied lines are `echo` (see [`echo`]) and whose To line
     /// (with the local tag) is `to_line`.
     pub fn response(&self, status: u16, reason: &str, echo: &str, to_line: &str, contact_user: Option<&str>) -> Bytes {
-        let mut m = String::with_capacity(256 + echo.len());
-        m.push_str("SIP/2.0 ");
-        push_dec(&mut m, u64::from(status));
-        for part in [" ", reason, "\r\n", echo, to_line] {
+        let answer = status / 100 == 2 && contact_user.is_some();
+        // Room for all of it: the 200 with its answer outgrew the former guess (256 + echo) and
+        // was copied once more while being written (~400 instructions a call, callgrind).
+        let contact = contact_user.map_or(0, |user| user.len() + self.hostport.len() + 32);
+        let body = if answer { SDP_ANSWER.len() + 32 } else { 0 };
+        let mut m = String::with_capacity(64 + reason.len() + echo.len() + to_line.len() + contact + body);
+        match status {
+            // The answers of every call, written whole (a number formatted is ~75 instructions).
+            180 => m.push_str("SIP/2.0 180 "),
+            200 => m.push_str("SIP/2.0 200 "),
+            _ => {
+                m.push_str("SIP/2.0 ");
+                push_dec(&mut m, u64::from(status));
+                m.push(' ');
+            }
+        }
+        for part in [reason, "\r\n", echo, to_line] {
             m.push_str(part);
         }
         if let Some(user) = contact_user {
             self.push_contact(&mut m, user);
         }
-        if status / 100 == 2 && contact_user.is_some() {
+        if answer {
             m.push_str("Content-Type: application/sdp\r\n");
             push_body(&mut m, SDP_ANSWER);
         } else {
@@ -181,6 +194,11 @@ impl Local {
 
 /// Content-Length, the end of the header section, and the body.
 fn push_body(m: &mut String, body: &str) {
+    if body.is_empty() {
+        // Four of a call's six messages: no number to format.
+        m.push_str("Content-Length: 0\r\n\r\n");
+        return;
+    }
     m.push_str("Content-Length: ");
     push_dec(m, body.len() as u64);
     m.push_str("\r\n\r\n");
