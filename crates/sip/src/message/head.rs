@@ -97,6 +97,9 @@ impl Head {
         let headers = &mut parsed.headers;
         let mut content_length: Option<(u32, usize)> = None;
         let (mut vias, mut routes) = (0usize, 0usize);
+        // The number of lines so far, kept here rather than read from the vector (which asks
+        // whether it has spilled each time).
+        let mut count = 0usize;
         let head_end = loop {
             if pos >= s.len() {
                 return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
@@ -104,7 +107,7 @@ impl Head {
             if s[pos..].starts_with(b"\r\n") {
                 break pos;
             }
-            if headers.len() == limits.max_headers {
+            if count == limits.max_headers {
                 return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
             }
             let field = match plain_header_line(s, pos, limits) {
@@ -146,8 +149,9 @@ impl Head {
                 }
                 _ => {}
             }
-            parsed.index.note(headers.len(), field.name);
+            parsed.index.note(count, field.name);
             headers.push(field);
+            count += 1;
         };
         Ok(Head { start, parsed, head_end, content_length })
     }
