@@ -199,6 +199,9 @@ async fn serve<C: Codec>(
     };
     let sleep = tokio::time::sleep_until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
     tokio::pin!(sleep);
+    // The timer has been polled since it was last set, and so holds this task's waker until it
+    // fires (see [`Timer`]).
+    let mut timer = Timer::default();
     let mut framer = Framer::new(shared);
     let mut written = 0usize; // bytes of the front queued item already taken by the codec
     loop {
@@ -228,8 +231,11 @@ async fn serve<C: Codec>(
                     return Poll::Ready(Event::Readable(r));
                 }
             }
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Event::Timer);
+            if timer.must_poll(&sleep) {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Timer);
+                }
+                timer.polled();
             }
             Poll::Pending
         })
@@ -259,7 +265,7 @@ async fn serve<C: Codec>(
                         return End::Error(e);
                     }
                 }
-                sleep.as_mut().reset(deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                timer.reset(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
             }
             Event::Writable(r) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
@@ -267,7 +273,7 @@ async fn serve<C: Codec>(
                 }
                 if !closing {
                     idle_at = Instant::now() + idle;
-                    earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                    timer.earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
             Event::Readable(r) => {
@@ -293,23 +299,50 @@ async fn serve<C: Codec>(
                     return end;
                 }
                 if framer.closing {
-                    sleep.as_mut().reset(Instant::now() + CLOSE_FLUSH.min(idle));
+                    timer.reset(sleep.as_mut(), Instant::now() + CLOSE_FLUSH.min(idle));
                 } else {
-                    earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                    timer.earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
         }
     }
 }
 
-/// Brings the connection's timer forward to `at` if that is earlier than it is set for, and
-/// leaves it otherwise. Reads and writes push the idle deadline back on every message; moving
-/// the timer each time (out of tokio's timer wheel and in again) cost about 2k instructions per
-/// call (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and is
-/// set to the deadlines of then: one wake-up per idle period instead of a reset per message.
-fn earlier(sleep: Pin<&mut Sleep>, at: Instant) {
-    if at < sleep.deadline() {
+/// Whether the connection's timer needs polling. A `Sleep` polled once registers the task's
+/// waker with the timer wheel and keeps it there until it fires or is set again; polling it on
+/// every turn of the loop only registered the same waker again (about 130 instructions a turn,
+/// a turn per message: ~800 per call proxied over TCP, callgrind, issue 21). So the loop polls
+/// it after each setting, and then only once it has fired (`Sleep::is_elapsed`: out of the
+/// wheel), which the wake-up it sends makes the loop look at. The connection's task keeps one
+/// waker for its life, so the one registered is the one to wake.
+#[derive(Default)]
+struct Timer {
+    polled: bool,
+}
+
+impl Timer {
+    fn must_poll(&self, sleep: &Sleep) -> bool {
+        !self.polled || sleep.is_elapsed()
+    }
+
+    fn polled(&mut self) {
+        self.polled = true;
+    }
+
+    fn reset(&mut self, sleep: Pin<&mut Sleep>, at: Instant) {
         sleep.reset(at);
+        self.polled = false;
+    }
+
+    /// Brings the timer forward to `at` if that is earlier than it is set for, and leaves it
+    /// otherwise. Reads and writes push the idle deadline back on every message; moving the
+    /// timer each time (out of tokio's timer wheel and in again) cost about 2k instructions per
+    /// call (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and
+    /// is set to the deadlines of then: one wake-up per idle period instead of a reset per message.
+    fn earlier(&mut self, sleep: Pin<&mut Sleep>, at: Instant) {
+        if at < sleep.deadline() {
+            self.reset(sleep, at);
+        }
     }
 }
 
