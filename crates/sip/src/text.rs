@@ -142,15 +142,21 @@ pub fn push_host_port(out: &mut String, addr: SocketAddr) {
         push_dec(out, u64::from(addr.port()));
         return;
     };
-    let mut buf = [0u8; 21];
-    let mut n = put_ipv4(&mut buf, *v4.ip());
-    buf[n] = b':';
-    n += 1;
-    let mut port_buf = [0u8; 20];
-    let port = dec_digits(u64::from(v4.port()), &mut port_buf);
-    buf[n..n + port.len()].copy_from_slice(port);
-    n += port.len();
-    out.push_str(crate::scan::ascii_str(&buf[..n]));
+    out.push_str(ipv4_port_text(*v4.ip(), Some(v4.port()), &mut [0u8; 21]));
+}
+
+/// `a.b.c.d[:port]` as `Display` prints the address and the port, written into `buf`.
+pub fn ipv4_port_text(v4: Ipv4Addr, port: Option<u16>, buf: &mut [u8; 21]) -> &str {
+    let mut n = put_ipv4(buf, v4);
+    if let Some(port) = port {
+        buf[n] = b':';
+        n += 1;
+        let mut port_buf = [0u8; 20];
+        let port = dec_digits(u64::from(port), &mut port_buf);
+        buf[n..n + port.len()].copy_from_slice(port);
+        n += port.len();
+    }
+    crate::scan::ascii_str(&buf[..n])
 }
 
 #[cfg(test)]
@@ -221,6 +227,10 @@ mod tests {
         ] {
             let addr: SocketAddr = a.parse().unwrap();
             assert_eq!(with(|s| push_host_port(s, addr)), a);
+            if let SocketAddr::V4(v4) = addr {
+                assert_eq!(ipv4_port_text(*v4.ip(), Some(v4.port()), &mut [0; 21]), a);
+                assert_eq!(ipv4_port_text(*v4.ip(), None, &mut [0; 21]), v4.ip().to_string());
+            }
         }
     }
 }

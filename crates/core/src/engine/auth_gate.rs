@@ -80,7 +80,7 @@ impl Engine {
     /// (location service, rejection) does not. A caller challenged for a relay who answers is
     /// routed by the table again, as authenticated.
     fn route_facts(&self, auth: &Authenticator, msg: &Message, from: Peer) -> RouteFacts {
-        let Ok(pre) = preprocess(msg, &self.cfg.identity) else { return RouteFacts::default() };
+        let Ok(pre) = preprocess(msg, &self.cfg.identity, &self.own_texts) else { return RouteFacts::default() };
         let to_flow = matches!(self.flow_route(&pre, from), Some(Ok(_)));
         let (stays, relay_allowed) = self.stays_here(msg, &pre, from);
         RouteFacts { to_location_service: to_flow || stays, signed_dialog: signed(auth, self, msg), relay_allowed }

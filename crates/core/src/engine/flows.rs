@@ -32,8 +32,9 @@ impl Engine {
     /// goes. A token naming the arrival flow is the UA's own request leaving through its edge
     /// proxy: it is routed as usual. `None`: no such token; `Err`: a token herald did not mint.
     pub(super) fn flow_route(&self, pre: &Preprocessed<'_>, from: Peer) -> Option<Result<Planned, Local>> {
-        for (_, route) in pre.removed() {
-            let Some(token) = flow_param(&route.uri) else { continue };
+        // herald's own plain Record-Route texts carry no token: not parsed to find none.
+        for route in pre.removed().filter(|r| !r.is_own_plain()) {
+            let Some(token) = route.addr().and_then(|a| flow_param(&a.uri)) else { continue };
             let flow = match self.flows.read(token) {
                 FlowToken::Valid(flow) => flow,
                 // §5.3: "the proxy SHOULD send a 403 (Forbidden) response" for a tampered token.

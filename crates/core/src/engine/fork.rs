@@ -3,7 +3,7 @@
 //! Responses to the branches come back through `responses`.
 
 use super::context::{Branch, BranchState, Context, Planned, PlannedDest};
-use super::forward_edits::{loop_branch, strict_route_edits};
+use super::forward_edits::strict_route_edits;
 use super::hop::{hop_for, Hop};
 use super::{Engine, Forking};
 use crate::io::Output;
@@ -12,6 +12,7 @@ use crate::peer::{Peer, Transport};
 use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::own_values::edge_path_value;
 use crate::proxy::route::{preprocess, RouteRemovals};
+use crate::proxy::validate::LOOP_SEP;
 use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
@@ -170,14 +171,14 @@ impl Engine {
         let built = 'copy: {
             let planned = &ctx.branches[idx].planned;
             let inbound = self.cfg.listener_at(ctx.source.transport, ctx.local);
-            let branch = loop_branch(self.branches.next_branch(), ctx.loop_hash);
+            let branch = self.branches.next_branch_with(LOOP_SEP as u8, ctx.loop_hash);
             let hops = (ctx.source, to, planned.lost_flow.is_some());
             let sender = RequestSender::new(req);
             let record_routes = self.record_route_for(&sender, planned.request_uri.as_deref(), inbound, listener, hops);
             // Our Via and Record-Route texts for these listeners are written once per engine.
-            self.own_texts.note(listener.transport, listener.addr);
+            self.own_texts.note(listener.transport, listener.addr, &self.cfg.identity);
             for l in record_routes.listeners().filter(|l| *l != listener) {
-                self.own_texts.note(l.transport, l.addr);
+                self.own_texts.note(l.transport, l.addr, &self.cfg.identity);
             }
             let record_route = record_routes.texts(&self.own_texts);
             let via = self.own_texts.via(listener.transport, listener.addr, &branch);
@@ -209,7 +210,7 @@ impl Engine {
             let (remove_routes, append) = if planned.strict_route_tail.is_none() {
                 (ctx.route_removals.values(req), Vec::new())
             } else {
-                let mut pre = match preprocess(req, &self.cfg.identity) {
+                let mut pre = match preprocess(req, &self.cfg.identity, &self.own_texts) {
                     Ok(p) => p,
                     Err(_) => break 'copy Err(400),
                 };

@@ -10,7 +10,7 @@ use crate::proxy::validate::LOOP_SEP;
 /// Request-URI) and the old Request-URI is returned as the Route value to append.
 pub(super) fn strict_route_edits(pre: &mut Preprocessed<'_>, planned: &Planned) -> Vec<String> {
     let Some(tail) = &planned.strict_route_tail else { return Vec::new() };
-    let first = pre.first_remaining().map(|(v, _)| *v);
+    let first = pre.first_remaining().map(|r| r.value);
     pre.remove.extend(first);
     vec![tail.clone()]
 }

@@ -161,6 +161,8 @@ impl Engine {
             if let Some((generation, cfg)) = updates.newer_than(*seen) {
                 *seen = generation;
                 self.cfg = cfg;
+                // The kept texts' verdicts (`OwnTexts::is_own_route`) are for the old identity.
+                self.own_texts = OwnTexts::default();
             }
         }
     }

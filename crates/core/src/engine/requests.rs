@@ -68,7 +68,7 @@ impl Engine {
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
         // §16.4 once: the plan reads it, and the branches remove the same Route values.
-        let pre = preprocess(&msg, &self.cfg.identity);
+        let pre = preprocess(&msg, &self.cfg.identity, &self.own_texts);
         let plan = self.plan_targets(now, &msg, &pre, from, authenticated);
         let removals = pre.as_ref().map(RouteRemovals::of).unwrap_or_default();
         drop(pre);

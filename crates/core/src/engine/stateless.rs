@@ -36,7 +36,7 @@ impl Engine {
             return;
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
-        let pre = preprocess(&msg, &self.cfg.identity);
+        let pre = preprocess(&msg, &self.cfg.identity, &self.own_texts);
         match self.plan_targets(now, &msg, &pre, from, authenticated) {
             Err(Local::Register) => {
                 let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
@@ -66,7 +66,7 @@ impl Engine {
         out: &mut Vec<Output>,
     ) {
         // §16.4 once, for the plan and the edits.
-        let pre = preprocess(msg, &self.cfg.identity);
+        let pre = preprocess(msg, &self.cfg.identity, &self.own_texts);
         let Ok(plan) = self.plan_targets(now, msg, &pre, from, authenticated) else { return };
         let Ok(mut pre) = pre else { return };
         // The first of the highest q: the plan is in preference order (a gateway set's
@@ -91,7 +91,7 @@ impl Engine {
         // (the same one: the hash leaves out the To tag that the ACK has and the INVITE had not).
         let stateful_2xx_ack = msg.method() == Some(Method::Ack) && !self.cfg.stateless;
         let branch = if stateful_2xx_ack { base } else { loop_branch(base, loop_hash(msg)) };
-        self.own_texts.note(listener.transport, listener.addr);
+        self.own_texts.note(listener.transport, listener.addr, &self.cfg.identity);
         let via = self.own_texts.via(listener.transport, listener.addr, &branch);
         let append = strict_route_edits(&mut pre, &target);
         let consumed = self.consumed_credentials(msg);

@@ -49,7 +49,7 @@ impl Engine {
                 None => String::from_utf8_lossy(msg.request_uri_bytes().unwrap_or_default()),
             },
         };
-        if let Some((_, route)) = pre.first_remaining() {
+        if let Some(route) = pre.first_remaining().and_then(|r| r.addr()) {
             // Loose routing: the next hop is the first remaining Route (§16.12).
             let (next, strict) = next_hop(Some(route), &ruri_text);
             return Ok(vec![Planned {

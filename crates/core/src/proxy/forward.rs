@@ -151,6 +151,7 @@ pub fn via_fixup<'m>(msg: &'m Message, source: SocketAddr) -> Option<(ListValue<
 mod tests {
     use super::*;
     use crate::peer::Transport;
+    use crate::proxy::identity::Identity;
     use crate::proxy::own_values::{plain_transport_param, record_route_value, via_value, OwnTexts};
     use herald_sip::Limits;
     use std::borrow::Cow;
@@ -169,7 +170,7 @@ mod tests {
         let fix = via_fixup(&m, src);
         let local: SocketAddr = "192.0.2.10:5060".parse().unwrap();
         let mut texts = OwnTexts::default();
-        texts.note(Transport::Udp, local);
+        texts.note(Transport::Udp, local, &Identity::default());
         let rr = [texts.record_route_line(Transport::Udp, local)];
         let path = vec!["<sip:edge.example.net;lr>".to_owned()];
         let via = texts.via(Transport::Udp, local, "z9hG4bK-1-ab");
@@ -222,7 +223,7 @@ mod tests {
         for local in ["192.0.2.10:5060", "[2001:db8::1]:5061"] {
             let l: SocketAddr = local.parse().unwrap();
             for t in [Transport::Udp, Transport::Tcp, Transport::Tls, Transport::Ws] {
-                kept.note(t, l);
+                kept.note(t, l, &Identity::default());
                 for texts in [&kept, &none] {
                     assert!(matches!(texts.record_route_line(t, l), Cow::Borrowed(_)) == std::ptr::eq(texts, &kept));
                     let rr = [texts.record_route_line(t, l)];
@@ -240,7 +241,7 @@ mod tests {
         // Bounded: once 16 listeners are kept, another one's texts are built, not kept.
         let other = |port| SocketAddr::new([192, 0, 2, 1].into(), port);
         for port in 6000..6020 {
-            kept.note(Transport::Udp, other(port));
+            kept.note(Transport::Udp, other(port), &Identity::default());
         }
         assert!(matches!(kept.record_route_line(Transport::Udp, other(6000)), Cow::Borrowed(_)));
         assert!(matches!(kept.record_route_line(Transport::Udp, other(6019)), Cow::Owned(_)));

@@ -2,7 +2,9 @@
 //! Via (step 8), its Record-Route (step 4) and the Path of an edge proxy (RFC 3327, RFC 5626),
 //! and [`OwnTexts`], the lines of them that depend only on the listener, written once.
 
+use super::identity::Identity;
 use crate::peer::Transport;
+use herald_sip::headers::NameAddr;
 use herald_sip::text::push_host_port;
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -52,6 +54,18 @@ struct ListenerTexts {
     addr: SocketAddr,
     via_line_start: Box<str>,
     record_route_line: Box<str>,
+    /// Whether the Record-Route value, as a Route, points at this proxy (for the identity the
+    /// texts were noted with): a Route value equal to it is herald's without a parse
+    /// ([`OwnTexts::is_own_route`]).
+    routes_here: bool,
+}
+
+impl ListenerTexts {
+    /// The Record-Route value: the line without its name and CRLF.
+    fn record_route_value(&self) -> &[u8] {
+        let line = self.record_route_line.as_bytes();
+        line.get(RECORD_ROUTE_LINE.len()..line.len().saturating_sub(2)).unwrap_or_default()
+    }
 }
 
 /// [`ListenerTexts`] of the listeners an engine has sent through, written once and borrowed by
@@ -72,15 +86,28 @@ impl OwnTexts {
     }
 
     /// Keeps the texts of `(transport, addr)`, unless they are kept already or the list is full.
-    pub fn note(&mut self, transport: Transport, addr: SocketAddr) {
+    /// `identity`: who herald is, which decides once whether the Record-Route value points here
+    /// (texts kept for one identity are dropped when it changes: `Engine::refresh_config`).
+    pub fn note(&mut self, transport: Transport, addr: SocketAddr, identity: &Identity) {
         if self.listeners.len() < Self::MAX && self.find(transport, addr).is_none() {
+            let value = plain_record_route(transport, addr);
+            // The parse and the test §16.4 makes of every Route value, made once for this text.
+            let routes_here = NameAddr::parse(value.as_bytes()).is_ok_and(|a| identity.is_this_proxy(&a.uri));
             self.listeners.push(ListenerTexts {
                 transport,
                 addr,
                 via_line_start: via_prefix(VIA_LINE, transport.as_via_str(), addr).into(),
-                record_route_line: record_route_line(&plain_record_route(transport, addr)).into(),
+                record_route_line: record_route_line(&value).into(),
+                routes_here,
             });
         }
+    }
+
+    /// Whether a Route value is, byte for byte, the plain Record-Route value of a kept listener
+    /// that points at this proxy: what `route::preprocess` would find by parsing it and asking
+    /// [`Identity::is_this_proxy`], without the parse.
+    pub fn is_own_route(&self, value: &[u8]) -> bool {
+        self.listeners.iter().any(|l| l.routes_here && l.record_route_value() == value)
     }
 
     /// Our Via for a branch `branch` leaving from `(transport, addr)`.
@@ -110,10 +137,13 @@ fn plain_record_route(transport: Transport, addr: SocketAddr) -> String {
     record_route_value(plain_transport_param(transport), addr, None, None)
 }
 
+/// The start of a Record-Route line.
+const RECORD_ROUTE_LINE: &str = "Record-Route: ";
+
 /// `Record-Route: VALUE` CRLF, as `Forward::record_route` takes it.
 pub fn record_route_line(value: &str) -> String {
     let mut line = String::with_capacity(value.len() + 16);
-    line.push_str("Record-Route: ");
+    line.push_str(RECORD_ROUTE_LINE);
     line.push_str(value);
     line.push_str("\r\n");
     line

@@ -6,7 +6,7 @@
 //! is missing or malformed; such a message matches no transaction.
 
 use crate::seed::Seed;
-use herald_sip::headers::{is_rfc3261_branch, Via, MAGIC_COOKIE};
+use herald_sip::headers::{is_rfc3261_branch, MAGIC_COOKIE};
 use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
@@ -219,40 +219,23 @@ pub(crate) fn to_tag(msg: &Message) -> Option<Box<str>> {
     msg.to_tag().ok()?.map(Into::into)
 }
 
-/// `host[:port]` of a Via, host names lower-cased (§19.1.4: hosts compare case-insensitively).
-fn sent_by(via: &Via<'_>) -> String {
-    let mut s = String::with_capacity(sent_by_len(via));
-    push_sent_by(&mut s, via);
-    s
-}
-
-/// The length of [`sent_by`], exact for names and IPv4 addresses (so a key's string is
-/// allocated once, at its size, not shrunk by a realloc when boxed), a guess for IPv6.
-fn sent_by_len(via: &Via<'_>) -> usize {
-    let host_len = match via.host {
-        Host::Name(n) => n.len(),
-        Host::Ipv4(ip) => ip.octets().iter().map(|&o| dec_len(o.into())).sum::<usize>() + 3,
+/// `host[:port]` of a Via's sent-by, host names lower-cased (§19.1.4: hosts compare
+/// case-insensitively), IPv6 references in brackets.
+fn sent_by_text((host, port): (Host<'_>, Option<u16>)) -> String {
+    let mut s = String::with_capacity(match host {
+        Host::Name(n) => n.len() + 6,
         _ => 48,
-    };
-    host_len + via.port.map_or(0, |p| 1 + dec_len(p.into()))
-}
-
-/// Appends [`sent_by`] to `s`.
-fn push_sent_by(s: &mut String, via: &Via<'_>) {
-    match via.host {
+    });
+    match host {
         Host::Name(n) => s.extend(n.chars().map(|c| c.to_ascii_lowercase())),
-        Host::Ipv4(ip) => text::push_host(s, ip.into()),
+        Host::Ipv4(ip) => text::push_host(&mut s, ip.into()),
         other => s.push_str(&other.to_string()),
     }
-    if let Some(p) = via.port {
+    if let Some(p) = port {
         s.push(':');
-        text::push_dec(s, u64::from(p));
+        text::push_dec(&mut s, u64::from(p));
     }
-}
-
-/// Decimal digits of `n`.
-fn dec_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+    s
 }
 
 /// Fresh branches for the requests one engine sends (§8.1.1.7, §16.6 step 8): unique within
@@ -284,6 +267,28 @@ impl BranchGen {
         text::push_hex(&mut b, n, 0);
         b
     }
+
+    /// [`BranchGen::next_branch`] followed by `sep` and the 16 hex digits of `suffix` (a proxy's
+    /// loop hash, §16.6 step 8: `engine::forward_edits::loop_branch`), written on the stack
+    /// and copied once into a `String` of its exact length, which a transaction key takes
+    /// without a reallocation: three pushes, each checking its digits as UTF-8, cost about 150
+    /// instructions more per branch (issue 21). `sep` is an ASCII separator.
+    pub fn next_branch_with(&mut self, sep: u8, suffix: u64) -> String {
+        debug_assert!(sep.is_ascii(), "an ASCII separator keeps the branch a token");
+        let n = self.next;
+        self.next += 1;
+        let mut buf = [0u8; 7 + 16 + 16 + 1 + 16];
+        buf[..7].copy_from_slice(MAGIC_COOKIE.as_bytes());
+        buf[7..23].copy_from_slice(&text::hex16(self.seed.hash_one(n)));
+        // The counter without leading zeros, as `push_hex(n, 0)` writes it.
+        let shown = (64 - n.leading_zeros() as usize).div_ceil(4).max(1);
+        let end = 23 + shown;
+        buf[23..end].copy_from_slice(&text::hex16(n)[16 - shown..]);
+        buf[end] = sep;
+        buf[end + 1..end + 17].copy_from_slice(&text::hex16(suffix));
+        // ASCII throughout (`from_utf8_lossy` walked it in chunks: ~430 instructions).
+        std::str::from_utf8(&buf[..end + 17]).unwrap_or_default().to_owned()
+    }
 }
 
 /// FNV-1a, 128 bits: deterministic across processes and Rust versions, so several stateless
@@ -291,16 +296,23 @@ impl BranchGen {
 struct Fnv128(u128);
 
 impl Fnv128 {
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+
     fn new() -> Fnv128 {
         Fnv128(0x6c62272e07bb014262b821756295c58d)
     }
 
-    /// Writes the length first so that field boundaries cannot be shifted.
+    /// Writes the length first so that field boundaries cannot be shifted. Two plain loops on a
+    /// local: one loop over the length chained to the bytes cost a test of the chain per byte.
     fn field(&mut self, bytes: &[u8]) {
-        for b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
-            self.0 ^= u128::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000000001000000000000000000013B);
+        let mut h = self.0;
+        for b in (bytes.len() as u64).to_le_bytes() {
+            h = (h ^ u128::from(b)).wrapping_mul(Self::PRIME);
         }
+        for &b in bytes {
+            h = (h ^ u128::from(b)).wrapping_mul(Self::PRIME);
+        }
+        self.0 = h;
     }
 }
 
@@ -310,13 +322,23 @@ impl Fnv128 {
 /// Via, To tag, From tag, Call-ID, CSeq number and Request-URI, as §16.11 recommends. The method
 /// is left out on purpose, so a CANCEL (and, with an RFC 3261 branch, a non-2xx ACK) gets the
 /// branch of its INVITE and matches it downstream.
+///
+/// Other herald processes compare these values (stateless instances side by side, a restarted
+/// one, a cluster of mixed versions): the bytes hashed are the same as when the top Via was
+/// parsed here (`tests_table::stateless_branch_values_are_pinned`); they now come from the
+/// receipt check's memo, and an IPv4 sent-by is written on the stack (the parse, the `String`
+/// and the chained loop cost about 1,100 instructions per stateless ACK, issue 21).
 pub fn stateless_branch(request: &Message) -> Option<String> {
-    let via = request.top_via().ok()?;
+    // `None` exactly when the top Via is missing or malformed, as `top_via()` was.
+    let sent_by = request.top_via_sent_by()?;
     let mut h = Fnv128::new();
-    if via.has_rfc3261_branch() {
+    if let Some(branch) = request.top_via_branch().filter(|b| is_rfc3261_branch(b)) {
         h.field(b"3261");
-        h.field(via.branch()?.as_bytes());
-        h.field(sent_by(&via).as_bytes());
+        h.field(branch.as_bytes());
+        match sent_by {
+            (Host::Ipv4(ip), port) => h.field(text::ipv4_port_text(ip, port, &mut [0; 21]).as_bytes()),
+            other => h.field(sent_by_text(other).as_bytes()),
+        }
     } else {
         h.field(b"2543");
         h.field(request.list_values(HeaderName::Via).next()?.ok()?.bytes);

@@ -357,3 +357,49 @@ fn a_stale_entry_uncovered_by_a_timeout_is_not_the_next_timeout() {
     assert_eq!(tt.handle_timeouts(t + ms(500)).len(), 1);
     assert_eq!(tt.next_timeout(), Some(t + ms(1500)), "no wake-up at 600 ms for nothing");
 }
+
+/// The stateless branch is compared across herald processes (several stateless instances, a
+/// restarted one, a cluster of mixed versions): these are the values session 16's herald wrote
+/// (computed from the parsed top Via), and the one computed from the receipt check's memo must
+/// be the same, for a checked message and an unchecked one.
+#[test]
+fn stateless_branch_values_are_pinned() {
+    let with_via = |via: &str| {
+        parse(&format!(
+            "INVITE sip:bob@example.com SIP/2.0\r\nVia: {via}\r\nFrom: <sip:a@example.com>;tag=f1\r\nTo: <sip:bob@example.com>\r\nCall-ID: pin-1\r\nCSeq: 7 INVITE\r\nContent-Length: 0\r\n\r\n"
+        ))
+    };
+    let cases = [
+        ("SIP/2.0/UDP 192.0.2.7:5062;branch=z9hG4bKpin1;rport", "z9hG4bKs92d56c5627f547e4bcf500d9475d221d"),
+        ("SIP/2.0/UDP 192.0.2.7;branch=z9hG4bKpin1", "z9hG4bKs2f581845816d52c8a7ec873b9bfc4313"),
+        ("SIP/2.0/TCP Host.Example.COM:5070;branch=z9hG4bKpin2", "z9hG4bKsb60545416c8d606670fdb830b9ba1fce"),
+        ("SIP/2.0/UDP [2001:db8::7]:5060;branch=z9hG4bKpin3", "z9hG4bKse013d64607806a5b76f7b2a647e2ceca"),
+        ("SIP/2.0/UDP 10.0.0.1:5060;branch=1234", "z9hG4bKsd0d9fd523a2e9075c45500dc6cd36d23"),
+    ];
+    for (via, branch) in cases {
+        let mut msg = with_via(via);
+        assert_eq!(stateless_branch(&msg).as_deref(), Some(branch), "unchecked: {via}");
+        msg.check().unwrap();
+        assert!(msg.is_checked());
+        assert_eq!(stateless_branch(&msg).as_deref(), Some(branch), "checked: {via}");
+    }
+}
+
+/// A branch with its loop hash written at once is the branch and the hash written one after the
+/// other, for engines of every index and counters of every length.
+#[test]
+fn a_branch_with_a_suffix_is_the_branch_then_the_suffix() {
+    for index in [0u16, 1, 7, u16::MAX] {
+        let mut at_once = BranchGen::new(crate::seed::Seed::fixed(3), index);
+        let mut pieces = BranchGen::new(crate::seed::Seed::fixed(3), index);
+        for i in 0..300u64 {
+            let suffix = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 64);
+            let b = at_once.next_branch_with(b'-', suffix);
+            assert_eq!(b, format!("{}-{suffix:016x}", pieces.next_branch()));
+            assert_eq!(b.capacity(), b.len(), "exact: a key takes it without a reallocation");
+        }
+    }
+    // The counter's digits grow with it (an engine of index 0 starts at 0: one digit).
+    let mut g = BranchGen::new(crate::seed::Seed::fixed(3), 0);
+    assert_eq!(g.next_branch_with(b'-', 0).len(), 7 + 16 + 1 + 1 + 16);
+}
