@@ -95,6 +95,11 @@ impl SipUriSpans {
         })
     }
 
+    /// The scheme of [`SipUriSpans::view`], without the rest.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
     pub fn view<'a>(&self, buf: &'a [u8]) -> SipUri<'a> {
         let t = |span: TextSpan| text(buf, span);
         SipUri::from_parts(

@@ -283,12 +283,18 @@ mod tests {
                 }
             }
             for (k, bytes) in variants.into_iter().enumerate() {
-                let Ok(msg) = Message::parse(Bytes::from(bytes), &limits) else { continue };
+                let Ok(mut msg) = Message::parse(Bytes::from(bytes), &limits) else { continue };
                 match msg.validated_well_formed() {
                     Some(checked) => {
                         fast += 1;
                         let named = msg.validated_naming_the_error();
                         assert_eq!(named, Ok(checked), "{} variant {k}", path.display());
+                        // The memo's Request-URI scheme is the parsed one's.
+                        msg.check().expect("it passed");
+                        if let Some(scheme) = msg.checked_request_uri_scheme() {
+                            let Ok(crate::uri::Uri::Sip(uri)) = msg.request_uri() else { panic!("a sip URI") };
+                            assert_eq!(uri.scheme, scheme, "{} variant {k}", path.display());
+                        }
                     }
                     None => {
                         slow_only += 1;

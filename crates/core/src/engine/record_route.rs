@@ -7,7 +7,7 @@ use crate::peer::Peer;
 use crate::proxy::own_values::{
     plain_transport_param, record_route_line, record_route_value, record_route_value_sips, OwnTexts,
 };
-use herald_sip::uri::Uri;
+use herald_sip::uri::{Scheme, Uri};
 use herald_sip::Method;
 use smallvec::{smallvec, SmallVec};
 use std::borrow::Cow;
@@ -90,7 +90,9 @@ impl Engine {
         }
         // SIPS in the Request-URI (as received, or as this branch rewrites it) or in the top
         // Route left after ours asks for a SIPS Record-Route.
-        let secure = req.request_uri().is_ok_and(|u| u.is_sips())
+        let secure = req
+            .checked_request_uri_scheme()
+            .map_or_else(|| req.request_uri().is_ok_and(|u| u.is_sips()), |s| s == Scheme::Sips)
             || branch_uri.is_some_and(|u| {
                 // Only a `sips:` URI can be one: no parse for the others.
                 u.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("sips:"))

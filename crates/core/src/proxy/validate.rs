@@ -31,12 +31,14 @@ pub const SUPPORTED: &[&str] = &["path", "outbound"];
 /// table (`[[route]]`) may route them.
 pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel: bool) -> Result<(), Rejection> {
     // Step 2: URI scheme. herald routes sip and sips (RFC 4475 §3.3.2/§3.3.3), and tel: when it
-    // has a routing table.
-    match msg.request_uri() {
-        Ok(Uri::Sip(_)) => {}
-        Ok(Uri::Tel(_)) if tel => {}
-        Ok(_) => return Err(Rejection::new(416, "Unsupported URI Scheme")),
-        Err(_) => return Err(Rejection::new(400, "Bad Request-URI")),
+    // has a routing table. A checked message's memo knows a sip: or sips: one without making it.
+    if msg.checked_request_uri_scheme().is_none() {
+        match msg.request_uri() {
+            Ok(Uri::Sip(_)) => {}
+            Ok(Uri::Tel(_)) if tel => {}
+            Ok(_) => return Err(Rejection::new(416, "Unsupported URI Scheme")),
+            Err(_) => return Err(Rejection::new(400, "Bad Request-URI")),
+        }
     }
     // Step 3: Max-Forwards. OPTIONS with 0 may be answered as a UAS (the caller handles that).
     if msg.max_forwards().ok().flatten() == Some(0) && msg.method() != Some(Method::Options) {
