@@ -189,7 +189,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn ctx(reliable: bool) -> Context {
-        let local = Local { transport: "UDP", hostport: "127.0.0.1:5070".into(), uri_param: "", domain: "d".into() };
+        let local = Local::new("UDP", "127.0.0.1:5070".into(), "", "d".into());
         let users = vec![User { name: "alice".into(), password: None }];
         let proxy = "127.0.0.1:5060".parse().unwrap();
         Context::new(local.clone(), local, proxy, reliable, users, rand::rngs::SmallRng::seed_from_u64(1), 7)

@@ -94,12 +94,7 @@ impl Agent {
         rng: SmallRng,
         run_id: u32,
     ) -> Agent {
-        let local = |ep: &Endpoint| Local {
-            transport: ep.via_transport(),
-            hostport: ep.sent_by(),
-            uri_param: ep.uri_param(),
-            domain: domain.to_string(),
-        };
+        let local = |ep: &Endpoint| Local::new(ep.via_transport(), ep.sent_by(), ep.uri_param(), domain.to_string());
         let default_ring_us = match mode {
             Mode::Calls { ring_us, .. } => ring_us,
             _ => 0,

@@ -36,7 +36,7 @@ struct Pair {
 }
 
 fn local(port: u16) -> Local {
-    Local { transport: "UDP", hostport: format!("127.0.0.1:{port}"), uri_param: "", domain: "example.com".into() }
+    Local::new("UDP", format!("127.0.0.1:{port}"), "", "example.com".into())
 }
 
 impl Pair {

@@ -31,6 +31,11 @@ pub struct Local {
     /// ";transport=tcp" or "" for Contact URIs.
     pub uri_param: &'static str,
     pub domain: String,
+    /// `SIP/2.0/{transport} {hostport};branch=`: a Via value up to its branch.
+    via_start: String,
+    /// `@{hostport}{uri_param}>` CRLF: a Contact line after its user. Both written once per run,
+    /// each in one copy per message instead of four (~700 instructions a call, callgrind).
+    contact_end: String,
 }
 
 /// The parts of one request.
@@ -67,6 +72,12 @@ struct Marks {
 }
 
 impl Local {
+    pub fn new(transport: &'static str, hostport: String, uri_param: &'static str, domain: String) -> Local {
+        let via_start = ["SIP/2.0/", transport, " ", &hostport, ";branch="].concat();
+        let contact_end = ["@", &hostport, uri_param, ">\r\n"].concat();
+        Local { transport, hostport, uri_param, domain, via_start, contact_end }
+    }
+
     pub fn request(&self, r: &Request<'_>) -> Bytes {
         Bytes::from(self.write(r).0)
     }
@@ -111,11 +122,10 @@ impl Local {
         let uri = field(&mut m, r.uri);
         m.push_str(" SIP/2.0\r\nVia: ");
         let via_start = m.len();
-        for part in ["SIP/2.0/", self.transport, " ", &self.hostport, ";branch=", r.branch, ";rport"] {
-            m.push_str(part);
-        }
-        let via = via_start..m.len();
-        m.push_str("\r\nMax-Forwards: 70\r\nFrom: ");
+        m.push_str(&self.via_start);
+        m.push_str(r.branch);
+        let via = via_start..m.len() + ";rport".len();
+        m.push_str(";rport\r\nMax-Forwards: 70\r\nFrom: ");
         let from = field(&mut m, r.from);
         for part in ["\r\nTo: ", r.to, "\r\nCall-ID: "] {
             m.push_str(part);
@@ -186,7 +196,7 @@ impl Local {
 
     /// `Contact: <sip:user@our-socket;transport=...>` (a line).
     fn push_contact(&self, m: &mut String, user: &str) {
-        for part in ["Contact: <sip:", user, "@", &self.hostport, self.uri_param, ">\r\n"] {
+        for part in ["Contact: <sip:", user, &self.contact_end] {
             m.push_str(part);
         }
     }
@@ -212,6 +222,9 @@ pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String
     let mut echo = String::with_capacity(512);
     let mut to_line = String::new();
     let head = Head::of(request);
+    // Lines copied one after another in the request are copied in one piece (a proxied INVITE's
+    // Record-Route and two Vias, its Call-ID and CSeq): each copy costs its boundary checks.
+    let mut run: Range<usize> = 0..0;
     for h in request.headers() {
         let copy = match h.name {
             HeaderName::Via | HeaderName::From | HeaderName::CallId | HeaderName::CSeq => true,
@@ -230,9 +243,21 @@ pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String
             }
             _ => false,
         };
-        if copy {
-            head.push(&mut echo, h.line.range());
+        let line = h.line.range();
+        if !copy {
+            continue;
         }
+        if run.end == line.start && !run.is_empty() {
+            run.end = line.end;
+        } else {
+            if !run.is_empty() {
+                head.push(&mut echo, run);
+            }
+            run = line;
+        }
+    }
+    if !run.is_empty() {
+        head.push(&mut echo, run);
     }
     (echo, to_line)
 }
@@ -318,7 +343,7 @@ mod tests {
     use herald_sip::Limits;
 
     fn local() -> Local {
-        Local { transport: "UDP", hostport: "127.0.0.1:5070".into(), uri_param: "", domain: "example.com".into() }
+        Local::new("UDP", "127.0.0.1:5070".into(), "", "example.com".into())
     }
 
     fn parse(b: &Bytes) -> Message {
@@ -403,6 +428,30 @@ mod tests {
         assert!(bye_to.ends_with(";tag=t9\r\n"), "existing tag kept: {bye_to}");
         assert_eq!(bye_to.matches(";tag=").count(), 1, "{bye_to}");
         assert_eq!(to_line, "To: <sip:bob@h>;tag=t9\r\n");
+    }
+
+    /// Runs of adjacent copied lines, copied at once, give what copying each line gives.
+    #[test]
+    fn echo_is_the_copied_lines_in_their_order() {
+        let req = parse(&Bytes::from_static(
+            b"INVITE sip:bob@h SIP/2.0\r\nRecord-Route: <sip:p;lr>\r\nVia: SIP/2.0/UDP p;branch=z9hG4bKp\r\n\
+              v: SIP/2.0/UDP c;branch=z9hG4bKc\r\nMax-Forwards: 69\r\nf: <sip:a@h>;tag=1\r\nTo: <sip:bob@h>\r\n\
+              i: x\r\nCSeq: 1 INVITE\r\nContact: <sip:a@c>\r\nRecord-Route: <sip:q;lr>\r\nContent-Length: 0\r\n\r\n",
+        ));
+        for record_route in [true, false] {
+            let (echo_text, _) = echo(&req, record_route, "t");
+            let copied = |name: HeaderName| {
+                matches!(name, HeaderName::Via | HeaderName::From | HeaderName::CallId | HeaderName::CSeq)
+                    || (record_route && name == HeaderName::RecordRoute)
+            };
+            let want: String = req
+                .headers()
+                .iter()
+                .filter(|h| copied(h.name))
+                .map(|h| String::from_utf8_lossy(&req.as_bytes()[h.line.range()]).into_owned())
+                .collect();
+            assert_eq!(echo_text, want, "record_route {record_route}");
+        }
     }
 
     #[test]
