@@ -1,6 +1,7 @@
 //! One worker: a thread with a current-thread tokio runtime that owns TCP listeners (and the
-//! connections they accept), an inbox for the messages its connections read, and a timer for the
-//! engine shards it services; plus one UDP receiver thread per UDP socket (module
+//! connections they accept), an inbox for the messages its connections read (those that need
+//! not wait in it are handled by the connection's task, module `stream::handler`), and a timer
+//! for the engine shards it services; plus one UDP receiver thread per UDP socket (module
 //! `udp_receiver`), which reads and handles datagrams without going through the runtime.
 //!
 //! The loop waits until something is ready - inbox items, control messages, the timer - and
@@ -27,9 +28,11 @@ use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::stream;
 use crate::udp_receiver::UdpReceiver;
-use herald_core::{Input, SipHandler, Transport};
+use herald_core::{Input, Peer, SipHandler, Transport};
+use herald_sip::Message;
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -144,6 +147,10 @@ impl<H: SipHandler> Worker<H> {
     pub(crate) async fn run(mut self) -> io::Result<()> {
         let mut turns: u32 = 0;
         let mut failure = None;
+        // This worker's connections hand it messages on this thread while its inbox is empty.
+        let d = &self.d;
+        let here = Dispatcher::new(d.shared.clone(), d.shards.clone(), d.common.clone());
+        let _handler = stream::install(d.id(), Box::new(StreamHandler { d: here }));
         self.earliest_seen = self.scan_earliest();
         self.arm();
         loop {
@@ -369,5 +376,29 @@ impl<H: SipHandler> Worker<H> {
             t.abort();
         }
         tracing::debug!(worker = self.d.id(), "draining");
+    }
+}
+
+/// What handles this worker's stream messages on its thread between the loop's turns (module
+/// `stream::handler`): a dispatcher of its own, as each UDP receiver has.
+struct StreamHandler<H> {
+    d: Dispatcher<H>,
+}
+
+impl<H: SipHandler> stream::Handler for StreamHandler<H> {
+    fn handle(&mut self, from: Peer, local: SocketAddr, msg: Message) {
+        if !self.d.measure {
+            return self.d.route(from, local, msg);
+        }
+        let mut clock = BatchClock::start();
+        let kind = MsgType::of(&msg);
+        self.d.route(from, local, msg);
+        // Stream messages carry no kernel timestamp: service time only.
+        let (service, _) = clock.lap(None);
+        self.d.metrics().handled(kind, Wire::Tcp, service, None);
+    }
+
+    fn flush(&mut self) {
+        self.d.egress.flush();
     }
 }

@@ -3,6 +3,7 @@
 //! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
 
 use super::codec::Codec;
+use super::handler;
 use crate::conns::Conn;
 use crate::ingress::{self, Arrival};
 use crate::runtime::InboxMessage;
@@ -91,6 +92,8 @@ impl Framer {
         codec: &mut C,
     ) -> Result<(), End> {
         let before = self.rbuf.len();
+        // Messages handed to this thread's handler, whose UDP output waits for a flush.
+        let mut handled_here = false;
         loop {
             let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
             let inbox = &shared.inboxes[worker];
@@ -105,15 +108,38 @@ impl Framer {
                     self.closing = true;
                     break;
                 }
-                Step::Deliver(item) => match inbox.try_send(item) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Full(item)) => Box::pin(inbox.send(item)),
-                    Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::PeerClosed),
-                },
+                Step::Deliver(mut item) => {
+                    // Module `handler`: nothing waits in the inbox, and not a new request.
+                    if handler::may_skip_inbox(inbox, &item.msg) {
+                        match handler::handle_here(worker, item.from, item.local, item.msg) {
+                            Ok(()) => {
+                                handled_here = true;
+                                continue;
+                            }
+                            Err(msg) => item.msg = msg,
+                        }
+                    }
+                    match inbox.try_send(item) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(item)) => Box::pin(inbox.send(item)),
+                        Err(mpsc::error::TrySendError::Closed(_)) => {
+                            if handled_here {
+                                handler::flush_here();
+                            }
+                            return Err(End::PeerClosed);
+                        }
+                    }
+                }
             };
+            if std::mem::take(&mut handled_here) {
+                handler::flush_here();
+            }
             if wait.await.is_err() {
                 return Err(End::PeerClosed);
             }
+        }
+        if handled_here {
+            handler::flush_here();
         }
         if self.rbuf.is_empty() || self.closing {
             // Idle connections keep no buffer.

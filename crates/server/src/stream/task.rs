@@ -311,7 +311,7 @@ async fn serve<C: Codec>(
 /// Whether the connection's timer needs polling. A `Sleep` polled once registers the task's
 /// waker with the timer wheel and keeps it there until it fires or is set again; polling it on
 /// every turn of the loop only registered the same waker again (about 130 instructions a turn,
-/// a turn per message: ~800 per call proxied over TCP, callgrind, issue 21). So the loop polls
+/// a turn per message: ~700 per call proxied over TCP, callgrind, issue 21). So the loop polls
 /// it after each setting, and then only once it has fired (`Sleep::is_elapsed`: out of the
 /// wheel), which the wake-up it sends makes the loop look at. The connection's task keeps one
 /// waker for its life, so the one registered is the one to wake.
