@@ -243,6 +243,11 @@ impl ViaSpans {
         self.found.rport(&buf[self.params.range()])
     }
 
+    /// The `maddr` of [`ViaSpans::view`], without the rest.
+    pub fn maddr<'a>(&self, buf: &'a [u8]) -> Option<&'a str> {
+        self.found.maddr(&buf[self.params.range()])
+    }
+
     /// The host and port of [`ViaSpans::view`], without the rest.
     pub fn sent_by<'a>(&self, buf: &'a [u8]) -> (Host<'a>, Option<u16>) {
         (self.host.view(buf), self.port)

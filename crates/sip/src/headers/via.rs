@@ -42,6 +42,11 @@ impl ViaParams {
     pub(crate) fn rport(&self, raw: &[u8]) -> Option<Option<u16>> {
         self.rport.read(raw).map(|v| v.and_then(|v| scan::ascii_str(v).parse().ok()))
     }
+
+    /// [`Via::maddr`] of the Via whose parameter text is `raw`.
+    pub(crate) fn maddr<'a>(&self, raw: &'a [u8]) -> Option<&'a str> {
+        self.maddr.read(raw).flatten().map(scan::ascii_str)
+    }
 }
 
 /// Where a parameter's value is in the parameter text (which starts with `;`, so no value

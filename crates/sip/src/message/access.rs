@@ -138,6 +138,15 @@ impl Message {
         }
     }
 
+    /// `top_via()?.maddr()` (see [`Message::top_via_branch`]): where a response to a request
+    /// goes (RFC 3261 §18.2.2), asked for every request a proxy answers.
+    pub fn top_via_maddr(&self) -> Option<&str> {
+        match self.memo() {
+            Some(c) => c.top_via.maddr(self.as_bytes()),
+            None => self.top_via().ok()?.maddr(),
+        }
+    }
+
     /// How many Via values the message carries (RFC 3261 §7.3.1: one line may hold several),
     /// as `vias().count()` counts them: from the memo of a checked message, which split them
     /// all, without parsing any.
