@@ -142,7 +142,11 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool, progress: &mut Progress
         progress.total = total;
         return Ok(None);
     }
-    let bytes = buf.split_to(total).freeze();
+    // A buffer that holds this message alone (what one read brings, as a rule) is taken whole:
+    // `split_to` first moves a buffer to shared storage, an allocation and a free per stream
+    // message (about 200 instructions, callgrind, issue 21), where freezing the buffer itself
+    // keeps its allocation as it is, as a datagram's is.
+    let bytes = if total == buf.len() { std::mem::take(buf) } else { buf.split_to(total) }.freeze();
     Ok(Some(match head {
         Some(head) if head.content_length().is_some() => Cut::Parsed(Message::assemble(bytes, head, Framing::Stream)?),
         _ => Cut::Frame(Frame::Message(bytes)),
