@@ -215,3 +215,37 @@ fn the_ring_header_is_sent_only_when_the_ring_differs_from_the_callees_default()
         assert!((ring_us..ring_us + 10).contains(&invite.max(1)), "ring {ring_us}: {invite}");
     }
 }
+
+/// Our callee names the called user from the INVITE's Request-URI: our registered contact
+/// verbatim (looked up as written), or any other form parsed (a parameter added, the address
+/// of record); an unknown user gets 404.
+#[test]
+fn the_callee_finds_the_user_by_its_contact_or_by_parsing_the_uri() {
+    let mut p = Pair::new();
+    let bob = p.ctx.callee_local.contact_uri("bob");
+    let alice = p.ctx.callee_local.contact_uri("alice");
+    let cases = [
+        (bob.clone(), "180", Some("bob")),
+        (alice, "180", Some("alice")),
+        (format!("{bob};x=1"), "180", Some("bob")),
+        ("sip:bob@example.com".to_string(), "180", Some("bob")),
+        (p.ctx.callee_local.contact_uri("carol"), "404", None),
+    ];
+    for (n, (uri, status, user)) in cases.into_iter().enumerate() {
+        let invite = format!(
+            "INVITE {uri} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:7001;branch=z9hG4bK{n}\r\nFrom: <sip:a@d>;tag=1\r\n\
+             To: <sip:x@d>\r\nCall-ID: target{n}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        );
+        let msg = Message::parse(bytes::Bytes::from(invite), &Limits::default()).unwrap();
+        p.callee.on_request(&mut p.ctx, &msg, "127.0.0.1:7001".parse().unwrap(), &mut p.out);
+        let mut outputs = Vec::new();
+        p.out.swap_into(&mut outputs);
+        let Some(Output::Send { bytes, .. }) = outputs.into_iter().find(|o| matches!(o, Output::Send { .. })) else {
+            panic!("no answer to {uri}");
+        };
+        let answer = Message::parse(bytes, &Limits::default()).unwrap();
+        assert_eq!(answer.status().map(|s| s.to_string()).as_deref(), Some(status), "{uri}");
+        let contact_user = answer.contacts().next().map(|c| c.unwrap().address().unwrap().uri.as_str().to_string());
+        assert_eq!(contact_user, user.map(|u| p.ctx.callee_local.contact_uri(u)), "{uri}");
+    }
+}

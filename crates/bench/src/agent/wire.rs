@@ -194,6 +194,11 @@ impl Local {
         Bytes::from(m)
     }
 
+    /// The URI of `user`'s Contact (what [`Local::push_contact`] writes between `<>`).
+    pub fn contact_uri(&self, user: &str) -> String {
+        ["sip:", user, "@", &self.hostport, self.uri_param].concat()
+    }
+
     /// `Contact: <sip:user@our-socket;transport=...>` (a line).
     fn push_contact(&self, m: &mut String, user: &str) {
         for part in ["Contact: <sip:", user, &self.contact_end] {
@@ -405,6 +410,16 @@ mod tests {
         assert_eq!(ack.cseq, m.cseq().unwrap().seq);
         let parsed: Vec<&[u8]> = m.list_values(HeaderName::Route).map(|r| r.unwrap().bytes).collect();
         assert_eq!(ack.routes, parsed);
+    }
+
+    #[test]
+    fn the_contact_uri_is_the_one_a_contact_line_carries() {
+        for local in [local(), Local::new("TCP", "[::1]:5070".into(), ";transport=tcp", "d".into())] {
+            let r = local.response(200, "OK", "", "", Some("bob"));
+            let m = parse(&r);
+            let contact = m.contacts().next().unwrap().unwrap();
+            assert_eq!(contact.address().unwrap().uri.as_str(), local.contact_uri("bob"));
+        }
     }
 
     #[test]
