@@ -95,6 +95,11 @@ impl Framer {
         // Messages handed to this thread's handler, whose UDP output waits for a flush.
         let mut handled_here = false;
         loop {
+            // Content-Length framing cuts nothing from no bytes: after the last message of a read,
+            // the loop ends without asking (a codec with frames of its own may hold an empty one).
+            if C::FRAMING == Framing::Stream && self.rbuf.is_empty() {
+                break;
+            }
             let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
             let inbox = &shared.inboxes[worker];
             // To this worker's loop, in order (the connection's messages are handled by this

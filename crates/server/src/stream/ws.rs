@@ -352,7 +352,9 @@ impl<I: Codec> Codec for WsCodec<I> {
         if self.lens.is_empty() {
             self.lens = VecDeque::new();
         }
-        let message = sip.split_to(len).freeze();
+        // The last message of what was read is taken whole (see `herald_sip::framing`: a split
+        // moves the buffer to shared storage first, an allocation per message).
+        let message = if len == sip.len() { std::mem::take(sip) } else { sip.split_to(len) }.freeze();
         Ok(Some(Cut::Frame(match &message[..] {
             b"\r\n\r\n" => Frame::Ping,
             m if m.iter().all(|b| matches!(b, b'\r' | b'\n')) => Frame::KeepAlive,
