@@ -14,7 +14,7 @@ use super::route::{dialog_from_2xx, InDialog};
 use super::slab::Slab;
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind, TIMEOUT_US};
-use super::wire::{ack_for_failure, top_via_has_branch, Request, RING_HEADER, SDP_OFFER};
+use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
 use herald_sip::text::{push_dec, push_hex};
 use herald_sip::{HeaderName, Message};
@@ -330,12 +330,16 @@ impl Calls {
                 }
                 return;
             }
-            if call.invite.as_ref().is_none_or(|tx| !top_via_has_branch(&msg, &tx.branch)) {
+            if call.invite.as_ref().is_none_or(|tx| !ctx.caller_local.wrote_top_via(&msg, &tx.branch)) {
                 out.record(Measure::Stray);
                 return;
             }
             Which::Invite
-        } else if call.other.as_ref().is_some_and(|tx| tx.method == method && top_via_has_branch(&msg, &tx.branch)) {
+        } else if call
+            .other
+            .as_ref()
+            .is_some_and(|tx| tx.method == method && ctx.caller_local.wrote_top_via(&msg, &tx.branch))
+        {
             Which::Other
         } else {
             out.record(Measure::Stray);
