@@ -28,7 +28,11 @@ impl Message {
     /// instead of being parsed again. A second call costs nothing.
     pub fn check(&mut self) -> Result<(), ParseError> {
         if self.memo().is_none() {
-            let checked = self.validated()?;
+            // Not through `validated`: its `Result` would be one more copy of the memo.
+            let checked = match self.validated_well_formed() {
+                Some(checked) => checked,
+                None => self.validated_naming_the_error()?,
+            };
             self.set_memo(checked);
         }
         Ok(())
