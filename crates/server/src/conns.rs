@@ -207,7 +207,8 @@ impl Hasher for IdHasher {
 /// The by-address map is keyed by what peers choose (their address and port), so its hash is
 /// keyed too, with a random seed per map: foldhash rather than the default SipHash, which cost
 /// about 1k instructions per call proxied over TCP, three lookups of ~340 (callgrind, issue 21).
-type AddrShard = Mutex<HashMap<(Transport, SocketAddr), u64, foldhash::fast::RandomState>>;
+/// It holds the connection itself, not its id: a lookup by address is one map's lookup, not two.
+type AddrShard = Mutex<HashMap<(Transport, SocketAddr), Arc<Conn>, foldhash::fast::RandomState>>;
 
 /// All connections of the process, sharded so that senders on different workers rarely meet.
 pub(crate) struct Registry {
@@ -243,7 +244,7 @@ impl Registry {
     }
 
     fn insert(&self, c: Arc<Conn>) {
-        self.addr_shard(&c.peer).lock().expect("registry lock").insert((c.transport, c.peer), c.id.0);
+        self.addr_shard(&c.peer).lock().expect("registry lock").insert((c.transport, c.peer), c.clone());
         self.by_id[(c.id.0 % SHARDS as u64) as usize].lock().expect("registry lock").insert(c.id.0, c);
     }
 
@@ -252,15 +253,14 @@ impl Registry {
     }
 
     pub(crate) fn by_addr(&self, t: Transport, a: SocketAddr) -> Option<Arc<Conn>> {
-        let id = *self.addr_shard(&a).lock().expect("registry lock").get(&(t, a))?;
-        self.get(ConnId(id))
+        self.addr_shard(&a).lock().expect("registry lock").get(&(t, a)).cloned()
     }
 
     pub(crate) fn remove(&self, c: &Conn) {
         self.by_id[(c.id.0 % SHARDS as u64) as usize].lock().expect("registry lock").remove(&c.id.0);
         let mut m = self.addr_shard(&c.peer).lock().expect("registry lock");
         let key = (c.transport, c.peer);
-        if m.get(&key) == Some(&c.id.0) {
+        if m.get(&key).is_some_and(|found| found.id == c.id) {
             m.remove(&key);
         }
     }
@@ -352,6 +352,17 @@ mod tests {
         }
         for (i, c) in conns.iter().enumerate() {
             assert_eq!(registry.get(c.id).is_some(), i % 2 == 1);
+            assert_eq!(registry.by_addr(Transport::Tcp, c.peer).is_some(), i % 2 == 1);
         }
+        // A newer connection to the same peer is the one found by address, and stays found when
+        // the older one goes.
+        let older = &conns[1];
+        let newer = registry.open(Transport::Tcp, older.peer);
+        assert!(registry.by_addr(Transport::Tcp, older.peer).is_some_and(|found| Arc::ptr_eq(&found, &newer)));
+        registry.remove(older);
+        assert!(registry.by_addr(Transport::Tcp, older.peer).is_some_and(|found| Arc::ptr_eq(&found, &newer)));
+        assert!(registry.get(older.id).is_none());
+        registry.remove(&newer);
+        assert!(registry.by_addr(Transport::Tcp, older.peer).is_none());
     }
 }
