@@ -35,18 +35,20 @@ impl Engine {
         let method = msg.method();
         // A BYE ends an established gateway call (`failover`).
         self.gateway_call_request(&msg);
-        // Built once: used for the lookup here and for the new transaction below.
-        let key = self.txs.server_key(&msg);
-        // Retransmissions and the ACK for a non-2xx final go to their server transaction.
-        if let Some(id) = key.as_ref().and_then(|k| self.txs.find_server_with(k, &msg)) {
-            let peer = self.txs.peer(id);
-            let actions = self.txs.on_message(now, id, msg);
-            self.apply(now, id, peer, actions, out);
+        // The ACK for a non-2xx final goes to its server transaction; any other ACK starts
+        // none, so its key is not built for the lookup (`find_server_unkeyed`).
+        if method == Some(Method::Ack) {
+            match self.txs.find_server_unkeyed(&msg) {
+                Some(id) => self.pass_to_server_transaction(now, id, msg, out),
+                None => self.on_ack(now, from, local, &msg, out),
+            }
             return;
         }
-        if method == Some(Method::Ack) {
-            self.on_ack(now, from, local, &msg, out);
-            return;
+        // Built once: used for the lookup here and for the new transaction below.
+        let key = self.txs.server_key(&msg);
+        // Retransmissions go to their server transaction.
+        if let Some(id) = key.as_ref().and_then(|k| self.txs.find_server_with(k, &msg)) {
+            return self.pass_to_server_transaction(now, id, msg, out);
         }
         if self.cfg.stateless {
             self.on_request_stateless(now, from, local, msg, out);
@@ -88,6 +90,14 @@ impl Engine {
         let peer = self.txs.peer(id);
         self.apply(now, id, peer, actions, out);
         self.route_request(now, id, from, local, msg, (hash, removals), plan, out);
+    }
+
+    /// A request that belongs to server transaction `id` (a retransmission, an ACK for its
+    /// non-2xx final) goes to it.
+    fn pass_to_server_transaction(&mut self, now: Instant, id: TxId, msg: Message, out: &mut Vec<Output>) {
+        let peer = self.txs.peer(id);
+        let actions = self.txs.on_message(now, id, msg);
+        self.apply(now, id, peer, actions, out);
     }
 
     /// An ACK without a server transaction: the ACK for a 2xx (end-to-end, routed like any

@@ -11,6 +11,7 @@ use herald_sip::text;
 use herald_sip::uri::Host;
 use herald_sip::{HeaderName, Message, Method};
 use smallvec::SmallVec;
+use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A method as a key component, without allocating for the methods herald knows.
@@ -157,6 +158,81 @@ impl ServerKey {
         matches!(self, ServerKey::Rfc3261 { .. })
     }
 
+    /// The hash a transaction table indexes this key under, with `state`'s keys: of its parts
+    /// (branch, sent-by form, method) one by one, so that [`ServerKeyParts`] hashes the same
+    /// without the key being built. An RFC 2543 key hashes as a whole.
+    pub(crate) fn table_hash(&self, state: &impl BuildHasher) -> u64 {
+        match self {
+            ServerKey::Rfc3261 { branch_sent_by, branch_len, method } => {
+                let (branch, sent_by) = branch_sent_by.split_at((*branch_len).min(branch_sent_by.len()));
+                parts_hash(state, branch, sent_by, method)
+            }
+            ServerKey::Rfc2543(_) => state.hash_one(self),
+        }
+    }
+
+    /// Whether this is the RFC 3261 key of `parts`.
+    pub(crate) fn is(&self, parts: &ServerKeyParts<'_>) -> bool {
+        match self {
+            ServerKey::Rfc3261 { branch_sent_by, branch_len, method } => {
+                *method == parts.method
+                    && branch_sent_by.get(..*branch_len) == Some(parts.branch.as_bytes())
+                    && branch_sent_by.get(*branch_len..) == Some(parts.sent_by())
+            }
+            ServerKey::Rfc2543(_) => false,
+        }
+    }
+}
+
+/// The hash of an RFC 3261 server key's parts ([`ServerKey::table_hash`]).
+fn parts_hash(state: &impl BuildHasher, branch: &[u8], sent_by: &[u8], method: &MethodKey) -> u64 {
+    let mut h = state.build_hasher();
+    h.write(branch);
+    h.write(sent_by);
+    h.write(method.as_str().as_bytes());
+    h.finish()
+}
+
+/// An RFC 3261 server key borrowed from a request, for a lookup that builds no key (an ACK's:
+/// nearly every one is for a 2xx, a transaction of its own that matches nothing here, and
+/// building the key it is looked up by, then hashing it, cost about 350 instructions per call,
+/// issue 21). The sent-by's compared form is on the stack: an IP address's, not a name's.
+#[derive(Debug)]
+pub(crate) struct ServerKeyParts<'a> {
+    branch: &'a str,
+    sent_by: [u8; 20],
+    sent_by_len: usize,
+    method: MethodKey,
+}
+
+impl<'a> ServerKeyParts<'a> {
+    /// The parts of [`ServerKey::from_request`]'s key for `msg`, when it would be an RFC 3261
+    /// key with an IP address as sent-by; `None` otherwise (build the key then).
+    pub(crate) fn of_request(msg: &'a Message) -> Option<ServerKeyParts<'a>> {
+        let method = msg.method()?;
+        let method = if method == Method::Ack { MethodKey::INVITE } else { MethodKey::of(method) };
+        let sent_by = msg.top_via_sent_by()?;
+        let branch = msg.top_via_branch().filter(|b| is_rfc3261_branch(b))?;
+        if matches!(sent_by.0, Host::Name(_)) {
+            return None;
+        }
+        let sent_by_len = sent_by_key_len(sent_by);
+        let mut form = [0; 20];
+        write_sent_by_key(form.get_mut(..sent_by_len)?, sent_by);
+        Some(ServerKeyParts { branch, sent_by: form, sent_by_len, method })
+    }
+
+    fn sent_by(&self) -> &[u8] {
+        &self.sent_by[..self.sent_by_len]
+    }
+
+    /// [`ServerKey::table_hash`] of the key these are the parts of.
+    pub(crate) fn table_hash(&self, state: &impl BuildHasher) -> u64 {
+        parts_hash(state, self.branch.as_bytes(), self.sent_by(), &self.method)
+    }
+}
+
+impl ServerKey {
     /// The branch of an RFC 3261 key.
     pub fn branch(&self) -> Option<&str> {
         match self {

@@ -25,7 +25,7 @@ use super::client_invite::ClientInvite;
 use super::client_non_invite::ClientNonInvite;
 use super::client_request::Sent;
 use super::deadline_lanes::DeadlineLanes;
-use super::key::{to_tag, ClientKey, MethodKey, ServerKey};
+use super::key::{to_tag, ClientKey, MethodKey, ServerKey, ServerKeyParts};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
 use super::timers::{TimerKind, Timers};
@@ -271,7 +271,7 @@ impl TransactionTable {
     /// hashing it reads it all; once per new request is enough.
     pub fn server_key(&self, request: &Message) -> Option<HashedServerKey> {
         let key = ServerKey::from_request(request)?;
-        Some(HashedServerKey { hash: self.server_state.hash_one(&key), key })
+        Some(HashedServerKey { hash: key.table_hash(&self.server_state), key })
     }
 
     /// [`Self::insert_server`] with the request's key already built by [`Self::server_key`].
@@ -356,9 +356,27 @@ impl TransactionTable {
         self.find_server_with(&self.server_key(request)?, request)
     }
 
+    /// [`Self::find_server`] for a request whose key is not needed afterwards (an ACK, which
+    /// starts no transaction): an RFC 3261 key with an IP sent-by is looked up from its parts
+    /// in the request ([`ServerKeyParts`]), without being built; any other is built.
+    pub fn find_server_unkeyed(&self, request: &Message) -> Option<TxId> {
+        let Some(parts) = ServerKeyParts::of_request(request) else { return self.find_server(request) };
+        let hash = parts.table_hash(&self.server_state);
+        let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k.is(&parts));
+        let &(_, id) =
+            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+        self.matched_server(id, request)
+    }
+
     /// [`Self::find_server`] with the request's key already built by [`Self::server_key`].
     pub fn find_server_with(&self, key: &HashedServerKey, request: &Message) -> Option<TxId> {
         let id = self.server_by(key.hash, &key.key)?;
+        self.matched_server(id, request)
+    }
+
+    /// Server transaction `id`, found by a request's key, if the request belongs to it: an RFC
+    /// 2543 INVITE transaction also compares To tags (§17.2.3).
+    fn matched_server(&self, id: TxId, request: &Message) -> Option<TxId> {
         let e = self.entries.get(&id)?;
         let Some(legacy) = &e.legacy else {
             return Some(id);
@@ -376,7 +394,7 @@ impl TransactionTable {
     /// non-INVITE server transaction.
     pub fn find_cancel_target(&self, cancel: &Message) -> Option<TxId> {
         let key = ServerKey::cancel_target(cancel)?;
-        let id = self.server_by(self.server_state.hash_one(&key), &key)?;
+        let id = self.server_by(key.table_hash(&self.server_state), &key)?;
         let e = self.entries.get(&id)?;
         match &e.legacy {
             Some(legacy) => (to_tag(cancel) == legacy.invite).then_some(id),

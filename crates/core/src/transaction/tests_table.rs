@@ -403,3 +403,45 @@ fn a_branch_with_a_suffix_is_the_branch_then_the_suffix() {
     let mut g = BranchGen::new(crate::seed::Seed::fixed(3), 0);
     assert_eq!(g.next_branch_with(b'-', 0).len(), 7 + 16 + 1 + 1 + 16);
 }
+
+/// A request looked up from its key's parts (`find_server_unkeyed`, without building the key)
+/// finds what the built key finds: ACKs with their INVITE's branch or another, sent-bys that
+/// differ in port, address or family, host names (the built-key road), RFC 2543 clients,
+/// retransmissions of other methods, checked requests (from the memo) and unchecked ones.
+#[test]
+fn a_request_found_by_its_key_parts_is_the_one_its_built_key_finds() {
+    let mut tt = table();
+    let t = t0();
+    let sent_bys = ["192.0.2.7:5062", "192.0.2.7", "192.0.2.8:5062", "[2001:db8::7]:5060", "Host.Example.com:5060"];
+    let branches = ["z9hG4bKk1", "z9hG4bKk2"];
+    for (i, sent_by) in sent_bys.iter().enumerate() {
+        let inv = request_via("INVITE", &format!("SIP/2.0/UDP {sent_by};branch={}", branches[i % 2]), 1);
+        tt.insert_server(t, &inv, udp(), false).unwrap();
+        let options = request_via("OPTIONS", &format!("SIP/2.0/UDP {sent_by};branch=z9hG4bKo{i}"), 2);
+        tt.insert_server(t, &options, udp(), false).unwrap();
+    }
+    let legacy = request_via("INVITE", "SIP/2.0/UDP 192.0.2.9:5060", 3);
+    let (legacy_id, _) = tt.insert_server(t, &legacy, udp(), false).unwrap();
+    tt.on_tu_response(t, legacy_id, response_bytes(&legacy, 486, Some("lt")), 486);
+    let mut found = 0;
+    for method in ["ACK", "INVITE", "OPTIONS", "BYE"] {
+        for sent_by in sent_bys.iter().chain(&["192.0.2.7:5063", "host.example.COM:5060", "[2001:db8::7]"]) {
+            for branch in branches.iter().chain(&["z9hG4bKo0", "z9hG4bKo3", "z9hG4bKnone"]) {
+                for cseq in [1, 2] {
+                    let mut msg = request_via(method, &format!("SIP/2.0/UDP {sent_by};branch={branch}"), cseq);
+                    let expected = tt.find_server(&msg);
+                    assert_eq!(tt.find_server_unkeyed(&msg), expected, "unchecked {method} {sent_by} {branch}");
+                    msg.check().unwrap();
+                    assert_eq!(tt.find_server_unkeyed(&msg), expected, "checked {method} {sent_by} {branch}");
+                    found += usize::from(expected.is_some());
+                }
+            }
+        }
+    }
+    assert!(found > 20, "the lookups find transactions too: {found}");
+    // An RFC 2543 ACK (no cookie) takes the built key's road and finds its INVITE by its tags.
+    let ack = super::build_ack(&legacy, &response(&legacy, 486, Some("lt"))).unwrap();
+    let ack = parse(&String::from_utf8_lossy(&ack));
+    assert_eq!(tt.find_server_unkeyed(&ack), Some(legacy_id));
+    assert_eq!(tt.find_server(&ack), Some(legacy_id));
+}
