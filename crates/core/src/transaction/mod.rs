@@ -33,6 +33,7 @@ mod deadline_lanes;
 mod key;
 mod server_invite;
 mod server_non_invite;
+mod stateless_branch;
 mod table;
 mod timers;
 
@@ -53,8 +54,9 @@ pub use any::Transaction;
 pub use client_invite::ClientInvite;
 pub use client_non_invite::ClientNonInvite;
 pub use client_request::AckSource;
-pub use key::{stateless_branch, BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
+pub use key::{BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
+pub use stateless_branch::stateless_branch;
 pub use table::{HashedServerKey, TransactionTable, TxError, TxId};
 pub use timers::{AbsorbGrid, TimerKind, TimerTable, Timers};
