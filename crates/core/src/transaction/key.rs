@@ -1,8 +1,9 @@
-//! Transaction keys (RFC 3261 §17.1.3, §17.2.3, §9.2) and branch generation (§8.1.1.7, §16.11).
+//! Transaction keys (RFC 3261 §17.1.3, §17.2.3, §9.2) and branch generation (§8.1.1.7; a
+//! stateless proxy's branches, §16.11, are `super::stateless_branch`'s).
 //!
 //! Keys are owned and hashable: the table keeps one per transaction, in its entry, and matches a
-//! message with one hash lookup (a response from the borrowed [`ClientKey::parts`], without an
-//! owned key). They are built from a parsed message and return `None` when a header they need
+//! message with one hash lookup (a response from the borrowed [`ClientKey::parts`], an ACK from
+//! the borrowed [`ServerKeyParts`], without an owned key). They are built from a parsed message and return `None` when a header they need
 //! is missing or malformed; such a message matches no transaction.
 
 use crate::seed::Seed;
