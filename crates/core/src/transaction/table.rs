@@ -358,7 +358,7 @@ impl TransactionTable {
 
     /// [`Self::find_server`] for a request whose key is not needed afterwards (an ACK, which
     /// starts no transaction): an RFC 3261 key with an IP sent-by is looked up from its parts
-    /// in the request ([`ServerKeyParts`]), without being built; any other is built.
+    /// in the request (`ServerKeyParts`), without being built; any other is built.
     pub fn find_server_unkeyed(&self, request: &Message) -> Option<TxId> {
         let Some(parts) = ServerKeyParts::of_request(request) else { return self.find_server(request) };
         let hash = parts.table_hash(&self.server_state);
