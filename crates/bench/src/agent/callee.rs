@@ -194,8 +194,7 @@ impl Callee {
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
         let mut kind = SendKind::Plain;
         if d.state != DialogState::Ended {
-            let (lines, to_line) = echo(msg, false, "bench");
-            d.last = ctx.callee_local.response(200, "OK", &lines, &to_line, None);
+            d.last = ctx.callee_local.reply(msg, 200, "OK", "bench");
             d.state = DialogState::Ended;
             if !ctx.reliable {
                 // Absorb BYE retransmissions for 64·T1 (Timer J of §17.2.2).
@@ -222,8 +221,7 @@ impl Callee {
             reply(ctx, msg, from, 200, "OK", out);
             return;
         };
-        let (lines, to_line) = echo(msg, false, "bench");
-        let ok = ctx.callee_local.response(200, "OK", &lines, &to_line, None);
+        let ok = ctx.callee_local.reply(msg, 200, "OK", "bench");
         let key = ctx.held.key(&d.call_id, "CANCEL", Answer::Final);
         out.send(Side::Callee, ok, from, SendKind::Answer { key, due_us: ctx.rx_us });
         if d.state != DialogState::Ringing {
@@ -272,9 +270,7 @@ impl Callee {
 
 /// A stateless response (RFC 3261 §8.2.6) with a fresh To tag.
 fn reply(ctx: &Context, msg: &Message, to: SocketAddr, status: u16, reason: &str, out: &mut Outbox) {
-    let (lines, to_line) = echo(msg, false, "bench");
-    let response = ctx.callee_local.response(status, reason, &lines, &to_line, None);
-    out.send(Side::Callee, response, to, SendKind::Plain);
+    out.send(Side::Callee, ctx.callee_local.reply(msg, status, reason, "bench"), to, SendKind::Plain);
 }
 
 /// Timer G (or the 2xx retransmission of §13.3.1.4) over UDP, and the 64·T1 bound.

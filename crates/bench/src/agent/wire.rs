@@ -169,17 +169,8 @@ impl Local {
         let contact = contact_user.map_or(0, |user| user.len() + self.hostport.len() + 32);
         let body = if answer { SDP_ANSWER.len() + 32 } else { 0 };
         let mut m = String::with_capacity(64 + reason.len() + echo.len() + to_line.len() + contact + body);
-        match status {
-            // The answers of every call, written whole (a number formatted is ~75 instructions).
-            180 => m.push_str("SIP/2.0 180 "),
-            200 => m.push_str("SIP/2.0 200 "),
-            _ => {
-                m.push_str("SIP/2.0 ");
-                push_dec(&mut m, u64::from(status));
-                m.push(' ');
-            }
-        }
-        for part in [reason, "\r\n", echo, to_line] {
+        push_status_line(&mut m, status, reason);
+        for part in [echo, to_line] {
             m.push_str(part);
         }
         if let Some(user) = contact_user {
@@ -214,12 +205,42 @@ impl Local {
         ["sip:", user, "@", &self.hostport, self.uri_param].concat()
     }
 
+    /// The response without Contact or body to `request` ([`echo`] with no Record-Route, `tag`
+    /// for a To without one), written straight into its buffer: what [`Local::response`] makes
+    /// of [`echo`]'s two strings, without them (two allocations and a copy of the lines less
+    /// for every BYE's 200).
+    pub fn reply(&self, request: &Message, status: u16, reason: &str, tag: &str) -> Bytes {
+        let head = Head::of(request);
+        let mut m = String::with_capacity(head.bytes.len() + reason.len() + tag.len() + 64);
+        push_status_line(&mut m, status, reason);
+        echo_lines(&mut m, &head, request, false);
+        push_to_lines(&mut m, &head, request, tag);
+        push_body(&mut m, "");
+        Bytes::from(m)
+    }
+
     /// `Contact: <sip:user@our-socket;transport=...>` (a line).
     fn push_contact(&self, m: &mut String, user: &str) {
         for part in ["Contact: <sip:", user, &self.contact_end] {
             m.push_str(part);
         }
     }
+}
+
+/// `SIP/2.0 {status} {reason}` CRLF.
+fn push_status_line(m: &mut String, status: u16, reason: &str) {
+    match status {
+        // The answers of every call, written whole (a number formatted is ~75 instructions).
+        180 => m.push_str("SIP/2.0 180 "),
+        200 => m.push_str("SIP/2.0 200 "),
+        _ => {
+            m.push_str("SIP/2.0 ");
+            push_dec(m, u64::from(status));
+            m.push(' ');
+        }
+    }
+    m.push_str(reason);
+    m.push_str("\r\n");
 }
 
 /// Content-Length, the end of the header section, and the body.
@@ -242,6 +263,13 @@ pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String
     let mut echo = String::with_capacity(512);
     let mut to_line = String::new();
     let head = Head::of(request);
+    echo_lines(&mut echo, &head, request, record_route);
+    push_to_lines(&mut to_line, &head, request, tag);
+    (echo, to_line)
+}
+
+/// Appends the lines a response copies from `request` but To ([`echo`]).
+fn echo_lines(out: &mut String, head: &Head<'_>, request: &Message, record_route: bool) {
     // Lines copied one after another in the request are copied in one piece (a proxied INVITE's
     // Record-Route and two Vias, its Call-ID and CSeq): each copy costs its boundary checks.
     let mut run: Range<usize> = 0..0;
@@ -249,18 +277,6 @@ pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String
         let copy = match h.name {
             HeaderName::Via | HeaderName::From | HeaderName::CallId | HeaderName::CSeq => true,
             HeaderName::RecordRoute => record_route,
-            HeaderName::To => {
-                let value = h.value.range();
-                to_line.reserve(value.len() + tag.len() + 16);
-                to_line.push_str("To: ");
-                head.push(&mut to_line, value);
-                if request.to_tag().ok().flatten().is_none() {
-                    to_line.push_str(";tag=");
-                    to_line.push_str(tag);
-                }
-                to_line.push_str("\r\n");
-                false
-            }
             _ => false,
         };
         let line = h.line.range();
@@ -271,15 +287,30 @@ pub fn echo(request: &Message, record_route: bool, tag: &str) -> (String, String
             run.end = line.end;
         } else {
             if !run.is_empty() {
-                head.push(&mut echo, run);
+                head.push(out, run);
             }
             run = line;
         }
     }
     if !run.is_empty() {
-        head.push(&mut echo, run);
+        head.push(out, run);
     }
-    (echo, to_line)
+}
+
+/// Appends the To line of a response to `request`, with `tag` added when the request had none.
+fn push_to_lines(out: &mut String, head: &Head<'_>, request: &Message, tag: &str) {
+    let add_tag = request.to_tag().ok().flatten().is_none();
+    for h in request.headers().iter().filter(|h| h.name == HeaderName::To) {
+        let value = h.value.range();
+        out.reserve(value.len() + tag.len() + 16);
+        out.push_str("To: ");
+        head.push(out, value);
+        if add_tag {
+            out.push_str(";tag=");
+            out.push_str(tag);
+        }
+        out.push_str("\r\n");
+    }
 }
 
 /// A message's header section as text, checked once: header fields are ASCII in practice (RFC
@@ -514,6 +545,29 @@ mod tests {
         assert!(!top_via_has_branch(&response("SIP/2.0/UDP p;branch=z9hG4bKx, SIP/2.0/UDP h;branch=y"), "y"));
         assert!(!top_via_has_branch(&response("SIP/2.0/UDP h;xbranch=z9hG4bKc"), "z9hG4bKc"));
         assert!(top_via_has_branch(&response("SIP/2.0/UDP h;xbranch=q;branch=z9hG4bKc"), "z9hG4bKc"));
+    }
+
+    /// A reply written straight into its buffer is byte for byte the response made of echo's
+    /// two strings.
+    #[test]
+    fn a_reply_is_the_response_made_of_its_echo() {
+        let requests: [&[u8]; 3] = [
+            b"BYE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP p;branch=z9hG4bKp\r\nv: SIP/2.0/UDP c;branch=z9hG4bKc\r\n\
+              Record-Route: <sip:p;lr>\r\nf: <sip:a@h>;tag=1\r\nTo: <sip:bob@h>;tag=2\r\ni: x\r\nCSeq: 2 BYE\r\n\
+              Content-Length: 0\r\n\r\n",
+            b"OPTIONS sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP c;branch=z9hG4bKc\r\nFrom: <sip:a@h>;tag=1\r\n\
+              To: <sip:bob@h>\r\nCall-ID: y\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
+            b"BYE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP p\xff;branch=z9hG4bKp\r\nFrom: <sip:a@h>;tag=1\r\n\
+              To: <sip:bob@h>;tag=2\r\nCall-ID: x\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n",
+        ];
+        for request in requests {
+            let req = parse(&Bytes::from_static(request));
+            for (status, reason) in [(200, "OK"), (481, "Call/Transaction Does Not Exist")] {
+                let (lines, to_line) = echo(&req, false, "bench");
+                let want = local().response(status, reason, &lines, &to_line, None);
+                assert_eq!(local().reply(&req, status, reason, "bench"), want, "{}", String::from_utf8_lossy(request));
+            }
+        }
     }
 
     /// Our own Via found verbatim answers as the search does, and so does any other.
