@@ -63,6 +63,8 @@ mod tls_tests;
 pub mod user_workload;
 pub mod users;
 pub mod wire;
+#[cfg(test)]
+mod wire_tests;
 pub mod ws;
 #[cfg(test)]
 mod ws_tests;
