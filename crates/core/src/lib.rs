@@ -25,6 +25,8 @@ pub mod proxy;
 pub mod registrar;
 pub mod routing;
 pub mod seed;
+#[cfg(test)]
+mod substring_filters;
 pub mod transaction;
 
 pub use io::{Input, Output, Resolution, ResolveError, ResolveRequest, SipHandler, Target, TimeoutWaker};
