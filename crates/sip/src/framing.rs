@@ -278,16 +278,27 @@ mod tests {
         limits: &Limits,
         resumed: bool,
     ) -> Vec<Result<(bool, Bytes), ErrorKind>> {
+        cuts_in_pieces_with(stream, chunk, |buf, progress| {
+            if resumed {
+                next_cut_resumed(buf, limits, progress)
+            } else {
+                next_cut(buf, limits)
+            }
+        })
+    }
+
+    /// The cuts `cutter` makes of `stream` arriving `chunk` octets at a time, up to the first
+    /// error.
+    fn cuts_in_pieces_with(
+        stream: &[u8],
+        chunk: usize,
+        mut cutter: impl FnMut(&mut BytesMut, &mut Progress) -> Result<Option<Cut>, ParseError>,
+    ) -> Vec<Result<(bool, Bytes), ErrorKind>> {
         let (mut buf, mut progress, mut out) = (BytesMut::new(), Progress::default(), vec![]);
         for piece in stream.chunks(chunk) {
             buf.extend_from_slice(piece);
             loop {
-                let cut = if resumed {
-                    next_cut_resumed(&mut buf, limits, &mut progress)
-                } else {
-                    next_cut(&mut buf, limits)
-                };
-                match shown(cut) {
+                match shown(cutter(&mut buf, &mut progress)) {
                     None => break,
                     Some(Err(e)) => {
                         out.push(Err(e));
@@ -351,24 +362,8 @@ mod tests {
         for stream in streams {
             for chunk in 1..=stream.len() {
                 let scanned = cuts_in_pieces(stream, chunk, &limits, true);
-                let searched: Vec<_> = {
-                    let (mut buf, mut out) = (BytesMut::new(), vec![]);
-                    'pieces: for piece in stream.chunks(chunk) {
-                        buf.extend_from_slice(piece);
-                        loop {
-                            let cut = next_frame(&mut buf, &limits).map(|f| f.map(Cut::Frame));
-                            match shown(cut) {
-                                None => break,
-                                Some(Err(e)) => {
-                                    out.push(Err(e));
-                                    break 'pieces;
-                                }
-                                Some(ok) => out.push(ok),
-                            }
-                        }
-                    }
-                    out
-                };
+                let searched =
+                    cuts_in_pieces_with(stream, chunk, |buf, _| next_frame(buf, &limits).map(|f| f.map(Cut::Frame)));
                 let unparsed = |cuts: Vec<Result<(bool, Bytes), ErrorKind>>| {
                     cuts.into_iter().map(|c| c.map(|(_, b)| b)).collect::<Vec<_>>()
                 };
