@@ -2,8 +2,10 @@
 //! that do not depend on machine load: the calls of `scripts/instructions-vs-kamailio.sh`
 //! (REGISTER once, then INVITE/180/200/ACK/BYE/200 with Record-Route, the message texts of
 //! `crates/sip/benches/messages/sipp/`) through one engine configured as `herald serve` does
-//! (absorb grid of 250 ms, record-route always), 20 ms apart on a simulated clock, with every
-//! timer run the runtime would make; then the clock runs on until every transaction has ended.
+//! (absorb grid of 250 ms, record-route always) in 64 engine shards, a message to the shard of
+//! its Call-ID as one worker of `herald serve` has them, 20 ms apart on a simulated clock, with
+//! every timer run the runtime would make; then the clock runs on until every transaction has
+//! ended.
 //!
 //!     cargo build --release -p herald-core --example call_cost
 //!     valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/call_cost 2000
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use herald_core::engine::{Engine, EngineConfig, Forking, Listener, RecordRoute};
-use herald_core::inbound::{classify_parsed, Inbound};
+use herald_core::inbound::{classify_parsed, shard, Inbound};
 use herald_core::proxy::Identity;
 use herald_core::transaction::{AbsorbGrid, Timers};
 use herald_core::{Input, Output, Peer, Registrar, RegistrarConfig, Seed, SipHandler, Transport};
@@ -33,13 +35,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const PROXY: &str = "127.0.0.1:5060";
 const CALLER: &str = "127.0.0.1:19101";
 const CALLEE: &str = "127.0.0.1:19102";
+/// The shards of a one-worker `herald serve` (herald-server's `shard_count`).
+const SHARDS: usize = 64;
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().expect("address")
 }
 
 struct Run {
-    engine: Engine,
+    engines: Vec<Engine>,
     now: Instant,
     out: Vec<Output>,
 }
@@ -65,9 +69,10 @@ impl Run {
             gateways: Default::default(),
             routing: Default::default(),
         };
-        let registrar = Registrar::new(RegistrarConfig::default());
+        let (cfg, registrar) = (Arc::new(cfg), Registrar::new(RegistrarConfig::default()));
         let store = Arc::new(registrar.new_store());
-        Run { engine: Engine::new(Arc::new(cfg), store, registrar, 0), now, out: Vec::new() }
+        let engines = (0..SHARDS).map(|i| Engine::new(cfg.clone(), store.clone(), registrar.clone(), i)).collect();
+        Run { engines, now, out: Vec::new() }
     }
 
     /// Receives `text` from `from` as the runtime does (parse, receipt check), runs the timers
@@ -76,7 +81,7 @@ impl Run {
         let msg = Message::parse(Bytes::from(text), &Limits::default()).expect("parses");
         let Inbound::Message(msg) = classify_parsed(msg) else { panic!("the receipt check refused a message") };
         self.out.clear();
-        self.engine.handle(
+        self.engines[shard(&msg, &addr(from), SHARDS)].handle(
             self.now,
             Input::Message { from: Peer::udp(addr(from)), local: addr(PROXY), msg },
             &mut self.out,
@@ -92,10 +97,12 @@ impl Run {
     }
 
     fn timers(&mut self) {
-        while self.engine.poll_timeout().is_some_and(|at| at <= self.now) {
-            let mut out = Vec::new();
-            self.engine.handle_timeouts(self.now, &mut out);
-            black_box(out);
+        for engine in &mut self.engines {
+            while engine.poll_timeout().is_some_and(|at| at <= self.now) {
+                let mut out = Vec::new();
+                engine.handle_timeouts(self.now, &mut out);
+                black_box(out);
+            }
         }
     }
 }
@@ -167,5 +174,5 @@ fn main() {
         run.now += Duration::from_millis(250);
         run.timers();
     }
-    assert_eq!(run.engine.transactions(), 0, "every transaction ended");
+    assert!(run.engines.iter().all(|e| e.transactions() == 0), "every transaction ended");
 }

@@ -198,6 +198,12 @@ impl Message {
         self.parsed.checked = Some(checked);
     }
 
+    /// Keeps `checked` as the memo when there is one; whether there was.
+    pub(crate) fn keep_memo(&mut self, checked: Option<Checked>) -> bool {
+        self.parsed.checked = checked;
+        self.parsed.checked.is_some()
+    }
+
     pub fn slice(&self, span: Span) -> &[u8] {
         &self.buf[span.range()]
     }

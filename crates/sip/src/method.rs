@@ -26,24 +26,31 @@ pub enum Method<'a> {
 
 impl<'a> Method<'a> {
     /// Maps a method token; the caller has checked it is a non-empty token.
+    ///
+    /// Dispatched on the length and the first octet, then compared as a whole: a `match` on
+    /// the strings compared the text with the names one after another (callgrind: about 50
+    /// instructions per request and per CSeq, twice per message).
+    #[inline]
     pub fn from_token(t: &'a str) -> Method<'a> {
-        match t {
-            "INVITE" => Method::Invite,
-            "ACK" => Method::Ack,
-            "BYE" => Method::Bye,
-            "CANCEL" => Method::Cancel,
-            "REGISTER" => Method::Register,
-            "OPTIONS" => Method::Options,
-            "INFO" => Method::Info,
-            "PRACK" => Method::Prack,
-            "SUBSCRIBE" => Method::Subscribe,
-            "NOTIFY" => Method::Notify,
-            "UPDATE" => Method::Update,
-            "MESSAGE" => Method::Message,
-            "REFER" => Method::Refer,
-            "PUBLISH" => Method::Publish,
-            other => Method::Extension(other),
-        }
+        let b = t.as_bytes();
+        let known = match (b.len(), b.first()) {
+            (3, Some(b'A')) if b == b"ACK" => Method::Ack,
+            (3, Some(b'B')) if b == b"BYE" => Method::Bye,
+            (4, Some(b'I')) if b == b"INFO" => Method::Info,
+            (5, Some(b'P')) if b == b"PRACK" => Method::Prack,
+            (5, Some(b'R')) if b == b"REFER" => Method::Refer,
+            (6, Some(b'I')) if b == b"INVITE" => Method::Invite,
+            (6, Some(b'C')) if b == b"CANCEL" => Method::Cancel,
+            (6, Some(b'N')) if b == b"NOTIFY" => Method::Notify,
+            (6, Some(b'U')) if b == b"UPDATE" => Method::Update,
+            (7, Some(b'O')) if b == b"OPTIONS" => Method::Options,
+            (7, Some(b'M')) if b == b"MESSAGE" => Method::Message,
+            (7, Some(b'P')) if b == b"PUBLISH" => Method::Publish,
+            (8, Some(b'R')) if b == b"REGISTER" => Method::Register,
+            (9, Some(b'S')) if b == b"SUBSCRIBE" => Method::Subscribe,
+            _ => Method::Extension(t),
+        };
+        known
     }
 
     pub fn as_str(&self) -> &'a str {
@@ -83,5 +90,53 @@ impl<'a> Method<'a> {
 impl fmt::Display for Method<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Method;
+
+    /// The dispatch on length and first octet gives what a plain comparison with every name
+    /// gives: each name maps to its method, and any other token (another case, one octet
+    /// changed, cut or lengthened) is an extension kept as written.
+    #[test]
+    fn tokens_map_as_a_comparison_with_every_name() {
+        let known = [
+            Method::Invite,
+            Method::Ack,
+            Method::Bye,
+            Method::Cancel,
+            Method::Register,
+            Method::Options,
+            Method::Info,
+            Method::Prack,
+            Method::Subscribe,
+            Method::Notify,
+            Method::Update,
+            Method::Message,
+            Method::Refer,
+            Method::Publish,
+        ];
+        let reference = |t: &str| known.iter().copied().find(|m| m.known_name() == Some(t));
+        let mut tokens: Vec<String> = vec![String::new(), "X".into(), "INVITEX".into(), "SUBSCRIBEE".into()];
+        for m in known {
+            let name = m.known_name().expect("a known method");
+            tokens.push(name.into());
+            tokens.push(name.to_ascii_lowercase());
+            tokens.push(name[..name.len() - 1].into());
+            tokens.push(format!("{name}S"));
+            for i in 0..name.len() {
+                for b in [b'A', b'E', b'Z', b'-'] {
+                    let mut t = name.as_bytes().to_vec();
+                    t[i] = b;
+                    tokens.push(String::from_utf8(t).expect("ASCII"));
+                }
+            }
+        }
+        for t in &tokens {
+            let want = reference(t).unwrap_or(Method::Extension(t));
+            assert_eq!(Method::from_token(t), want, "{t:?}");
+        }
     }
 }

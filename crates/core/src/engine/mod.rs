@@ -69,6 +69,11 @@ use std::time::Instant;
 /// (ARCHITECTURE.md: never a full sweep); while more are due, `poll_timeout` stays due.
 const EXPIRE_BUDGET: usize = 512;
 
+/// Transactions an engine's tables have room for from the start (and response contexts and
+/// branches, half as many each): about what each of a runtime's 64 shards holds at 50 calls/s,
+/// a transaction living 32 s after it ends (`TransactionTable::with_room`).
+const ROOM: usize = 128;
+
 pub struct Engine {
     cfg: Arc<EngineConfig>,
     store: Arc<LocationStore<Peer>>,
@@ -117,7 +122,7 @@ impl Engine {
     /// seed it keys local tags and branches, and it is the top 16 bits of this engine's DNS
     /// tokens and branch counter.
     pub fn new(cfg: Arc<EngineConfig>, store: Arc<LocationStore<Peer>>, registrar: Registrar, index: usize) -> Engine {
-        let txs = TransactionTable::seeded(cfg.timers, cfg.seed.derive("transactions", index as u64));
+        let txs = TransactionTable::with_room(cfg.timers, cfg.seed.derive("transactions", index as u64), ROOM);
         let tag_seed = cfg.seed.derive("local tag", index as u64).keys()[0];
         let branches = BranchGen::new(cfg.seed, index as u16);
         let flows = FlowTokens::new(cfg.seed);
@@ -126,8 +131,8 @@ impl Engine {
             store,
             registrar,
             txs,
-            contexts: IdMap::default(),
-            clients: IdMap::default(),
+            contexts: IdMap::with_capacity_and_hasher(ROOM / 2, Default::default()),
+            clients: IdMap::with_capacity_and_hasher(ROOM / 2, Default::default()),
             resolving: IdMap::default(),
             context_bytes: 0,
             timer_c: BinaryHeap::new(),

@@ -43,10 +43,17 @@ pub(crate) struct DeadlineLanes<T> {
 }
 
 impl<T: Copy + Ord> DeadlineLanes<T> {
+    #[cfg(test)]
     pub(crate) fn new(lanes: usize) -> DeadlineLanes<T> {
+        Self::with_room(lanes, 0)
+    }
+
+    /// [`Self::new`] with room for `items` in each lane: a lane grown one doubling at a time
+    /// copies its items at each (a shard's lanes grow to its steady load once).
+    pub(crate) fn with_room(lanes: usize, items: usize) -> DeadlineLanes<T> {
         assert!(lanes <= MAX_LANES, "at most {MAX_LANES} lanes");
         DeadlineLanes {
-            lanes: (0..lanes).map(|_| VecDeque::new()).collect(),
+            lanes: (0..lanes).map(|_| VecDeque::with_capacity(items)).collect(),
             nonempty: 0,
             spill: BinaryHeap::new(),
             front: None,

@@ -16,6 +16,13 @@ pub struct CSeq<'a> {
 
 impl<'a> CSeq<'a> {
     pub fn parse(s: &'a [u8]) -> Result<CSeq<'a>, ValueError> {
+        Self::parse_text(s).map(|(cseq, _)| cseq)
+    }
+
+    /// [`CSeq::parse`], with the method's text as written (the end of `s`): the receipt check
+    /// keeps where it is (module `checked`) without finding it again from the method's name.
+    #[inline]
+    pub(crate) fn parse_text(s: &'a [u8]) -> Result<(CSeq<'a>, &'a str), ValueError> {
         // The digits are counted and read in one walk (at most 11 are read: over 10 is an error).
         let (mut digits, mut seq) = (0usize, 0u64);
         while let Some(d) = s.get(digits).filter(|b| b.is_ascii_digit() && digits <= 10) {
@@ -38,7 +45,8 @@ impl<'a> CSeq<'a> {
             return Err(ValueError::at(me, "bad method"));
         }
         // SAFETY: the token run covered `s[m..me]`; token characters are ASCII.
-        Ok(CSeq { seq, method: Method::from_token(unsafe { lex::class_text(&s[m..me]) }) })
+        let text = unsafe { lex::class_text(&s[m..me]) };
+        Ok((CSeq { seq, method: Method::from_token(text) }, text))
     }
 }
 
