@@ -118,6 +118,12 @@ impl Message {
         &self.buf
     }
 
+    /// The buffer, the message given up: when nothing else holds it, it can be edited in place
+    /// (`Bytes::try_into_mut`), as a proxy does to the response it forwards.
+    pub fn into_buffer(self) -> Bytes {
+        self.buf
+    }
+
     pub fn start_line(&self) -> &StartLine {
         &self.start
     }

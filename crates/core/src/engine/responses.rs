@@ -4,7 +4,7 @@
 
 use super::context::{BranchState, FinalResponse};
 use super::fork::take_group;
-use super::response_vias::{strip_top_via, top_two_vias, without_top_via};
+use super::response_vias::{strip_top_via_owned, top_two_vias, without_top_via};
 use super::Engine;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;
@@ -107,7 +107,7 @@ impl Engine {
                 self.cancel_branch(now, sid, idx, out);
             }
             if status > 100 {
-                self.send_upstream(now, sid, &resp, status, out);
+                self.send_upstream(now, sid, resp, status, out);
             }
             return;
         }
@@ -118,7 +118,7 @@ impl Engine {
             ctx.answered = true;
             ctx.stop_forking = true;
             ctx.waiting.clear();
-            self.send_upstream(now, sid, &resp, status, out);
+            self.send_upstream(now, sid, resp, status, out);
             self.cancel_pending(now, sid, out);
             return;
         }
@@ -204,7 +204,7 @@ impl Engine {
                 let resp = resp.clone();
                 let extra = merged_challenges(&ctx.finals, best);
                 let resp = if extra.is_empty() { resp } else { with_headers(&resp, &extra) };
-                self.send_upstream(now, sid, &resp, status, out);
+                self.send_upstream(now, sid, resp, status, out);
             }
             _ => {
                 if let Some(req) = ctx.request.clone() {
@@ -216,9 +216,10 @@ impl Engine {
     }
 
     /// Forwards a response received on a branch through the server transaction.
-    fn send_upstream(&mut self, now: Instant, sid: TxId, resp: &Message, status: u16, out: &mut Vec<Output>) {
+    /// The response is given up: its buffer may become the copy that goes upstream.
+    fn send_upstream(&mut self, now: Instant, sid: TxId, resp: Message, status: u16, out: &mut Vec<Output>) {
         let request = self.contexts.get(&sid).and_then(|c| c.request.as_ref());
-        let Some(bytes) = strip_top_via(resp, request) else {
+        let Some(bytes) = strip_top_via_owned(resp, request) else {
             // The next hop's response lost the Vias below ours (§16.7 step 3): it cannot be
             // forwarded. A final one must still end the caller's transaction: with our own.
             if status >= 200 {
