@@ -10,7 +10,7 @@ use super::client_tx::{ClientTx, NewRequest, Reply, TimerSlot};
 use super::context::Context;
 use super::held::Answer;
 use super::output::{Measure, Outbox, Owner, SendKind, Side};
-use super::route::{dialog_from_2xx, InDialog};
+use super::route::{InDialog, RouteCache};
 use super::slab::Slab;
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind, TIMEOUT_US};
@@ -93,6 +93,8 @@ impl Call {
 #[derive(Default)]
 pub struct Calls {
     calls: Slab<Call>,
+    /// The route sets of the dialogs, by the 2xx lines they come from.
+    routes: RouteCache,
 }
 
 impl Calls {
@@ -230,19 +232,19 @@ impl Calls {
             call.cseq += 1;
             let bytes = local.request(&Request {
                 method,
-                uri: &dialog.request_uri,
+                uri: &dialog.route.request_uri,
                 branch: &branch,
                 from: &call.from,
                 to: &dialog.to,
                 call_id: &call.call_id,
                 cseq: call.cseq,
-                routes: &dialog.routes,
+                routes: &dialog.route.routes,
                 contact_user: None,
                 auth: auth.as_ref().map(|(n, v)| (*n, v.as_str())),
                 extra: "",
                 body: None,
             });
-            NewRequest { id, method, branch, bytes, dest: dialog.dest, ack: None }
+            NewRequest { id, method, branch, bytes, dest: dialog.route.dest, ack: None }
         };
         self.start_tx(ctx, slot, generation, Which::Other, request, out);
     }
@@ -326,7 +328,7 @@ impl Calls {
             // A 2xx retransmission after the INVITE transaction ended: ACK again (§13.2.2.4).
             if status / 100 == 2 && call.invite.is_none() {
                 if let (Some(ack), Some(d)) = (call.ack.clone(), &call.dialog) {
-                    out.send(Side::Caller, ack, d.dest, SendKind::Plain);
+                    out.send(Side::Caller, ack, d.route.dest, SendKind::Plain);
                 }
                 return;
             }
@@ -449,7 +451,7 @@ impl Calls {
     /// 2xx to the INVITE: the dialog is set up (§12.1.2), the ACK goes along its route set
     /// (§13.2.2.4) and the hold time starts.
     fn on_invite_2xx(&mut self, ctx: &mut Context, slot: u32, generation: u32, msg: &Message, out: &mut Outbox) {
-        let Some(dialog) = dialog_from_2xx(msg, ctx.proxy) else {
+        let Some(dialog) = self.routes.dialog(msg, ctx.proxy) else {
             self.end(slot, generation, Err("bad 2xx"), out);
             return;
         };
@@ -457,19 +459,19 @@ impl Calls {
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
         let ack = ctx.caller_local.request(&Request {
             method: "ACK",
-            uri: &dialog.request_uri,
+            uri: &dialog.route.request_uri,
             branch: &branch,
             from: &call.from,
             to: &dialog.to,
             call_id: &call.call_id,
             cseq: call.cseq,
-            routes: &dialog.routes,
+            routes: &dialog.route.routes,
             contact_user: None,
             auth: None,
             extra: "",
             body: None,
         });
-        let dest = dialog.dest;
+        let dest = dialog.route.dest;
         call.dialog = Some(dialog);
         call.ack = Some(ack.clone());
         // A call we tried to cancel but that was answered first is hung up at once.
@@ -511,7 +513,7 @@ impl Calls {
         } else if (status == 401 || status == 407) && !call.challenged {
             call.challenged = true;
             out.record(Measure::Transaction(true));
-            let (caller, uri) = (call.caller, call.dialog.as_ref().map(|d| d.request_uri.clone()).unwrap_or_default());
+            let (caller, uri) = (call.caller, call.dialog.as_ref().map(|d| d.route.request_uri.clone()).unwrap_or_default());
             match ctx.credentials(caller, msg, status, "BYE", &uri) {
                 Some(auth) => self.send_other(ctx, slot, generation, "BYE", Some(auth), out),
                 None => self.end(slot, generation, Err(&status_reason(status)), out),
