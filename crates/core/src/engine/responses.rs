@@ -46,6 +46,9 @@ impl Engine {
         if self.pings.owns(id) {
             return self.on_ping_event(id, event, out);
         }
+        if matches!(event, TuEvent::Terminated) {
+            return self.on_terminated(now, id, out);
+        }
         if let Some(&(sid, idx)) = self.clients.get(&id) {
             match event {
                 // An attempt given up by its timeout answers late (`failover`).
@@ -53,27 +56,32 @@ impl Engine {
                 TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),
                 TuEvent::Timeout => self.branch_failed(now, sid, idx, 408, out),
                 TuEvent::TransportError => self.retry_or_fail(now, sid, idx, out),
-                TuEvent::Terminated => {
-                    self.clients.remove(&id);
-                    self.gateway_calls.ended_tx(id);
-                    // A branch whose transaction ended without a final response failed.
-                    self.branch_failed(now, sid, idx, 408, out);
-                }
-                TuEvent::AckReceived(_) | TuEvent::NoAck => {}
+                TuEvent::Terminated | TuEvent::AckReceived(_) | TuEvent::NoAck => {}
             }
             self.advance(now, sid, out);
             return;
         }
-        match event {
-            TuEvent::AckReceived(ack) => {
-                if let Some(ctx) = self.contexts.get(&id) {
-                    let (from, local) = (ctx.source, ctx.local);
-                    // An ACK is in its dialog: the routing table's verdict plays no part.
-                    self.forward_stateless(now, from, local, &ack, false, out);
-                }
+        if let TuEvent::AckReceived(ack) = event {
+            if let Some(ctx) = self.contexts.get(&id) {
+                let (from, local) = (ctx.source, ctx.local);
+                // An ACK is in its dialog: the routing table's verdict plays no part.
+                self.forward_stateless(now, from, local, &ack, false, out);
             }
-            TuEvent::Terminated => self.end_context(now, id, out),
-            _ => {}
+        }
+    }
+
+    /// Transaction `id` reached Terminated: four times per proxied call, all of them when a
+    /// Timer L, M, J or K fires (issue 21: one lookup each where two or three were made).
+    fn on_terminated(&mut self, now: Instant, id: TxId, out: &mut Vec<Output>) {
+        let Some((sid, idx)) = self.clients.remove(&id) else {
+            return self.end_context(now, id, out);
+        };
+        self.gateway_calls.ended_tx(id);
+        // A branch whose transaction ended without a final response failed. One that has its
+        // final response (the usual end) changes nothing: when it got it, `advance` ran.
+        if self.contexts.get(&sid).and_then(|c| c.branches.get(idx)).is_some_and(|b| b.is_pending()) {
+            self.branch_failed(now, sid, idx, 408, out);
+            self.advance(now, sid, out);
         }
     }
 
@@ -273,7 +281,9 @@ impl Engine {
 
     /// The server transaction ended: cancel what is still pending and forget the context.
     fn end_context(&mut self, now: Instant, sid: TxId, out: &mut Vec<Output>) {
-        self.cancel_pending(now, sid, out);
+        if self.contexts.get(&sid).is_some_and(|c| c.pending() > 0) {
+            self.cancel_pending(now, sid, out);
+        }
         if let Some(ctx) = self.contexts.remove(&sid) {
             self.context_bytes -= ctx.held_bytes();
         }

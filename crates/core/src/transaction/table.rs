@@ -540,16 +540,27 @@ impl TransactionTable {
             }
             e.scheduled = None;
             // Each firing disarms its timer or re-arms it strictly after `now`, so this ends;
-            // the bound is only a guard.
+            // the bound is only a guard. A firing that terminates the machine is its last (the
+            // usual one: Timers D, I, J, K, L and M end a transaction and are all it has left).
+            let mut terminated = false;
             for _ in 0..=super::TimerKind::COUNT {
                 match e.tx.next_deadline() {
                     Some((due, kind)) if due <= now => {
-                        out.extend(e.tx.on_timer(now, kind).into_iter().map(|a| (id, a)))
+                        let actions = e.tx.on_timer(now, kind);
+                        terminated = actions.terminates();
+                        out.extend(actions.into_iter().map(|a| (id, a)));
+                        if terminated {
+                            break;
+                        }
                     }
                     _ => break,
                 }
             }
-            let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
+            let settled = if terminated {
+                Settled::Terminated
+            } else {
+                settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes)
+            };
             self.finish(id, settled);
         }
         // A pop uncovers an entry nothing has checked yet.
