@@ -62,28 +62,30 @@ impl<H: SipHandler> Dispatcher<H> {
         &self.shared.stats.metrics[self.common.id]
     }
 
-    /// Hands `input` to engine shard `shard` (under its lock) and carries out what it asks for.
-    pub(crate) fn handle(&mut self, shard: usize, input: Input) {
-        self.shards.handle(shard, input, &mut self.out);
-        self.dispatch(shard);
+    /// Hands `input` to engine shard `shard` (under its lock) at `now` (when the caller read
+    /// it, or later: see `Shards::guarded`) and carries out what it asks for.
+    pub(crate) fn handle(&mut self, shard: usize, input: Input, now: Instant) {
+        self.shards.handle(shard, input, now, &mut self.out);
+        self.dispatch(shard, now);
     }
 
     /// Runs shard `shard`'s due timers and carries out what they ask for.
     pub(crate) fn handle_timeouts(&mut self, shard: usize, now: Instant) {
         self.shards.handle_timeouts(shard, now, &mut self.out);
-        self.dispatch(shard);
+        self.dispatch(shard, now);
     }
 
     /// Admits a message ([`admission::admit`]) and handles it in its engine shard. One peer's
     /// messages reach one thread (the reuseport hash for UDP, the owning worker for a TCP
     /// connection) and are handled in arrival order - there, or, from a backed-up UDP receiver,
     /// by the shard's owner (module `balance`) - so each dialog keeps its per-direction order.
-    pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message) {
-        let (shard, charge) = match admission::admit(&self.shared, &self.common, self.shards.len(), &from, &msg) {
+    /// `now`: when the message's batch was read (one clock read per batch, not per message).
+    pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant) {
+        let (shard, charge) = match admission::admit(&self.shared, &self.common, self.shards.len(), &from, &msg, now) {
             Admission::Handle { shard, charge } => (shard, charge),
             // Back to where the request came from, as rport (RFC 3581) would have it: the
             // request's Via is not worth a DNS lookup for a stateless refusal.
-            Admission::Refuse(bytes) => return self.egress.send(from, bytes, None),
+            Admission::Refuse(bytes) => return self.egress.send(from, bytes, None, now),
             Admission::Drop => return,
         };
         let owner = shard % self.shared.workers;
@@ -95,26 +97,26 @@ impl<H: SipHandler> Dispatcher<H> {
                 return;
             }
         }
-        let Some(now) = charge else {
-            self.handle(shard, Input::Message { from, local, msg });
+        if charge.is_none() {
+            self.handle(shard, Input::Message { from, local, msg }, now);
             return;
-        };
+        }
         // What the engine made of the request is in `out` before it is carried out: charge it.
         let len = msg.as_bytes().len();
-        self.shards.handle(shard, Input::Message { from, local, msg }, &mut self.out);
+        self.shards.handle(shard, Input::Message { from, local, msg }, now, &mut self.out);
         let cost = source_budget::Cost::of(&self.out, &from, len);
         if !self.shared.budgets.charge(from.addr.ip(), cost, now) {
             tracing::debug!(source = %from.addr.ip(), "per-source budget table full: request not charged");
         }
-        self.dispatch(shard);
+        self.dispatch(shard, now);
     }
 
-    /// Carries out what engine shard `shard` asked for.
-    fn dispatch(&mut self, shard: usize) {
+    /// Carries out what engine shard `shard` asked for at `now`.
+    fn dispatch(&mut self, shard: usize, now: Instant) {
         let mut out = std::mem::take(&mut self.out);
         for o in out.drain(..) {
             match o {
-                Output::Send { to, bytes } => self.egress.send(to, bytes, Some(shard)),
+                Output::Send { to, bytes } => self.egress.send(to, bytes, Some(shard), now),
                 Output::Resolve { token, request } => resolve::spawn(&self.shared, &self.common, shard, token, request),
                 Output::PingDone { token, outcome } => self.shared.pings.deliver(token, outcome),
             }

@@ -18,7 +18,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a full UDP send buffer may hold a thread before the queued datagrams are dropped.
 const SEND_STALL: Duration = Duration::from_millis(100);
@@ -53,8 +53,9 @@ impl Egress {
 
     /// Sends `bytes` to `to`: for engine shard `origin`, which is told if it cannot be sent, or
     /// for the runtime itself (`None`: a stateless answer, nobody to tell). A datagram leaves
-    /// from the worker's first UDP socket of `to`'s address family, at the next flush.
-    pub(crate) fn send(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>) {
+    /// from the worker's first UDP socket of `to`'s address family, at the next flush. `now`:
+    /// when the caller last read the clock (a stream write counts as traffic then).
+    pub(crate) fn send(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>, now: Instant) {
         let sent = match to.transport {
             Transport::Udp => match self.udp_socket_for(&to.addr) {
                 Some(i) => {
@@ -74,7 +75,7 @@ impl Egress {
                     self.flush();
                 }
                 let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
-                let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes);
+                let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes, now);
                 if let (true, Some(kind)) = (sent, kind) {
                     self.shared.stats.metrics[self.common.id].sent(kind, Wire::Tcp);
                 }

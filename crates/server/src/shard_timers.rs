@@ -62,6 +62,11 @@ impl ShardTimers {
         }
     }
 
+    /// The instant encoded as 0 (set when these timers were made).
+    pub(crate) fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
     pub(crate) fn encode(&self, at: Option<Instant>) -> u64 {
         match at {
             None => NO_DEADLINE,

@@ -238,7 +238,7 @@ impl<H: SipHandler> UdpReceiver<H> {
                     self.observe(wait, read_at);
                 }
                 let kind = self.d.measure.then(|| MsgType::of(&msg));
-                self.d.route(from, local, msg);
+                self.d.route(from, local, msg, read_at);
                 if let Some(c) = clock {
                     let (service, wait) = c.lap(d.kernel_ns);
                     if let Some(kind) = kind {

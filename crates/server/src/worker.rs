@@ -161,15 +161,17 @@ impl<H: SipHandler> Worker<H> {
                 self.run_timers(fired);
             }
             let mut items = std::mem::take(&mut self.inbox_buf);
+            // One clock read for the turn: what its messages are handled at.
+            let now = Instant::now();
             if !items.is_empty() {
-                self.gauges.refresh(&self.d.shards, &self.d.common, Instant::now());
+                self.gauges.refresh(&self.d.shards, &self.d.common, now);
             }
             let mut clock = (self.d.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
                 if let Some(Handed { shard, origin }) = it.handed {
                     // Counted by the receiver that read it (its service time there is the
                     // hand-over's).
-                    self.d.handle(shard, Input::Message { from: it.from, local: it.local, msg: it.msg });
+                    self.d.handle(shard, Input::Message { from: it.from, local: it.local, msg: it.msg }, now);
                     self.handed.push(origin);
                     if let Some(c) = clock.as_mut() {
                         c.lap(None);
@@ -177,7 +179,7 @@ impl<H: SipHandler> Worker<H> {
                     continue;
                 }
                 let kind = clock.is_some().then(|| MsgType::of(&it.msg));
-                self.d.route(it.from, it.local, it.msg);
+                self.d.route(it.from, it.local, it.msg, now);
                 if let (Some(c), Some(kind)) = (clock.as_mut(), kind) {
                     // Stream messages carry no kernel timestamp: service time only.
                     let (service, _) = c.lap(None);
@@ -189,13 +191,15 @@ impl<H: SipHandler> Worker<H> {
             let mut ctl = std::mem::take(&mut self.ctl_buf);
             for c in ctl.drain(..) {
                 match c {
-                    Ctl::Resolved { shard, token, result } => self.d.handle(shard, Input::Resolved { token, result }),
+                    Ctl::Resolved { shard, token, result } => {
+                        self.d.handle(shard, Input::Resolved { token, result }, now);
+                    }
                     Ctl::TransportError { shard: Some(shard), to } => {
-                        self.d.handle(shard, Input::TransportError { to });
+                        self.d.handle(shard, Input::TransportError { to }, now);
                     }
                     Ctl::TransportError { shard: None, to } => {
                         for shard in 0..self.d.shards.len() {
-                            self.d.handle(shard, Input::TransportError { to });
+                            self.d.handle(shard, Input::TransportError { to }, now);
                         }
                     }
                     Ctl::ReceiverExited { local } => {
@@ -205,7 +209,7 @@ impl<H: SipHandler> Worker<H> {
                             stop = true;
                         }
                     }
-                    Ctl::Ping { shard, token, ping } => self.d.handle(shard, Input::Ping { token, ping }),
+                    Ctl::Ping { shard, token, ping } => self.d.handle(shard, Input::Ping { token, ping }, now),
                     Ctl::Durable(pending) => {
                         pending.store(false, Ordering::Release);
                         self.run_due_shards(Instant::now());
@@ -386,13 +390,13 @@ struct StreamHandler<H> {
 }
 
 impl<H: SipHandler> stream::Handler for StreamHandler<H> {
-    fn handle(&mut self, from: Peer, local: SocketAddr, msg: Message) {
+    fn handle(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant) {
         if !self.d.measure {
-            return self.d.route(from, local, msg);
+            return self.d.route(from, local, msg, now);
         }
         let mut clock = BatchClock::start();
         let kind = MsgType::of(&msg);
-        self.d.route(from, local, msg);
+        self.d.route(from, local, msg, now);
         // Stream messages carry no kernel timestamp: service time only.
         let (service, _) = clock.lap(None);
         self.d.metrics().handled(kind, Wire::Tcp, service, None);

@@ -148,6 +148,39 @@ fn the_drop_count_arrives_with_the_first_datagram_queued_after_drops() {
     assert_eq!(drops, Some((200 - queued) as u32));
 }
 
+/// A batch re-arms only the headers its last call used (`RecvBatch::rearm`): every header the
+/// kernel wrote back - with the control length of a timestamp alone - must get its whole control
+/// buffer again before it is reused, or the drop count that later datagrams carry beside their
+/// timestamp would be cut off (MSG_CTRUNC).
+#[test]
+fn headers_written_by_earlier_batches_get_their_whole_buffers_back() {
+    let (tx, rx) = (socket(), socket());
+    socket2::SockRef::from(&rx).set_recv_buffer_size(4096).unwrap();
+    enable_rx_metadata(&rx).unwrap();
+    let to = rx.local_addr().unwrap();
+    let mut batch = RecvBatch::new(2048);
+    // Batches of several sizes, timestamps only (no drops yet): the kernel shrinks each used
+    // header's control length to one timestamp's.
+    for n in [6, 1, 3, 8, 2] {
+        let small: Vec<(Vec<u8>, SocketAddr)> = (0..n).map(|_| (vec![b's'; 10], to)).collect();
+        send_batch(&tx, &small, Wait::Never);
+        receive(&rx, &mut batch, n, |d| assert_eq!((d.kernel_ns.is_some(), d.drops), (true, None)));
+    }
+    let flood: Vec<(Vec<u8>, SocketAddr)> = (0..200).map(|_| (vec![b'x'; 1000], to)).collect();
+    send_batch(&tx, &flood, Wait::Never);
+    while batch.recv(&rx, Wait::Never).is_ok() {}
+    // Queued after the drops: each carries a timestamp and the drop count.
+    let after: Vec<(Vec<u8>, SocketAddr)> = (0..8).map(|_| (vec![b'a'; 10], to)).collect();
+    send_batch(&tx, &after, Wait::Never);
+    let mut seen = 0;
+    receive(&rx, &mut batch, 8, |d| {
+        assert!(d.kernel_ns.is_some() && d.drops.is_some_and(|n| n > 0), "{d:?}");
+        assert_eq!(d.source, Some(tx.local_addr().unwrap()));
+        seen += 1;
+    });
+    assert_eq!(seen, 8);
+}
+
 #[test]
 fn a_connected_socket_sends_bare_payloads_and_a_payload_only_batch_reads_them() {
     let (tx, rx) = (socket(), socket());

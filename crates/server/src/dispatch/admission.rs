@@ -28,12 +28,19 @@ pub(crate) enum Admission {
 /// finish what is running, seed 001) are dropped while draining, and answered 503 while this
 /// worker is overloaded, the transaction limit is reached, or their source holds its own budget
 /// (`limits.*_per_source`, module `source_budget`); the ACKs of those 503s are absorbed.
-pub(crate) fn admit(shared: &Shared, common: &WorkerCommon, shards: usize, from: &Peer, msg: &Message) -> Admission {
+/// `now`: when the message's batch was read.
+pub(crate) fn admit(
+    shared: &Shared,
+    common: &WorkerCommon,
+    shards: usize,
+    from: &Peer,
+    msg: &Message,
+    now: Instant,
+) -> Admission {
     // The instant this request is charged to its source's budget (None: exempt, or a response).
     let mut charge = None;
     if msg.is_request() {
         let stats = &shared.stats.workers[common.id];
-        let now = Instant::now();
         if let Some(flood) = &shared.flood {
             if flood.check_request(from, now) == FloodVerdict::Drop {
                 return Admission::Drop; // counted by the guard

@@ -82,7 +82,8 @@ impl Framer {
         self.partial_at.is_some_and(|t| t <= now)
     }
 
-    /// Frames and delivers what the last read appended to `rbuf`. `Err` ends the connection.
+    /// Frames and delivers what the last read appended to `rbuf`; `now`: when it was read (the
+    /// instant its messages are handled at and their answers written). `Err` ends the connection.
     pub(crate) async fn consume<C: Codec>(
         &mut self,
         shared: &Arc<Shared>,
@@ -90,6 +91,7 @@ impl Framer {
         conn: &Conn,
         local: SocketAddr,
         codec: &mut C,
+        now: Instant,
     ) -> Result<(), End> {
         let before = self.rbuf.len();
         // Messages handed to this thread's handler, whose UDP output waits for a flush.
@@ -106,7 +108,7 @@ impl Framer {
             // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
             // is boxed, and decided before it is awaited, so that the task of every connection
             // carries neither it nor the message.
-            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, local, C::FRAMING) {
+            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, local, C::FRAMING, now) {
                 Step::More => continue,
                 Step::NeedBytes => break,
                 Step::Close => {
@@ -116,7 +118,7 @@ impl Framer {
                 Step::Deliver(mut item) => {
                     // Module `handler`: nothing waits in the inbox, and not a new request.
                     if handler::may_skip_inbox(inbox, &item.msg) {
-                        match handler::handle_here(worker, item.from, item.local, item.msg) {
+                        match handler::handle_here(worker, item.from, item.local, item.msg, now.into_std()) {
                             Ok(()) => {
                                 handled_here = true;
                                 continue;
@@ -169,6 +171,7 @@ fn peer(conn: &Conn) -> Peer {
 /// Deals with one frame cut off the read buffer (`rbuf`: what is left of it), or with the
 /// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1): pings are answered
 /// here, messages go through the runtime's ingress (module `ingress`).
+#[allow(clippy::too_many_arguments)]
 fn next_message(
     shared: &Shared,
     worker: usize,
@@ -177,6 +180,7 @@ fn next_message(
     rbuf: &[u8],
     local: SocketAddr,
     framing: Framing,
+    now: Instant,
 ) -> Step {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let arrival = match frame {
@@ -187,7 +191,7 @@ fn next_message(
         Ok(Some(Cut::Frame(Frame::Ping))) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
             shared.stats.workers[worker].tcp_pings.bump();
-            let _ = conn.push(Bytes::from_static(b"\r\n"), cap);
+            let _ = conn.push(Bytes::from_static(b"\r\n"), cap, now);
             return Step::More;
         }
         Ok(Some(Cut::Frame(Frame::KeepAlive))) => return Step::More,
@@ -198,7 +202,7 @@ fn next_message(
         Arrival::Message(msg) => Step::Deliver(InboxMessage { from: peer(conn), local, msg, handed: None }),
         Arrival::Answer { bytes, close } => {
             // On the connection's own write queue: the answer goes back the way it came.
-            let _ = conn.push(bytes, cap);
+            let _ = conn.push(bytes, cap, now);
             // A codec that frames messages itself (WebSocket) keeps its framing whatever one
             // message held: only a Content-Length stream loses it.
             if close && framing == Framing::Stream {

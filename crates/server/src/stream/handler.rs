@@ -24,11 +24,13 @@ use herald_sip::Message;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// Handles the stream messages of one worker on its thread.
 pub(crate) trait Handler {
-    fn handle(&mut self, from: Peer, local: SocketAddr, msg: Message);
+    /// `now`: when the connection read `msg`.
+    fn handle(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant);
 
     /// Sends what the messages handled so far queued (UDP datagrams wait for a batch).
     fn flush(&mut self);
@@ -69,11 +71,17 @@ pub(crate) fn may_skip_inbox(inbox: &mpsc::Sender<InboxMessage>, msg: &Message) 
 
 /// Hands `msg` to worker `worker`'s handler if it is installed on this thread; gives it back
 /// otherwise (the caller queues it on the inbox).
-pub(crate) fn handle_here(worker: usize, from: Peer, local: SocketAddr, msg: Message) -> Result<(), Message> {
+pub(crate) fn handle_here(
+    worker: usize,
+    from: Peer,
+    local: SocketAddr,
+    msg: Message,
+    now: Instant,
+) -> Result<(), Message> {
     HANDLER.with(|h| match h.try_borrow_mut() {
         Ok(mut h) => match h.as_mut() {
             Some(installed) if installed.worker == worker => {
-                installed.handler.handle(from, local, msg);
+                installed.handler.handle(from, local, msg, now);
                 Ok(())
             }
             _ => Err(msg),
@@ -103,7 +111,7 @@ mod tests {
     struct Record(Arc<Mutex<Vec<String>>>);
 
     impl Handler for Record {
-        fn handle(&mut self, _from: Peer, _local: SocketAddr, msg: Message) {
+        fn handle(&mut self, _from: Peer, _local: SocketAddr, msg: Message, _now: Instant) {
             self.0.lock().unwrap().push(String::from_utf8_lossy(msg.as_bytes()).into_owned());
         }
 
@@ -158,17 +166,17 @@ mod tests {
         let from = Peer { transport: Transport::Tcp, addr: "127.0.0.1:5060".parse().unwrap(), conn: None };
         let local: SocketAddr = "127.0.0.1:5070".parse().unwrap();
         let seen = Arc::new(Mutex::new(vec![]));
-        assert!(handle_here(0, from, local, message()).is_err(), "nothing installed");
+        assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "nothing installed");
         let installation = install(0, Box::new(Record(seen.clone())));
-        assert!(handle_here(1, from, local, message()).is_err(), "another worker's");
+        assert!(handle_here(1, from, local, message(), Instant::now()).is_err(), "another worker's");
         std::thread::scope(|s| {
-            s.spawn(|| assert!(handle_here(0, from, local, message()).is_err(), "another thread"));
+            s.spawn(|| assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "another thread"));
         });
-        assert!(handle_here(0, from, local, message()).is_ok());
+        assert!(handle_here(0, from, local, message(), Instant::now()).is_ok());
         flush_here();
         assert_eq!(seen.lock().unwrap().len(), 2);
         assert_eq!(seen.lock().unwrap()[1], "flush");
         drop(installation);
-        assert!(handle_here(0, from, local, message()).is_err(), "removed");
+        assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "removed");
     }
 }

@@ -23,17 +23,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Sends on a stream connection: `conn` when given, else a `to.transport` (TCP or TLS)
 /// connection to `to.addr` (reused, or opened and owned by this worker; from an ephemeral port,
 /// as RFC 3261 §18.1.1 allows).
-/// `false` when it cannot be sent: the caller reports a transport error.
+/// `false` when it cannot be sent: the caller reports a transport error. `now`: when the
+/// caller last read the clock (see `Conn::push`).
 pub(crate) fn send(
     shared: &Arc<Shared>,
     worker: usize,
     ctl: &mpsc::UnboundedSender<Ctl>,
     to: Peer,
     bytes: Bytes,
+    now: std::time::Instant,
 ) -> bool {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let stats = &shared.stats.workers[worker];
-    let pushed = |c: &Conn, b: Bytes| match c.push(b, cap) {
+    let now = tokio::time::Instant::from_std(now);
+    let pushed = |c: &Conn, b: Bytes| match c.push(b, cap, now) {
         Ok(()) => {
             stats.tcp_sent.bump();
             Ok(())

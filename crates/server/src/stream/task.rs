@@ -288,14 +288,15 @@ async fn serve<C: Codec>(
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     Err(e) => return failed(e, handshaking),
                 }
-                idle_at = Instant::now() + idle;
+                let now = Instant::now();
+                idle_at = now + idle;
                 if handshake_at.is_some() && !codec.handshaking() {
                     handshake_at = None;
                     if let Some((done, _)) = C::handshake_counters(&shared.stats.workers[worker]) {
                         done.bump();
                     }
                 }
-                if let Err(end) = framer.consume(shared, worker, conn, local, codec).await {
+                if let Err(end) = framer.consume(shared, worker, conn, local, codec, now).await {
                     return end;
                 }
                 if framer.closing {
