@@ -4,7 +4,7 @@ use crate::checked::{known_method, Checked, SipUriSpans, TextSpan, ViaSpans};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::headers::{parse_call_id, parse_delta_seconds, parse_max_forwards, tag_of, CSeq, ListIter, Via};
-use crate::message::Message;
+use crate::message::{CheckParts, Message};
 use crate::span::Span;
 
 impl Message {
@@ -30,9 +30,12 @@ impl Message {
         // Not through `validated`: its `Result` would be one more copy of the memo. The
         // `Option` goes into the message as it is, one copy of it (callgrind: unwrapping it
         // first cost two copies, about 80 instructions per message).
-        if self.memo().is_none() && !self.keep_memo(self.validated_well_formed()) {
-            let checked = self.validated_naming_the_error()?;
-            self.set_memo(checked);
+        if self.memo().is_none() {
+            let (parts, memo) = self.check_parts_and_memo();
+            if well_formed(&parts, memo).is_none() {
+                let checked = self.validated_naming_the_error()?;
+                self.set_memo(checked);
+            }
         }
         Ok(())
     }
@@ -49,64 +52,12 @@ impl Message {
         }
     }
 
-    /// [`Message::validated`] of a message that passes, without the error plumbing: the same
-    /// parsers on the same values, each read through the header index, and `None` at the first
-    /// thing that does not pass, for [`Message::validated_naming_the_error`] to find and name.
-    /// Every value's `Result<_, ParseError>` through `required` and `map_err` cost about a
-    /// fifth of the receipt check (callgrind: ~50 instructions per header read, a dozen reads
-    /// per message). A malformed message is thus checked twice, the second time by the path
-    /// that names the error; both give the same memo (test `both_paths_give_the_same_memo`).
+    /// [`Message::validated`] of a message that passes, without the error plumbing (see
+    /// [`well_formed`]).
     fn validated_well_formed(&self) -> Option<Checked> {
-        if self.repeats_single() {
-            return None;
-        }
-        let buf = self.as_bytes();
-        let value = |name: HeaderName| self.field(name).map(|h| self.value_of(h));
-        let method = self.method();
-        let mut request_uri = None;
-        if let Some(uri) = self.request_uri_bytes() {
-            // What `request_uri` checks, without its error: §19.1.5, no header components.
-            match crate::uri::Uri::parse(uri).ok()? {
-                crate::uri::Uri::Sip(u) if !u.headers_raw().is_empty() => return None,
-                crate::uri::Uri::Sip(u) => request_uri = SipUriSpans::of(buf, &u),
-                _ => {}
-            }
-        }
-        let split = self.via_split();
-        if !split.clean || split.count == 0 {
-            return None;
-        }
-        let top_via = ViaSpans::read(buf, split.top)?;
-        let from_tag = tag_of(value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
-        let to_tag = tag_of(value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
-        let call_id = TextSpan::within(buf, parse_call_id(value(HeaderName::CallId)?).ok()?);
-        let cseq_field = self.field(HeaderName::CSeq)?;
-        let (cseq, cseq_method) = CSeq::parse_text(self.value_of(cseq_field)).ok()?;
-        if method.is_some_and(|m| m != cseq.method) {
-            return None;
-        }
-        let max_forwards = match value(HeaderName::MaxForwards) {
-            Some(v) => Some(parse_max_forwards(v).ok()?),
-            None => None,
-        };
-        if let Some(v) = value(HeaderName::Expires) {
-            parse_delta_seconds(v).ok()?;
-        }
-        // The method token ends the value: the range `validated_naming_the_error` finds.
-        let cseq_method = TextSpan::within(buf, cseq_method);
-        Some(Checked {
-            method: method.and_then(known_method),
-            request_uri,
-            top_via,
-            via_count: split.count,
-            from_tag,
-            to_tag,
-            call_id,
-            cseq_seq: cseq.seq,
-            cseq_method,
-            cseq_known: known_method(cseq.method),
-            max_forwards,
-        })
+        let mut memo = None;
+        well_formed(&self.check_parts(), &mut memo)?;
+        memo
     }
 
     /// [`Message::validated`] step by step, each failure with its error.
@@ -240,6 +191,68 @@ impl Message {
         }
         Ok(())
     }
+}
+
+/// [`Message::validated`] of a message that passes, without the error plumbing: the same
+/// parsers on the same values, each read through the header index, and `None` at the first
+/// thing that does not pass, for [`Message::validated_naming_the_error`] to find and name.
+/// Every value's `Result<_, ParseError>` through `required` and `map_err` cost about a
+/// fifth of the receipt check (callgrind: ~50 instructions per header read, a dozen reads
+/// per message). A malformed message is thus checked twice, the second time by the path
+/// that names the error; both give the same memo (test `both_paths_give_the_same_memo`).
+/// The memo is written into `memo` (the message's own, from [`Message::check`]): built in
+/// its place rather than returned and moved there.
+fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
+    if m.repeats_single() {
+        return None;
+    }
+    let buf = m.buf;
+    let value = |name: HeaderName| m.value(name);
+    let method = m.method();
+    let mut request_uri = None;
+    if let Some(uri) = m.request_uri_bytes() {
+        // What `request_uri` checks, without its error: §19.1.5, no header components.
+        match crate::uri::Uri::parse(uri).ok()? {
+            crate::uri::Uri::Sip(u) if !u.headers_raw().is_empty() => return None,
+            crate::uri::Uri::Sip(u) => request_uri = SipUriSpans::of(buf, &u),
+            _ => {}
+        }
+    }
+    let split = m.vias;
+    if !split.clean || split.count == 0 {
+        return None;
+    }
+    let top_via = ViaSpans::read(buf, split.top)?;
+    let from_tag = tag_of(value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
+    let to_tag = tag_of(value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
+    let call_id = TextSpan::within(buf, parse_call_id(value(HeaderName::CallId)?).ok()?);
+    let (cseq, cseq_method) = CSeq::parse_text(value(HeaderName::CSeq)?).ok()?;
+    if method.is_some_and(|m| m != cseq.method) {
+        return None;
+    }
+    let max_forwards = match value(HeaderName::MaxForwards) {
+        Some(v) => Some(parse_max_forwards(v).ok()?),
+        None => None,
+    };
+    if let Some(v) = value(HeaderName::Expires) {
+        parse_delta_seconds(v).ok()?;
+    }
+    // The method token ends the value: the range `validated_naming_the_error` finds.
+    let cseq_method = TextSpan::within(buf, cseq_method);
+    *memo = Some(Checked {
+        method: method.and_then(known_method),
+        request_uri,
+        top_via,
+        via_count: split.count,
+        from_tag,
+        to_tag,
+        call_id,
+        cseq_seq: cseq.seq,
+        cseq_method,
+        cseq_known: known_method(cseq.method),
+        max_forwards,
+    });
+    Some(())
 }
 
 #[cfg(test)]
