@@ -16,6 +16,7 @@ use crate::proxy::validate::LOOP_SEP;
 use crate::transaction::{ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -56,7 +57,7 @@ impl Engine {
                 is_invite,
                 loop_hash: hash,
                 route_removals: removals,
-                branches: Vec::new(),
+                branches: SmallVec::new(),
                 waiting,
                 finals: Vec::new(),
                 answered: false,
@@ -70,7 +71,8 @@ impl Engine {
     /// the context has its answer.
     pub(super) fn start_branches(&mut self, now: Instant, sid: TxId, group: Vec<Planned>, out: &mut Vec<Output>) {
         if let Some(ctx) = self.contexts.get_mut(&sid) {
-            // Most requests have one target: no room for three more branches that never come.
+            // Most requests have one target, which the context holds inline: no room for three
+            // more branches that never come.
             ctx.branches.reserve_exact(group.len());
         }
         for planned in group {
