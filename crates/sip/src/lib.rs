@@ -23,6 +23,7 @@ pub mod headers;
 pub mod limits;
 pub mod message;
 pub mod method;
+pub mod peek;
 pub mod response;
 mod scan;
 pub mod span;

@@ -34,7 +34,8 @@ use super::user_workload::UserWorkload;
 use super::users::User;
 use super::wire::Local;
 use crate::workload::UserModel;
-use herald_sip::Message;
+use herald_sip::peek::Peek;
+use herald_sip::{Limits, Message};
 use rand::rngs::SmallRng;
 use std::net::SocketAddr;
 
@@ -310,6 +311,9 @@ impl Agent {
                 Some(ns) => kernel_stamp_us(ns, realtime_ns, read_us),
                 None => read_us,
             };
+            if self.peeked(side, &incoming.bytes, &limits) {
+                continue;
+            }
             // Hostile input is simply not ours: anything that does not parse is counted and
             // dropped (a UA may discard a malformed response, RFC 3261 §8.1.3.1).
             match Message::parse_as(incoming.bytes, &self.ctx.limits, framing) {
@@ -318,6 +322,25 @@ impl Agent {
             }
         }
         self.inbox = inbox;
+    }
+
+    /// Handles a message its role can handle from a peek ([`peeked`]); true when it did.
+    fn peeked(&mut self, side: Side, bytes: &[u8], limits: &Limits) -> bool {
+        let to_callee = match (side, self.single_socket) {
+            (Side::Callee, false) => true,
+            (Side::Caller, false) => false,
+            // One socket: requests are the callee's; a REGISTER's responses are never
+            // handled from a peek (their Call-ID is not a call's).
+            (_, true) => !bytes.starts_with(b"SIP/"),
+        };
+        let handled = match to_callee {
+            true => peeked(bytes, limits, |peek| self.callee.on_peeked_request(peek, &mut self.out)),
+            false => peeked(bytes, limits, |peek| self.calls.on_peeked_response(&mut self.ctx, peek, &mut self.out)),
+        };
+        if handled {
+            self.execute();
+        }
+        handled
     }
 
     fn dispatch(&mut self, side: Side, msg: Message, from: SocketAddr) {
@@ -448,6 +471,20 @@ impl Agent {
         self.next_user = self.next_user.wrapping_add(1);
         u
     }
+}
+
+/// Hands `bytes` to `role` as a [`Peek`] (its start line, and the few headers it reads) when it
+/// may be a message a role handles that way: our callee's ACKs, our callers' provisionals after
+/// the first and 2xx to BYE or CANCEL, three of the seven messages a call brings (see
+/// [`Callee::on_peeked_request`], [`Calls::on_peeked_response`]). True when the role handled
+/// it; false for all else, which is then parsed in full. Which messages to try is guessed from
+/// their first bytes, so that the others (an INVITE, a BYE, the 100 and the 2xx to an INVITE)
+/// do not pay for a peek before their parse: a wrong guess costs only time, the role decides.
+pub fn peeked(bytes: &[u8], limits: &Limits, role: impl FnOnce(&Peek<'_>) -> bool) -> bool {
+    let worth_it = bytes.starts_with(b"ACK ")
+        || bytes.starts_with(b"SIP/2.0 1") && !bytes.starts_with(b"SIP/2.0 100 ")
+        || bytes.starts_with(b"SIP/2.0 2");
+    worth_it && Peek::new(bytes, limits).is_ok_and(|peek| role(&peek))
 }
 
 /// How the loop waits at `now` with the next timer (or deadline) at `due`, input last handled at

@@ -6,12 +6,13 @@
 use super::callee::Callee;
 use super::caller::{Calls, Plan};
 use super::context::Context;
+use super::event_loop::peeked;
 use super::output::{Outbox, Output, SendKind, Side};
 use super::stats::Stats;
 use super::timers::{Timer, TimerKind, T1_US};
 use super::users::User;
 use super::wire::{Local, RING_HEADER};
-use herald_sip::{Limits, Message};
+use herald_sip::{HeaderName, Limits, Message};
 use rand::SeedableRng;
 use std::collections::BTreeMap;
 
@@ -33,6 +34,13 @@ struct Pair {
     callee_hold_us: u64,
     /// Caller sends that carried the ring header.
     ring_headers: usize,
+    /// Messages handed to the roles as a peek when they take them that way (as the event loop
+    /// does), else all parsed in full.
+    peek: bool,
+    /// Messages the roles took from a peek.
+    peeked: usize,
+    /// The "proxy" answers every INVITE with a 100 Trying before passing it on.
+    trying: bool,
 }
 
 fn local(port: u16) -> Local {
@@ -57,6 +65,9 @@ impl Pair {
             caller_sends: 0,
             callee_hold_us: 0,
             ring_headers: 0,
+            peek: true,
+            peeked: 0,
+            trying: false,
         }
     }
 
@@ -79,7 +90,7 @@ impl Pair {
                         if kind == SendKind::Retransmission {
                             self.stats.retransmissions += 1;
                         }
-                        let msg = Message::parse(bytes, &Limits::default()).unwrap();
+                        let msg = Message::parse(bytes.clone(), &Limits::default()).unwrap();
                         match side {
                             Side::Caller => {
                                 self.caller_sends += 1;
@@ -89,8 +100,29 @@ impl Pair {
                                 if self.drop_caller_sends.contains(&self.caller_sends) {
                                     continue;
                                 }
+                                if self.trying && msg.method().is_some_and(|m| m.as_str() == "INVITE") {
+                                    let [via, from, to, id, cseq] = [
+                                        HeaderName::Via,
+                                        HeaderName::From,
+                                        HeaderName::To,
+                                        HeaderName::CallId,
+                                        HeaderName::CSeq,
+                                    ]
+                                    .map(|h| String::from_utf8_lossy(msg.get(h).unwrap()).into_owned());
+                                    let trying = format!(
+                                        "SIP/2.0 100 Trying\r\nVia: {via}\r\nFrom: {from}\r\nTo: {to}\r\nCall-ID: {id}\r\n\
+                                         CSeq: {cseq}\r\nContent-Length: 0\r\n\r\n"
+                                    );
+                                    self.deliver_to_caller(bytes::Bytes::from(trying));
+                                }
                                 let from = "127.0.0.1:7001".parse().unwrap();
-                                self.callee.on_request(&mut self.ctx, &msg, from, &mut self.out);
+                                let (callee, out) = (&mut self.callee, &mut self.out);
+                                if self.peek && peeked(&bytes, &Limits::default(), |p| callee.on_peeked_request(p, out))
+                                {
+                                    self.peeked += 1;
+                                } else {
+                                    self.callee.on_request(&mut self.ctx, &msg, from, &mut self.out);
+                                }
                             }
                             Side::Callee => {
                                 // Held before it leaves, as the loop records at its flush.
@@ -99,7 +131,7 @@ impl Pair {
                                 }
                                 let rx_us = self.ctx.rx_us;
                                 self.ctx.rx_us += self.callee_hold_us;
-                                self.calls.on_response(&mut self.ctx, msg, &mut self.out);
+                                self.deliver_to_caller(bytes);
                                 self.ctx.rx_us = rx_us;
                             }
                         }
@@ -112,6 +144,17 @@ impl Pair {
                     Output::CallEnded { .. } => {}
                 }
             }
+        }
+    }
+
+    /// Hands a response to the caller, from a peek when it takes it that way.
+    fn deliver_to_caller(&mut self, bytes: bytes::Bytes) {
+        let (calls, ctx, out) = (&mut self.calls, &mut self.ctx, &mut self.out);
+        if self.peek && peeked(&bytes, &Limits::default(), |p| calls.on_peeked_response(ctx, p, out)) {
+            self.peeked += 1;
+        } else {
+            let msg = Message::parse(bytes, &Limits::default()).unwrap();
+            self.calls.on_response(&mut self.ctx, msg, &mut self.out);
         }
     }
 
@@ -248,4 +291,64 @@ fn the_callee_finds_the_user_by_its_contact_or_by_parsing_the_uri() {
         let contact_user = answer.contacts().next().map(|c| c.unwrap().address().unwrap().uri.as_str().to_string());
         assert_eq!(contact_user, user.map(|u| p.ctx.callee_local.contact_uri(u)), "{uri}");
     }
+}
+
+/// What a run of `scenario` on a pair left: statistics, the caller's messages and how many
+/// messages were taken from a peek.
+fn outcome(peek: bool, scenario: impl Fn(&mut Pair)) -> (String, Vec<String>, usize) {
+    let mut p = Pair::new();
+    p.peek = peek;
+    scenario(&mut p);
+    let s = &p.stats;
+    let latencies: Vec<u64> = [&s.srd, &s.sdd, &s.response_time["INVITE"], &s.response_time["BYE"]]
+        .iter()
+        .flat_map(|h| [h.count(), h.quantile_us(0.5), h.quantile_us(1.0)])
+        .collect();
+    let stats = format!(
+        "{} {} {} {} {} {} {:?} {latencies:?}",
+        s.attempted, s.succeeded, s.failed, s.retransmissions, s.transactions_failed, s.stray, s.failures
+    );
+    (stats, p.sent_by_caller, p.peeked)
+}
+
+/// The messages the roles take from a peek (the ACK, a provisional after the first, the 2xx to
+/// a BYE) do exactly what they do parsed in full: calls with the proxy's 100 Trying, held
+/// answers, lost INVITEs, BYEs and ACKs (then the callee's 2xx retransmissions) end the same,
+/// with the same latencies, retransmissions and messages.
+#[test]
+fn messages_taken_from_a_peek_do_what_they_do_parsed() {
+    type Scenario = (&'static str, fn(&mut Pair));
+    let scenarios: [Scenario; 4] = [
+        ("trying", |p| {
+            p.trying = true;
+            p.callee_hold_us = 300;
+            for _ in 0..3 {
+                p.call(1_000, 2_000);
+            }
+            p.run_until(100_000);
+        }),
+        ("lost INVITE and BYE", |p| {
+            p.trying = true;
+            p.drop_caller_sends = vec![1, 4];
+            p.call(0, 0);
+            p.run_until(10 * T1_US);
+        }),
+        ("lost ACK", |p| {
+            p.drop_caller_sends = vec![2];
+            p.call(500, 40 * T1_US);
+            p.run_until(u64::MAX);
+        }),
+        ("plain", |p| {
+            p.call(1_000, 2_000);
+            p.run_until(10_000);
+        }),
+    ];
+    for (name, scenario) in scenarios {
+        let (parsed, peeked) = (outcome(false, scenario), outcome(true, scenario));
+        assert_eq!(parsed.2, 0);
+        assert!(peeked.2 >= 2, "{name}: {} peeked", peeked.2);
+        assert_eq!((&parsed.0, &parsed.1), (&peeked.0, &peeked.1), "{name}");
+    }
+    // With the 100, the 180 is a provisional after the first: taken from a peek too.
+    assert_eq!(outcome(true, scenarios[0].1).2, 9);
 }

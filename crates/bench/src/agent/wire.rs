@@ -190,14 +190,19 @@ impl Local {
     /// branch as the first parameter, compared as bytes (~110 instructions a response less than
     /// the search for the parameter, which any other Via still gets).
     pub fn wrote_top_via(&self, response: &Message, branch: &str) -> bool {
-        let Some(via) = response.get(HeaderName::Via) else { return false };
+        self.wrote_via(response.get(HeaderName::Via), branch)
+    }
+
+    /// [`Local::wrote_top_via`] of a response whose first Via line's value is `via`.
+    pub fn wrote_via(&self, via: Option<&[u8]>, branch: &str) -> bool {
+        let Some(via) = via else { return false };
         let ours = via.strip_prefix(self.via_start.as_bytes()).and_then(|rest| rest.strip_prefix(branch.as_bytes()));
         if ours
             .is_some_and(|after| after.first().is_none_or(|b| matches!(b, b';' | b',' | b' ' | b'\t' | b'\r' | b'\n')))
         {
             return true;
         }
-        top_via_has_branch(response, branch)
+        via_has_branch(via, branch)
     }
 
     /// The URI of `user`'s Contact (what [`Local::push_contact`] writes between `<>`).
@@ -346,7 +351,11 @@ impl<'a> Head<'a> {
 /// instructions per response, a tenth of the generator's work per call. A Via this generator
 /// did not write simply does not match.
 pub fn top_via_has_branch(response: &Message, branch: &str) -> bool {
-    let Some(mut rest) = response.get(HeaderName::Via) else { return false };
+    response.get(HeaderName::Via).is_some_and(|via| via_has_branch(via, branch))
+}
+
+/// [`top_via_has_branch`] of the first Via line's value `via`.
+fn via_has_branch(mut rest: &[u8], branch: &str) -> bool {
     // From one ';' to the next within the top value (which ends at the first ','): our branch
     // is the first parameter, so this rarely reads past the sent-by.
     loop {
