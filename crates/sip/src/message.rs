@@ -307,6 +307,7 @@ impl Message {
     }
 
     /// Raw value of the first header with this name.
+    #[inline]
     pub fn get(&self, name: HeaderName) -> Option<&[u8]> {
         self.field(name).map(|h| self.value_of(h))
     }
