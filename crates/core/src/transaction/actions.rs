@@ -69,6 +69,14 @@ impl Actions {
         self.send = Some(bytes.clone());
     }
 
+    /// [`Self::send`] of bytes the machine does not keep: moved, not cloned. The first clone of
+    /// a received buffer allocates its shared count (issue 21: a 2xx forwarded through an
+    /// INVITE server transaction, which RFC 6026 leaves nothing to retransmit, paid one).
+    pub(crate) fn send_owned(&mut self, bytes: Bytes) {
+        debug_assert!(self.send.is_none() && self.event.is_none() && !self.terminated, "a send comes first, once");
+        self.send = Some(bytes);
+    }
+
     pub(crate) fn tu(&mut self, e: TuEvent) {
         debug_assert!(!self.terminated, "Terminated is the last event");
         if matches!(e, TuEvent::Terminated) {

@@ -143,8 +143,9 @@ impl ServerInvite {
             }
             (State::Proceeding { .. } | State::Accepted, Class::Success) => {
                 // RFC 6026 §8.5: Accepted with Timer L; a 2xx in Accepted is a TU
-                // retransmission (or another 2xx) and is sent without changing the state.
-                out.send(&response);
+                // retransmission (or another 2xx) and is sent without changing the state. The
+                // transaction keeps nothing to resend: the TU retransmits 2xx (§13.3.1.4).
+                out.send_owned(response);
                 if self.timers.get(TimerKind::L).is_none() {
                     self.timers.arm(TimerKind::L, now, self.cfg.initial(TimerKind::L, self.reliable));
                 }

@@ -73,12 +73,14 @@ impl ServerNonInvite {
                 State::Proceeding { last_provisional: response }
             }
             (State::Trying | State::Proceeding { .. }, Class::Success | Class::Failure) => {
-                out.send(&response);
                 let j = self.cfg.initial(TimerKind::J, self.reliable);
                 if j.is_zero() {
+                    // Nothing to absorb over a reliable transport: sent, not kept.
+                    out.send_owned(response);
                     terminated(&mut self.timers, &mut out);
                     State::Terminated
                 } else {
+                    out.send(&response);
                     self.timers.arm(TimerKind::J, now, j);
                     State::Completed { response }
                 }
