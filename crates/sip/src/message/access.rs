@@ -95,11 +95,19 @@ impl Message {
     }
 
     /// The topmost Via: the one a server answers to (RFC 3261 §18.2.2).
+    #[inline]
     pub fn top_via(&self) -> Result<Via<'_>, ParseError> {
-        if let Some(c) = self.memo() {
-            return Ok(c.top_via.view(self.as_bytes()));
+        match self.memo() {
+            Some(c) => Ok(c.top_via.view(self.as_bytes())),
+            None => self.parsed_top_via(),
         }
-        // `vias().next()` without the iterator adapters: this runs for every message.
+    }
+
+    /// [`Message::top_via`] of a message not checked (yet): parsed, out of line.
+    #[cold]
+    #[inline(never)]
+    fn parsed_top_via(&self) -> Result<Via<'_>, ParseError> {
+        // `vias().next()` without the iterator adapters.
         for h in self.fields(HeaderName::Via) {
             match ListIter::new(self.value_of(h)).next() {
                 Some(Ok((at, bytes))) => return Via::parse(bytes).map_err(|e| self.value_error(h, e.shifted(at))),
@@ -303,10 +311,19 @@ impl Message {
 
     /// The Request-URI, parsed. RFC 3261 §19.1.5 forbids header components in a Request-URI
     /// (RFC 4475 §3.1.2.11: reject with 400 rather than forward them).
+    #[inline]
     pub fn request_uri(&self) -> Result<Uri<'_>, ParseError> {
-        if let Some(u) = self.memo().and_then(|c| c.request_uri.as_ref()) {
-            return Ok(Uri::Sip(u.view(self.as_bytes())));
+        match self.memo().and_then(|c| c.request_uri.as_ref()) {
+            Some(u) => Ok(Uri::Sip(u.view(self.as_bytes()))),
+            None => self.parsed_request_uri(),
         }
+    }
+
+    /// [`Message::request_uri`] when the memo does not hold it: parsed, out of line (see
+    /// [`Message::unchecked_top_via`]).
+    #[cold]
+    #[inline(never)]
+    fn parsed_request_uri(&self) -> Result<Uri<'_>, ParseError> {
         let crate::StartLine::Request { uri, .. } = *self.start_line() else {
             return Err(ParseError::new(ErrorKind::StartLine("a response has no Request-URI"), 0));
         };
