@@ -54,6 +54,8 @@ pub struct Dialog {
     pub interval_us: u64,
     /// When the 200 is due: the INVITE's arrival (its kernel stamp) plus the ring time.
     pub answer_due_us: u64,
+    /// The Call-ID's part of the keys of the held answers ([`super::held::Held::call_key`]).
+    pub held_call: u64,
 }
 
 /// The callee side's dialogs, by `(slot, generation)` handle and by Call-ID.
@@ -181,6 +183,7 @@ impl Callee {
         let (lines, to_line) = echo(msg, true, &tag);
         let ringing = ctx.callee_local.response(180, "Ringing", &lines, &to_line, Some(&ctx.users[user].name));
         let call_id = call_id.to_vec();
+        let held_call = ctx.held.call_key(&call_id);
         let dialog = Dialog {
             call_id: call_id.clone(),
             state: DialogState::Ringing,
@@ -192,8 +195,9 @@ impl Callee {
             interval_us: T1_US,
             // The ring starts when the INVITE arrived, not when the loop got to it.
             answer_due_us: ctx.rx_us + ring_us,
+            held_call,
         };
-        let key = ctx.held.key(&call_id, "INVITE", Answer::Provisional);
+        let key = ctx.held.answer_key(held_call, "INVITE", Answer::Provisional);
         let (slot, generation) = self.dialogs.insert(dialog);
         self.ids.insert(call_id, (slot, generation));
         out.send(Side::Callee, ringing, from, SendKind::Answer { key, due_us: ctx.rx_us });
@@ -225,7 +229,7 @@ impl Callee {
                 // Absorb BYE retransmissions for 64·T1 (Timer J of §17.2.2).
                 out.arm(ctx.now + TIMEOUT_US, Timer { kind: TimerKind::CalleeForget, slot, generation });
             }
-            kind = SendKind::Answer { key: ctx.held.key(&d.call_id, "BYE", Answer::Final), due_us: ctx.rx_us };
+            kind = SendKind::Answer { key: ctx.held.answer_key(d.held_call, "BYE", Answer::Final), due_us: ctx.rx_us };
         }
         out.send(Side::Callee, d.last.clone(), from, kind);
         if ctx.reliable {
@@ -247,14 +251,14 @@ impl Callee {
             return;
         };
         let ok = ctx.callee_local.reply(msg, 200, "OK", "bench");
-        let key = ctx.held.key(&d.call_id, "CANCEL", Answer::Final);
+        let key = ctx.held.answer_key(d.held_call, "CANCEL", Answer::Final);
         out.send(Side::Callee, ok, from, SendKind::Answer { key, due_us: ctx.rx_us });
         if d.state != DialogState::Ringing {
             return; // already answered: the CANCEL has no effect (§9.2)
         }
         d.state = DialogState::Cancelled;
         d.last = ctx.callee_local.response(487, "Request Terminated", &d.echo, &d.to_line, None);
-        let key = ctx.held.key(&d.call_id, "INVITE", Answer::Final);
+        let key = ctx.held.answer_key(d.held_call, "INVITE", Answer::Final);
         out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Answer { key, due_us: ctx.rx_us });
         arm_final_timers(ctx, slot, generation, out);
     }
@@ -273,7 +277,7 @@ impl Callee {
                 d.state = DialogState::Answering;
                 let user = &ctx.users[d.user].name;
                 d.last = ctx.callee_local.response(200, "OK", &d.echo, &d.to_line, Some(user));
-                let key = ctx.held.key(&d.call_id, "INVITE", Answer::Final);
+                let key = ctx.held.answer_key(d.held_call, "INVITE", Answer::Final);
                 out.send(Side::Callee, d.last.clone(), d.peer, SendKind::Answer { key, due_us: d.answer_due_us });
                 arm_final_timers(ctx, slot, generation, out);
             }

@@ -49,6 +49,9 @@ pub enum CallState {
 
 pub struct Call {
     pub call_id: String,
+    /// The Call-ID's part of the keys of our callee's held answers
+    /// ([`super::held::Held::call_key`]).
+    pub held_call: u64,
     pub from: String,
     pub caller: usize,
     pub callee: usize,
@@ -118,6 +121,7 @@ impl Calls {
         push_hex(&mut from, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let call = Call {
             call_id: String::new(),
+            held_call: 0,
             from,
             caller,
             callee,
@@ -147,6 +151,7 @@ impl Calls {
         push_hex(&mut call_id, u64::from(ctx.run_id), 0);
         call_id.push_str("@bench");
         if let Some(c) = self.calls.get_mut(slot, generation) {
+            c.held_call = ctx.held.call_key(&call_id);
             c.call_id = call_id;
         }
         if let Some(after) = plan.cancel_after_us {
@@ -414,7 +419,7 @@ impl Calls {
         }
         if status > 100 {
             if !call.srd_recorded {
-                let held = ctx.held.take(ctx.held.key(&call.call_id, "INVITE", Answer::Provisional));
+                let held = ctx.held.take(ctx.held.answer_key(call.held_call, "INVITE", Answer::Provisional));
                 record_srd(call, ctx.rx_us, held, out);
             }
             if call.state == CallState::Calling {
@@ -636,7 +641,7 @@ fn matching_tx(call: &Call, ctx: &Context, method: &str, via: Option<&[u8]>) -> 
 /// and is left out) and that hold, with the response time recorded.
 fn take_final(call: &mut Call, which: Which, ctx: &mut Context, out: &mut Outbox) -> (&'static str, u64, u64) {
     let tx = call.tx(which).take().expect("matched by the caller");
-    let held = ctx.held.take(ctx.held.key(&call.call_id, tx.method, Answer::Final));
+    let held = ctx.held.take(ctx.held.answer_key(call.held_call, tx.method, Answer::Final));
     let took = ctx.rx_us.saturating_sub(tx.sent_us + held);
     out.record(Measure::ResponseTime(tx.method, took));
     (tx.method, took, held)
