@@ -99,8 +99,12 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
 #[inline]
 fn lone_tag(s: &[u8], at: usize) -> Option<&str> {
     let rest = s.get(at..)?;
-    let (head, value) = (rest.get(..5)?, rest.get(5..)?);
-    if head[0] != b';' || head[4] != b'=' || !head[1..4].eq_ignore_ascii_case(b"tag") || value.is_empty() {
+    let ([semi, t, a, g, eq], value) = (*rest.first_chunk::<5>()?, rest.get(5..)?);
+    // `;tag` as one word, the letters in either case: `b | 0x20` is a lower-case letter exactly
+    // for that letter and its upper case (`eq_ignore_ascii_case` maps each octet on its own:
+    // about 20 instructions, a dozen tags per call).
+    let word = u32::from_le_bytes([semi, t, a, g]) | 0x2020_2000;
+    if word != u32::from_le_bytes(*b";tag") || eq != b'=' || value.is_empty() {
         return None;
     }
     if lex::run(s, at + 5, lex::VALUE) != s.len() {
@@ -179,9 +183,13 @@ mod tests {
             .ok()?;
             (end == s.len()).then_some(tag).flatten().flatten().and_then(|t| scan::utf8(t).ok())
         }
-        let tails: [&[u8]; 14] = [
+        let tails: [&[u8]; 17] = [
             b";tag=12345SIPpTag001",
             b";TaG=a",
+            b";TAG=a",
+            // ';' with bit 0x20 flipped, and a letter replaced by a control octet.
+            b"\x1btag=a",
+            b";t\x01g=a",
             b";tag=",
             b";tag",
             b";tag=a b",
