@@ -243,18 +243,45 @@ impl PlainVia {
     /// The general parse costs about 870 instructions for such a value (sent-by through the
     /// URI host grammar, parameters through the generic list walk), a proxied call reads six.
     pub(crate) fn read(s: &[u8]) -> Option<PlainVia> {
-        let [b'S', b'I', b'P', b'/', b'2', b'.', b'0', b'/', a, b, c, b' ', first, ..] = *s else { return None };
-        if ![a, b, c].iter().all(u8::is_ascii_uppercase) || !first.is_ascii_digit() {
+        // "SIP/2.0/" as one word, then the transport's three letters and the SP.
+        let version = s.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+        let Some(&[a, b, c, b' ', first]) = s.get(8..13).and_then(|t| t.first_chunk::<5>()) else { return None };
+        if version != Some(u64::from_le_bytes(*b"SIP/2.0/"))
+            || ![a, b, c].iter().all(u8::is_ascii_uppercase)
+            || !first.is_ascii_digit()
+        {
             return None;
         }
-        let sent_by_end = lex::find_any(s, 12, [b';', b'\r', b' ', b'\t']).unwrap_or(s.len());
-        let sent_by = &s[12..sent_by_end];
-        let (addr, len) = ipv4_prefix(sent_by)?;
-        let port = match sent_by.get(len) {
-            None => None,
-            Some(b':') => Some(plain_port(&sent_by[len + 1..])?),
-            Some(_) => return None,
+        // The sent-by read from where it starts, its end where the address and port do: sent-by
+        // ends at the first `;`, CR, SP or HT, and neither an address nor a port holds one, so
+        // it is the same place as a search for those would find, without the search
+        // (callgrind: about 35 instructions per Via).
+        let (addr, len) = ipv4_prefix(&s[12..])?;
+        let mut sent_by_end = 12 + len;
+        let port = match s.get(sent_by_end) {
+            Some(b':') => {
+                // One to five digits that fit in 16 bits, read as they are counted (the
+                // general parse takes more leading zeros; such a value is left to it).
+                let from = sent_by_end + 1;
+                let mut port = 0u32;
+                sent_by_end = from;
+                while let Some(&d) = s.get(sent_by_end).filter(|d| d.is_ascii_digit()) {
+                    if sent_by_end - from == 5 {
+                        return None;
+                    }
+                    port = port * 10 + u32::from(d - b'0');
+                    sent_by_end += 1;
+                }
+                if sent_by_end == from {
+                    return None;
+                }
+                Some(u16::try_from(port).ok()?)
+            }
+            _ => None,
         };
+        if !matches!(s.get(sent_by_end), None | Some(b';' | b'\r' | b' ' | b'\t')) {
+            return None;
+        }
         // Parameters up to the end of the value, each `;` token [`=` value].
         let mut branch: Option<Option<(usize, usize)>> = None;
         let (mut rport, mut received, mut maddr) = (None, None, None);
@@ -332,22 +359,6 @@ fn letters_are<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
         Ok(name) => name.iter().zip(lower).fold(true, |same, (a, b)| same & (a | 0x20 == *b)),
         Err(_) => false,
     }
-}
-
-/// A port of one to five digits that fits in 16 bits, all of `digits` (the general parse
-/// takes more leading zeros; such a value is left to it).
-fn plain_port(digits: &[u8]) -> Option<u16> {
-    if digits.is_empty() || digits.len() > 5 {
-        return None;
-    }
-    let mut port = 0u32;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        port = port * 10 + u32::from(d - b'0');
-    }
-    u16::try_from(port).ok()
 }
 
 fn token<'a>(s: &'a [u8], i: usize, what: &'static str) -> Result<(&'a str, usize), ValueError> {
@@ -481,6 +492,11 @@ mod tests {
             Just("10.0.0.1:005060"),
             Just("10.0.0.1:"),
             Just("1.2.3.4x"),
+            Just("1.2.3.4:50a60"),
+            Just("1.2.3.4:123456"),
+            Just("1.2.3.4567"),
+            Just("01.02.03.004:00001"),
+            Just("1.2.3.4:5060:5060"),
             Just("1.2.3.256"),
             Just("1.2.3"),
             Just("host.example.com:5060"),
