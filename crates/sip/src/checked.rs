@@ -13,7 +13,7 @@
 use crate::headers::{CSeq, Params, PlainVia, Via, ViaParams};
 use crate::method::Method;
 use crate::span::Span;
-use crate::uri::{Host, Scheme, SipUri};
+use crate::uri::{Host, PlainSip, Scheme, SipUri};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The validated fields of one message, as ranges of its buffer.
@@ -92,6 +92,30 @@ impl SipUriSpans {
             raw: s(raw)?,
             params: s(params)?,
             headers: s(headers)?,
+        })
+    }
+
+    /// The Request-URI at `uri` in `buf`, read in place when it has the plain shape (see
+    /// [`PlainSip`]): what [`SipUriSpans::of`] gives for its parse (test
+    /// `plain_uris_read_in_place_as_parsed`), without making a [`SipUri`] and finding its
+    /// parts in the buffer again. `None` for any other URI.
+    pub fn read_plain(buf: &[u8], uri: Span) -> Option<SipUriSpans> {
+        let s = buf.get(uri.range())?;
+        let plain = PlainSip::read(s)?;
+        // The places of a plain URI are ASCII octets of `s` (the classes it matched), so their
+        // ranges are text of the buffer; an absent part is the empty range, as in `of`.
+        let at = uri.start as usize;
+        let text = |r: std::ops::Range<usize>| TextSpan(Span::new(at + r.start, at + r.end));
+        let empty = TextSpan(Span::new(0, 0));
+        Some(SipUriSpans {
+            scheme: Scheme::Sip,
+            user: plain.user.map(text),
+            password: None,
+            host: HostSpan::Ipv4(plain.addr),
+            port: plain.port,
+            raw: text(0..s.len()),
+            params: if plain.params.is_empty() { empty } else { text(plain.params) },
+            headers: empty,
         })
     }
 
@@ -299,6 +323,43 @@ impl Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Request-URI read in place gives the memo that parsing it and finding its parts gives;
+    /// the URIs the plain read declines are parsed as before.
+    #[test]
+    fn plain_uris_read_in_place_as_parsed() {
+        let uris: &[&[u8]] = &[
+            b"sip:bob@127.0.0.1:5060",
+            b"sip:127.0.0.1:19102;transport=UDP",
+            b"sip:192.0.2.1;lr;r2=on",
+            b"sip:+4912345@10.0.0.1",
+            b"sip:a;b=c@192.0.2.1:0005060;x=[::1]",
+            b"sip:bob@host.example.com",
+            b"sip:bob:pw@192.0.2.1",
+            b"sip:b%41b@192.0.2.1",
+            b"SIP:bob@192.0.2.1",
+            b"sips:bob@192.0.2.1",
+            b"sip:192.0.2.1?h=v",
+            b"sip:192.0.2.1;a=",
+            b"sip:1.2.3.4:65536",
+        ];
+        let mut plain = 0;
+        for uri in uris {
+            let mut buf = b"INVITE ".to_vec();
+            buf.extend_from_slice(uri);
+            buf.extend_from_slice(b" SIP/2.0");
+            let span = Span::new(7, 7 + uri.len());
+            let parsed = match crate::uri::Uri::parse(&buf[7..7 + uri.len()]) {
+                Ok(crate::uri::Uri::Sip(u)) => SipUriSpans::of(&buf, &u),
+                _ => None,
+            };
+            if let Some(read) = SipUriSpans::read_plain(&buf, span) {
+                plain += 1;
+                assert_eq!(Some(read), parsed, "{}", String::from_utf8_lossy(uri));
+            }
+        }
+        assert_eq!(plain, 5);
+    }
 
     /// A Via read in place gives the memo that parsing it and finding its parts gives, for the
     /// plain shape with every parameter herald picks out, and for values that are not plain.

@@ -210,7 +210,10 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
     let value = |name: HeaderName| m.value(name);
     let method = m.method();
     let mut request_uri = None;
-    if let Some(uri) = m.request_uri_bytes() {
+    if let crate::StartLine::Request { uri: span, .. } = m.start {
+        request_uri = SipUriSpans::read_plain(buf, span);
+    }
+    if let (None, Some(uri)) = (request_uri, m.request_uri_bytes()) {
         // What `request_uri` checks, without its error: §19.1.5, no header components.
         match crate::uri::Uri::parse(uri).ok()? {
             crate::uri::Uri::Sip(u) if !u.headers_raw().is_empty() => return None,

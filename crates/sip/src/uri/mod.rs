@@ -16,6 +16,7 @@ mod error;
 mod escape;
 mod host;
 mod host_run;
+mod plain;
 mod sip;
 mod tel;
 
@@ -35,5 +36,6 @@ pub use error::{UriError, MAX_URI_LEN};
 pub use escape::percent_decode;
 pub(crate) use host::ipv4_prefix;
 pub use host::{parse_host_port, Host};
+pub(crate) use plain::PlainSip;
 pub use sip::{Headers, Params, Scheme, SipUri};
 pub use tel::TelUri;
