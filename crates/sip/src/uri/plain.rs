@@ -92,7 +92,9 @@ impl PlainSip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uri::{Host, Scheme, Uri};
+    use crate::uri::any::Uri;
+    use crate::uri::host::Host;
+    use crate::uri::sip::Scheme;
 
     /// Wherever the plain read accepts a URI, the general parse gives the same parts; and it
     /// accepts the usual Request-URIs.
