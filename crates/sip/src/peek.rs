@@ -75,42 +75,104 @@ impl<'a> Peek<'a> {
         }
     }
 
-    /// The value of the first line of each name in `wanted` (names herald knows, each once) (`None`: the message has none), as
-    /// [`Message::get`](crate::Message::get) gives it: the header lines are read in order until
-    /// every wanted name has been seen or the header section ends. An error is the one
-    /// [`Message::parse`](crate::Message::parse) reports for the same line (or an unterminated
-    /// section, or more lines than [`Limits::max_headers`] before the last wanted one).
+    /// The value of the first line of each name in `wanted` (names herald knows, each once)
+    /// (`None`: the message has none), as [`Message::get`](crate::Message::get) gives it: the
+    /// header lines are read in order until every wanted name has been seen or the header
+    /// section ends. An error is the one [`Message::parse`](crate::Message::parse) reports for
+    /// the same line (or an unterminated section, or more lines than [`Limits::max_headers`]
+    /// before the last wanted one).
     pub fn first_of<const N: usize>(&self, wanted: [HeaderName; N]) -> Result<[Option<&'a [u8]>; N], ParseError> {
-        let (s, limits) = (self.s, self.limits);
         let mut found = [None; N];
         // The wanted names not yet seen, as a set of bits (`HeaderName::bit`).
         let mut missing = wanted.iter().fold(0u64, |set, name| set | name.bit());
-        let (mut pos, mut count) = (self.headers, 0usize);
-        while missing != 0 {
-            if pos >= s.len() {
-                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
+        self.lines(&wanted, |name, value| {
+            if missing & name.bit() != 0 {
+                missing &= !name.bit();
+                for (slot, w) in found.iter_mut().zip(wanted) {
+                    if w == name {
+                        *slot = Some(value);
+                    }
+                }
             }
+            missing != 0
+        })?;
+        Ok(found)
+    }
+
+    /// Calls `each` with the name and value of every line of a name in `wanted` (names herald
+    /// knows), in order, to the end of the header section; errors as [`Peek::first_of`].
+    pub fn each_of(&self, wanted: &[HeaderName], mut each: impl FnMut(HeaderName, &'a [u8])) -> Result<(), ParseError> {
+        self.lines(wanted, |name, value| {
+            each(name, value);
+            true
+        })
+    }
+
+    /// Reads the header lines in order, handing those of a `wanted` name to `line` until it
+    /// returns false or the header section ends. A line whose first byte starts no wanted name
+    /// (long or compact, any case) is only stepped over, to its LF and those of its
+    /// continuation lines: where [`parse_header_line`] ends it in any message that parses (an
+    /// LF before its colon can only be folded white space, followed by SP or HT too). Most
+    /// lines of a message are not wanted, and recognising a line's name is most of what reading
+    /// it costs.
+    fn lines(
+        &self,
+        wanted: &[HeaderName],
+        mut line: impl FnMut(HeaderName, &'a [u8]) -> bool,
+    ) -> Result<(), ParseError> {
+        let (s, limits) = (self.s, self.limits);
+        let starts = first_bytes(wanted);
+        let (mut pos, mut count) = (self.headers, 0usize);
+        loop {
+            let Some(&first) = s.get(pos) else {
+                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
+            };
             if s[pos..].starts_with(b"\r\n") {
-                break;
+                return Ok(());
             }
             if count == limits.max_headers {
                 return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
+            }
+            count += 1;
+            if starts[usize::from(first >> 6)] & 1 << (first & 63) == 0 {
+                let mut search = pos;
+                pos = loop {
+                    let Some(lf) = scan::find_lf(s, search) else {
+                        return Err(ParseError::new(ErrorKind::UnterminatedHeaders, s.len()));
+                    };
+                    match s.get(lf + 1) {
+                        Some(&b) if scan::is_wsp(b) => search = lf + 1,
+                        _ => break lf + 1,
+                    }
+                };
+                continue;
             }
             let field = match plain_header_line(s, pos, limits) {
                 Some(field) => field,
                 None => parse_header_line(s, pos, limits)?,
             };
             pos = field.line.end as usize;
-            count += 1;
-            if missing & field.name.bit() != 0 {
-                missing &= !field.name.bit();
-                for (slot, name) in found.iter_mut().zip(wanted) {
-                    if name == field.name {
-                        *slot = Some(&s[field.value.range()]);
-                    }
-                }
+            if wanted.contains(&field.name) && !line(field.name, &s[field.value.range()]) {
+                return Ok(());
             }
         }
-        Ok(found)
     }
+}
+
+/// The bytes that may start a line of one of `names` (long or compact form, either case), as a
+/// set of 256 bits; every byte for a name herald does not know.
+fn first_bytes(names: &[HeaderName]) -> [u64; 4] {
+    let mut set = [0u64; 4];
+    for name in names {
+        let forms = [name.canonical(), name.compact()];
+        if forms[0].is_none() {
+            return [u64::MAX; 4];
+        }
+        for b in forms.into_iter().flatten().filter_map(|f| f.bytes().next()) {
+            for b in [b.to_ascii_lowercase(), b.to_ascii_uppercase()] {
+                set[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        }
+    }
+    set
 }

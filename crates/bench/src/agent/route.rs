@@ -58,19 +58,10 @@ impl RouteCache {
     /// Record-Route lines are ones already read.
     pub fn dialog(&mut self, msg: &Message, proxy: SocketAddr) -> Option<InDialog> {
         let to = to_of(msg)?;
-        self.key.clear();
-        // Each value with its length first: no two different line lists give the same key.
-        let values = msg.fields(HeaderName::Contact).take(1).chain(msg.fields(HeaderName::RecordRoute));
-        for (n, h) in values.enumerate() {
-            if n == 0 && h.name != HeaderName::Contact {
-                return None; // no Contact: no remote target
-            }
-            let value = msg.value_of(h);
-            self.key.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            self.key.extend_from_slice(value);
-        }
-        if let Some(route) = self.sets.get(self.key.as_slice()) {
-            return Some(InDialog { to, route: route.clone() });
+        let contact = msg.get(HeaderName::Contact)?; // no Contact: no remote target
+        let record_routes = msg.fields(HeaderName::RecordRoute).map(|h| msg.value_of(h));
+        if let Some(route) = self.cached(contact, record_routes) {
+            return Some(InDialog { to, route });
         }
         let route = Arc::new(route_from_2xx(msg, proxy)?);
         if self.sets.len() >= self.limit {
@@ -78,6 +69,23 @@ impl RouteCache {
         }
         self.sets.insert(self.key.clone(), route.clone());
         Some(InDialog { to, route })
+    }
+
+    /// The route set already read from a 2xx whose first Contact line's value is `contact` and
+    /// whose Record-Route lines' values are `record_routes`, in order (None: not read yet, or
+    /// forgotten; [`RouteCache::dialog`] reads it).
+    pub fn cached<'v>(
+        &mut self,
+        contact: &'v [u8],
+        record_routes: impl IntoIterator<Item = &'v [u8]>,
+    ) -> Option<Arc<RouteSet>> {
+        self.key.clear();
+        // Each value with its length first: no two different line lists give the same key.
+        for value in std::iter::once(contact).chain(record_routes) {
+            self.key.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            self.key.extend_from_slice(value);
+        }
+        self.sets.get(self.key.as_slice()).cloned()
     }
 
     pub fn len(&self) -> usize {
@@ -99,8 +107,18 @@ pub fn dialog_from_2xx(msg: &Message, proxy: SocketAddr) -> Option<InDialog> {
 
 /// The To value of a 2xx, which must carry the remote tag.
 fn to_of(msg: &Message) -> Option<String> {
-    let to = msg.get(HeaderName::To)?;
     msg.to_tag().ok()??;
+    to_text(msg.get(HeaderName::To)?)
+}
+
+/// A 2xx's To value `to` as text, when it carries the remote tag (the first To line's value,
+/// which is what [`Message::to_tag`] reads).
+pub fn to_with_tag(to: &[u8]) -> Option<String> {
+    herald_sip::headers::tag_of(to).ok()??;
+    to_text(to)
+}
+
+fn to_text(to: &[u8]) -> Option<String> {
     // UTF-8 checked first: the lossy conversion walks its input in chunks, ~350 instructions
     // for a To value that is nearly always plain (callgrind); the rare other one is still
     // replaced, never copied raw.
