@@ -6,6 +6,7 @@ use std::fmt;
 
 use super::error::{UriError, MAX_URI_LEN};
 use super::escape;
+use super::plain::PlainSip;
 use super::sip::{self, Scheme, SipUri};
 use super::tel::{self, TelUri};
 
@@ -49,7 +50,17 @@ pub enum Uri<'a> {
 
 impl<'a> Uri<'a> {
     /// Parses a whole URI (the bytes are exactly the URI, no surrounding <> or whitespace).
+    /// A sip: URI of the usual shape is read in one pass (see [`PlainSip`]), any other by
+    /// the grammar.
     pub fn parse(input: &'a [u8]) -> Result<Uri<'a>, UriError> {
+        match PlainSip::read(input).and_then(|plain| plain.uri(input)) {
+            Some(uri) => Ok(Uri::Sip(uri)),
+            None => Self::parse_general(input),
+        }
+    }
+
+    /// [`Uri::parse`] by the grammar, whatever the URI's shape.
+    pub(crate) fn parse_general(input: &'a [u8]) -> Result<Uri<'a>, UriError> {
         if input.len() > MAX_URI_LEN {
             return Err(UriError::new(MAX_URI_LEN, "URI too long"));
         }

@@ -27,6 +27,8 @@ mod tests_fuzz;
 #[cfg(test)]
 mod tests_host;
 #[cfg(test)]
+mod tests_plain;
+#[cfg(test)]
 mod tests_reference;
 #[cfg(test)]
 mod tests_tel;
