@@ -33,16 +33,22 @@ impl PlainSip {
         if s.len() > MAX_URI_LEN || s.get(..4)? != b"sip:" {
             return None;
         }
-        // A user of unescaped `user` characters and its '@'. No other part of a plain URI
-        // holds an '@' (neither host, port nor `paramchar`), so a run that stops anywhere else
-        // means no userinfo: the host starts right after the scheme, and an '@' further on
-        // makes the read fail below.
-        let user_end = escape::run(s, 4, USER);
-        let (user, host_at) = match s.get(user_end) {
-            Some(b'@') if user_end > 4 => (Some(4..user_end), user_end + 1),
-            _ => (None, 4),
+        // No other part of a plain URI holds an '@' (neither host, port nor `paramchar`), and
+        // a plain URI has no other: an address right after the scheme, followed by its port,
+        // parameters or the end, has no user (an '@' further on makes the read fail below).
+        // Else a user of unescaped `user` characters and its '@'; a run that stops anywhere
+        // else means no userinfo either.
+        let (user, (addr, len), host_at) = match ipv4_prefix(s.get(4..)?) {
+            Some(host) if matches!(s.get(4 + host.1), None | Some(b':' | b';')) => (None, host, 4),
+            _ => {
+                let user_end = escape::run(s, 4, USER);
+                let (user, host_at) = match s.get(user_end) {
+                    Some(b'@') if user_end > 4 => (Some(4..user_end), user_end + 1),
+                    _ => (None, 4),
+                };
+                (user, ipv4_prefix(s.get(host_at..)?)?, host_at)
+            }
         };
-        let (addr, len) = ipv4_prefix(s.get(host_at..)?)?;
         let mut at = host_at + len;
         // As `host_port_prefix` reads a port: digits while the value fits in 16 bits, at
         // least one, and no second ':' after them.
