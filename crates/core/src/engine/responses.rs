@@ -106,10 +106,16 @@ impl Engine {
                 branch.state = BranchState::Proceeding;
             }
             if is_invite {
-                // §16.7 step 2: a provisional response resets Timer C.
+                // §16.7 step 2: a provisional response resets Timer C. The branch's queued
+                // entry, due no later, stays where it is: `on_timer_c` finds the deadline moved
+                // and queues it again then. One entry per ringing branch instead of one per
+                // provisional (issue 21: a push and a pop of the heap per proxied call).
                 let at = now + self.cfg.timer_c;
+                let queued = branch.timer_c.is_some_and(|t| t <= at);
                 branch.timer_c = Some(at);
-                self.timer_c.push(Reverse((at, sid, idx)));
+                if !queued {
+                    self.timer_c.push(Reverse((at, sid, idx)));
+                }
             }
             if std::mem::take(&mut branch.cancel_when_provisional) {
                 self.cancel_branch(now, sid, idx, out);
@@ -247,10 +253,12 @@ impl Engine {
     /// Pops the Timer C entries that no longer apply off the top of their heap (a branch that
     /// got its final response, a timer reset by a later provisional), so that `poll_timeout`
     /// does not wake the worker for them: every INVITE's would, 180 s after it was answered.
+    /// An entry is live while its branch is pending with a Timer C at or after it (a later one:
+    /// reset by a provisional since it was queued, see `on_branch_response`).
     pub(super) fn drop_stale_timer_c(&mut self) {
         while let Some(&std::cmp::Reverse((at, sid, idx))) = self.timer_c.peek() {
             let live = self.contexts.get(&sid).and_then(|c| c.branches.get(idx));
-            if live.is_some_and(|b| b.timer_c == Some(at) && b.is_pending()) {
+            if live.is_some_and(|b| b.timer_c.is_some_and(|t| t >= at) && b.is_pending()) {
                 return;
             }
             self.timer_c.pop();
@@ -259,8 +267,14 @@ impl Engine {
 
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
         let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
-        if b.timer_c != Some(at) || !b.is_pending() {
-            return; // stale: reset by a later provisional, or the branch finished
+        if !b.is_pending() {
+            return; // stale: the branch finished
+        }
+        match b.timer_c {
+            Some(t) if t == at => {}
+            // Reset by a provisional after this entry was queued: due then.
+            Some(t) if t > at => return self.timer_c.push(Reverse((t, sid, idx))),
+            _ => return, // stale: moved earlier (a CANCEL's 64*T1), which queued its own
         }
         match b.state {
             BranchState::Proceeding if b.cancelled => {

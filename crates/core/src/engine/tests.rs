@@ -288,6 +288,25 @@ fn timer_c_cancels_a_branch_that_rings_forever() {
     assert!(at.iter().any(|(p, m)| p.addr == addr(BOB) && m.method() == Some(Method::Cancel)));
 }
 
+/// §16.7 step 2: every provisional resets Timer C; the branch keeps one heap entry, which comes
+/// due at the first deadline and is queued again at the reset one.
+#[test]
+fn a_later_provisional_postpones_timer_c() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, None);
+    let fwd = sent(&h.send(ALICE, &invite("bob", "tc2")))[1].1.clone();
+    h.send(BOB, &answer(&fwd, 180, "Ringing", "b1"));
+    h.advance(Duration::from_secs(100));
+    h.send(BOB, &answer(&fwd, 183, "Session Progress", "b1"));
+    let cancels = |out: &[Output]| sent(out).iter().filter(|(_, m)| m.method() == Some(Method::Cancel)).count();
+    // The first deadline (180 s after the 180) passes: the entry is queued again, no CANCEL.
+    for _ in 0..179 {
+        assert_eq!(cancels(&h.advance(Duration::from_secs(1))), 0, "Timer C was reset by the 183");
+    }
+    assert_eq!(cancels(&h.advance(Duration::from_secs(1))), 1, "180 s after the 183");
+    assert_eq!(cancels(&h.advance(Duration::from_secs(200))), 0, "one CANCEL");
+}
+
 #[test]
 fn names_are_resolved_without_blocking() {
     let mut h = Harness::new();
