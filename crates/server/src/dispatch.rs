@@ -24,11 +24,11 @@ pub(crate) use balance::Balance;
 use crate::egress::Egress;
 use crate::metrics::WorkerMetrics;
 use crate::runtime::{Handed, InboxMessage};
-use crate::shards::Shards;
+use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::source_budget;
 use admission::Admission;
-use herald_core::{Input, Output, Peer, SipHandler};
+use herald_core::{inbound, Input, Output, Peer, SipHandler};
 use herald_sip::Message;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +44,8 @@ pub(crate) struct Dispatcher<H> {
     pub balance: Option<Balance>,
     /// Where everything this thread sends leaves.
     pub egress: Egress,
+    /// This thread's refresh of the worker's load gauges (asked by admission).
+    gauges: LoadGauges,
     out: Vec<Output>,
 }
 
@@ -51,7 +53,16 @@ impl<H: SipHandler> Dispatcher<H> {
     pub(crate) fn new(shared: Arc<Shared>, shards: Arc<Shards<H>>, common: Arc<WorkerCommon>) -> Dispatcher<H> {
         let measure = shared.config.metrics.listen.is_some();
         let egress = Egress::new(shared.clone(), common.clone());
-        Dispatcher { shared, shards, common, measure, balance: None, egress, out: Vec::new() }
+        Dispatcher {
+            shared,
+            shards,
+            common,
+            measure,
+            balance: None,
+            egress,
+            gauges: LoadGauges::new(),
+            out: Vec::new(),
+        }
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -81,13 +92,16 @@ impl<H: SipHandler> Dispatcher<H> {
     /// by the shard's owner (module `balance`) - so each dialog keeps its per-direction order.
     /// `now`: when the message's batch was read (one clock read per batch, not per message).
     pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant) {
-        let (shard, charge) = match admission::admit(&self.shared, &self.common, self.shards.len(), &from, &msg, now) {
-            Admission::Handle { shard, charge } => (shard, charge),
+        let (shards, common, gauges) = (&self.shards, &self.common, &mut self.gauges);
+        let refresh = || gauges.refresh(shards, common, now);
+        let charge = match admission::admit(&self.shared, common, &from, &msg, now, refresh) {
+            Admission::Handle { charge } => charge,
             // Back to where the request came from, as rport (RFC 3581) would have it: the
             // request's Via is not worth a DNS lookup for a stateless refusal.
             Admission::Refuse(bytes) => return self.egress.send(from, bytes, None, now),
             Admission::Drop => return,
         };
+        let shard = inbound::shard(&msg, &from.addr, self.shards.len());
         let owner = shard % self.shared.workers;
         if let Some(b) = self.balance.as_ref().filter(|b| b.on) {
             if owner != self.common.id && balance::may_hand_over(&self.shared, &from) {

@@ -183,9 +183,10 @@ impl<H: SipHandler> Shards<H> {
 
 /// A thread's copy, into its worker's [`WorkerCommon`], of the load over all shards that
 /// `limits.max_transactions` and `limits.max_held_bytes` bound: refreshed by the threads that
-/// admit messages (a UDP receiver, the worker's loop), before a batch and at most once per
-/// [`TICK`] - a sum of one load per shard, never per message, and no periodic wake-up: with no
-/// messages nothing reads the gauges.
+/// admit messages (each dispatcher: a UDP receiver's, the worker loop's, its connections'),
+/// when a new request is to be judged against them and at most once per [`TICK`] - a sum of
+/// one load per shard, never per message, and no periodic wake-up: with no new requests
+/// nothing reads the gauges.
 pub(crate) struct LoadGauges {
     next: Option<Instant>,
 }

@@ -22,7 +22,6 @@ use crate::ingress::{self, Arrival};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
-use crate::shards::LoadGauges;
 use crate::shared::WorkerCommon;
 use crate::udp::{self, Received, BATCH};
 use herald_core::{Peer, SipHandler};
@@ -56,7 +55,6 @@ pub(crate) struct UdpReceiver<H> {
     /// A datagram was observed since `tick_at` (see [`UdpReceiver::tick`]).
     observed: bool,
     tick_at: Instant,
-    gauges: LoadGauges,
 }
 
 /// Tells the worker's tokio thread that a receiver ended (normally at shutdown, or by panic).
@@ -105,7 +103,6 @@ impl<H: SipHandler> UdpReceiver<H> {
             watch_idle,
             observed: false,
             tick_at: Instant::now(),
-            gauges: LoadGauges::new(),
         };
         std::thread::Builder::new().name(name).spawn(move || r.run())
     }
@@ -129,7 +126,6 @@ impl<H: SipHandler> UdpReceiver<H> {
             }
             match read {
                 Ok(_) => {
-                    self.gauges.refresh(&self.d.shards, &self.d.common, now);
                     if let Some(b) = self.d.balance.as_mut() {
                         b.before_batch(now);
                     }

@@ -24,7 +24,7 @@ use crate::dispatch::Dispatcher;
 use crate::metrics::{BatchClock, MsgType, Wire};
 use crate::runtime::{Ctl, Handed, InboxMessage, TICK};
 use crate::shard_timers::NO_DEADLINE;
-use crate::shards::{LoadGauges, Shards};
+use crate::shards::Shards;
 use crate::shared::{Shared, WorkerCommon};
 use crate::stream;
 use crate::udp_receiver::UdpReceiver;
@@ -79,7 +79,6 @@ pub(crate) struct Worker<H> {
     /// When timers last had work (encoded), and whether the last run had any.
     last_work: Option<u64>,
     busy: bool,
-    gauges: LoadGauges,
     /// Which sources woke the loop: a look polls those alone (module `wakes`).
     wakes: Wakes,
 }
@@ -138,7 +137,6 @@ impl<H: SipHandler> Worker<H> {
             was_woken: false,
             last_work: None,
             busy: false,
-            gauges: LoadGauges::new(),
             wakes: Wakes::new(),
         })
     }
@@ -163,9 +161,6 @@ impl<H: SipHandler> Worker<H> {
             let mut items = std::mem::take(&mut self.inbox_buf);
             // One clock read for the turn: what its messages are handled at.
             let now = Instant::now();
-            if !items.is_empty() {
-                self.gauges.refresh(&self.d.shards, &self.d.common, now);
-            }
             let mut clock = (self.d.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
                 if let Some(Handed { shard, origin }) = it.handed {
