@@ -90,6 +90,13 @@ impl Callee {
         }
     }
 
+    /// Room for `n` dialogs held at once (at most [`MAX_DIALOGS`]).
+    pub fn reserve(&mut self, n: usize) {
+        let n = n.min(MAX_DIALOGS);
+        self.dialogs.reserve(n);
+        self.ids.reserve(n);
+    }
+
     /// Dialogs held (ended ones included until forgotten).
     pub fn len(&self) -> usize {
         self.dialogs.len()

@@ -106,6 +106,11 @@ pub struct Calls {
 }
 
 impl Calls {
+    /// Room for `n` calls in flight at once.
+    pub fn reserve(&mut self, n: usize) {
+        self.calls.reserve(n);
+    }
+
     pub fn len(&self) -> usize {
         self.calls.len()
     }

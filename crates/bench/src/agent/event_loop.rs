@@ -29,7 +29,7 @@ use super::net::{wait, Endpoint};
 use super::output::{Measure, Outbox, Output, Owner, SendKind, Side};
 use super::registration::Registrations;
 use super::stats::Stats;
-use super::timers::{Timer, TimerKind, TimerQueue};
+use super::timers::{Timer, TimerKind, TimerQueue, TIMEOUT_US};
 use super::user_workload::UserWorkload;
 use super::users::User;
 use super::wire::Local;
@@ -161,6 +161,16 @@ impl Agent {
     pub fn close(&mut self) {
         self.caller_ep.close();
         self.callee_ep.close();
+    }
+
+    /// Room for what a run placing `rate` calls per second over `window_us`, each ringing and
+    /// holding `call_us`, holds at once: its calls in flight, and our callee's dialogs, kept
+    /// 64·T1 after their BYE over UDP (Timer J, §17.2.2). Grown a call at a time instead, the
+    /// tables were copied and rehashed as they grew (~600 instructions per call over a 20-s run at
+    /// 200 calls/s, callgrind); bounded by [`MAX_RESERVED`] whatever the rate.
+    pub fn reserve_calls(&mut self, rate: f64, window_us: u64, call_us: u64) {
+        self.calls.reserve(live_at_once(rate, window_us, call_us + 1_000_000));
+        self.callee.reserve(live_at_once(rate, window_us, call_us + TIMEOUT_US + 1_000_000));
     }
 
     /// Starts one call from user `caller` to user `callee`.
@@ -487,6 +497,17 @@ pub fn peeked(bytes: &[u8], limits: &Limits, role: impl FnOnce(&Peek<'_>) -> boo
     worth_it && Peek::new(bytes, limits).is_ok_and(|peek| role(&peek))
 }
 
+/// Calls and dialogs [`Agent::reserve_calls`] makes room for at most (address space of ~100 MB;
+/// its pages are touched only as the tables fill).
+pub const MAX_RESERVED: usize = 1 << 18;
+
+/// How many of what starts `rate` times a second over `window_us` and lives `life_us` are alive
+/// at once, at most [`MAX_RESERVED`] (0 for a rate that is not a positive number).
+pub fn live_at_once(rate: f64, window_us: u64, life_us: u64) -> usize {
+    let n = rate * life_us.min(window_us) as f64 / 1e6;
+    (n.is_finite() && n > 0.0).then(|| (n.ceil() as usize).min(MAX_RESERVED)).unwrap_or(0)
+}
+
 /// How the loop waits at `now` with the next timer (or deadline) at `due`, input last handled at
 /// `last_input_us` and a quantum of `quantum_us`: (µs to wait, whether to watch the sockets).
 /// Within the quantum it sleeps blind until the quantum ends or `due`, whichever is first;
@@ -511,6 +532,19 @@ pub fn kernel_stamp_us(kernel_ns: u64, realtime_ns: u64, now_us: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_are_reserved_for_what_lives_at_once_and_no_more() {
+        // 200 calls/s of 1 s each: 200 alive; a dialog kept 33 s, but a window of 20 s starts
+        // only 4,000.
+        assert_eq!(live_at_once(200.0, 20_000_000, 1_000_000), 200);
+        assert_eq!(live_at_once(200.0, 20_000_000, 33_000_000), 4_000);
+        assert_eq!(live_at_once(0.5, 20_000_000, 1_000_000), 1);
+        assert_eq!(live_at_once(1e9, u64::MAX, u64::MAX), MAX_RESERVED);
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(live_at_once(rate, 20_000_000, 1_000_000), 0, "{rate}");
+        }
+    }
 
     #[test]
     fn kernel_stamps_map_onto_the_agent_clock() {

@@ -132,6 +132,7 @@ pub fn run_calls(opts: &CallsOptions, stop: &StopFlag) -> Result<RunResult, Stri
     let c = &opts.common;
     let (ring_us, hold_us) = (us(opts.ring), us(opts.hold));
     let mut agent = agent(c, Mode::Calls { ring_us, hold_us }, stop)?;
+    agent.reserve_calls(opts.arrivals.rate(), us(c.duration), ring_us + hold_us);
     let grace = calls_grace_us(opts);
     agent.registrations.expires_s = calls_expiry_s(opts);
     driver::register_all(&mut agent, stop)?;

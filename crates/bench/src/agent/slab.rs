@@ -57,6 +57,13 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// Room for `n` more entries without growing (nor copying those held) on the way.
+    pub fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        self.generations.reserve(n);
+        self.free.reserve(n);
+    }
+
     pub fn len(&self) -> usize {
         self.live
     }
