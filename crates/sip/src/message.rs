@@ -8,6 +8,9 @@ mod access;
 mod head;
 mod index;
 mod line;
+mod pool;
+#[cfg(test)]
+mod tests_pool;
 mod via_split;
 
 use crate::checked::Checked;
@@ -21,9 +24,9 @@ use crate::start_line::StartLine;
 use bytes::Bytes;
 pub use head::Framing;
 pub(crate) use head::Head;
-use head::Parsed;
 pub use line::HeaderField;
 pub(crate) use line::{parse_header_line, plain_header_line};
+use pool::Parsed;
 pub(crate) use via_split::ViaSplit;
 
 /// What [`Message::check`] reads of a message: its bytes, start line, header lines and their
@@ -76,8 +79,9 @@ impl<'a> CheckParts<'a> {
 pub struct Message {
     buf: Bytes,
     start: StartLine,
-    /// The header lines, their index and the receipt checks' memo, in one allocation.
-    parsed: Box<Parsed>,
+    /// The header lines, their index and the receipt checks' memo, in one allocation (kept
+    /// for the thread's next message when this one is dropped, module `pool`).
+    parsed: pool::PooledParsed,
     /// Offset of the empty line that ends the header section.
     head_end: u32,
     body: Span,

@@ -2,16 +2,14 @@
 //! finds every line, recognises its name, notes the frequent ones in the index, splits the Via
 //! lines, counts Via and Route values against their limits and reads the one Content-Length.
 
-use super::index::HeaderIndex;
 use super::line::{parse_header_line, plain_header_line, HeaderField};
+use super::pool::PooledParsed;
 use super::via_split::ViaSplit;
-use crate::checked::Checked;
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
 use crate::scan;
 use crate::start_line::{parse_start_line, StartLine};
-use smallvec::SmallVec;
 
 /// How the message was delimited, which decides what Content-Length may or must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,32 +21,12 @@ pub enum Framing {
     Stream,
 }
 
-/// How many header lines a message holds without a second allocation: a proxied call's
-/// messages carry 8 to 12 (RFC 3261 §8.1.1's six, Contact, Record-Route or Route, the
-/// Content ones), a phone's up to about 15.
-const INLINE_HEADERS: usize = 16;
-
-/// What parsing and the receipt checks found, kept behind one pointer. Every message used to
-/// allocate twice, its line list and (in [`Message::check`]) its memo; callgrind counted
-/// about 100 instructions per allocation and free with mimalloc, six messages per proxied
-/// call. Boxed, as the memo was: messages are moved around (inbound queue, engine,
-/// transaction table) and this is most of their size.
-#[derive(Debug, Clone)]
-pub(super) struct Parsed {
-    pub(super) headers: SmallVec<[HeaderField; INLINE_HEADERS]>,
-    /// Where the first line of each frequent header is, and the first repeated single one.
-    pub(super) index: HeaderIndex,
-    pub(super) vias: ViaSplit,
-    /// Set by [`Message::check`]: the headers it validated, as ranges of `buf`.
-    pub(super) checked: Option<Checked>,
-}
-
 /// A message's start line and header section, indexed: what [`Message::parse_as`] reads before
 /// the body, and what stream framing needs to find Content-Length (`crate::framing`).
 pub(crate) struct Head {
     pub(super) start: StartLine,
     /// The header lines and their index (the memo is set later, by [`Message::check`]).
-    pub(super) parsed: Box<Parsed>,
+    pub(super) parsed: PooledParsed,
     /// Offset of the empty line that ends the header section.
     pub(super) head_end: usize,
     /// The Content-Length value and the offset of its value.
@@ -88,12 +66,7 @@ impl Head {
     /// Scans the start line and the header lines of `s` (no leading CRLF), up to the empty line.
     pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
         let (start, mut pos) = parse_start_line(s, limits)?;
-        let mut parsed = Box::new(Parsed {
-            headers: SmallVec::new(),
-            index: HeaderIndex::default(),
-            vias: ViaSplit::default(),
-            checked: None,
-        });
+        let mut parsed = PooledParsed::empty();
         let mut counts = Counts::default();
         // The number of lines so far, kept here rather than read from the vector (which asks
         // whether it has spilled each time).
