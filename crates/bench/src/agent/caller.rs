@@ -721,11 +721,14 @@ fn parse_call_id(id: &(impl AsRef<[u8]> + ?Sized)) -> Option<(u32, u32)> {
 }
 
 /// The decimal number at the start of `s` (at least one digit, no overflow) and what follows.
+/// One pass, a digit at a time (counting the digits first and then converting them cost ~160
+/// instructions a response, callgrind).
 fn leading_u32(s: &[u8]) -> Option<(u32, &[u8])> {
-    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
     let mut n: u32 = 0;
-    for &b in &s[..digits] {
-        n = n.checked_mul(10)?.checked_add(u32::from(b - b'0'))?;
+    let mut digits = 0;
+    while let Some(d) = s.get(digits).map(|b| b.wrapping_sub(b'0')).filter(|d| *d <= 9) {
+        n = n.checked_mul(10)?.checked_add(u32::from(d))?;
+        digits += 1;
     }
     (digits > 0).then_some((n, &s[digits..]))
 }
