@@ -75,6 +75,10 @@ pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
     if let Some(tag) = lone_tag(s, params_at) {
         return Ok(Some(tag));
     }
+    // Nothing after the address (a request's To before the dialog): no parameter, no tag.
+    if params_at == s.len() {
+        return Ok(None);
+    }
     // The first `tag` parameter decides, as `params.get("tag")` would.
     let mut tag: Option<Option<&[u8]>> = None;
     let (_, end) = Params::parse_visiting(s, params_at, |name, value| {
