@@ -23,7 +23,7 @@ use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
 use crate::shared::WorkerCommon;
-use crate::udp::{self, Received, BATCH};
+use crate::udp::{self, Received};
 use herald_core::{Peer, SipHandler};
 use herald_sip::Framing;
 use std::io;
@@ -42,7 +42,6 @@ pub(crate) struct UdpReceiver<H> {
     sock: Arc<UdpSocket>,
     local: SocketAddr,
     recv: herald_sys::RecvBatch,
-    received: Vec<Received>,
     drops: DropTracker,
     /// Kernel receive timestamps are on: metrics or overload control need them.
     stamps: bool,
@@ -95,7 +94,6 @@ impl<H: SipHandler> UdpReceiver<H> {
             sock,
             local,
             recv: herald_sys::RecvBatch::new(slot),
-            received: Vec::with_capacity(BATCH),
             drops: DropTracker::default(),
             stamps,
             overload,
@@ -114,7 +112,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         let _rt = rt.enter();
         while !self.d.shared.stopped.load(Ordering::Relaxed) {
             let blocked_at = self.watch_idle.then(Instant::now);
-            let read = udp::recv_batch(&self.sock, &mut self.recv, &mut self.received);
+            let read = udp::recv_batch(&self.sock, &mut self.recv);
             let now = Instant::now();
             if self.d.shared.stopped.load(Ordering::Relaxed) {
                 break; // woken by `wake_to_stop`
@@ -125,16 +123,16 @@ impl<H: SipHandler> UdpReceiver<H> {
                 self.publish_shedding();
             }
             match read {
-                Ok(_) => {
+                Ok(n) => {
                     if let Some(b) = self.d.balance.as_mut() {
                         b.before_batch(now);
                     }
                     let mut clock = self.stamps.then(BatchClock::start);
-                    let mut batch = std::mem::take(&mut self.received);
-                    for d in batch.drain(..) {
-                        self.on_datagram(d, now, clock.as_mut());
+                    for i in 0..n {
+                        if let Some(d) = udp::received(&self.recv, i) {
+                            self.on_datagram(d, now, clock.as_mut());
+                        }
                     }
-                    self.received = batch;
                     self.d.egress.flush();
                     if let Some(b) = self.d.balance.as_mut() {
                         b.after_batch(Instant::now());
@@ -158,7 +156,7 @@ impl<H: SipHandler> UdpReceiver<H> {
     /// have run for most of it (tests/protect.rs stops herald for 150 ms at a time).
     fn idle_before(&self, blocked_at: Instant, now: Instant) -> bool {
         let blocked = now.duration_since(blocked_at);
-        match self.received.first() {
+        match self.recv.get(0) {
             Some(first) if blocked >= IDLE => first.kernel_ns.is_some_and(|arrived| {
                 let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
                 blocked.saturating_sub(Duration::from_nanos(real.saturating_sub(arrived))) >= TICK

@@ -193,10 +193,15 @@ impl RecvBatch {
 
     /// The datagrams of the last call, in the order the socket queued them.
     pub fn iter(&self) -> impl Iterator<Item = Datagram<'_>> + '_ {
-        (0..self.len).map(move |i| self.get(i))
+        (0..self.len).map(move |i| self.datagram(i))
     }
 
-    fn get(&self, i: usize) -> Datagram<'_> {
+    /// Datagram `i` of the last call (`None` past its end).
+    pub fn get(&self, i: usize) -> Option<Datagram<'_>> {
+        (i < self.len).then(|| self.datagram(i))
+    }
+
+    fn datagram(&self, i: usize) -> Datagram<'_> {
         let h = &self.slots.hdrs[i];
         let len = (h.msg_len as usize).min(self.slot);
         let payload = &self.data[i * self.slot..i * self.slot + len];

@@ -59,6 +59,11 @@ fn a_batch_round_trips_with_sources_timestamps_and_order() {
     });
     let sent: Vec<Vec<u8>> = queue.into_iter().map(|(b, _)| b).collect();
     assert_eq!(seen, sent, "every datagram whole and in order");
+    // The last batch by index: what `iter` gives, and nothing past its end.
+    let last: Vec<_> = batch.iter().collect();
+    assert!(!last.is_empty());
+    assert_eq!((0..last.len()).map(|i| batch.get(i).unwrap()).collect::<Vec<_>>(), last);
+    assert_eq!(batch.get(last.len()), None);
     // Empty and non-blocking: WouldBlock, and the last batch is gone.
     assert_eq!(batch.recv(&rx, Wait::Never).unwrap_err().kind(), io::ErrorKind::WouldBlock);
     assert!(batch.is_empty());
