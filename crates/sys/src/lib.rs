@@ -46,7 +46,7 @@ mod sockopt;
 mod task;
 
 pub use batch::{Wait, BATCH};
-pub use clock::{clock_ticks_per_second, realtime_ns, rusage_self, thread_cpu_ns};
+pub use clock::{clock_ticks_per_second, monotonic_ns, realtime_ns, rusage_self, thread_cpu_ns};
 pub use host::{hostname, interface_addresses, page_size};
 pub use poll::{poll, wait_writable};
 pub use recv::{Datagram, RecvBatch};

@@ -507,7 +507,11 @@ pub const MAX_RESERVED: usize = 1 << 18;
 /// at once, at most [`MAX_RESERVED`] (0 for a rate that is not a positive number).
 pub fn live_at_once(rate: f64, window_us: u64, life_us: u64) -> usize {
     let n = rate * life_us.min(window_us) as f64 / 1e6;
-    (n.is_finite() && n > 0.0).then(|| (n.ceil() as usize).min(MAX_RESERVED)).unwrap_or(0)
+    if n.is_finite() && n > 0.0 {
+        (n.ceil() as usize).min(MAX_RESERVED)
+    } else {
+        0
+    }
 }
 
 /// How the loop waits at `now` with the next timer (or deadline) at `due`, input last handled at
