@@ -12,7 +12,7 @@ use super::output::{Measure, Outbox, SendKind, Side};
 use super::slab::Slab;
 use super::timers::{next_interval, Timer, TimerKind, T1_US, T2_US, TIMEOUT_US};
 use super::users::User;
-use super::wire::{echo, RING_HEADER};
+use super::wire::{echo_tagging, RING_HEADER};
 use bytes::Bytes;
 use herald_core::seed::{Seed, TableState};
 use herald_sip::peek::Peek;
@@ -65,7 +65,11 @@ pub struct Dialog {
 /// these short keys, which the proxy's peers choose as they like.
 pub struct Callee {
     dialogs: Slab<Dialog>,
-    ids: HashMap<Vec<u8>, (u32, u32), TableState>,
+    /// Dialogs by the keyed hash of their Call-ID ([`super::held::Held::call_key`], a random seed per run:
+    /// no peer can choose collisions), each hit checked against the dialog's own Call-ID: the
+    /// hash is worked out for the held answers anyway, and the Call-ID is neither hashed again
+    /// nor copied into the table (~300 instructions a call, callgrind).
+    ids: HashMap<u64, (u32, u32), TableState>,
     /// User name → index: the Request-URI of an INVITE is the Contact we registered.
     user_index: HashMap<String, usize, TableState>,
     /// Our registered contact URIs as written (`sip:user@host:port...`) → user index, filled at
@@ -115,16 +119,17 @@ impl Callee {
             out.record(Measure::Stray);
             return;
         };
-        let handle = self.ids.get(call_id).copied();
+        let key = ctx.held.call_key(call_id);
+        let handle = self.find(key, call_id);
         match (method.as_str(), handle) {
-            ("INVITE", None) => self.on_new_invite(ctx, msg, call_id, from, out),
+            ("INVITE", None) => self.on_new_invite(ctx, msg, call_id, key, from, out),
             ("INVITE", Some((slot, generation))) => {
                 // A retransmission (§17.2.1): repeat the last response.
                 if let Some(d) = self.dialogs.get_mut(slot, generation) {
                     out.send(Side::Callee, d.last.clone(), from, SendKind::Plain);
                 }
             }
-            ("ACK", _) => self.on_ack(call_id, out),
+            ("ACK", _) => self.on_ack(handle, out),
             ("BYE", Some((slot, generation))) => self.on_bye(ctx, msg, from, slot, generation, out),
             ("CANCEL", Some((slot, generation))) => self.on_cancel(ctx, msg, from, slot, generation, out),
             ("BYE" | "CANCEL", None) => reply(ctx, msg, from, 481, "Call/Transaction Does Not Exist", out),
@@ -137,23 +142,31 @@ impl Callee {
     /// nothing else, is handled here; false (nothing done) for any other request, which then
     /// goes through the full parse and [`Callee::on_request`]. The ACK of every call was parsed
     /// in full for its Call-ID (~1.2k instructions, callgrind).
-    pub fn on_peeked_request(&mut self, peek: &Peek<'_>, out: &mut Outbox) -> bool {
+    pub fn on_peeked_request(&mut self, ctx: &Context, peek: &Peek<'_>, out: &mut Outbox) -> bool {
         if peek.method().is_none_or(|m| m.as_str() != "ACK") {
             return false;
         }
         match peek.first_of([HeaderName::CallId]) {
             Ok([Some(call_id)]) if !call_id.is_empty() => {
-                self.on_ack(call_id, out);
+                let handle = self.find(ctx.held.call_key(call_id), call_id);
+                self.on_ack(handle, out);
                 true
             }
             _ => false,
         }
     }
 
-    /// An ACK of the dialog of `call_id` (§13.3.1.4 for a 2xx; §17.2.1 Timer H for the 487 of a
-    /// CANCEL).
-    fn on_ack(&mut self, call_id: &[u8], out: &mut Outbox) {
-        let Some(&(slot, generation)) = self.ids.get(call_id) else {
+    /// The dialog of the Call-ID `call_id`, whose [`super::held::Held::call_key`] is `key`.
+    fn find(&mut self, key: u64, call_id: &[u8]) -> Option<(u32, u32)> {
+        let &(slot, generation) = self.ids.get(&key)?;
+        let d = self.dialogs.get_mut(slot, generation)?;
+        (d.call_id == call_id).then_some((slot, generation))
+    }
+
+    /// An ACK of the dialog `handle` (None: of no dialog; §13.3.1.4 for a 2xx; §17.2.1 Timer H
+    /// for the 487 of a CANCEL).
+    fn on_ack(&mut self, handle: Option<(u32, u32)>, out: &mut Outbox) {
+        let Some((slot, generation)) = handle else {
             out.record(Measure::Stray);
             return;
         };
@@ -165,7 +178,16 @@ impl Callee {
         }
     }
 
-    fn on_new_invite(&mut self, ctx: &mut Context, msg: &Message, call_id: &[u8], from: SocketAddr, out: &mut Outbox) {
+    /// A new INVITE, of Call-ID `call_id` whose [`super::held::Held::call_key`] is `key`.
+    fn on_new_invite(
+        &mut self,
+        ctx: &mut Context,
+        msg: &Message,
+        call_id: &[u8],
+        key: u64,
+        from: SocketAddr,
+        out: &mut Outbox,
+    ) {
         let Some(user) = self.user_of_target(ctx, msg) else {
             reply(ctx, msg, from, 404, "Not Found", out);
             return;
@@ -187,12 +209,11 @@ impl Callee {
             .unwrap_or(self.default_ring_us);
         let mut tag = String::with_capacity(16);
         herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
-        let (lines, to_line) = echo(msg, true, &tag);
+        // Checked above: the To has no tag.
+        let (lines, to_line) = echo_tagging(msg, true, Some(&tag));
         let ringing = ctx.callee_local.response(180, "Ringing", &lines, &to_line, Some(&ctx.users[user].name));
-        let call_id = call_id.to_vec();
-        let held_call = ctx.held.call_key(&call_id);
         let dialog = Dialog {
-            call_id: call_id.clone(),
+            call_id: call_id.to_vec(),
             state: DialogState::Ringing,
             user,
             echo: lines,
@@ -202,11 +223,11 @@ impl Callee {
             interval_us: T1_US,
             // The ring starts when the INVITE arrived, not when the loop got to it.
             answer_due_us: ctx.rx_us + ring_us,
-            held_call,
+            held_call: key,
         };
-        let key = ctx.held.answer_key(held_call, "INVITE", Answer::Provisional);
         let (slot, generation) = self.dialogs.insert(dialog);
-        self.ids.insert(call_id, (slot, generation));
+        self.ids.insert(key, (slot, generation));
+        let key = ctx.held.answer_key(key, "INVITE", Answer::Provisional);
         out.send(Side::Callee, ringing, from, SendKind::Answer { key, due_us: ctx.rx_us });
         out.arm(ctx.rx_us + ring_us, Timer { kind: TimerKind::CalleeAnswer, slot, generation });
     }
@@ -272,7 +293,11 @@ impl Callee {
 
     fn forget(&mut self, slot: u32, generation: u32) {
         if let Some(d) = self.dialogs.remove(slot, generation) {
-            self.ids.remove(&d.call_id);
+            // Only its own entry: another Call-ID of the same hash (a 2^-64 chance) may have
+            // taken the key since.
+            if self.ids.get(&d.held_call) == Some(&(slot, generation)) {
+                self.ids.remove(&d.held_call);
+            }
         }
     }
 

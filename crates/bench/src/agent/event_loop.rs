@@ -346,7 +346,7 @@ impl Agent {
             (_, true) => !bytes.starts_with(b"SIP/"),
         };
         let handled = match to_callee {
-            true => peeked(bytes, limits, |peek| self.callee.on_peeked_request(peek, &mut self.out)),
+            true => peeked(bytes, limits, |peek| self.callee.on_peeked_request(&self.ctx, peek, &mut self.out)),
             false => peeked(bytes, limits, |peek| self.calls.on_peeked_response(&mut self.ctx, peek, &mut self.out)),
         };
         if handled {

@@ -116,8 +116,9 @@ impl Pair {
                                     self.deliver_to_caller(bytes::Bytes::from(trying));
                                 }
                                 let from = "127.0.0.1:7001".parse().unwrap();
-                                let (callee, out) = (&mut self.callee, &mut self.out);
-                                if self.peek && peeked(&bytes, &Limits::default(), |p| callee.on_peeked_request(p, out))
+                                let (callee, ctx, out) = (&mut self.callee, &self.ctx, &mut self.out);
+                                if self.peek
+                                    && peeked(&bytes, &Limits::default(), |p| callee.on_peeked_request(ctx, p, out))
                                 {
                                     self.peeked += 1;
                                 } else {

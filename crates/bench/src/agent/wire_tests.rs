@@ -104,6 +104,21 @@ fn response_echoes_request_lines_and_adds_tag() {
     assert_eq!(to_line, "To: <sip:bob@h>;tag=t9\r\n");
 }
 
+/// Told whether the To has a tag, echo writes what it writes when it reads that itself.
+#[test]
+fn echo_told_about_the_tag_is_echo() {
+    let untagged = parse(&Bytes::from_static(
+        b"INVITE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP p;branch=z9hG4bKp\r\nFrom: <sip:a@h>;tag=1\r\n\
+          To: <sip:bob@h>\r\nCall-ID: x\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n",
+    ));
+    assert_eq!(echo_tagging(&untagged, true, Some("t9")), echo(&untagged, true, "t9"));
+    let tagged = parse(&Bytes::from(
+        String::from_utf8(untagged.as_bytes().to_vec()).unwrap().replace("<sip:bob@h>", "<sip:bob@h>;tag=2"),
+    ));
+    assert_eq!(echo_tagging(&tagged, false, None), echo(&tagged, false, "t9"));
+    assert_ne!(echo_tagging(&tagged, false, Some("t9")), echo(&tagged, false, "t9"));
+}
+
 /// Runs of adjacent copied lines, copied at once, give what copying each line gives.
 #[test]
 fn echo_is_the_copied_lines_in_their_order() {
