@@ -82,21 +82,33 @@ pub fn build_trying(request: &Message) -> Option<Bytes> {
     let call_id = request.get(HeaderName::CallId)?;
     let cseq = request.get(HeaderName::CSeq)?;
     request.field(HeaderName::Via)?;
-    let mut out = BytesMut::with_capacity(request.head_end() + 32);
-    out.put_slice(b"SIP/2.0 100 Trying\r\n");
+    // A Vec, whose `extend_from_slice` inlines to a capacity test and a copy; `BytesMut::put_slice`
+    // stayed an out-of-line call per piece here (issue 21: ~26 calls, ~670 instructions per
+    // proxied INVITE). The request's head bounds the copy but for compact names written long.
+    let mut out = Vec::with_capacity(request.head_end() + 32);
+    out.extend_from_slice(b"SIP/2.0 100 Trying\r\n");
     for v in request.fields(HeaderName::Via) {
-        header(&mut out, "Via", request.value_of(v));
+        vec_header(&mut out, b"Via", request.value_of(v));
     }
-    header(&mut out, "From", from);
-    header(&mut out, "To", to);
-    header(&mut out, "Call-ID", call_id);
-    header(&mut out, "CSeq", cseq);
+    vec_header(&mut out, b"From", from);
+    vec_header(&mut out, b"To", to);
+    vec_header(&mut out, b"Call-ID", call_id);
+    vec_header(&mut out, b"CSeq", cseq);
     if let Some(ts) = request.get(HeaderName::Timestamp) {
-        header(&mut out, "Timestamp", ts);
+        vec_header(&mut out, b"Timestamp", ts);
     }
-    header(&mut out, "Content-Length", b"0");
-    out.put_slice(b"\r\n");
-    Some(out.freeze())
+    vec_header(&mut out, b"Content-Length", b"0");
+    out.extend_from_slice(b"\r\n");
+    Some(Bytes::from(out))
+}
+
+/// [`header`] into a `Vec` ([`build_trying`]).
+#[inline]
+fn vec_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
