@@ -36,7 +36,7 @@ mod plan;
 mod scan_cursor;
 mod store;
 
-pub use aor::Aor;
+pub use aor::{Aor, AorKey};
 pub use binding::{Binding, ContactUpdate, StoreError, Update};
 pub use journal::{AorBindings, Applied, Backfill, Journal, Removed, Ticket};
 pub use ordered::OrderedBindings;

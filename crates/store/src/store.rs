@@ -316,9 +316,16 @@ impl<S: Clone> LocationStore<S> {
     /// under the read lock of the AoR's shard (a REGISTER to that shard waits for it): it must
     /// not call back into the store.
     pub fn lookup_with<R>(&self, aor: &Aor, now: Instant, f: impl FnOnce(OrderedBindings<'_, S>) -> R) -> R {
-        self.fault_in(aor, now);
+        self.lookup_key_with(aor.as_bytes(), now, f)
+    }
+
+    /// [`Self::lookup_with`] by the key's bytes (an [`crate::AorKey`] built on the stack): the
+    /// [`Aor`] a start-up load needs is made only while one runs.
+    pub fn lookup_key_with<R>(&self, key: &[u8], now: Instant, f: impl FnOnce(OrderedBindings<'_, S>) -> R) -> R {
+        if self.backfill.get().is_some_and(|b| b.loading()) {
+            self.fault_in(&Aor::from_canonical(key), now);
+        }
         let now_s = self.secs(now);
-        let key = aor.as_bytes();
         let hash = self.hash(key);
         let shard = read(&self.slot(hash).shard);
         let bindings = shard.table.find(hash, |r| r.key.as_bytes() == key).map_or(&[][..], |rec| &rec.bindings);

@@ -13,7 +13,7 @@ use crate::proxy::route::{next_hop, Preprocessed};
 use crate::routing::Decision;
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method, ParseError};
-use herald_store::Aor;
+use herald_store::AorKey;
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -112,10 +112,12 @@ impl Engine {
         // The port does not split a served domain's users (Aor::of_served_user), nor the
         // domain with `[registrar] use_domain = false`.
         let use_domain = self.registrar.config().use_domain;
-        let aor = ruri.as_sip().map(|u| Aor::of_served_user(u, use_domain)).ok_or(Local::Reject(404, "Not Found"))?;
+        // The key on the stack (no allocation for it).
+        let aor =
+            ruri.as_sip().map(|u| AorKey::of_served_user(u, use_domain)).ok_or(Local::Reject(404, "Not Found"))?;
         // The bindings are planned where they are stored: no copy of each.
         let nat = self.cfg.nat.detect;
-        let planned = self.store.lookup_with(&aor, now, |bindings| plan_bindings(bindings, nat));
+        let planned = self.store.lookup_key_with(aor.as_bytes(), now, |bindings| plan_bindings(bindings, nat));
         if planned.is_empty() {
             // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
             // not exist in the domain, which herald knows only for users it provisioned.
