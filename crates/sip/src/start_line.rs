@@ -42,14 +42,17 @@ fn starts_as_status(line: &[u8]) -> bool {
 
 /// `Status-Line = SIP-Version SP Status-Code SP Reason-Phrase` (RFC 3261 §7.2).
 fn parse_status_line(line: &[u8]) -> Result<StartLine, ParseError> {
-    // "SIP/2.0 " as nearly every response starts, without the search.
+    // "SIP/2.0 " as nearly every response starts, without the search or the version's check
+    // (the compare was that check: a call to the slice compare, ~16 instructions a message).
     let sp = match line.starts_with(b"SIP/2.0 ") {
         true => 7,
         false => {
-            memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?
+            let sp =
+                memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?;
+            check_version(&line[..sp], 0)?;
+            sp
         }
     };
-    check_version(&line[..sp], 0)?;
     let code_at = sp + 1;
     let code = line.get(code_at..code_at + 3).filter(|c| c.iter().all(u8::is_ascii_digit));
     let Some(code) = code else {
@@ -88,15 +91,18 @@ fn parse_request_line(line: &[u8]) -> Result<StartLine, ParseError> {
         return Err(ParseError::new(ErrorKind::StartLine("whitespace at end of Request-Line"), line.len() - 1));
     }
     let uri_start = method_end + 1;
-    // " SIP/2.0" as nearly every request ends, without the search.
-    let last_sp = match line.ends_with(b" SIP/2.0") {
+    // " SIP/2.0" as nearly every request ends, without the search or the version's check.
+    let plain = line.ends_with(b" SIP/2.0");
+    let last_sp = match plain {
         true => line.len() - 8,
         false => memchr::memrchr(b' ', line).unwrap_or(method_end),
     };
     if last_sp <= uri_start {
         return Err(ParseError::new(ErrorKind::StartLine("missing Request-URI or SIP-Version"), uri_start));
     }
-    check_version(&line[last_sp + 1..], last_sp + 1)?;
+    if !plain {
+        check_version(&line[last_sp + 1..], last_sp + 1)?;
+    }
     let uri = &line[uri_start..last_sp];
     if let Some(ws) = scan::find_any(uri, 0, [b' ', b'\t']) {
         return Err(ParseError::new(ErrorKind::RequestUri("whitespace inside"), uri_start + ws));
