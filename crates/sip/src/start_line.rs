@@ -47,8 +47,8 @@ fn parse_status_line(line: &[u8]) -> Result<StartLine, ParseError> {
     let sp = match line.starts_with(b"SIP/2.0 ") {
         true => 7,
         false => {
-            let sp =
-                memchr::memchr(b' ', line).ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?;
+            let sp = memchr::memchr(b' ', line)
+                .ok_or(ParseError::new(ErrorKind::StartLine("no status code"), line.len()))?;
             check_version(&line[..sp], 0)?;
             sp
         }
