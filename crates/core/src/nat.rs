@@ -125,11 +125,17 @@ pub fn parsed_binding_behind_nat(contact: &Uri<'_>, source: Peer, detect: NatDet
 /// The Contact tests (flags 1, 32, 64) for one contact URI from `source`.
 fn contact_behind_nat(uri: &SipUri<'_>, source: SocketAddr, detect: NatDetect) -> bool {
     let Some(ip) = host_ip(&uri.host) else { return false };
+    address_behind_nat(ip, uri.port.unwrap_or_else(|| uri.scheme.default_port()), source, detect)
+}
+
+/// The Contact tests of [`contact_behind_nat`] on a contact's IP host and port (the scheme's
+/// default when it has none), for a contact whose URI was read before (the engine keeps them
+/// for registered contacts).
+pub fn address_behind_nat(ip: IpAddr, port: u16, source: SocketAddr, detect: NatDetect) -> bool {
     if is_private(ip) && ip != source.ip() {
         return true;
     }
-    detect == NatDetect::ContactDiffers
-        && (ip != source.ip() || uri.port.unwrap_or_else(|| uri.scheme.default_port()) != source.port())
+    detect == NatDetect::ContactDiffers && (ip != source.ip() || port != source.port())
 }
 
 /// Whether a request or response that `source` sent herald directly comes from behind NAT: its

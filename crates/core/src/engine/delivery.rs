@@ -2,11 +2,10 @@
 //! location service): over the flow the registration came on (RFC 5626 Outbound, RFC 7118
 //! WebSocket phones), at the address a NATed registration really came from, or to the contact.
 
+use super::contact_facts::{ContactCache, ContactFacts};
 use super::context::{Planned, PlannedDest};
-use super::hop::{hop_for, transport_and_maddr, Hop};
-use crate::nat::{parsed_binding_behind_nat, NatDetect};
+use crate::nat::{address_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
-use herald_sip::uri::{Host, SipUri, Uri};
 use herald_store::Binding;
 
 /// RFC 5626 §5.3 and RFC 3261 §21.4.18: the status a branch counts as when the flow of a
@@ -24,15 +23,16 @@ const LOST_FLOW: u16 = 480;
 /// request goes to each instance once, over its most recently registered flow, and another
 /// flow of the same instance is its fallback when that one has failed (§5.3: "the proxy MUST
 /// NOT send the request on more than one flow per instance"; §9 failover). `nat`: what makes a
-/// UDP binding one behind NAT (`crate::nat`).
+/// UDP binding one behind NAT (`crate::nat`). `contacts`: the contacts' readings kept.
 pub(super) fn plan_bindings<'a>(
     bindings: impl ExactSizeIterator<Item = &'a Binding<Peer>>,
     nat: NatDetect,
+    contacts: &mut ContactCache,
 ) -> Vec<Planned> {
     let mut planned: Vec<Planned> = Vec::with_capacity(bindings.len());
     let mut instances: Vec<(&str, usize)> = Vec::new();
     for b in bindings {
-        let plan = plan_binding(b, nat);
+        let plan = plan_binding(b, nat, contacts.facts(&b.contact));
         let flow_of = b.instance.as_deref().filter(|_| b.reg_id.is_some());
         match flow_of {
             Some(instance) => match instances.iter().find(|(i, _)| *i == instance) {
@@ -49,26 +49,24 @@ pub(super) fn plan_bindings<'a>(
 }
 
 /// One binding's target, with its fallback.
-fn plan_binding(b: &Binding<Peer>, nat: NatDetect) -> Planned {
+fn plan_binding(b: &Binding<Peer>, nat: NatDetect, contact: ContactFacts) -> Planned {
     let push_routes = b.path.as_deref().map(|p| vec![p.to_owned()]).unwrap_or_default();
     // An Outbound flow (RFC 5626 §5.3) and a contact nothing but its flow reaches (RFC 7118
     // §5) are reached over the flow the registration came on, and only over it.
-    // The contact is parsed once here for both questions it answers.
-    let contact = Uri::parse(b.contact.as_bytes()).ok();
-    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !contact.as_ref().is_none_or(reachable_uri);
+    let flow_only = (b.instance.is_some() && b.reg_id.is_some()) || !contact.reachable;
     // RFC 3327 §5.3: with a Path, the request goes to the first Path entry (the edge proxy the
     // registration came through), which routes it on (over its flow, with Outbound).
     let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
         Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
         None if flow_only => (PlannedDest::Peer(b.source), Vec::new(), Some(LOST_FLOW)),
         None => {
-            let dest = delivery(&b.contact, contact.as_ref(), b.source, nat);
+            let dest = delivery(&b.contact, &contact, b.source, nat);
             if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
                 (dest, vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)))], None)
             } else {
-                (addressed(dest, contact.as_ref()), Vec::new(), None)
+                (addressed(dest, &contact), Vec::new(), None)
             }
         }
     };
@@ -98,12 +96,14 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
 ///   `fix_nated_register`; the Request-URI stays the contact (the phone recognises itself).
 /// * Otherwise to the contact URI itself, so third-party registrations work.
 ///
-/// `parsed`: `contact` parsed (`None`: it is not a URI herald parses).
-pub(super) fn delivery(contact: &str, parsed: Option<&Uri<'_>>, source: Peer, nat: NatDetect) -> PlannedDest {
+/// `facts`: what `contact` says ([`ContactFacts`]; the NAT test of
+/// `crate::nat::parsed_binding_behind_nat` on its address).
+pub(super) fn delivery(contact: &str, facts: &ContactFacts, source: Peer, nat: NatDetect) -> PlannedDest {
     if source.transport.is_reliable() {
         return PlannedDest::Peer(source);
     }
-    if parsed.is_some_and(|u| parsed_binding_behind_nat(u, source, nat)) {
+    let behind_nat = |&(ip, port): &(_, u16)| address_behind_nat(ip, port, source.addr, nat);
+    if source.transport == Transport::Udp && facts.address.as_ref().is_some_and(behind_nat) {
         PlannedDest::Peer(source)
     } else {
         PlannedDest::Uri(contact.to_owned())
@@ -111,35 +111,12 @@ pub(super) fn delivery(contact: &str, parsed: Option<&Uri<'_>>, source: Peer, na
 }
 
 /// A contact with an IP address goes there (RFC 3263 §4 without DNS, `hop_for`): named as the
-/// peer now, from the parse already made, instead of parsed again when the branch starts.
-fn addressed(dest: PlannedDest, contact: Option<&Uri<'_>>) -> PlannedDest {
-    match (&dest, contact.and_then(hop_for)) {
-        (PlannedDest::Uri(_), Some(Hop::Peer(p))) => PlannedDest::Peer(p),
+/// peer now, from the reading already made, instead of parsed again when the branch starts.
+fn addressed(dest: PlannedDest, contact: &ContactFacts) -> PlannedDest {
+    match (&dest, contact.hop) {
+        (PlannedDest::Uri(_), Some(p)) => PlannedDest::Peer(p),
         _ => dest,
     }
-}
-
-/// Whether a contact URI can be reached without the flow it was registered on. Not when its
-/// host is under `.invalid` (RFC 7118 §5: a WebSocket client "MUST" use a domain that does not
-/// resolve, RFC 2606 §2, since it cannot accept connections), nor when its transport is `ws` or
-/// `wss` (herald opens no WebSocket connections: RFC 7118 §5 has the client open them).
-pub(super) fn reachable_uri(contact: &Uri<'_>) -> bool {
-    let Uri::Sip(u) = contact else { return true };
-    reachable_host_and_transport(u, transport_and_maddr(u).0)
-}
-
-/// [`reachable_uri`] of a sip/sips URI whose `transport` parameter is known.
-pub(super) fn reachable_host_and_transport(u: &SipUri<'_>, transport: Option<&str>) -> bool {
-    let invalid = match &u.host {
-        Host::Name(name) => {
-            let name = name.trim_end_matches('.');
-            name.len() >= 8 && name[name.len() - 8..].eq_ignore_ascii_case(".invalid")
-                || name.eq_ignore_ascii_case("invalid")
-        }
-        _ => false,
-    };
-    let ws = transport.and_then(Transport::parse).is_some_and(|t| matches!(t, Transport::Ws | Transport::Wss));
-    !invalid && !ws
 }
 
 /// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
@@ -151,6 +128,8 @@ pub(super) fn first_path_uri(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::contact_facts::reachable_uri;
+    use herald_sip::uri::Uri;
 
     fn reachable_by_itself(contact: &str) -> bool {
         Uri::parse(contact.as_bytes()).map_or(true, |u| reachable_uri(&u))
@@ -173,7 +152,7 @@ mod tests {
     }
 
     fn plan_of(bindings: Vec<Binding<Peer>>) -> Vec<Planned> {
-        plan_bindings(bindings.iter(), NatDetect::Private)
+        plan_bindings(bindings.iter(), NatDetect::Private, &mut ContactCache::new())
     }
 
     fn ws(conn: u64) -> Peer {

@@ -9,9 +9,9 @@
 //! datagrams are dropped as keep-alives. A UDP flow that died is not seen as a transport error:
 //! its branch times out (408).
 
+use super::contact_facts::{reachable_host_and_transport, reachable_uri};
 use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
-use super::delivery::{reachable_host_and_transport, reachable_uri};
 use super::Engine;
 use crate::nat::{message_behind_nat, EdgePath, RequestSender};
 use crate::peer::Peer;

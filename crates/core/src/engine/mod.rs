@@ -15,6 +15,7 @@ mod auth_gate;
 mod cancel;
 mod config;
 mod config_updates;
+mod contact_facts;
 mod context;
 mod decisions;
 mod delivery;
@@ -57,9 +58,11 @@ use crate::proxy::flow_token::FlowTokens;
 use crate::proxy::own_values::OwnTexts;
 use crate::registrar::Registrar;
 use crate::transaction::{Actions, BranchGen, TransactionTable, TuEvent, TxAction, TxId};
+use contact_facts::ContactCache;
 use context::Context;
 use herald_sip::{Message, ResponseBuilder};
 use herald_store::LocationStore;
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -115,6 +118,8 @@ pub struct Engine {
     durable: durable_waits::DurableWaits,
     /// Where a reloaded configuration comes from, and the generation of it this engine has.
     updates: Option<(Arc<ConfigUpdates>, u64)>,
+    /// Registered contacts' URIs as read for delivery (`plan_location` runs under `&self`).
+    contact_facts: RefCell<ContactCache>,
 }
 
 impl Engine {
@@ -148,6 +153,7 @@ impl Engine {
             gateway_calls: gateway_calls::GatewayCalls::default(),
             durable: durable_waits::DurableWaits::default(),
             updates: None,
+            contact_facts: RefCell::default(),
         }
     }
 

@@ -117,7 +117,9 @@ impl Engine {
             ruri.as_sip().map(|u| AorKey::of_served_user(u, use_domain)).ok_or(Local::Reject(404, "Not Found"))?;
         // The bindings are planned where they are stored: no copy of each.
         let nat = self.cfg.nat.detect;
-        let planned = self.store.lookup_key_with(aor.as_bytes(), now, |bindings| plan_bindings(bindings, nat));
+        let contacts = &mut *self.contact_facts.borrow_mut();
+        let planned =
+            self.store.lookup_key_with(aor.as_bytes(), now, |bindings| plan_bindings(bindings, nat, contacts));
         if planned.is_empty() {
             // §16.5: an empty target set SHOULD get 480; 404 (§21.4.5) says the user does
             // not exist in the domain, which herald knows only for users it provisioned.
