@@ -119,14 +119,16 @@ impl RecvBatch {
         // `slot` bytes, a sockaddr_storage and CONTROL_BYTES of control buffer each, or null
         // with the zero length `rearm` gave them), and `&mut self` keeps all of it alive and
         // unaliased until the call returns; the kernel writes at most the lengths the headers
-        // give. The descriptor is borrowed, so it is open for the whole call.
+        // give. The descriptor is borrowed, so it is open for the whole call. The arguments are
+        // recvmmsg(2)'s, in its order (see "Raw system calls" in the crate docs).
         let n = unsafe {
-            libc::recvmmsg(
-                socket.as_fd().as_raw_fd(),
+            libc::syscall(
+                libc::SYS_recvmmsg,
+                libc::c_long::from(socket.as_fd().as_raw_fd()),
                 self.slots.hdrs.as_mut_ptr(),
-                max as libc::c_uint,
-                flags,
-                std::ptr::null_mut(),
+                max as libc::c_ulong,
+                libc::c_long::from(flags),
+                std::ptr::null_mut::<libc::timespec>(),
             )
         };
         if n < 0 {

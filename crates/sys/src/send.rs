@@ -74,7 +74,16 @@ pub fn send_batch<T: Outbound>(socket: &impl AsFd, items: &[T], wait: Wait) -> (
         // SAFETY: the first chunk.len() headers, all written above, point at `iov`, `names` (the
         // written entries only) and the payloads of `chunk`, all alive and unmoved until the call returns; the
         // kernel only reads them (and writes msg_len into `hdrs`). The descriptor is borrowed.
-        let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr().cast(), chunk.len() as libc::c_uint, flags) };
+        // The arguments are sendmmsg(2)'s, in its order (see "Raw system calls" in the crate docs).
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_sendmmsg,
+                libc::c_long::from(fd),
+                hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
+                chunk.len() as libc::c_ulong,
+                libc::c_long::from(flags),
+            )
+        };
         if n < 0 {
             return (sent, Some(io::Error::last_os_error()));
         }
