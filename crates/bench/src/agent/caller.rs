@@ -10,19 +10,16 @@ use super::client_tx::{ClientTx, NewRequest, Reply, TimerSlot};
 use super::context::Context;
 use super::held::Answer;
 use super::output::{Measure, Outbox, Owner, SendKind, Side};
-use super::route::{to_with_tag, InDialog, RouteCache};
+use super::route::{InDialog, RouteCache};
 use super::slab::Slab;
 use super::stats::status_reason;
 use super::timers::{Timer, TimerKind, TIMEOUT_US};
 use super::wire::{ack_for_failure, Request, RING_HEADER, SDP_OFFER};
 use bytes::Bytes;
-use herald_sip::headers::CSeq;
-use herald_sip::peek::Peek;
 use herald_sip::text::{push_dec, push_hex};
 use herald_sip::{HeaderName, Message};
 
-/// Record-Route lines a 2xx handled from a peek may carry (more: it is parsed in full).
-const MAX_PEEKED_ROUTES: usize = 4;
+mod peeked;
 
 /// How one call should go, decided by the caller when it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,6 +100,8 @@ pub struct Calls {
     calls: Slab<Call>,
     /// The route sets of the dialogs, by the 2xx lines they come from.
     routes: RouteCache,
+    /// The branch of the ACK being written (kept for its allocation).
+    ack_branch: String,
 }
 
 impl Calls {
@@ -122,10 +121,12 @@ impl Calls {
     /// Starts one call from user `caller` to user `callee`.
     pub fn start(&mut self, ctx: &mut Context, caller: usize, callee: usize, plan: Plan, out: &mut Outbox) {
         out.record(Measure::Attempt);
-        let parts = ["<sip:", &ctx.users[caller].name, "@", &ctx.caller_local.domain, ">;tag="];
-        // Room for the tag too: growing the string afterwards would copy it.
-        let mut from = String::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 16);
-        parts.iter().for_each(|p| from.push_str(p));
+        // `<sip:user@domain>` as written once per run, and the tag; room for the tag too:
+        // growing the string afterwards would copy it.
+        let aor = ctx.user_to(caller);
+        let mut from = String::with_capacity(aor.len() + ";tag=".len() + 16);
+        from.push_str(aor);
+        from.push_str(";tag=");
         push_hex(&mut from, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
         let call = Call {
             call_id: String::new(),
@@ -155,9 +156,7 @@ impl Calls {
         push_dec(&mut call_id, u64::from(slot));
         call_id.push('.');
         push_dec(&mut call_id, u64::from(generation));
-        call_id.push('.');
-        push_hex(&mut call_id, u64::from(ctx.run_id), 0);
-        call_id.push_str("@bench");
+        call_id.push_str(&ctx.call_id_suffix);
         if let Some(c) = self.calls.get_mut(slot, generation) {
             c.held_call = ctx.held.call_key(&call_id);
             c.call_id = call_id;
@@ -376,77 +375,6 @@ impl Calls {
         }
     }
 
-    /// A response read only as far as its start line and the headers that match it to its call
-    /// and transaction (Call-ID, CSeq, top Via; for a 2xx also To, Contact and Record-Route) with
-    /// a [`Peek`]: handled here when those decide everything it does, as [`Calls::on_response`]
-    /// would handle it: a provisional to an INVITE whose transaction is already Proceeding (the
-    /// 180 after the proxy's 100), a 2xx to a BYE or CANCEL, and a 2xx to an INVITE whose
-    /// Contact and Record-Route were read before (its route set is in the [`RouteCache`]).
-    /// False (nothing done) for any other, which then goes through the full parse and
-    /// [`Calls::on_response`]. Parsing these three in full cost ~6k instructions per call
-    /// (callgrind).
-    pub fn on_peeked_response(&mut self, ctx: &mut Context, peek: &Peek<'_>, out: &mut Outbox) -> bool {
-        use HeaderName::{CSeq as CSeqName, CallId, Contact, RecordRoute, To, Via};
-        const NAMES: [HeaderName; 6] = [CallId, CSeqName, Via, To, Contact, RecordRoute];
-        let Some(status) = peek.status().filter(|s| matches!(s, 101..=299)) else { return false };
-        // The first line of each name but Record-Route, and every Record-Route line (a few).
-        let mut first: [Option<&[u8]>; 5] = [None; 5];
-        let mut record_routes: [&[u8]; MAX_PEEKED_ROUTES] = [&[]; MAX_PEEKED_ROUTES];
-        let mut routes = 0;
-        let read = if status < 200 {
-            peek.first_of([CallId, CSeqName, Via]).map(|[id, cseq, via]| first[..3].copy_from_slice(&[id, cseq, via]))
-        } else {
-            // A 2xx reads to the end of its header section: all of its Record-Route lines.
-            peek.each_of(&NAMES, |name, value| match NAMES.iter().position(|n| *n == name) {
-                Some(5) => {
-                    if let Some(slot) = record_routes.get_mut(routes) {
-                        *slot = value;
-                    }
-                    routes += 1;
-                }
-                Some(i) => {
-                    first[i].get_or_insert(value);
-                }
-                None => {}
-            })
-        };
-        let [call_id, cseq, via, to, contact] = first;
-        let (Ok(()), Some((slot, generation)), Some(Ok(cseq))) =
-            (read, call_id.and_then(parse_call_id), cseq.map(CSeq::parse))
-        else {
-            return false;
-        };
-        let method = cseq.method.as_str();
-        let Some(call) = self.calls.get_mut(slot, generation) else { return false };
-        let Some(which) = matching_tx(call, ctx, method, via) else { return false };
-        let proceeding = call.tx(which).as_ref().is_some_and(ClientTx::is_proceeding);
-        match (which, status) {
-            (Which::Invite, 101..=199) if proceeding => {
-                self.on_invite_provisional(ctx, slot, generation, false, status, out)
-            }
-            (Which::Invite, 200..=299) => {
-                // What on_invite_final does with a 2xx, once its dialog is known.
-                let route = match (contact, routes <= MAX_PEEKED_ROUTES) {
-                    (Some(contact), true) => self.routes.cached(contact, record_routes[..routes].iter().copied()),
-                    _ => None,
-                };
-                let Some(dialog) = route.zip(to.and_then(to_with_tag)).map(|(route, to)| InDialog { to, route }) else {
-                    return false;
-                };
-                let (_, _, held) = take_final(call, which, ctx, out);
-                record_srd(call, ctx.rx_us, held, out);
-                out.record(Measure::Transaction(true));
-                self.confirm(ctx, slot, generation, dialog, out);
-            }
-            (Which::Other, 200..=299) => {
-                let (method, took, _) = take_final(call, which, ctx, out);
-                self.on_other_final(ctx, slot, generation, method, took, status, None, out)
-            }
-            _ => return false,
-        }
-        true
-    }
-
     fn on_invite_provisional(
         &mut self,
         ctx: &mut Context,
@@ -535,12 +463,12 @@ impl Calls {
     /// The dialog of a 2xx to the INVITE is set up: the ACK goes along its route set and the
     /// hold time starts (§13.2.2.4).
     fn confirm(&mut self, ctx: &mut Context, slot: u32, generation: u32, dialog: InDialog, out: &mut Outbox) {
-        let branch = ctx.new_tx().1;
+        ctx.new_branch_into(&mut self.ack_branch);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
         let ack = ctx.caller_local.request(&Request {
             method: "ACK",
             uri: &dialog.route.request_uri,
-            branch: &branch,
+            branch: &self.ack_branch,
             from: &call.from,
             to: &dialog.to,
             call_id: &call.call_id,

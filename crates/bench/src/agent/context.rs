@@ -37,6 +37,9 @@ pub struct Context {
     pub run_id: u32,
     /// `z9hG4bK` and the run id in hex and a dot: what every branch of the run starts with.
     branch_prefix: String,
+    /// A dot, the run id in hex and `@bench`: what every Call-ID of the run ends with
+    /// (`c{slot}.{generation}` before it), written once rather than for every call.
+    pub call_id_suffix: String,
     next_tx: u32,
     pub limits: Limits,
     /// T1, T2, T4 and Timer D of the client transactions (RFC 3261 defaults).
@@ -88,6 +91,12 @@ impl Context {
                 prefix.push('.');
                 prefix
             },
+            call_id_suffix: {
+                let mut suffix = String::from(".");
+                push_hex(&mut suffix, u64::from(run_id), 0);
+                suffix.push_str("@bench");
+                suffix
+            },
             next_tx: 1,
             limits: Limits::default(),
             timers: Timers::default(),
@@ -119,12 +128,21 @@ impl Context {
     /// A fresh transaction id and its RFC 3261 branch (§8.1.1.7: starts with the magic cookie,
     /// unique per transaction).
     pub fn new_tx(&mut self) -> (u32, String) {
+        let mut branch = String::with_capacity(self.branch_prefix.len() + 8);
+        let id = self.new_branch_into(&mut branch);
+        (id, branch)
+    }
+
+    /// [`Context::new_tx`] written into `branch` (emptied first): for a request that is no
+    /// transaction of ours to keep (the ACK of a 2xx, §13.2.2.4, has a branch of its own), its
+    /// branch in a buffer the caller keeps rather than a string of its own.
+    pub fn new_branch_into(&mut self, branch: &mut String) -> u32 {
         let id = self.next_tx;
         self.next_tx = self.next_tx.wrapping_add(1).max(1);
-        let mut branch = String::with_capacity(self.branch_prefix.len() + 8);
+        branch.clear();
         branch.push_str(&self.branch_prefix);
-        push_hex(&mut branch, u64::from(id), 0);
-        (id, branch)
+        push_hex(branch, u64::from(id), 0);
+        id
     }
 
     /// The address of record `sip:user@domain` of user `user` (the Request-URI of calls to it).
@@ -161,5 +179,29 @@ mod tests {
             assert!(now >= 2_000);
             assert_eq!(c.micros(c.instant(now)), now);
         }
+    }
+
+    /// A branch written into a kept buffer is the one `new_tx` gives: the next id, unique.
+    #[test]
+    fn branches_written_into_a_buffer_are_new_tx_branches() {
+        let local = Local::new("UDP", "127.0.0.1:5070".into(), "", "d".into());
+        let users = vec![User { name: "a".into(), password: None }];
+        let mut c = Context::new(
+            local.clone(),
+            local,
+            "127.0.0.1:5060".parse().unwrap(),
+            false,
+            users,
+            SmallRng::seed_from_u64(1),
+            0xab,
+        );
+        let (id, branch) = c.new_tx();
+        let mut buffer = String::from("stale");
+        assert_eq!(c.new_branch_into(&mut buffer), id + 1);
+        assert_eq!(buffer, branch.replace(&format!(".{id:x}"), &format!(".{:x}", id + 1)));
+        assert!(buffer.starts_with("z9hG4bKab."), "{buffer}");
+        assert_eq!(c.new_tx().0, id + 2);
+        // Call-IDs end in the run id the router reads (`c{slot}.{generation}.{run}@bench`).
+        assert_eq!(c.call_id_suffix, ".ab@bench");
     }
 }
