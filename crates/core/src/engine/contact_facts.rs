@@ -4,13 +4,14 @@
 //! (issue 21), and a phone's contact is the same text from one REGISTER to the next.
 
 use super::hop::{hop_for, transport_and_maddr, Hop};
+use crate::nat::contact_address;
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, SipUri, Uri};
 use std::net::IpAddr;
 
 /// The readings of one contact URI's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ContactFacts {
+pub struct ContactFacts {
     /// Reached without the flow it was registered on ([`reachable_uri`]); a text herald does
     /// not parse counts as reachable, as the contact itself is then tried.
     pub reachable: bool,
@@ -27,14 +28,7 @@ impl ContactFacts {
         let Ok(uri) = Uri::parse(contact.as_bytes()) else {
             return ContactFacts { reachable: true, address: None, hop: None };
         };
-        let address = uri.as_sip().and_then(|u| {
-            let ip = match u.host {
-                Host::Ipv4(ip) => IpAddr::V4(ip),
-                Host::Ipv6(ip) => IpAddr::V6(ip),
-                Host::Name(_) => return None,
-            };
-            Some((ip, u.port.unwrap_or_else(|| u.scheme.default_port())))
-        });
+        let address = contact_address(&uri);
         let hop = match hop_for(&uri) {
             Some(Hop::Peer(p)) => Some(p),
             _ => None,

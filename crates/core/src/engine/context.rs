@@ -1,6 +1,7 @@
 //! The response context of one proxied request (RFC 3261 §16.2): its branches and the final
 //! responses collected so far.
 
+use super::contact_facts::ContactFacts;
 use crate::gateways::GatewayLeg;
 use crate::peer::Peer;
 use crate::proxy::route::RouteRemovals;
@@ -36,6 +37,9 @@ pub struct Planned {
     /// This target is an attempt at a gateway set's destination (`Engine::plan_gateway_set`):
     /// attempts are tried one at a time, fail over on the set's statuses and feed its health.
     pub gateway: Option<GatewayLeg>,
+    /// What `request_uri` says when it is a registered contact (read once for the location
+    /// service's plan, `contact_facts`), so that sending the branch need not read it again.
+    pub contact: Option<ContactFacts>,
 }
 
 impl Planned {
@@ -50,6 +54,7 @@ impl Planned {
             fallback: Vec::new(),
             lost_flow: None,
             gateway: None,
+            contact: None,
         }
     }
 }

@@ -64,16 +64,16 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect, contact: ContactFacts) -> Pla
             if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
                 // A connection may close while the phone is still there (it reconnects, an
                 // idle timeout): the contact itself is the second try.
-                (dest, vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)))], None)
+                (dest, vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)), contact)], None)
             } else {
                 (addressed(dest, &contact), Vec::new(), None)
             }
         }
     };
-    Planned { dest, fallback, lost_flow, push_routes, ..contact_plan(b, PlannedDest::Uri(String::new())) }
+    Planned { dest, fallback, lost_flow, push_routes, ..contact_plan(b, PlannedDest::Uri(String::new()), contact) }
 }
 
-fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
+fn contact_plan(b: &Binding<Peer>, dest: PlannedDest, facts: ContactFacts) -> Planned {
     Planned {
         // `String::from`, not `to_string`, which goes through `Display` (the formatter's padding).
         request_uri: Some(String::from(&*b.contact)),
@@ -84,6 +84,7 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest) -> Planned {
         fallback: Vec::new(),
         lost_flow: None,
         gateway: None,
+        contact: Some(facts),
     }
 }
 

@@ -52,6 +52,7 @@ impl Engine {
                 fallback: Vec::new(),
                 lost_flow: Some(FLOW_FAILED),
                 gateway: None,
+                contact: None,
             }));
         }
         None

@@ -62,6 +62,7 @@ impl Engine {
                 fallback: Vec::new(),
                 lost_flow: None,
                 gateway: Some(GatewayLeg { set: set.clone(), dest }),
+                contact: None,
             })
             .collect())
     }

@@ -4,7 +4,9 @@
 
 use super::context::{Planned, PlannedDest};
 use super::Engine;
-use crate::nat::{parsed_responder_may_be_natted, responder_contact_fix, responder_may_be_natted};
+use crate::nat::{
+    address_responder_may_be_natted, parsed_responder_may_be_natted, responder_contact_fix, responder_may_be_natted,
+};
 use crate::peer::Peer;
 use crate::transaction::TxId;
 use herald_sip::{Editor, Limits, Message};
@@ -64,6 +66,12 @@ impl Engine {
         // The request's own Request-URI is parsed already (the receipt check's memo); only a
         // new one (a registered contact) is parsed, when its text does not settle it.
         match new_uri {
+            // A registered contact read for the plan: `responder_may_be_natted`'s answer from
+            // that reading (outside a dialog only the Contact tests count), without its text
+            // filter and parse (~250 instructions per INVITE to a registered user).
+            Some(_) if !in_dialog && planned.contact.is_some() => {
+                address_responder_may_be_natted(planned.contact.and_then(|c| c.address), to, &self.cfg.nat)
+            }
             Some(new) => responder_may_be_natted(new, to, in_dialog, &self.cfg.nat),
             None => {
                 request.request_uri().is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &self.cfg.nat))

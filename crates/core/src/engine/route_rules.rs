@@ -77,5 +77,6 @@ fn send_to(dest: PlannedDest, request_uri: Option<String>) -> Planned {
         fallback: Vec::new(),
         lost_flow: None,
         gateway: None,
+        contact: None,
     }
 }

@@ -61,6 +61,7 @@ impl Engine {
                 fallback: Vec::new(),
                 lost_flow: None,
                 gateway: None,
+                contact: None,
             }]);
         }
         // The received Request-URI was parsed by `preprocess`; a strict-routing fix-up's is new.
@@ -102,6 +103,7 @@ impl Engine {
             fallback: Vec::new(),
             lost_flow: None,
             gateway: None,
+            contact: None,
         }])
     }
 

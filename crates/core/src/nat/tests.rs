@@ -255,6 +255,42 @@ fn no_part_of_a_text_the_filter_clears_may_name_a_private_address() {
     crate::substring_filters::assert_no_part_of_a_cleared_text_passes(&parts, 11, may_name_private_address);
 }
 
+/// A registered contact's kept reading (its IP host and port) gives a branch outside a dialog
+/// the answer its text gives, for every target, peer transport and detection.
+#[test]
+fn a_target_read_before_gets_the_answer_of_its_text() {
+    let targets = [
+        "sip:bob@192.168.1.20:5060",
+        "sip:bob@10.0.0.2:5062;transport=udp",
+        "sip:bob@[fd00::2]:5060",
+        "sip:bob@203.0.113.7:40001",
+        "sip:bob@203.0.113.7",
+        "sip:bob@203.0.113.7:5060",
+        "sip:sipp@127.0.0.1:5061;transport=UDP",
+        "sips:bob@100.64.0.1",
+        "sips:bob@203.0.113.7:5061",
+        "sip:bob@example.com",
+        "tel:+15551234",
+        "sip:",
+    ];
+    let address = |t: &str| Uri::parse(t.as_bytes()).ok().as_ref().and_then(contact_address);
+    for transport in [Transport::Udp, Transport::Tcp, Transport::Ws] {
+        let to = Peer { transport, addr: addr("203.0.113.7:40001"), conn: None };
+        for detect in [NatDetect::Private, NatDetect::ContactDiffers] {
+            for fix_contact in [true, false] {
+                let cfg = NatConfig { detect, fix_contact, ..NatConfig::default() };
+                for target in targets {
+                    assert_eq!(
+                        address_responder_may_be_natted(address(target), to, &cfg),
+                        responder_may_be_natted(target, to, false, &cfg),
+                        "{target} {transport:?} {detect:?} {fix_contact}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The text filter in front of a branch target's parse changes no answer: for targets that name
 /// private, public and loopback hosts, in and out of dialogs, under both detections, the answer
 /// is the one the parsed target gives.
