@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -102,7 +103,8 @@ impl Conn {
         if q.items.is_empty() {
             if let Some(socket) = &q.socket {
                 // An error other than WouldBlock is the task's to meet on its own write.
-                if let Ok(n) = socket.try_write(&bytes) {
+                // As `try_write`, through herald-sys's send (no libc cancellation-point brackets).
+                if let Ok(n) = socket.try_io(Interest::WRITABLE, || herald_sys::send(&**socket, &bytes)) {
                     q.wrote_at = Some(now);
                     if n == bytes.len() {
                         return Ok(());

@@ -27,12 +27,12 @@
 //! does not promise Rust's alignment. Descriptors come in as [`std::os::fd::AsFd`] borrows, so a
 //! call cannot outlive the socket it uses.
 //!
-//! Raw system calls: recvmmsg and sendmmsg go through syscall(2), not libc's wrappers of the
-//! same name. Those are pthread cancellation points, which bracket every call with
-//! `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`: ~45 instructions a call,
-//! ~550 per proxied UDP call with its 12 batch calls (callgrind, issue 21). herald never cancels
-//! a thread, so the brackets buy nothing; the kernel sees the same call, and errors come back
-//! through errno as before.
+//! Raw system calls: recvmmsg and sendmmsg, and a stream's [`recv`], [`send`] and [`writev`], go
+//! through syscall(2), not libc's wrappers. Those are pthread cancellation points, which bracket
+//! every call with `__pthread_enable_asynccancel` / `__pthread_disable_asynccancel`: ~45
+//! instructions a call, ~550 per proxied UDP call with its 12 batch calls (callgrind, issue 21).
+//! herald never cancels a thread, so the brackets buy nothing; the kernel sees the same call, and
+//! errors come back through errno as before.
 //!
 //! Linux only (recvmmsg, SO_RXQ_OVFL, SO_RCVBUFFORCE, IP_PKTINFO), as herald is.
 
@@ -50,6 +50,7 @@ mod send;
 mod signal;
 mod sockaddr;
 mod sockopt;
+mod stream;
 mod task;
 
 pub use batch::{Wait, BATCH};
@@ -61,4 +62,5 @@ pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
 pub use send::{send_batch, Outbound};
 pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
+pub use stream::{recv, send, writev};
 pub use task::{nofile_limit, set_nofile_limit, set_task_slice_ns};

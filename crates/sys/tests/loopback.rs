@@ -6,6 +6,7 @@ use herald_sys::{
     wait_writable, RecvBatch, Wait, BATCH,
 };
 use std::io;
+use std::io::IoSlice;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -267,4 +268,53 @@ fn a_batch_can_move_to_another_thread() {
         got
     });
     assert_eq!(reader.join().unwrap(), [b"b".to_vec()]);
+}
+
+/// A stream's raw recv, send and writev: the bytes arrive whole and in order, an empty
+/// non-blocking socket is `WouldBlock`, a closed peer reads as 0, and writing to a peer that
+/// is gone is an error, not a SIGPIPE.
+#[test]
+fn stream_calls_move_bytes_in_order_and_report_the_end() {
+    let listener = std::net::TcpListener::bind((LO, 0)).unwrap();
+    let a = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (b, _) = listener.accept().unwrap();
+    b.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(herald_sys::recv(&b, &mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    assert_eq!(herald_sys::send(&a, b"INVITE ").unwrap(), 7);
+    let parts = [IoSlice::new(b"sip:"), IoSlice::new(b""), IoSlice::new(b"b@h")];
+    assert_eq!(herald_sys::writev(&a, &parts).unwrap(), 7);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < 14 {
+        match herald_sys::recv(&b, &mut buf) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(Instant::now() < deadline, "{got:?}");
+    }
+    assert_eq!(got, b"INVITE sip:b@h");
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match herald_sys::recv(&b, &mut buf) {
+            Ok(0) => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+            other => panic!("{other:?}"),
+        }
+        assert!(Instant::now() < deadline, "no end of stream");
+    }
+    // The peer is gone: the first write may still be taken, a later one fails (RST, then EPIPE).
+    let mut failed = None;
+    for _ in 0..100 {
+        match herald_sys::send(&b, b"x") {
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => {
+                failed = Some(e.kind());
+                break;
+            }
+        }
+    }
+    assert!(matches!(failed, Some(io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset)), "{failed:?}");
 }

@@ -153,7 +153,8 @@ impl<'a> Socket<'a> {
 
 impl Read for Socket<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.stream.try_read(buf)?;
+        // As `try_read`, through herald-sys's recv (no libc cancellation-point brackets).
+        let n = self.stream.try_io(Interest::READABLE, || herald_sys::recv(self.stream, buf))?;
         self.drained |= n > 0 && n < buf.len();
         Ok(n)
     }
@@ -161,11 +162,11 @@ impl Read for Socket<'_> {
 
 impl Write for Socket<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.try_write(buf)
+        self.stream.try_io(Interest::WRITABLE, || herald_sys::send(self.stream, buf))
     }
 
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.stream.try_write_vectored(bufs)
+        self.stream.try_io(Interest::WRITABLE, || herald_sys::writev(self.stream, bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
