@@ -59,16 +59,17 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect, contact: ContactFacts) -> Pla
     let (dest, fallback, lost_flow) = match b.path.as_deref().and_then(first_path_uri) {
         Some(first) => (PlannedDest::Uri(first), Vec::new(), None),
         None if flow_only => (PlannedDest::Peer(b.source), Vec::new(), Some(LOST_FLOW)),
-        None => {
-            let dest = delivery(&b.contact, &contact, b.source, nat);
-            if matches!(dest, PlannedDest::Peer(p) if p.transport.is_reliable()) {
-                // A connection may close while the phone is still there (it reconnects, an
-                // idle timeout): the contact itself is the second try.
-                (dest, vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)), contact)], None)
-            } else {
-                (addressed(dest, &contact), Vec::new(), None)
-            }
-        }
+        None => match delivery(&contact, b.source, nat) {
+            // A connection may close while the phone is still there (it reconnects, an idle
+            // timeout): the contact itself is the second try.
+            Some(source) if source.transport.is_reliable() => (
+                PlannedDest::Peer(source),
+                vec![contact_plan(b, PlannedDest::Uri(String::from(&*b.contact)), contact)],
+                None,
+            ),
+            Some(source) => (PlannedDest::Peer(source), Vec::new(), None),
+            None => (addressed(&b.contact, &contact), Vec::new(), None),
+        },
     };
     Planned { dest, fallback, lost_flow, push_routes, ..contact_plan(b, PlannedDest::Uri(String::new()), contact) }
 }
@@ -95,29 +96,24 @@ fn contact_plan(b: &Binding<Peer>, dest: PlannedDest, facts: ContactFacts) -> Pl
 ///   RFC 1918 / RFC 6598 / RFC 4193 / link-local, that is not where the REGISTER came from): to
 ///   the registration's source, the NAT's public address and port, like Kamailio's
 ///   `fix_nated_register`; the Request-URI stays the contact (the phone recognises itself).
-/// * Otherwise to the contact URI itself, so third-party registrations work.
+/// * Otherwise to the contact URI itself (`None`), so third-party registrations work.
 ///
-/// `facts`: what `contact` says ([`ContactFacts`]; the NAT test of
+/// `contact`: what the contact says ([`ContactFacts`]; the NAT test of
 /// `crate::nat::parsed_binding_behind_nat` on its address).
-pub(super) fn delivery(contact: &str, facts: &ContactFacts, source: Peer, nat: NatDetect) -> PlannedDest {
+pub(super) fn delivery(contact: &ContactFacts, source: Peer, nat: NatDetect) -> Option<Peer> {
     if source.transport.is_reliable() {
-        return PlannedDest::Peer(source);
+        return Some(source);
     }
     let behind_nat = |&(ip, port): &(_, u16)| address_behind_nat(ip, port, source.addr, nat);
-    if source.transport == Transport::Udp && facts.address.as_ref().is_some_and(behind_nat) {
-        PlannedDest::Peer(source)
-    } else {
-        PlannedDest::Uri(contact.to_owned())
-    }
+    (source.transport == Transport::Udp && contact.address.as_ref().is_some_and(behind_nat)).then_some(source)
 }
 
-/// A contact with an IP address goes there (RFC 3263 §4 without DNS, `hop_for`): named as the
-/// peer now, from the reading already made, instead of parsed again when the branch starts.
-fn addressed(dest: PlannedDest, contact: &ContactFacts) -> PlannedDest {
-    match (&dest, contact.hop) {
-        (PlannedDest::Uri(_), Some(p)) => PlannedDest::Peer(p),
-        _ => dest,
-    }
+/// The contact itself as a branch's destination: one with an IP address goes there (RFC 3263
+/// §4 without DNS, `hop_for`), named as the peer now from the reading already made (neither
+/// parsed again when the branch starts nor copied as text to be dropped, issue 21); a host name
+/// is the URI to resolve.
+fn addressed(contact: &str, facts: &ContactFacts) -> PlannedDest {
+    facts.hop.map_or_else(|| PlannedDest::Uri(contact.to_owned()), PlannedDest::Peer)
 }
 
 /// The URI of the first value of a stored Path header ("<sip:p1;lr>, <sip:p2;lr>").
