@@ -41,21 +41,32 @@ pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option
     }
     // One SP after the colon, or a few (SIPp pads its `Content-Length: [len]` to a fixed width),
     // then a byte that is not white space: where `parse_header_line`'s LWS skip stops too.
-    if s.get(colon + 1) != Some(&b' ') {
+    // The octets up to the LF are read without bounds checks (about 10 instructions a line):
+    // `pos <= colon < lf < s.len()`, as the search found them in `s`.
+    debug_assert!(pos <= colon && colon < lf && lf < s.len());
+    // SAFETY: colon + 1 <= lf < s.len().
+    if unsafe { *s.get_unchecked(colon + 1) } != b' ' {
         return None;
     }
+    // colon + 2 <= lf (the octet at colon + 1 is a SP, not the LF), and the LF at `lf` ends
+    // the walk: every place read is at most `lf`.
     let mut value_start = colon + 2;
-    while s.get(value_start) == Some(&b' ') {
+    // SAFETY: value_start <= lf < s.len() (above).
+    while unsafe { *s.get_unchecked(value_start) } == b' ' {
         value_start += 1;
     }
-    if matches!(s.get(value_start)?, b'\t' | b'\r' | b'\n') {
+    // SAFETY: value_start <= lf < s.len() (above).
+    if matches!(unsafe { *s.get_unchecked(value_start) }, b'\t' | b'\r' | b'\n') {
         return None;
     }
+    // Now colon + 2 <= value_start < lf, so lf - 2 > colon: both octets before the LF are in `s`.
     let line_end = lf + 1;
+    let next = *s.get(line_end)?;
+    // SAFETY: colon < lf - 2 < lf - 1 < lf < s.len() (above).
+    let (last, cr) = unsafe { (*s.get_unchecked(lf - 2), *s.get_unchecked(lf - 1)) };
     // CRLF, a last value byte that is not white space, no continuation line.
-    match s.get(lf - 2..line_end + 1)? {
-        [last, b'\r', b'\n', next] if !matches!(last, b' ' | b'\t' | b'\r' | b'\n') && !scan::is_wsp(*next) => {}
-        _ => return None,
+    if cr != b'\r' || matches!(last, b' ' | b'\t' | b'\r' | b'\n') || scan::is_wsp(next) {
+        return None;
     }
     if line_end - pos > limits.max_header_line {
         return None;
@@ -114,6 +125,37 @@ pub(crate) fn parse_header_line(s: &[u8], pos: usize, limits: &Limits) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// One of `pieces`.
+    fn one_of(pieces: &'static [&'static [u8]]) -> impl Strategy<Value = &'static [u8]> {
+        proptest::sample::select(pieces)
+    }
+
+    proptest! {
+        /// Lines built of the parts that decide the fast path's shape (name, colon, spacing,
+        /// value, trailing white space, line end, what follows), read from the start or a little
+        /// after it: where the fast path accepts one, the full parse gives the same field (and
+        /// its unchecked reads stay in the text: debug builds check `get_unchecked`'s bounds).
+        #[test]
+        fn any_plain_line_parses_as_the_full_parser_does(
+            name in one_of(&[b"To", b"X-A", b"", b"V a", b"\xff"]),
+            colon in one_of(&[b":", b" :", b"", b"::"]),
+            spacing in one_of(&[b"", b" ", b"  ", b"\t", b" \t", b"\r\n "]),
+            value in one_of(&[b"", b"a", b"v;b=1", b"a b", b"a:b", b"\xff", b"\r"]),
+            trailing in one_of(&[b"", b" ", b"\t", b" \r"]),
+            end in one_of(&[b"\r\n", b"\r", b"\n", b"\r\r\n", b"", b"\n\r\n"]),
+            next in one_of(&[b"", b"V", b" ", b"\t", b"\r\n"]),
+            pos in 0usize..3,
+        ) {
+            let s = [name, colon, spacing, value, trailing, end, next].concat();
+            let pos = pos.min(s.len());
+            let limits = Limits::default();
+            if let Some(fast) = plain_header_line(&s, pos, &limits) {
+                prop_assert_eq!(Ok(fast), parse_header_line(&s, pos, &limits));
+            }
+        }
+    }
 
     /// Wherever the fast path accepts a line, the full parse gives the same field; it declines
     /// folding, odd spacing, stray CR/LF and over-long lines.
