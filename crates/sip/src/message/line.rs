@@ -35,15 +35,16 @@ pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option
     if colon == pos {
         return None;
     }
-    let name = HeaderName::from_bytes(&s[pos..colon]);
+    debug_assert!(pos < colon && colon < lf && lf < s.len());
+    // SAFETY: pos < colon < s.len(), as the search found the colon at or after `pos` in `s`.
+    let name = HeaderName::from_bytes(unsafe { s.get_unchecked(pos..colon) });
     if name == HeaderName::Other && scan::token_end(s, pos) != colon {
         return None;
     }
     // One SP after the colon, or a few (SIPp pads its `Content-Length: [len]` to a fixed width),
     // then a byte that is not white space: where `parse_header_line`'s LWS skip stops too.
     // The octets up to the LF are read without bounds checks (about 10 instructions a line):
-    // `pos <= colon < lf < s.len()`, as the search found them in `s`.
-    debug_assert!(pos <= colon && colon < lf && lf < s.len());
+    // `pos < colon < lf < s.len()`, as the search found them in `s`.
     // SAFETY: colon + 1 <= lf < s.len().
     if unsafe { *s.get_unchecked(colon + 1) } != b' ' {
         return None;
