@@ -255,31 +255,34 @@ fn no_part_of_a_text_the_filter_clears_may_name_a_private_address() {
     crate::substring_filters::assert_no_part_of_a_cleared_text_passes(&parts, 11, may_name_private_address);
 }
 
+/// Branch targets naming private, public, loopback and unparsable hosts, with and without
+/// ports and transports: the texts the NAT tests of a branch's responder are checked over.
+const BRANCH_TARGETS: [&str; 12] = [
+    "sip:bob@192.168.1.20:5060",
+    "sip:bob@10.0.0.2:5062;transport=udp",
+    "sip:bob@[fd00::2]:5060",
+    "sip:bob@203.0.113.7:40001",
+    "sip:bob@203.0.113.7",
+    "sip:bob@203.0.113.7:5060",
+    "sip:sipp@127.0.0.1:5061;transport=UDP",
+    "sips:bob@100.64.0.1",
+    "sips:bob@203.0.113.7:5061",
+    "sip:bob@example.com",
+    "tel:+15551234",
+    "sip:",
+];
+
 /// A registered contact's kept reading (its IP host and port) gives a branch outside a dialog
 /// the answer its text gives, for every target, peer transport and detection.
 #[test]
 fn a_target_read_before_gets_the_answer_of_its_text() {
-    let targets = [
-        "sip:bob@192.168.1.20:5060",
-        "sip:bob@10.0.0.2:5062;transport=udp",
-        "sip:bob@[fd00::2]:5060",
-        "sip:bob@203.0.113.7:40001",
-        "sip:bob@203.0.113.7",
-        "sip:bob@203.0.113.7:5060",
-        "sip:sipp@127.0.0.1:5061;transport=UDP",
-        "sips:bob@100.64.0.1",
-        "sips:bob@203.0.113.7:5061",
-        "sip:bob@example.com",
-        "tel:+15551234",
-        "sip:",
-    ];
     let address = |t: &str| Uri::parse(t.as_bytes()).ok().as_ref().and_then(contact_address);
     for transport in [Transport::Udp, Transport::Tcp, Transport::Ws] {
         let to = Peer { transport, addr: addr("203.0.113.7:40001"), conn: None };
         for detect in [NatDetect::Private, NatDetect::ContactDiffers] {
             for fix_contact in [true, false] {
                 let cfg = NatConfig { detect, fix_contact, ..NatConfig::default() };
-                for target in targets {
+                for target in BRANCH_TARGETS {
                     assert_eq!(
                         address_responder_may_be_natted(address(target), to, &cfg),
                         responder_may_be_natted(target, to, false, &cfg),
@@ -297,21 +300,9 @@ fn a_target_read_before_gets_the_answer_of_its_text() {
 #[test]
 fn a_target_filtered_by_its_text_gets_the_parsed_answer() {
     let to = Peer::udp(addr("203.0.113.7:40001"));
-    let targets = [
-        "sip:bob@192.168.1.20:5060",
-        "sip:bob@10.0.0.2:5062;transport=udp",
-        "sip:bob@[fd00::2]:5060",
-        "sip:bob@203.0.113.7:40001",
-        "sip:bob@203.0.113.7",
-        "sip:sipp@127.0.0.1:5061;transport=UDP",
-        "sips:bob@100.64.0.1",
-        "sip:bob@example.com",
-        "tel:+15551234",
-        "sip:",
-    ];
     for detect in [NatDetect::Private, NatDetect::ContactDiffers] {
         let cfg = NatConfig { detect, ..NatConfig::default() };
-        for target in targets {
+        for target in BRANCH_TARGETS {
             for in_dialog in [false, true] {
                 let parsed = Uri::parse(target.as_bytes())
                     .is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, &cfg));
