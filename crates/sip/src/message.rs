@@ -59,18 +59,12 @@ impl<'a> CheckParts<'a> {
 
     /// The method of a request's start line ([`Message::method`] before the check).
     pub fn method(&self) -> Option<Method<'a>> {
-        match self.start {
-            StartLine::Request { method, .. } => Some(Method::from_token(scan::ascii_str(&self.buf[method.range()]))),
-            StartLine::Response { .. } => None,
-        }
+        self.start.method_in(self.buf)
     }
 
     /// [`Message::request_uri_bytes`].
     pub fn request_uri_bytes(&self) -> Option<&'a [u8]> {
-        match self.start {
-            StartLine::Request { uri, .. } => self.buf.get(uri.range()),
-            StartLine::Response { .. } => None,
-        }
+        self.start.request_uri_in(self.buf)
     }
 }
 
@@ -203,18 +197,12 @@ impl Message {
 
     /// The Request-URI exactly as written, or `None` for a response.
     pub fn request_uri_bytes(&self) -> Option<&[u8]> {
-        match self.start {
-            StartLine::Request { uri, .. } => Some(&self.buf[uri.range()]),
-            StartLine::Response { .. } => None,
-        }
+        self.start.request_uri_in(&self.buf)
     }
 
     /// The status code, or `None` for a request.
     pub fn status(&self) -> Option<u16> {
-        match self.start {
-            StartLine::Response { code, .. } => Some(code),
-            StartLine::Request { .. } => None,
-        }
+        self.start.status()
     }
 
     /// The reason phrase as written (may be empty, may be UTF-8: RFC 4475 §3.1.1.12/13).

@@ -54,26 +54,17 @@ impl<'a> Peek<'a> {
 
     /// The status code, or `None` for a request.
     pub fn status(&self) -> Option<u16> {
-        match self.start {
-            StartLine::Response { code, .. } => Some(code),
-            StartLine::Request { .. } => None,
-        }
+        self.start.status()
     }
 
     /// The request method, or `None` for a response.
     pub fn method(&self) -> Option<Method<'a>> {
-        match self.start {
-            StartLine::Request { method, .. } => Some(Method::from_token(scan::ascii_str(&self.s[method.range()]))),
-            StartLine::Response { .. } => None,
-        }
+        self.start.method_in(self.s)
     }
 
     /// The Request-URI as written, or `None` for a response.
     pub fn request_uri_bytes(&self) -> Option<&'a [u8]> {
-        match self.start {
-            StartLine::Request { uri, .. } => Some(&self.s[uri.range()]),
-            StartLine::Response { .. } => None,
-        }
+        self.start.request_uri_in(self.s)
     }
 
     /// The value of the first line of each name in `wanted` (names herald knows, each once)

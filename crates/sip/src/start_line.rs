@@ -2,6 +2,7 @@
 
 use crate::error::{ErrorKind, ParseError};
 use crate::limits::{Limit, Limits};
+use crate::method::Method;
 use crate::scan;
 use crate::span::Span;
 
@@ -10,6 +11,36 @@ use crate::span::Span;
 pub enum StartLine {
     Request { method: Span, uri: Span },
     Response { code: u16, reason: Span },
+}
+
+impl StartLine {
+    /// The method token of a request's start line in `buf` (the message it was parsed from),
+    /// or `None` for a response.
+    #[inline]
+    pub fn method_in(self, buf: &[u8]) -> Option<Method<'_>> {
+        match self {
+            StartLine::Request { method, .. } => Some(Method::from_token(scan::ascii_str(&buf[method.range()]))),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The Request-URI as written in `buf`, or `None` for a response.
+    #[inline]
+    pub fn request_uri_in(self, buf: &[u8]) -> Option<&[u8]> {
+        match self {
+            StartLine::Request { uri, .. } => Some(&buf[uri.range()]),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The status code, or `None` for a request.
+    #[inline]
+    pub fn status(self) -> Option<u16> {
+        match self {
+            StartLine::Response { code, .. } => Some(code),
+            StartLine::Request { .. } => None,
+        }
+    }
 }
 
 /// Parses the start line at the beginning of `s`; returns it and the offset of the first header.
