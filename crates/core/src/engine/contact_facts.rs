@@ -7,6 +7,7 @@ use super::hop::{hop_for, transport_and_maddr, Hop};
 use crate::nat::contact_address;
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, SipUri, Uri};
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// The readings of one contact URI's text.
@@ -20,21 +21,29 @@ pub struct ContactFacts {
     pub address: Option<(IpAddr, u16)>,
     /// Where the contact goes by itself when its host is an IP address ([`hop_for`]).
     pub hop: Option<Peer>,
+    /// The text is a Request-URI as written: it carries no `method` parameter or header
+    /// component (RFC 3261 §19.1.1 Table 1), which `delivery` would otherwise remove.
+    pub request_uri_as_written: bool,
 }
 
 impl ContactFacts {
     /// The facts of `contact`, parsed now.
     pub fn of(contact: &str) -> ContactFacts {
         let Ok(uri) = Uri::parse(contact.as_bytes()) else {
-            return ContactFacts { reachable: true, address: None, hop: None };
+            return ContactFacts::UNPARSED;
         };
         let address = contact_address(&uri);
         let hop = match hop_for(&uri) {
             Some(Hop::Peer(p)) => Some(p),
             _ => None,
         };
-        ContactFacts { reachable: reachable_uri(&uri), address, hop }
+        let request_uri_as_written = matches!(uri.request_uri_form(), Cow::Borrowed(_));
+        ContactFacts { reachable: reachable_uri(&uri), address, hop, request_uri_as_written }
     }
+
+    /// A text herald does not parse: tried as it is.
+    const UNPARSED: ContactFacts =
+        ContactFacts { reachable: true, address: None, hop: None, request_uri_as_written: true };
 }
 
 /// Whether a contact URI can be reached without the flow it was registered on. Not when its
@@ -82,7 +91,7 @@ struct Slot {
 
 impl ContactCache {
     pub fn new() -> ContactCache {
-        let empty = Slot { len: 0, text: [0; TEXT], facts: ContactFacts { reachable: true, address: None, hop: None } };
+        let empty = Slot { len: 0, text: [0; TEXT], facts: ContactFacts::UNPARSED };
         ContactCache { slots: vec![empty; SLOTS].into_boxed_slice() }
     }
 
@@ -148,6 +157,9 @@ mod tests {
         let ws = ContactFacts::of("sip:dave@x.invalid;transport=ws");
         assert!(!ws.reachable && ws.address.is_none() && ws.hop.is_none());
         assert_eq!(ContactFacts::of("sips:c@[2001:db8::1]").address, Some(("2001:db8::1".parse().unwrap(), 5061)));
-        assert_eq!(ContactFacts::of("garbage"), ContactFacts { reachable: true, address: None, hop: None });
+        assert_eq!(ContactFacts::of("garbage"), ContactFacts::UNPARSED);
+        assert!(f.request_uri_as_written && ws.request_uri_as_written);
+        assert!(!ContactFacts::of("sip:user@example.com?Route=%3Csip:sip.example.com%3E").request_uri_as_written);
+        assert!(!ContactFacts::of("sip:bob@10.0.0.7;method=INVITE").request_uri_as_written);
     }
 }

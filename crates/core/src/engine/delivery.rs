@@ -6,6 +6,7 @@ use super::contact_facts::{ContactCache, ContactFacts};
 use super::context::{Planned, PlannedDest};
 use crate::nat::{address_behind_nat, NatDetect};
 use crate::peer::{Peer, Transport};
+use herald_sip::uri::Uri;
 use herald_store::Binding;
 
 /// RFC 5626 §5.3 and RFC 3261 §21.4.18: the status a branch counts as when the flow of a
@@ -74,10 +75,21 @@ fn plan_binding(b: &Binding<Peer>, nat: NatDetect, contact: ContactFacts) -> Pla
     Planned { dest, fallback, lost_flow, push_routes, ..contact_plan(b, PlannedDest::Uri(String::new()), contact) }
 }
 
+/// RFC 3261 §16.6 step 2: the contact as the Request-URI, without what a Request-URI may not
+/// carry (a registered contact may have header components, RFC 4475 §3.3.14).
+fn request_uri_of(contact: &str, facts: ContactFacts) -> String {
+    if !facts.request_uri_as_written {
+        if let Ok(uri) = Uri::parse(contact.as_bytes()) {
+            return uri.request_uri_form().into_owned();
+        }
+    }
+    // `String::from`, not `to_string`, which goes through `Display` (the formatter's padding).
+    String::from(contact)
+}
+
 fn contact_plan(b: &Binding<Peer>, dest: PlannedDest, facts: ContactFacts) -> Planned {
     Planned {
-        // `String::from`, not `to_string`, which goes through `Display` (the formatter's padding).
-        request_uri: Some(String::from(&*b.contact)),
+        request_uri: Some(request_uri_of(&b.contact, facts)),
         dest,
         push_routes: Vec::new(),
         q: b.q_or_default(),

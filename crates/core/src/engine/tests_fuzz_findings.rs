@@ -89,3 +89,38 @@ fn a_response_with_no_via_left_is_not_forwarded() {
     assert_eq!(to_alice[0].1.status(), Some(502));
     assert_eq!(to_alice[0].1.vias().count(), 1);
 }
+
+/// RFC 3261 §16.6 step 2 (§19.1.1 Table 1): a forwarded request's Request-URI carries no
+/// header components and no `method` parameter, whichever target it came from. The fuzz
+/// target found a strict router's Route value with `?headers` promoted as it was.
+fn forwarded_request_uri(out: &[Output]) -> String {
+    let (_, fwd) = sent(out).into_iter().find(|(_, m)| m.is_request()).expect("request forwarded");
+    fwd.validate().unwrap_or_else(|e| panic!("forwarded request fails the receipt checks: {e}"));
+    String::from_utf8(fwd.request_uri_bytes().unwrap().to_vec()).unwrap()
+}
+
+#[test]
+fn a_strict_routers_route_value_loses_its_headers_as_the_request_uri() {
+    let mut h = Harness::new();
+    let msg = format!("MESSAGE sip:bob@198.51.100.9 SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-srh\nRoute: <sip:198.51.100.20:5;method=BYE?rP3Pport=tcp>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: srh\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n");
+    assert_eq!(forwarded_request_uri(&h.send(ALICE, &msg)), "sip:198.51.100.20:5");
+}
+
+#[test]
+fn a_request_uri_restored_from_the_last_route_loses_its_headers() {
+    // §16.4: the previous hop was a strict router, so the Request-URI is ours and the last
+    // Route value is the Request-URI it replaced.
+    let mut h = Harness::new();
+    let msg = format!("MESSAGE sip:{PROXY} SIP/2.0\nVia: SIP/2.0/UDP {ALICE};branch=z9hG4bK-srl\nRoute: <sip:bob@198.51.100.9?Subject=hi>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=b1\nCall-ID: srl\nCSeq: 1 MESSAGE\nContent-Length: 0\n\n");
+    assert_eq!(forwarded_request_uri(&h.send(ALICE, &msg)), "sip:bob@198.51.100.9");
+}
+
+#[test]
+fn a_registered_contact_with_header_components_is_called_without_them() {
+    // RFC 4475 §3.3.14 (regescrt): the binding keeps the escaped Route header component.
+    let mut h = Harness::new();
+    let reg = format!("REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/UDP {BOB};branch=z9hG4bKregesc\nMax-Forwards: 70\nFrom: <sip:bob@example.com>;tag=r1\nTo: <sip:bob@example.com>\nCall-ID: regesc\nCSeq: 1 REGISTER\nContact: <sip:bob@{BOB};method=INVITE?Route=%3Csip:sip.example.com%3E>\nExpires: 3600\nContent-Length: 0\n\n");
+    assert_eq!(sent(&h.send(BOB, &reg))[0].1.status(), Some(200));
+    let out = h.send(ALICE, &invite("bob", "regesc-call"));
+    assert_eq!(forwarded_request_uri(&out), format!("sip:bob@{BOB}"));
+}

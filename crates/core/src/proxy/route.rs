@@ -138,7 +138,8 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> 
     let mut remaining = &routes[..];
     if out.received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {
         if let Some((last, rest)) = routes.split_last() {
-            out.request_uri = last.addr().map(|a| a.uri.as_str().to_owned());
+            // §16.6 step 2: without what a Request-URI may not carry (§19.1.1 Table 1).
+            out.request_uri = last.addr().map(|a| a.uri.request_uri_form().into_owned());
             out.remove.push(last.value);
             remaining = rest;
         }
@@ -164,7 +165,10 @@ pub fn next_hop(first_route: Option<&NameAddr<'_>>, request_uri: &str) -> (Strin
                 Uri::Sip(u) => !u.lr(),
                 _ => false,
             };
-            (r.uri.as_str().to_owned(), strict)
+            // §16.6 step 6: a strict router's Route value becomes the Request-URI, so it loses
+            // what a Request-URI may not carry (step 2, §19.1.1 Table 1).
+            let next = if strict { r.uri.request_uri_form() } else { r.uri.as_str().into() };
+            (next.into_owned(), strict)
         }
         None => (request_uri.to_owned(), false),
     }

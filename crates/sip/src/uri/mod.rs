@@ -17,6 +17,7 @@ mod escape;
 mod host;
 mod host_run;
 mod plain;
+mod request_form;
 mod sip;
 mod tel;
 
