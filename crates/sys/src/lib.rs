@@ -42,6 +42,7 @@
 mod batch;
 mod clock;
 mod cmsg;
+mod cvt;
 mod host;
 mod poll;
 mod recv;

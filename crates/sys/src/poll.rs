@@ -1,5 +1,6 @@
 //! Waiting for descriptors to become ready: ppoll(2).
 
+use crate::cvt::cvt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
@@ -17,11 +18,7 @@ pub fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
     // timespec, both alive for the call; the kernel only reads the fd numbers (polling changes
     // nothing about the descriptors) and writes `revents`.
     let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    Ok(cvt(n)? as usize)
 }
 
 /// Waits up to `timeout` for room in `socket`'s send buffer (POLLOUT). False on timeout.

@@ -3,6 +3,7 @@
 
 use crate::batch::{Wait, BATCH};
 use crate::cmsg::{self, CONTROL_BYTES};
+use crate::cvt::cvt;
 use crate::sockaddr;
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -131,12 +132,11 @@ impl RecvBatch {
                 std::ptr::null_mut::<libc::timespec>(),
             )
         };
-        if n < 0 {
+        let n = cvt(n).inspect_err(|_| {
             // Nothing was read, so nothing written back; the first header is re-armed all the
             // same, should a failure ever come after a partial write-back.
             self.armed_from = self.armed_from.max(1);
-            return Err(io::Error::last_os_error());
-        }
+        })?;
         self.len = n as usize;
         // The kernel wrote back the headers of the datagrams it returned, and at most the one
         // after them (the receive that ended the call fails before writing anything back).

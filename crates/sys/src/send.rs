@@ -1,6 +1,7 @@
 //! Batched send: sendmmsg(2), up to [`BATCH`] datagrams a call.
 
 use crate::batch::{Wait, BATCH};
+use crate::cvt::cvt;
 use crate::sockaddr::SockName;
 use std::io;
 use std::mem::{zeroed, MaybeUninit};
@@ -84,9 +85,10 @@ pub fn send_batch<T: Outbound>(socket: &impl AsFd, items: &[T], wait: Wait) -> (
                 libc::c_long::from(flags),
             )
         };
-        if n < 0 {
-            return (sent, Some(io::Error::last_os_error()));
-        }
+        let n = match cvt(n) {
+            Ok(n) => n,
+            Err(e) => return (sent, Some(e)),
+        };
         if n == 0 {
             return (sent, Some(io::Error::from(io::ErrorKind::WouldBlock)));
         }

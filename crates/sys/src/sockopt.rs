@@ -1,5 +1,6 @@
 //! Socket options that socket2 does not wrap.
 
+use crate::cvt::cvt;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd};
@@ -22,11 +23,7 @@ pub(crate) fn set_int(
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    cvt(r).map(drop)
 }
 
 /// Asks the kernel to attach to every datagram read from `socket` its receive time (socket(7)

@@ -3,6 +3,7 @@
 //! wrappers are cancellation points, ~45 instructions of brackets a call, and a TCP message
 //! costs herald about two of these calls each way.
 
+use crate::cvt::cvt;
 use std::io;
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
@@ -27,10 +28,7 @@ pub fn recv(socket: &impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
             std::ptr::null_mut::<libc::socklen_t>(),
         )
     };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
+    Ok(cvt(n)? as usize)
 }
 
 /// Writes what the socket's buffer takes of `buf`, as send(2) with MSG_NOSIGNAL (as `Write` on
@@ -50,10 +48,7 @@ pub fn send(socket: &impl AsFd, buf: &[u8]) -> io::Result<usize> {
             0 as libc::c_long,
         )
     };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
+    Ok(cvt(n)? as usize)
 }
 
 /// Writes what the socket's buffer takes of `bufs`, in order, as writev(2) (and as
@@ -71,8 +66,5 @@ pub fn writev(socket: &impl AsFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
             bufs.len() as libc::c_long,
         )
     };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
+    Ok(cvt(n)? as usize)
 }

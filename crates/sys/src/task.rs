@@ -3,6 +3,7 @@
 //! 6.12+) and RLIMIT_NOFILE (prlimit(2)). Reading the slice needs no system call:
 //! /proc/PID/task/TID/sched shows `se.slice`.
 
+use crate::cvt::cvt;
 use std::io;
 
 /// `struct sched_attr` (include/uapi/linux/sched/types.h), SCHED_ATTR_SIZE_VER1: 56 bytes.
@@ -27,9 +28,7 @@ fn get_attr(tid: i32) -> io::Result<SchedAttr> {
     // SAFETY: `attr` is a plain-old-data struct of `size` bytes that the kernel fills; it stays
     // borrowed for the call.
     let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut SchedAttr, size, 0u32) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    cvt(r)?;
     Ok(attr)
 }
 
@@ -47,9 +46,7 @@ pub fn set_task_slice_ns(tid: i32, slice_ns: u64) -> io::Result<()> {
     attr.sched_runtime = slice_ns;
     // SAFETY: `attr` is an initialised sched_attr of the size it declares, borrowed for the call.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0u32) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    cvt(r)?;
     Ok(())
 }
 
@@ -58,9 +55,7 @@ pub fn nofile_limit(pid: i32) -> io::Result<(u64, u64)> {
     let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: a null new limit only reads; `old` is a valid rlimit borrowed for the call.
     let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    cvt(r)?;
     Ok((old.rlim_cur, old.rlim_max))
 }
 
@@ -70,9 +65,7 @@ pub fn set_nofile_limit(pid: i32, soft: u64, hard: u64) -> io::Result<()> {
     let new = libc::rlimit { rlim_cur: soft, rlim_max: hard };
     // SAFETY: `new` is a valid rlimit borrowed for the call; a null old limit is allowed.
     let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut()) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    cvt(r)?;
     Ok(())
 }
 
