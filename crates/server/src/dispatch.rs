@@ -76,13 +76,13 @@ impl<H: SipHandler> Dispatcher<H> {
     /// Hands `input` to engine shard `shard` (under its lock) at `now` (when the caller read
     /// it, or later: see `Shards::guarded`) and carries out what it asks for.
     pub(crate) fn handle(&mut self, shard: usize, input: Input, now: Instant) {
-        self.shards.handle(shard, input, now, &mut self.out);
+        self.shards.handle(shard, input, now, &mut self.out, &mut self.egress);
         self.dispatch(shard, now);
     }
 
     /// Runs shard `shard`'s due timers and carries out what they ask for.
     pub(crate) fn handle_timeouts(&mut self, shard: usize, now: Instant) {
-        self.shards.handle_timeouts(shard, now, &mut self.out);
+        self.shards.handle_timeouts(shard, now, &mut self.out, &mut self.egress);
         self.dispatch(shard, now);
     }
 
@@ -117,7 +117,7 @@ impl<H: SipHandler> Dispatcher<H> {
         }
         // What the engine made of the request is in `out` before it is carried out: charge it.
         let len = msg.as_bytes().len();
-        self.shards.handle(shard, Input::Message { from, local, msg }, now, &mut self.out);
+        self.shards.handle(shard, Input::Message { from, local, msg }, now, &mut self.out, &mut self.egress);
         let cost = source_budget::Cost::of(&self.out, &from, len);
         if !self.shared.budgets.charge(from.addr.ip(), cost, now) {
             tracing::debug!(source = %from.addr.ip(), "per-source budget table full: request not charged");

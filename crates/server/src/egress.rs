@@ -8,6 +8,7 @@
 
 use crate::metrics::{MsgType, Wire};
 use crate::runtime::Ctl;
+use crate::send_order::{Flushes, Sender};
 use crate::shared::{Shared, WorkerCommon};
 use crate::stats::{Bump, WorkerStats};
 use crate::stream;
@@ -32,13 +33,16 @@ pub(crate) struct Egress {
     measure: bool,
     /// Datagrams waiting for the next [`Egress::flush`], per UDP socket of the worker.
     queues: Vec<Vec<Outgoing>>,
+    /// Flushes completed, which the shards read to keep their sends in order (module
+    /// `send_order`).
+    flushes: Arc<Flushes>,
 }
 
 impl Egress {
     pub(crate) fn new(shared: Arc<Shared>, common: Arc<WorkerCommon>) -> Egress {
         let queues = common.udp.iter().map(|_| Vec::new()).collect();
         let measure = shared.config.metrics.listen.is_some();
-        Egress { shared, common, measure, queues }
+        Egress { shared, common, measure, queues, flushes: Arc::default() }
     }
 
     fn stats(&self) -> &WorkerStats {
@@ -122,8 +126,14 @@ impl Egress {
 
     /// Sends every queued datagram, batched with sendmmsg. A full send buffer holds this thread
     /// for up to [`SEND_STALL`] (poll(2) for room); what is still unsent then is dropped and
-    /// reported to the shards that sent it.
+    /// reported to the shards that sent it. Counted as done afterwards, whatever was sent: a
+    /// thread that waits for this flush (module `send_order`) waits no longer.
     pub(crate) fn flush(&mut self) {
+        self.send_queued();
+        self.flushes.completed();
+    }
+
+    fn send_queued(&mut self) {
         for i in 0..self.queues.len() {
             if self.queues[i].is_empty() {
                 continue;
@@ -160,5 +170,15 @@ impl Egress {
             queue.clear();
             self.queues[i] = queue; // keep the allocation
         }
+    }
+}
+
+impl Sender for Egress {
+    fn flushes(&self) -> &Arc<Flushes> {
+        &self.flushes
+    }
+
+    fn flush(&mut self) {
+        Egress::flush(self);
     }
 }

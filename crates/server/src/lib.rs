@@ -61,6 +61,7 @@ pub mod pings;
 pub mod protect;
 pub mod rfc3263;
 mod runtime;
+mod send_order;
 mod server;
 mod shard_timers;
 mod shards;

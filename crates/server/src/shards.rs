@@ -8,9 +8,10 @@
 //! call on another thread brings one earlier than it sleeps until (module `shard_timers`).
 
 use crate::runtime::TICK;
+use crate::send_order::{Sender, Unsent};
 use crate::shard_timers::ShardTimers;
 use crate::shared::WorkerCommon;
-use herald_core::{Input, Output, SipHandler};
+use herald_core::{Input, Output, SipHandler, Transport};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -44,6 +45,8 @@ struct Held<H> {
     /// The deadline last published (`poll_timeout()`): when a call leaves it unchanged, there
     /// is nothing to publish.
     published: Option<Instant>,
+    /// Which sender still holds UDP output of this shard (module `send_order`).
+    unsent: Unsent,
 }
 
 pub(crate) struct Shards<H> {
@@ -67,7 +70,8 @@ impl<H: SipHandler> Shards<H> {
                 let deadline = AtomicU64::new(timers.encode(published));
                 let transactions = AtomicUsize::new(h.transactions());
                 let held = AtomicUsize::new(h.held_bytes());
-                let handler = Mutex::new(Held { handler: h, now: timers.epoch(), published });
+                let handler =
+                    Mutex::new(Held { handler: h, now: timers.epoch(), published, unsent: Unsent::default() });
                 Slot { handler, deadline, transactions, held }
             })
             .collect();
@@ -97,14 +101,25 @@ impl<H: SipHandler> Shards<H> {
     /// with instants out of order: a shard is given the latest it has seen, so that its clock
     /// never goes back. (The instant is the caller's, read once per batch of messages, not one
     /// clock read per call under the lock: ~40 instructions a message, callgrind, issue 21.)
+    ///
+    /// `me`: the caller's sender, which sends `out`. While another sender holds UDP output of
+    /// this shard unsent, the call waits (lock released, `me` flushed) until it is sent, so
+    /// that the shard's sends leave in the order it produced them (module `send_order`).
     fn guarded(
         &self,
         i: usize,
         now: Instant,
         out: &mut Vec<Output>,
+        me: &mut impl Sender,
         f: impl FnOnce(&mut H, Instant, &mut Vec<Output>),
     ) {
-        let mut held = self.lock(i);
+        let mut held = loop {
+            let mut held = self.lock(i);
+            let Some((by, flush)) = held.unsent.must_wait(me.flushes()) else { break held };
+            drop(held);
+            me.flush();
+            by.wait_for(flush);
+        };
         let held = &mut *held;
         let now = now.max(held.now);
         held.now = now;
@@ -116,17 +131,20 @@ impl<H: SipHandler> Shards<H> {
             self.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(shard = i, "handler panicked; the input was dropped and the shard keeps serving");
         }
+        if out[before..].iter().any(|o| matches!(o, Output::Send { to, .. } if to.transport == Transport::Udp)) {
+            held.unsent.queued(me.flushes());
+        }
         self.publish(i, held);
     }
 
     /// `handle` on shard `i` at `now` (see [`Shards::guarded`]).
-    pub(crate) fn handle(&self, i: usize, input: Input, now: Instant, out: &mut Vec<Output>) {
-        self.guarded(i, now, out, |h, now, out| h.handle(now, input, out));
+    pub(crate) fn handle(&self, i: usize, input: Input, now: Instant, out: &mut Vec<Output>, me: &mut impl Sender) {
+        self.guarded(i, now, out, me, |h, now, out| h.handle(now, input, out));
     }
 
     /// `handle_timeouts` on shard `i`.
-    pub(crate) fn handle_timeouts(&self, i: usize, now: Instant, out: &mut Vec<Output>) {
-        self.guarded(i, now, out, |h, now, out| h.handle_timeouts(now, out));
+    pub(crate) fn handle_timeouts(&self, i: usize, now: Instant, out: &mut Vec<Output>, me: &mut impl Sender) {
+        self.guarded(i, now, out, me, |h, now, out| h.handle_timeouts(now, out));
     }
 
     /// How many handler calls panicked since start.
@@ -211,9 +229,94 @@ impl LoadGauges {
 mod tests {
     use super::*;
 
+    use crate::send_order::Flushes;
     use crate::shard_timers::NO_DEADLINE;
-    use herald_core::{Peer, Transport};
+    use bytes::Bytes;
+    use herald_core::Peer;
     use std::time::Duration;
+
+    fn udp_peer() -> Peer {
+        Peer { transport: Transport::Udp, addr: ([127, 0, 0, 1], 9).into(), conn: None }
+    }
+
+    /// A thread's sender as `egress::Egress` is one: output queued until its flush, which puts
+    /// it on one wire that all senders share.
+    struct Queue {
+        flushes: Arc<Flushes>,
+        queued: Vec<Output>,
+        wire: Arc<Mutex<Vec<Bytes>>>,
+    }
+
+    impl Queue {
+        fn new(wire: &Arc<Mutex<Vec<Bytes>>>) -> Queue {
+            Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone() }
+        }
+    }
+
+    impl Sender for Queue {
+        fn flushes(&self) -> &Arc<Flushes> {
+            &self.flushes
+        }
+        fn flush(&mut self) {
+            for o in self.queued.drain(..) {
+                if let Output::Send { bytes, .. } = o {
+                    self.wire.lock().unwrap().push(bytes);
+                }
+            }
+            self.flushes.completed();
+        }
+    }
+
+    /// A handler that answers each input with one datagram numbered in the order it made them.
+    struct Numbered(u8);
+
+    impl SipHandler for Numbered {
+        fn handle(&mut self, _now: Instant, _input: Input, out: &mut Vec<Output>) {
+            self.0 += 1;
+            out.push(Output::Send { to: udp_peer(), bytes: Bytes::from(vec![self.0]) });
+        }
+        fn handle_timeouts(&mut self, _now: Instant, _out: &mut Vec<Output>) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn active_transactions(&self) -> usize {
+            0
+        }
+        fn held_bytes(&self) -> usize {
+            0
+        }
+    }
+
+    /// The flake of tests/sipp_calls.rs `udp_caller_to_tcp_callee_double_record_route`: thread
+    /// A handles a message of a shard and has not flushed yet (a receiver in its batch, or
+    /// preempted) when thread B handles the next message of that shard and flushes at once.
+    /// B's call must wait for A's flush, so that the shard's first datagram leaves first. (B
+    /// is started 100 ms before A flushes: without the wait, B's datagram would leave first.)
+    #[test]
+    fn a_shards_datagrams_leave_in_the_order_it_made_them_across_threads() {
+        let wire = Arc::new(Mutex::new(Vec::new()));
+        let shards = Arc::new(Shards::new(1, 1, |_| Numbered(0)));
+        let input = || Input::TransportError { to: udp_peer() };
+        let now = shards.timers().epoch();
+        let mut a = Queue::new(&wire);
+        let mut out = Vec::new();
+        shards.handle(0, input(), now, &mut out, &mut a);
+        a.queued.append(&mut out);
+        let b = std::thread::spawn({
+            let (shards, wire) = (shards.clone(), wire.clone());
+            move || {
+                let mut b = Queue::new(&wire);
+                let mut out = Vec::new();
+                shards.handle(0, input(), now, &mut out, &mut b);
+                b.queued.append(&mut out);
+                b.flush();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        a.flush();
+        b.join().unwrap();
+        assert_eq!(*wire.lock().unwrap(), [Bytes::from_static(&[1]), Bytes::from_static(&[2])]);
+    }
 
     /// A handler whose next deadline the test sets, and which records the `now` of each call.
     struct Probe {
@@ -248,20 +351,19 @@ mod tests {
         let shards = Shards::new(1, 1, |_| Probe { next: next.clone(), seen: seen.clone() });
         let t0 = shards.timers().epoch();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let input = || Input::TransportError {
-            to: Peer { transport: Transport::Udp, addr: ([127, 0, 0, 1], 9).into(), conn: None },
-        };
+        let input = || Input::TransportError { to: udp_peer() };
         let mut out = Vec::new();
+        let mut me = Queue::new(&Arc::default());
         assert_eq!(shards.due(0), NO_DEADLINE);
-        shards.handle(0, input(), at(10), &mut out);
-        shards.handle(0, input(), at(5), &mut out);
-        shards.handle_timeouts(0, at(7), &mut out);
-        shards.handle(0, input(), at(12), &mut out);
+        shards.handle(0, input(), at(10), &mut out, &mut me);
+        shards.handle(0, input(), at(5), &mut out, &mut me);
+        shards.handle_timeouts(0, at(7), &mut out, &mut me);
+        shards.handle(0, input(), at(12), &mut out, &mut me);
         assert_eq!(*seen.lock().unwrap(), [at(10), at(10), at(10), at(12)]);
         let due = |s| shards.timers().encode(Some(at(s)));
         for deadline in [Some(40), Some(40), Some(30), Some(50), None, None, Some(20)] {
             *next.lock().unwrap() = deadline.map(at);
-            shards.handle(0, input(), at(12), &mut out);
+            shards.handle(0, input(), at(12), &mut out, &mut me);
             assert_eq!(shards.due(0), deadline.map_or(NO_DEADLINE, due), "{deadline:?}");
         }
     }
