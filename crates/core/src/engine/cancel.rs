@@ -1,7 +1,7 @@
 //! CANCEL (RFC 3261 §16.10, §9.1): answering a CANCEL, and cancelling a request's pending
 //! branches (when a CANCEL arrives, and when a final response ends the forking).
 
-use super::context::BranchState;
+use super::context::{BranchState, Context};
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
@@ -77,6 +77,31 @@ impl Engine {
             BranchState::Trying => b.cancel_when_provisional = true,
             BranchState::Resolving(_) => self.branch_failed(now, sid, idx, 487, out),
             BranchState::Done(_) => {}
+        }
+    }
+
+    /// The response context `ctx` has ended (its server transaction did) while INVITE branches
+    /// still wait for a final response: their client transactions outlive it, and are handed to
+    /// the engine's abandoned transactions (`failover`), which CANCEL one at its first
+    /// provisional and drop a CANCELled one 64*T1 after its CANCEL if no final response came
+    /// (RFC 3261 §9.1). Without this, a branch whose callee sent a provisional after the call
+    /// was answered elsewhere, then never answered the CANCEL, kept its client transaction for
+    /// ever: in Proceeding it has no timer of its own, and the Timer C that gives it up is the
+    /// context's (found by the engine_pipeline fuzz target).
+    pub(super) fn orphan_pending_branches(&mut self, now: Instant, ctx: &Context) {
+        if !ctx.is_invite {
+            return; // a non-INVITE client transaction ends by its own Timer F
+        }
+        for b in ctx.branches.iter().filter(|b| b.is_pending()) {
+            let Some(cid) = b.client else { continue };
+            if self.gateway_calls.abandoned(cid).is_some() {
+                continue;
+            }
+            self.gateway_calls.abandon(cid);
+            if b.cancelled {
+                let give_up_at = b.timer_c.unwrap_or(now + self.cfg.timers.t1 * 64);
+                self.gateway_calls.cancelled(cid, give_up_at);
+            }
         }
     }
 }

@@ -28,8 +28,10 @@ pub(super) struct GatewayCalls {
     expiry: BTreeMap<(Instant, u64), String>,
     /// Tells apart calls that expire at the same instant.
     seq: u64,
-    /// Client transactions of attempts given up by their timeout that still live (until their
-    /// transaction ends): true once a CANCEL went (an INVITE that sent a provisional).
+    /// Client transactions that still live (until they end) although no branch waits for them:
+    /// gateway attempts given up by their timeout, and INVITE branches whose response context
+    /// ended first (`cancel::orphan_pending_branches`). True once a CANCEL went (an INVITE
+    /// that sent a provisional).
     abandoned: IdMap<TxId, bool>,
     /// When a CANCELled abandoned INVITE is dropped if no final response came (RFC 3261 §9.1:
     /// 64*T1 after the CANCEL): its client transaction has no timer of its own in Proceeding.

@@ -300,6 +300,7 @@ impl Engine {
         }
         if let Some(ctx) = self.contexts.remove(&sid) {
             self.context_bytes -= ctx.held_bytes();
+            self.orphan_pending_branches(now, &ctx);
         }
     }
 }

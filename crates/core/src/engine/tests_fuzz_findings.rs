@@ -124,3 +124,31 @@ fn a_registered_contact_with_header_components_is_called_without_them() {
     let out = h.send(ALICE, &invite("bob", "regesc-call"));
     assert_eq!(forwarded_request_uri(&out), format!("sip:bob@{BOB}"));
 }
+
+/// A branch that rings after the call was answered on another branch is CANCELled (§9.1); if
+/// its callee never answers the CANCEL, its INVITE client transaction (in Proceeding, with no
+/// timer of its own) is still dropped 64*T1 after the CANCEL, although the response context
+/// whose Timer C would have dropped it ended first. Found by the engine_pipeline fuzz target.
+#[test]
+fn a_branch_that_rings_after_the_answer_and_ignores_the_cancel_is_dropped() {
+    let mut h = Harness::new();
+    h.register("bob", BOB, Some("0.5"));
+    h.register("bob", BOB2, Some("0.9"));
+    let out = sent(&h.send(ALICE, &invite("bob", "late183")));
+    let to = |who: &str| out.iter().find(|(p, m)| p.addr == addr(who) && m.is_request()).unwrap().1.clone();
+    let (to_bob, to_bob2) = (to(BOB), to(BOB2));
+    let ok = sent(&h.send(BOB2, &answer(&to_bob2, 200, "OK", "x2")));
+    assert!(ok.iter().any(|(p, m)| p.addr == addr(ALICE) && m.status() == Some(200)));
+    // Bob has not sent a provisional yet: no CANCEL may go (§9.1). The server transaction
+    // ends 64*T1 after the 2xx (RFC 6026 Accepted), taking the response context with it.
+    assert!(!ok.iter().any(|(_, m)| m.method() == Some(Method::Cancel)));
+    h.advance(Duration::from_secs(10));
+    let ringing = sent(&h.send(BOB, &answer(&to_bob, 183, "Session Progress", "x1")));
+    assert!(ringing.iter().any(|(p, m)| p.addr == addr(BOB) && m.method() == Some(Method::Cancel)));
+    // Bob never answers the CANCEL. A minute later (past the context's end at 32 s and the
+    // CANCEL's 64*T1 at 42 s) nothing is left.
+    for _ in 0..60 {
+        h.advance(Duration::from_secs(1));
+    }
+    assert_eq!(h.engine.transactions(), 0, "transactions left: {}", h.engine.active_transactions());
+}
