@@ -76,7 +76,7 @@ pub fn run_window(
                 break;
             }
         }
-        progress.tick(now, &agent.stats, agent.in_flight());
+        progress.tick(now, &agent.stats, || agent.in_flight());
         // Draining, arrivals are over: only the drain deadline (and timers) wake the loop.
         let wake = match drain_until {
             Some(until) => until,
