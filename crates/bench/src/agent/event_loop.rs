@@ -486,16 +486,14 @@ impl Agent {
 }
 
 /// Hands `bytes` to `role` as a [`Peek`] (its start line, and the few headers it reads) when it
-/// may be a message a role handles that way: our callee's ACKs, our callers' provisionals after
-/// the first and 2xx to BYE or CANCEL, three of the seven messages a call brings (see
-/// [`Callee::on_peeked_request`], [`Calls::on_peeked_response`]). True when the role handled
-/// it; false for all else, which is then parsed in full. Which messages to try is guessed from
-/// their first bytes, so that the others (an INVITE, a BYE, the 100 and the 2xx to an INVITE)
-/// do not pay for a peek before their parse: a wrong guess costs only time, the role decides.
+/// may be a message a role handles that way: our callee's ACKs, our callers' provisionals and
+/// 2xx responses, five of the seven messages a call brings (see [`Callee::on_peeked_request`],
+/// [`Calls::on_peeked_response`]). True when the role handled it; false for all else, which is
+/// then parsed in full. Which messages to try is guessed from their first bytes, so that the
+/// others (an INVITE, a BYE) do not pay for a peek before their parse: a wrong guess costs only
+/// time, the role decides.
 pub fn peeked(bytes: &[u8], limits: &Limits, role: impl FnOnce(&Peek<'_>) -> bool) -> bool {
-    let worth_it = bytes.starts_with(b"ACK ")
-        || bytes.starts_with(b"SIP/2.0 1") && !bytes.starts_with(b"SIP/2.0 100 ")
-        || bytes.starts_with(b"SIP/2.0 2");
+    let worth_it = bytes.starts_with(b"ACK ") || bytes.starts_with(b"SIP/2.0 1") || bytes.starts_with(b"SIP/2.0 2");
     worth_it && Peek::new(bytes, limits).is_ok_and(|peek| role(&peek))
 }
 

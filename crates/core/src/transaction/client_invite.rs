@@ -149,6 +149,26 @@ impl ClientInvite {
         out
     }
 
+    /// A provisional response the TU matched and read by its status alone (a load generator
+    /// that peeks at it instead of taking the full parse [`ClientInvite::on_message`] needs):
+    /// the change of state `on_message` makes for one (§17.1.1.2: Calling or Proceeding to
+    /// Proceeding, Timers A and B stopped), without the TU event (the TU has read it). False,
+    /// nothing changed, in the states where `on_message` absorbs a provisional.
+    pub fn on_provisional_read(&mut self) -> bool {
+        match std::mem::replace(&mut self.state, State::Terminated) {
+            State::Calling { request, .. } | State::Proceeding { request } => {
+                self.timers.clear(TimerKind::A);
+                self.timers.clear(TimerKind::B);
+                self.state = State::Proceeding { request };
+                true
+            }
+            other => {
+                self.state = other;
+                false
+            }
+        }
+    }
+
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         let mut out = Actions::new();
         if !self.timers.take_due(kind, now) {

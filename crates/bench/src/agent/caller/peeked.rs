@@ -17,16 +17,16 @@ impl Calls {
     /// A response read only as far as its start line and the headers that match it to its call
     /// and transaction (Call-ID, CSeq, top Via; for a 2xx also To, Contact and Record-Route) with
     /// a [`Peek`]: handled here when those decide everything it does, as [`Calls::on_response`]
-    /// would handle it: a provisional to an INVITE whose transaction is already Proceeding (the
-    /// 180 after the proxy's 100), a 2xx to a BYE or CANCEL, and a 2xx to an INVITE whose
-    /// Contact and Record-Route were read before (its route set is in the [`RouteCache`]).
-    /// False (nothing done) for any other, which then goes through the full parse and
-    /// [`Calls::on_response`]. Parsing these three in full cost ~6k instructions per call
-    /// (callgrind).
+    /// would handle it: a provisional to an INVITE (the first, usually the proxy's 100 Trying,
+    /// moves its transaction to Proceeding by its status: [`ClientTx::on_provisional_read`]),
+    /// a 2xx to a BYE or CANCEL, and a 2xx to an INVITE whose Contact and Record-Route were read
+    /// before (its route set is in the [`RouteCache`]). False (nothing done) for any other,
+    /// which then goes through the full parse and [`Calls::on_response`]. Parsing these four in
+    /// full cost ~8k instructions per call (callgrind).
     pub fn on_peeked_response(&mut self, ctx: &mut Context, peek: &Peek<'_>, out: &mut Outbox) -> bool {
         use HeaderName::{CSeq as CSeqName, CallId, Contact, RecordRoute, To, Via};
         const NAMES: [HeaderName; 6] = [CallId, CSeqName, Via, To, Contact, RecordRoute];
-        let Some(status) = peek.status().filter(|s| matches!(s, 101..=299)) else { return false };
+        let Some(status) = peek.status().filter(|s| matches!(s, 100..=299)) else { return false };
         // The first line of each name but Record-Route, and every Record-Route line (a few).
         let mut first: [Option<&[u8]>; 5] = [None; 5];
         let mut record_routes: [&[u8]; MAX_PEEKED_ROUTES] = [&[]; MAX_PEEKED_ROUTES];
@@ -59,8 +59,17 @@ impl Calls {
         let Some(which) = matching_tx(call, ctx, method, via) else { return false };
         let proceeding = call.tx(which).as_ref().is_some_and(ClientTx::is_proceeding);
         match (which, status) {
-            (Which::Invite, 101..=199) if proceeding => {
+            (Which::Invite, 100..=199) if proceeding => {
                 self.on_invite_provisional(ctx, slot, generation, false, status, out)
+            }
+            (Which::Invite, 100..=199) => {
+                // The first provisional (the proxy's 100 Trying): the transaction learns it by
+                // its status, as the full parse would have told it.
+                let tx = call.tx(which).as_mut().expect("matched above");
+                if !tx.on_provisional_read(ctx, out) {
+                    return false;
+                }
+                self.on_invite_provisional(ctx, slot, generation, true, status, out)
             }
             (Which::Invite, 200..=299) => {
                 // What on_invite_final does with a 2xx, once its dialog is known.
