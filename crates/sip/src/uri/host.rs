@@ -155,15 +155,29 @@ fn host_prefix(st: &str) -> Option<(Host<'_>, usize)> {
 /// prefix (the caller then sees a hostname character follow it).
 #[inline(always)]
 pub(crate) fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
-    let digit = |i: usize| match s.get(i) {
-        Some(&b) if b.is_ascii_digit() => Some(u32::from(b - b'0')),
+    match s.first_chunk::<16>() {
+        // Every place the read looks at is below 15 (four octets of at most three digits and
+        // three dots), so inside the window: `i & 15` is `i`, and the mask (which tells the
+        // compiler that the place is inside the window: no bounds test) is one instruction
+        // where a bounds test was three, at each of about 16 places per address (callgrind:
+        // Via sent-by and Request-URI hosts, nine addresses per proxied call).
+        Some(window) => ipv4_at(|i| window.get(i & 15).copied()),
+        None => ipv4_at(|i| s.get(i).copied()),
+    }
+}
+
+/// [`ipv4_prefix`] over the octet at each place (`None` past the end).
+#[inline(always)]
+fn ipv4_at(at: impl Fn(usize) -> Option<u8>) -> Option<(Ipv4Addr, usize)> {
+    let digit = |i: usize| match at(i) {
+        Some(b) if b.is_ascii_digit() => Some(u32::from(b - b'0')),
         _ => None,
     };
     let mut addr: u32 = 0;
     let mut i = 0;
     for n in 0..4 {
         if n > 0 {
-            if s.get(i) != Some(&b'.') {
+            if at(i) != Some(b'.') {
                 return None;
             }
             i += 1;
@@ -183,6 +197,7 @@ pub(crate) fn ipv4_prefix(s: &[u8]) -> Option<(Ipv4Addr, usize)> {
         }
         addr = (addr << 8) | octet;
     }
+    debug_assert!(i <= 15);
     Some((Ipv4Addr::from(addr), i))
 }
 

@@ -65,6 +65,13 @@ fn ipv4_prefix_edges() {
         b"",
         b".1.2.3.4",
         b"9.9.9.9a",
+        // Sixteen octets or more: read through the window.
+        b"255.255.255.255:5060;x",
+        b"127.0.0.1:19101;branch=z",
+        b"1.2.3.4567890123456",
+        b"1.22.333.4;..........",
+        b"1.2.3.256789012345",
+        b"12.34.56.78.9.10.11",
     ] {
         assert_eq!(ipv4_prefix(s), ipv4_prefix_reference(s), "{:?}", String::from_utf8_lossy(s));
     }
