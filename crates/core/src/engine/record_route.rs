@@ -8,7 +8,7 @@ use crate::proxy::own_values::{
     plain_transport_param, record_route_line, record_route_value, record_route_value_sips, OwnTexts,
 };
 use herald_sip::uri::{Scheme, Uri};
-use herald_sip::Method;
+use herald_sip::{HeaderName, Method};
 use smallvec::{smallvec, SmallVec};
 use std::borrow::Cow;
 
@@ -98,11 +98,14 @@ impl Engine {
                 u.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("sips:"))
                     && Uri::parse(u.as_bytes()).is_ok_and(|u| u.is_sips())
             })
-            || req
-                .routes()
-                .map_while(Result::ok)
-                .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
-                .is_some_and(|r| r.uri.is_sips());
+            // (A dialog's first request seldom has a Route: the header index says so without the
+            // walk of every line `routes` makes, ~500 instructions per INVITE, issue 21.)
+            || req.field_index(HeaderName::Route).is_some()
+                && req
+                    .routes()
+                    .map_while(Result::ok)
+                    .find(|r| !self.cfg.identity.is_this_proxy(&r.uri))
+                    .is_some_and(|r| r.uri.is_sips());
         // With authentication on, herald signs its Record-Route for the dialog's Call-ID and
         // creator's tag: the dialog's later requests prove with it that they follow a route
         // herald built, which lets them leave for a foreign target without credentials

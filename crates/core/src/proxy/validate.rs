@@ -48,7 +48,11 @@ pub fn validate_request(msg: &Message, identity: &Identity, loop_hash: u64, tel:
     if is_loop(msg, identity, loop_hash) {
         return Err(Rejection::new(482, "Loop Detected"));
     }
-    // Step 5: Proxy-Require.
+    // Step 5: Proxy-Require, when the header index has one (collecting from `tokens`, which
+    // walks every line, cost ~140 instructions per request without one, issue 21).
+    if msg.field_index(HeaderName::ProxyRequire).is_none() {
+        return Ok(());
+    }
     let unsupported: Vec<&str> = msg
         .tokens(HeaderName::ProxyRequire)
         .filter_map(Result::ok)
