@@ -260,22 +260,10 @@ impl PlainVia {
         let mut sent_by_end = 12 + len;
         let port = match s.get(sent_by_end) {
             Some(b':') => {
-                // One to five digits that fit in 16 bits, read as they are counted (the
-                // general parse takes more leading zeros; such a value is left to it).
                 let from = sent_by_end + 1;
-                let mut port = 0u32;
-                sent_by_end = from;
-                while let Some(&d) = s.get(sent_by_end).filter(|d| d.is_ascii_digit()) {
-                    if sent_by_end - from == 5 {
-                        return None;
-                    }
-                    port = port * 10 + u32::from(d - b'0');
-                    sent_by_end += 1;
-                }
-                if sent_by_end == from {
-                    return None;
-                }
-                Some(u16::try_from(port).ok()?)
+                let (port, digits) = port_prefix(s.get(from..)?)?;
+                sent_by_end = from + digits;
+                Some(port)
             }
             _ => None,
         };
@@ -347,6 +335,38 @@ impl PlainVia {
             found: self.found,
         }
     }
+}
+
+/// A Via port: one to five digits at the start of `s` that fit in 16 bits, read as they are
+/// counted (the general parse takes more leading zeros; such a value is left to it), and how
+/// many there are. `None` for no digit, a sixth one or a value over 65535.
+#[inline(always)]
+fn port_prefix(s: &[u8]) -> Option<(u16, usize)> {
+    match s.first_chunk::<6>() {
+        // The places read are 0 to 5, inside the window: no bounds test at each (callgrind:
+        // about 15 instructions per Via, six Vias per proxied call).
+        Some(window) => port_at(|i| window.get(i).copied()),
+        None => port_at(|i| s.get(i).copied()),
+    }
+}
+
+/// [`port_prefix`] over the octet at each place (`None` past the end).
+#[inline(always)]
+fn port_at(at: impl Fn(usize) -> Option<u8>) -> Option<(u16, usize)> {
+    let mut port = 0u32;
+    for i in 0..6 {
+        match at(i) {
+            Some(d) if d.is_ascii_digit() => {
+                if i == 5 {
+                    return None;
+                }
+                port = port * 10 + u32::from(d - b'0');
+            }
+            _ if i == 0 => return None,
+            _ => return Some((u16::try_from(port).ok()?, i)),
+        }
+    }
+    None
 }
 
 /// Whether `name` is `lower`, a word of lower-case letters, in any case: `b | 0x20` equals a
@@ -539,6 +559,47 @@ mod tests {
         ] {
             assert_eq!(Via::parse_plain(usual), Some(Via::parse_general(usual).unwrap()));
         }
+    }
+
+    /// The port read through its window is the one the digit-by-digit count reads (every text
+    /// of up to eight octets of digits and others, shorter and longer than the window).
+    #[test]
+    fn ports_read_as_counted() {
+        fn counted(s: &[u8]) -> Option<(u16, usize)> {
+            let mut n = 0;
+            let mut port = 0u32;
+            while let Some(&d) = s.get(n).filter(|d| d.is_ascii_digit()) {
+                if n == 5 {
+                    return None;
+                }
+                port = port * 10 + u32::from(d - b'0');
+                n += 1;
+            }
+            if n == 0 {
+                return None;
+            }
+            Some((u16::try_from(port).ok()?, n))
+        }
+        let alphabet = [b'0', b'6', b'9', b';', b'a'];
+        let mut checked = 0;
+        for len in 0..=8u32 {
+            for code in 0..alphabet.len().pow(len) {
+                let mut c = code;
+                let s: Vec<u8> = (0..len)
+                    .map(|_| {
+                        let b = alphabet[c % alphabet.len()];
+                        c /= alphabet.len();
+                        b
+                    })
+                    .collect();
+                assert_eq!(port_prefix(&s), counted(&s), "{:?}", String::from_utf8_lossy(&s));
+                checked += 1;
+            }
+        }
+        assert!(checked > 400_000);
+        assert_eq!(port_prefix(b"65535;x"), Some((65535, 5)));
+        assert_eq!(port_prefix(b"65536;x"), None);
+        assert_eq!(port_prefix(b"5060"), Some((5060, 4)));
     }
 
     #[test]
