@@ -53,6 +53,40 @@ impl<'a> NameAddr<'a> {
 /// matching need only the tag (RFC 3261 §12, §17.2.3), and skipping the URI halves the cost of
 /// a proxy's per-message parse. The parameters after the address are still fully checked.
 pub fn tag_of(s: &[u8]) -> Result<Option<&str>, ValueError> {
+    match plain_tag(s) {
+        Some(tag) => Ok(tag),
+        None => tag_of_any(s),
+    }
+}
+
+/// [`tag_of`] for the values of nearly every From and To, `[display-name] <uri>` with no
+/// leading white space or quote, then nothing or a lone `;tag=`: `None` for any other shape,
+/// which [`tag_of_any`] then reads (it reads the same tag from these, test
+/// `plain_tags_read_as_the_whole_reading`). Small enough to need no saved registers, with the
+/// rest out of line: callgrind counted about 15 instructions of register saves and restores
+/// per call when both were one function (twelve calls per proxied call).
+#[inline(always)]
+fn plain_tag(s: &[u8]) -> Option<Option<&str>> {
+    // No LWS and no quoted display name at the start (where `tag_of_any` skips or reads one).
+    let first = *s.first()?;
+    if first <= b' ' || first == b'"' {
+        return None;
+    }
+    let params_at = match lex::find_any(s, 0, [b'<', b';']) {
+        Some(k) if s[k] == b'<' => lex::find_any(s, k, [b'>'])? + 1,
+        Some(k) => k,
+        None => s.len(),
+    };
+    if params_at == s.len() {
+        return Some(None);
+    }
+    lone_tag(s, params_at).map(Some)
+}
+
+/// [`tag_of`] for any value (out of line: see [`plain_tag`]).
+#[cold]
+#[inline(never)]
+fn tag_of_any(s: &[u8]) -> Result<Option<&str>, ValueError> {
     let i = lex::skip_lws(s, 0);
     let params_at = if s.get(i) == Some(&b'"') {
         let end = scan::quoted_string_end(s, i).ok_or(ValueError::at(i, "unterminated quoted display name"))?;
@@ -175,6 +209,45 @@ mod tests {
 
     /// Where the shortcut reads a tag, the parameter walk reads the same one; it declines
     /// everything else (quotes, LWS, more parameters, other names), which the walk then reads.
+    #[test]
+    fn plain_tags_read_as_the_whole_reading() {
+        let displays: [&str; 6] = ["", "sipp ", "\"A b\" ", " sipp ", "a b ", "\t"];
+        let addresses: [&str; 7] = ["<sip:a@h>", "<sip:a@h;x=1>", "sip:a@h", "<sip:a@h", "sip:a@h;x", "", "<>"];
+        let tails: [&str; 13] = [
+            "",
+            ";tag=29734SIPpTag001",
+            ";TAG=a",
+            ";tag=a;x=1",
+            ";x=1;tag=2",
+            ";tag=",
+            ";tag",
+            ";tag=\"q\"",
+            " ;tag=1",
+            ";tag=a b",
+            ";tag=\u{e9}",
+            ";tag=a ",
+            ">;tag=a",
+        ];
+        let mut plain = 0;
+        for d in displays {
+            for a in addresses {
+                for tail in tails {
+                    let text = format!("{d}{a}{tail}");
+                    let s = text.as_bytes();
+                    if let Some(tag) = plain_tag(s) {
+                        plain += 1;
+                        assert_eq!(Ok(tag), tag_of_any(s), "{text:?}");
+                    }
+                    assert_eq!(tag_of(s), tag_of_any(s), "{text:?}");
+                }
+            }
+        }
+        assert!(plain >= 40, "{plain} read the plain way");
+        let usual = b"sipp <sip:sipp@127.0.0.1:19101>;tag=29734SIPpTag001";
+        assert_eq!(plain_tag(usual), Some(Some("29734SIPpTag001")));
+        assert_eq!(plain_tag(b"<sip:bob@127.0.0.1:5060>"), Some(None));
+    }
+
     #[test]
     fn a_lone_tag_reads_as_the_parameter_walk_reads_it() {
         fn walk(s: &[u8], at: usize) -> Option<&str> {
