@@ -48,9 +48,11 @@ impl Engine {
             };
         let is_invite = msg.method() == Some(Method::Invite);
         self.context_bytes += msg.as_bytes().len();
-        self.contexts.insert(
-            id,
-            Box::new(Context {
+        // Allocated first and written in place, as the transaction table's entries are:
+        // `Box::new` built the context on the stack and copied it over (a few hundred bytes).
+        let context = Box::write(
+            Box::new_uninit(),
+            Context {
                 request: Some(msg),
                 source: from,
                 local,
@@ -62,8 +64,9 @@ impl Engine {
                 finals: Vec::new(),
                 answered: false,
                 stop_forking: false,
-            }),
+            },
         );
+        self.contexts.insert(id, context);
         self.start_branches(now, id, first, out);
     }
 
