@@ -345,6 +345,6 @@ impl BranchGen {
         buf[end] = sep;
         buf[end + 1..end + 17].copy_from_slice(&text::hex16(suffix));
         // ASCII throughout (`from_utf8_lossy` walked it in chunks: ~430 instructions).
-        std::str::from_utf8(&buf[..end + 17]).unwrap_or_default().to_owned()
+        text::ascii(&buf[..end + 17]).to_owned()
     }
 }
