@@ -15,7 +15,7 @@
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
-use crate::message::{parse_header_line, plain_header_line};
+use crate::message::{parse_header_line, plain_header_line, HeaderField};
 use crate::method::Method;
 use crate::scan;
 use crate::start_line::{parse_start_line, StartLine};
@@ -77,7 +77,8 @@ impl<'a> Peek<'a> {
         let mut found = [None; N];
         // The wanted names not yet seen, as a set of bits (`HeaderName::bit`).
         let mut missing = wanted.iter().fold(0u64, |set, name| set | name.bit());
-        self.lines(&wanted, |name, value| {
+        self.lines(&wanted, None, |field| {
+            let (name, value) = (field.name, &self.s[field.value.range()]);
             if missing & name.bit() != 0 {
                 missing &= !name.bit();
                 for (slot, w) in found.iter_mut().zip(wanted) {
@@ -94,33 +95,66 @@ impl<'a> Peek<'a> {
     /// Calls `each` with the name and value of every line of a name in `wanted` (names herald
     /// knows), in order, to the end of the header section; errors as [`Peek::first_of`].
     pub fn each_of(&self, wanted: &[HeaderName], mut each: impl FnMut(HeaderName, &'a [u8])) -> Result<(), ParseError> {
-        self.lines(wanted, |name, value| {
-            each(name, value);
+        self.lines(wanted, None, |field| {
+            each(field.name, &self.s[field.value.range()]);
             true
         })
+        .map(drop)
     }
 
-    /// Reads the header lines in order, handing those of a `wanted` name to `line` until it
-    /// returns false or the header section ends. A line whose first byte starts no wanted name
-    /// (long or compact, any case) is only stepped over, to its LF and those of its
-    /// continuation lines: where [`parse_header_line`] ends it in any message that parses (an
-    /// LF before its colon can only be folded white space, followed by SP or HT too). Most
-    /// lines of a message are not wanted, and recognising a line's name is most of what reading
-    /// it costs.
+    /// The message from its start line (leading CRLFs skipped): what the spans of
+    /// [`Peek::each_field`] index.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.s
+    }
+
+    /// Calls `each` with every line of a name in `wanted` (names herald knows) and every line
+    /// named `other` (a name herald does not know, any case), in order, to the end of the header
+    /// section, as the [`HeaderField`] [`Message::headers`](crate::Message::headers) holds for
+    /// it (spans into [`Peek::bytes`]), for a reader that copies whole lines; errors as
+    /// [`Peek::first_of`].
+    pub fn each_field(
+        &self,
+        wanted: &[HeaderName],
+        other: Option<&str>,
+        mut each: impl FnMut(&HeaderField),
+    ) -> Result<(), ParseError> {
+        debug_assert!(other.is_none_or(|o| HeaderName::from_bytes(o.as_bytes()) == HeaderName::Other));
+        self.lines(wanted, other.map(str::as_bytes), |field| {
+            each(field);
+            true
+        })
+        .map(drop)
+    }
+
+    /// Reads the header lines in order, handing those of a `wanted` name (or of the unknown name
+    /// `other`) to `line` until it returns false or the header section ends; Ok is where reading
+    /// stopped (the closing blank line, or the end of the last line handed over). A line whose
+    /// first byte starts no wanted name (long or compact, any case) is only stepped over, to its
+    /// LF and those of its continuation lines: where [`parse_header_line`] ends it in any
+    /// message that parses (an LF before its colon can only be folded white space, followed by
+    /// SP or HT too). Most lines of a message are not wanted, and recognising a line's name is
+    /// most of what reading it costs.
     fn lines(
         &self,
         wanted: &[HeaderName],
-        mut line: impl FnMut(HeaderName, &'a [u8]) -> bool,
-    ) -> Result<(), ParseError> {
+        other: Option<&[u8]>,
+        mut line: impl FnMut(&HeaderField) -> bool,
+    ) -> Result<usize, ParseError> {
         let (s, limits) = (self.s, self.limits);
-        let starts = first_bytes(wanted);
+        let mut starts = first_bytes(wanted);
+        if let Some(&b) = other.and_then(|o| o.first()) {
+            for b in [b.to_ascii_lowercase(), b.to_ascii_uppercase()] {
+                starts[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        }
         let (mut pos, mut count) = (self.headers, 0usize);
         loop {
             let Some(&first) = s.get(pos) else {
                 return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
             };
             if s[pos..].starts_with(b"\r\n") {
-                return Ok(());
+                return Ok(pos);
             }
             if count == limits.max_headers {
                 return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
@@ -144,8 +178,10 @@ impl<'a> Peek<'a> {
                 None => parse_header_line(s, pos, limits)?,
             };
             pos = field.line.end as usize;
-            if wanted.contains(&field.name) && !line(field.name, &s[field.value.range()]) {
-                return Ok(());
+            let named =
+                |o: &[u8]| field.name == HeaderName::Other && s[field.name_span.range()].eq_ignore_ascii_case(o);
+            if (wanted.contains(&field.name) || other.is_some_and(named)) && !line(&field) {
+                return Ok(pos);
             }
         }
     }

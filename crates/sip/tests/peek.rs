@@ -63,6 +63,29 @@ fn agrees(bytes: &[u8]) -> Result<bool, String> {
     if all != want {
         return Err(format!("each_of: peek {all:?}, parse {want:?}"));
     }
+    // Whole lines of the wanted names and of one name herald does not know, as indexed.
+    let mut fields = Vec::new();
+    let text = p.bytes();
+    p.each_field(&WANTED, Some("x-other"), |f| {
+        fields.push((
+            f.name,
+            text[f.name_span.range()].to_vec(),
+            text[f.line.range()].to_vec(),
+            text[f.value.range()].to_vec(),
+        ))
+    })
+    .map_err(|e| format!("each_field failed where the parse did not: {e}"))?;
+    let other =
+        |h: &herald_sip::HeaderField| h.name == HeaderName::Other && msg.name_of(h).eq_ignore_ascii_case(b"X-Other");
+    let want: Vec<_> = msg
+        .headers()
+        .iter()
+        .filter(|h| WANTED.contains(&h.name) || other(h))
+        .map(|h| (h.name, msg.name_of(h).to_vec(), msg.as_bytes()[h.line.range()].to_vec(), msg.value_of(h).to_vec()))
+        .collect();
+    if fields != want {
+        return Err(format!("each_field: peek {fields:?}, parse {want:?}"));
+    }
     Ok(true)
 }
 

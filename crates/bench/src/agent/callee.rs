@@ -15,10 +15,11 @@ use super::users::User;
 use super::wire::{echo_tagging, RING_HEADER};
 use bytes::Bytes;
 use herald_core::seed::{Seed, TableState};
-use herald_sip::peek::Peek;
 use herald_sip::{HeaderName, Message};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+
+mod peeked;
 
 /// Longest ring a caller may ask for in [`RING_HEADER`]: one hour.
 const MAX_RING_MS: u64 = 3_600_000;
@@ -130,29 +131,14 @@ impl Callee {
                 }
             }
             ("ACK", _) => self.on_ack(handle, out),
-            ("BYE", Some((slot, generation))) => self.on_bye(ctx, msg, from, slot, generation, out),
+            ("BYE", Some((slot, generation))) => {
+                let ok = || ctx.callee_local.reply(msg, 200, "OK", "bench");
+                self.on_bye(ctx, ok, from, slot, generation, out)
+            }
             ("CANCEL", Some((slot, generation))) => self.on_cancel(ctx, msg, from, slot, generation, out),
             ("BYE" | "CANCEL", None) => reply(ctx, msg, from, 481, "Call/Transaction Does Not Exist", out),
             ("OPTIONS", _) => reply(ctx, msg, from, 200, "OK", out),
             _ => reply(ctx, msg, from, 501, "Not Implemented", out),
-        }
-    }
-
-    /// A request read only as far as its start line and Call-ID ([`Peek`]): an ACK, which needs
-    /// nothing else, is handled here; false (nothing done) for any other request, which then
-    /// goes through the full parse and [`Callee::on_request`]. The ACK of every call was parsed
-    /// in full for its Call-ID (~1.2k instructions, callgrind).
-    pub fn on_peeked_request(&mut self, ctx: &Context, peek: &Peek<'_>, out: &mut Outbox) -> bool {
-        if peek.method().is_none_or(|m| m.as_str() != "ACK") {
-            return false;
-        }
-        match peek.first_of([HeaderName::CallId]) {
-            Ok([Some(call_id)]) if !call_id.is_empty() => {
-                let handle = self.find(ctx.held.call_key(call_id), call_id);
-                self.on_ack(handle, out);
-                true
-            }
-            _ => false,
         }
     }
 
@@ -203,14 +189,34 @@ impl Callee {
             .headers()
             .iter()
             .find(|h| h.name == HeaderName::Other && msg.name_of(h).eq_ignore_ascii_case(RING_HEADER.as_bytes()));
-        let ring_us = ring
-            .and_then(|h| std::str::from_utf8(msg.value_of(h)).ok()?.trim().parse::<u64>().ok())
-            .map(|ms| ms.min(MAX_RING_MS) * 1000)
-            .unwrap_or(self.default_ring_us);
-        let mut tag = String::with_capacity(16);
-        herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
+        let ring_us = self.ring_us(ring.map(|h| msg.value_of(h)));
+        let tag = new_tag(ctx);
         // Checked above: the To has no tag.
         let (lines, to_line) = echo_tagging(msg, true, Some(&tag));
+        let invite = NewInvite { call_id, key, user, ring_us, from };
+        self.answer_invite(ctx, invite, lines, to_line, out);
+    }
+
+    /// How long to ring for an INVITE whose ring header has the value `value` (none: the
+    /// default).
+    fn ring_us(&self, value: Option<&[u8]>) -> u64 {
+        value
+            .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
+            .map(|ms| ms.min(MAX_RING_MS) * 1000)
+            .unwrap_or(self.default_ring_us)
+    }
+
+    /// Takes a new dialog for `invite`, whose responses copy `lines` and carry the To line
+    /// `to_line` (our tag in it): 180 now, and the 200 after the ring time.
+    fn answer_invite(
+        &mut self,
+        ctx: &Context,
+        invite: NewInvite<'_>,
+        lines: String,
+        to_line: String,
+        out: &mut Outbox,
+    ) {
+        let NewInvite { call_id, key, user, ring_us, from } = invite;
         let ringing = ctx.callee_local.response(180, "Ringing", &lines, &to_line, Some(&ctx.users[user].name));
         let dialog = Dialog {
             call_id: call_id.to_vec(),
@@ -235,23 +241,39 @@ impl Callee {
     /// The user an INVITE calls: its Request-URI is the Contact we registered, whose user part
     /// names the user.
     fn user_of_target(&mut self, ctx: &Context, msg: &Message) -> Option<usize> {
-        if self.contacts.is_empty() {
-            for (i, user) in ctx.users.iter().enumerate() {
-                self.contacts.insert(ctx.callee_local.contact_uri(&user.name).into_bytes(), i);
-            }
-        }
-        if let Some(&user) = msg.request_uri_bytes().and_then(|uri| self.contacts.get(uri)) {
+        if let Some(user) = self.user_by_contact(ctx, msg.request_uri_bytes()) {
             return Some(user);
         }
         let uri = msg.request_uri().ok()?;
         uri.as_sip().and_then(|s| s.user).and_then(|name| self.user_index.get(name).copied())
     }
 
-    fn on_bye(&mut self, ctx: &Context, msg: &Message, from: SocketAddr, slot: u32, generation: u32, out: &mut Outbox) {
+    /// The user whose registered contact is the Request-URI `uri` as written, if any (the
+    /// contacts are written down at the first INVITE).
+    fn user_by_contact(&mut self, ctx: &Context, uri: Option<&[u8]>) -> Option<usize> {
+        if self.contacts.is_empty() {
+            for (i, user) in ctx.users.iter().enumerate() {
+                self.contacts.insert(ctx.callee_local.contact_uri(&user.name).into_bytes(), i);
+            }
+        }
+        uri.and_then(|uri| self.contacts.get(uri)).copied()
+    }
+
+    /// A BYE of the dialog `(slot, generation)`, answered with the 200 `ok` writes (asked only
+    /// when the dialog has not ended: a retransmitted BYE gets the same 200 again).
+    fn on_bye(
+        &mut self,
+        ctx: &Context,
+        ok: impl FnOnce() -> Bytes,
+        from: SocketAddr,
+        slot: u32,
+        generation: u32,
+        out: &mut Outbox,
+    ) {
         let Some(d) = self.dialogs.get_mut(slot, generation) else { return };
         let mut kind = SendKind::Plain;
         if d.state != DialogState::Ended {
-            d.last = ctx.callee_local.reply(msg, 200, "OK", "bench");
+            d.last = ok();
             d.state = DialogState::Ended;
             if !ctx.reliable {
                 // Absorb BYE retransmissions for 64·T1 (Timer J of §17.2.2).
@@ -327,6 +349,23 @@ impl Callee {
             _ => {}
         }
     }
+}
+
+/// A new INVITE our callee answers: its Call-ID, that Call-ID's
+/// [`super::held::Held::call_key`], the user it calls, how long to ring, where it came from.
+struct NewInvite<'a> {
+    call_id: &'a [u8],
+    key: u64,
+    user: usize,
+    ring_us: u64,
+    from: SocketAddr,
+}
+
+/// Our callee's To tag for a new dialog.
+fn new_tag(ctx: &mut Context) -> String {
+    let mut tag = String::with_capacity(16);
+    herald_sip::text::push_hex(&mut tag, rand::RngExt::random::<u64>(&mut ctx.rng), 0);
+    tag
 }
 
 /// A stateless response (RFC 3261 §8.2.6) with a fresh To tag.

@@ -323,7 +323,7 @@ impl Agent {
                 Some(ns) => kernel_stamp_us(ns, realtime_ns, read_us),
                 None => read_us,
             };
-            if self.peeked(side, &incoming.bytes, &limits) {
+            if self.peeked(side, &incoming.bytes, incoming.from, &limits) {
                 continue;
             }
             // Hostile input is simply not ours: anything that does not parse is counted and
@@ -337,7 +337,7 @@ impl Agent {
     }
 
     /// Handles a message its role can handle from a peek ([`peeked`]); true when it did.
-    fn peeked(&mut self, side: Side, bytes: &[u8], limits: &Limits) -> bool {
+    fn peeked(&mut self, side: Side, bytes: &[u8], from: SocketAddr, limits: &Limits) -> bool {
         let to_callee = match (side, self.single_socket) {
             (Side::Callee, false) => true,
             (Side::Caller, false) => false,
@@ -346,7 +346,9 @@ impl Agent {
             (_, true) => !bytes.starts_with(b"SIP/"),
         };
         let handled = match to_callee {
-            true => peeked(bytes, limits, |peek| self.callee.on_peeked_request(&self.ctx, peek, &mut self.out)),
+            true => {
+                peeked(bytes, limits, |peek| self.callee.on_peeked_request(&mut self.ctx, peek, from, &mut self.out))
+            }
             false => peeked(bytes, limits, |peek| self.calls.on_peeked_response(&mut self.ctx, peek, &mut self.out)),
         };
         if handled {
@@ -486,14 +488,18 @@ impl Agent {
 }
 
 /// Hands `bytes` to `role` as a [`Peek`] (its start line, and the few headers it reads) when it
-/// may be a message a role handles that way: our callee's ACKs, our callers' provisionals and
-/// 2xx responses, five of the seven messages a call brings (see [`Callee::on_peeked_request`],
+/// may be a message a role handles that way: our callee's INVITEs, ACKs and BYEs, our callers'
+/// provisionals and 2xx responses, every message of a call (see [`Callee::on_peeked_request`],
 /// [`Calls::on_peeked_response`]). True when the role handled it; false for all else, which is
 /// then parsed in full. Which messages to try is guessed from their first bytes, so that the
-/// others (an INVITE, a BYE) do not pay for a peek before their parse: a wrong guess costs only
-/// time, the role decides.
+/// others (a CANCEL, a REGISTER's response, ...) do not pay for a peek before their parse: a
+/// wrong guess costs only time, the role decides.
 pub fn peeked(bytes: &[u8], limits: &Limits, role: impl FnOnce(&Peek<'_>) -> bool) -> bool {
-    let worth_it = bytes.starts_with(b"ACK ") || bytes.starts_with(b"SIP/2.0 1") || bytes.starts_with(b"SIP/2.0 2");
+    let worth_it = bytes.starts_with(b"SIP/2.0 1")
+        || bytes.starts_with(b"SIP/2.0 2")
+        || bytes.starts_with(b"ACK ")
+        || bytes.starts_with(b"INVITE ")
+        || bytes.starts_with(b"BYE ");
     worth_it && Peek::new(bytes, limits).is_ok_and(|peek| role(&peek))
 }
 

@@ -116,9 +116,11 @@ impl Pair {
                                     self.deliver_to_caller(bytes::Bytes::from(trying));
                                 }
                                 let from = "127.0.0.1:7001".parse().unwrap();
-                                let (callee, ctx, out) = (&mut self.callee, &self.ctx, &mut self.out);
+                                let (callee, ctx, out) = (&mut self.callee, &mut self.ctx, &mut self.out);
                                 if self.peek
-                                    && peeked(&bytes, &Limits::default(), |p| callee.on_peeked_request(ctx, p, out))
+                                    && peeked(&bytes, &Limits::default(), |p| {
+                                        callee.on_peeked_request(ctx, p, from, out)
+                                    })
                                 {
                                     self.peeked += 1;
                                 } else {
@@ -312,8 +314,8 @@ fn outcome(peek: bool, scenario: impl Fn(&mut Pair)) -> (String, Vec<String>, us
     (stats, p.sent_by_caller, p.peeked)
 }
 
-/// The messages the roles take from a peek (the ACK, the provisionals, the 2xx to a BYE) do
-/// exactly what they do parsed in full: calls with the proxy's 100 Trying, held
+/// The messages the roles take from a peek (the ACK, the BYE, the provisionals, the 2xx to a
+/// BYE) do exactly what they do parsed in full: calls with the proxy's 100 Trying, held
 /// answers, lost INVITEs, BYEs and ACKs (then the callee's 2xx retransmissions) end the same,
 /// with the same latencies, retransmissions and messages.
 #[test]
@@ -358,7 +360,8 @@ fn messages_taken_from_a_peek_do_what_they_do_parsed() {
         assert_eq!((&parsed.0, &parsed.1), (&peeked.0, &peeked.1), "{name}");
     }
     // The 100 (the first provisional, which moves the INVITE's transaction to Proceeding) and
-    // the 180 are taken from a peek, as are the ACKs, the 2xx to the BYEs, and the 2xx to the
-    // INVITEs after the first, whose Contact was read then: 3 x 4 + 2.
-    assert_eq!(outcome(true, scenarios[0].1).2, 14);
+    // the 180 are taken from a peek, as are the ACKs, the BYEs, the 2xx to the BYEs, and the
+    // 2xx to the INVITEs after the first, whose Contact was read then: 3 x 5 + 2. The INVITEs
+    // go to the address of record here (no proxy puts our contact in), which is parsed.
+    assert_eq!(outcome(true, scenarios[0].1).2, 17);
 }

@@ -233,7 +233,7 @@ impl Local {
 }
 
 /// `SIP/2.0 {status} {reason}` CRLF.
-fn push_status_line(m: &mut String, status: u16, reason: &str) {
+pub fn push_status_line(m: &mut String, status: u16, reason: &str) {
     match status {
         // The answers of every call, written whole (a number formatted is ~75 instructions).
         180 => m.push_str("SIP/2.0 180 "),
@@ -249,7 +249,7 @@ fn push_status_line(m: &mut String, status: u16, reason: &str) {
 }
 
 /// Content-Length, the end of the header section, and the body.
-fn push_body(m: &mut String, body: &str) {
+pub fn push_body(m: &mut String, body: &str) {
     if body.is_empty() {
         // Four of a call's six messages: no number to format.
         m.push_str("Content-Length: 0\r\n\r\n");
