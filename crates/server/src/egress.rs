@@ -74,9 +74,10 @@ impl Egress {
                 // what this thread sends leaves in the order the engine produced it. Otherwise a
                 // 100 Trying queued for a UDP caller could leave after the INVITE forwarded over
                 // TCP, and after the 180 that came back on it (seen with SIPp, which rejects a
-                // 100 after a 180). Mixed-transport output only: UDP batches stay whole.
+                // 100 after a 180). Mixed-transport output only: UDP batches stay whole. Not
+                // counted as a flush (module `send_order`): this stream send is still to come.
                 if self.queues.iter().any(|q| !q.is_empty()) {
-                    self.flush();
+                    self.send_queued();
                 }
                 let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
                 let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes, now);

@@ -1,20 +1,21 @@
 //! One engine shard's sends leave in the order the shard produced them, whichever threads carry
 //! them out.
 //!
-//! A thread that handles a message sends its UDP output at its next flush (one sendmmsg per
-//! batch, module `egress`), after it has released the shard's lock. Another thread that takes
-//! the lock in between could send what the shard produced later first: a UDP receiver answered
-//! a retransmitted INVITE with a 100 (Trying) and was preempted before its flush, while the
-//! worker's thread forwarded the callee's 200 over UDP at once, so the caller got the 100 after
-//! the 200 (tests/sipp_calls.rs, `udp_caller_to_tcp_callee_double_record_route`, under CPU
-//! load). Flushing under the lock would keep the order but cost one sendmmsg per message
-//! instead of one per batch.
+//! A thread that handles a message carries out its output after it has released the shard's
+//! lock: stream sends in its dispatch, datagrams at its next flush (one sendmmsg per batch,
+//! module `egress`). Another thread that takes the lock in between could send what the shard
+//! produced later first: a UDP receiver answered a retransmitted INVITE with a 100 (Trying) and
+//! was preempted before its flush, while the worker's thread forwarded the callee's 200 over UDP
+//! at once, so the caller got the 100 after the 200 (tests/sipp_calls.rs,
+//! `udp_caller_to_tcp_callee_double_record_route`, under CPU load). Flushing under the lock
+//! would keep the order but cost one sendmmsg per message instead of one per batch.
 //!
-//! So a shard remembers, under its lock, which sender left UDP output of its own unsent and
-//! which of that sender's flushes sends it ([`Unsent`]). A thread that takes the lock while
-//! another sender's output is still unsent lets go of the lock, flushes its own queue, waits
-//! until that flush of the other sender has happened, and takes the lock again
-//! ([`Flushes::wait_for`]). No thread waits while it holds a lock or has unsent output of its
+//! So a shard remembers, under its lock, which sender left output of it not yet carried out and
+//! which of that sender's flushes (the end of a receiver's batch, of a worker loop's turn, of a
+//! connection's read: each after the dispatch) carries it out ([`Unsent`]). A thread that takes
+//! the lock while another sender's output is still pending lets go of the lock, flushes its own
+//! queue, waits until that flush of the other sender has happened, and takes the lock again
+//! ([`Flushes::wait_for`]). No thread waits while it holds a lock or has pending output of its
 //! own, so no two threads wait for each other. The wait is as long as the rest of the other
 //! sender's batch (a receiver's up to 32 datagrams, a worker loop's turn) and happens only when
 //! two threads handle one shard within that time, which one dialog's messages rarely do.
@@ -34,7 +35,8 @@ impl Flushes {
         self.0.load(Ordering::Relaxed) + 1
     }
 
-    /// Called by the sender after each flush, once its datagrams are with the kernel.
+    /// Called by the sender after each flush, once everything it was given before is with the
+    /// kernel (or in a stream connection's write queue).
     pub(crate) fn completed(&self) {
         self.0.fetch_add(1, Ordering::Release);
     }
@@ -68,14 +70,14 @@ pub(crate) trait Sender {
     fn flush(&mut self);
 }
 
-/// Kept under a shard's lock: the last sender that left UDP output of the shard unsent, and the
-/// flush of that sender that sends it.
+/// Kept under a shard's lock: the last sender that left output of the shard not carried out,
+/// and the flush of that sender after which it is.
 #[derive(Default)]
 pub(crate) struct Unsent(Option<(Arc<Flushes>, u64)>);
 
 impl Unsent {
     /// Whether a call by `me` must wait, and for which flush of whom: another sender's output
-    /// of this shard is unsent. Forgets output that has been sent.
+    /// of this shard is pending. Forgets output that has been carried out.
     pub(crate) fn must_wait(&mut self, me: &Arc<Flushes>) -> Option<(Arc<Flushes>, u64)> {
         let (by, flush) = self.0.as_ref()?;
         if Arc::ptr_eq(by, me) {
@@ -88,7 +90,7 @@ impl Unsent {
         Some((by.clone(), *flush))
     }
 
-    /// `me` has queued UDP output of this shard, sent by its next flush.
+    /// `me` has output of this shard to carry out, done by its next flush.
     pub(crate) fn queued(&mut self, me: &Arc<Flushes>) {
         let flush = me.next();
         match &mut self.0 {

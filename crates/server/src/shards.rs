@@ -11,7 +11,7 @@ use crate::runtime::TICK;
 use crate::send_order::{Sender, Unsent};
 use crate::shard_timers::ShardTimers;
 use crate::shared::WorkerCommon;
-use herald_core::{Input, Output, SipHandler, Transport};
+use herald_core::{Input, Output, SipHandler};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -102,8 +102,8 @@ impl<H: SipHandler> Shards<H> {
     /// never goes back. (The instant is the caller's, read once per batch of messages, not one
     /// clock read per call under the lock: ~40 instructions a message, callgrind, issue 21.)
     ///
-    /// `me`: the caller's sender, which sends `out`. While another sender holds UDP output of
-    /// this shard unsent, the call waits (lock released, `me` flushed) until it is sent, so
+    /// `me`: the caller's sender, which sends `out`. While another sender has not yet carried
+    /// out this shard's output, the call waits (lock released, `me` flushed) until it has, so
     /// that the shard's sends leave in the order it produced them (module `send_order`).
     fn guarded(
         &self,
@@ -131,7 +131,9 @@ impl<H: SipHandler> Shards<H> {
             self.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(shard = i, "handler panicked; the input was dropped and the shard keeps serving");
         }
-        if out[before..].iter().any(|o| matches!(o, Output::Send { to, .. } if to.transport == Transport::Udp)) {
+        // Any output, not only datagrams: a stream send leaves in the caller's dispatch, after
+        // the lock is released, and must not be overtaken either.
+        if out.len() > before {
             held.unsent.queued(me.flushes());
         }
         self.publish(i, held);
@@ -232,7 +234,7 @@ mod tests {
     use crate::send_order::Flushes;
     use crate::shard_timers::NO_DEADLINE;
     use bytes::Bytes;
-    use herald_core::Peer;
+    use herald_core::{Peer, Transport};
     use std::time::Duration;
 
     fn udp_peer() -> Peer {
