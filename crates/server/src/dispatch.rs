@@ -102,8 +102,9 @@ impl<H: SipHandler> Dispatcher<H> {
             Admission::Drop => return,
         };
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
-        let owner = shard % self.shared.workers;
         if let Some(b) = self.balance.as_ref().filter(|b| b.on) {
+            // Inside the branch: a division per message otherwise (~11 instructions).
+            let owner = shard % self.shared.workers;
             if owner != self.common.id && balance::may_hand_over(&self.shared, &from) {
                 let handed = Some(Handed { shard, origin: b.pending.clone() });
                 let it = InboxMessage { from, local, msg, handed };
@@ -125,16 +126,21 @@ impl<H: SipHandler> Dispatcher<H> {
         self.dispatch(shard, now);
     }
 
-    /// Carries out what engine shard `shard` asked for at `now`.
+    /// Carries out what engine shard `shard` asked for at `now`. Most timer runs ask for
+    /// nothing: they return before the drain (whose set-up and drop cost ~50 instructions).
+    /// The outputs are drained in place (not taken out of `self` and put back: the put-back's
+    /// drop of the empty vector was one more call per message, callgrind, issue 21).
     fn dispatch(&mut self, shard: usize, now: Instant) {
-        let mut out = std::mem::take(&mut self.out);
-        for o in out.drain(..) {
+        if self.out.is_empty() {
+            return;
+        }
+        let (shared, common, egress) = (&self.shared, &self.common, &mut self.egress);
+        for o in self.out.drain(..) {
             match o {
-                Output::Send { to, bytes } => self.egress.send(to, bytes, Some(shard), now),
-                Output::Resolve { token, request } => resolve::spawn(&self.shared, &self.common, shard, token, request),
-                Output::PingDone { token, outcome } => self.shared.pings.deliver(token, outcome),
+                Output::Send { to, bytes } => egress.send(to, bytes, Some(shard), now),
+                Output::Resolve { token, request } => resolve::spawn(shared, common, shard, token, request),
+                Output::PingDone { token, outcome } => shared.pings.deliver(token, outcome),
             }
         }
-        self.out = out;
     }
 }
