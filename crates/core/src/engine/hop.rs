@@ -62,7 +62,13 @@ pub(super) fn transport_and_maddr<'a>(u: &SipUri<'a>) -> (Option<&'a str>, Optio
     // its value without a walk (the walk cost about 370 instructions, four times per proxied
     // call).
     const TRANSPORT: &str = ";transport=";
-    if raw.get(..TRANSPORT.len()).is_some_and(|p| p.eq_ignore_ascii_case(TRANSPORT)) {
+    // Written in lower case nearly always: an exact compare of the eleven octets first (two
+    // word compares; the case-blind one alone cost ~80 instructions a URI, issue 21).
+    let lead = |p: &str| {
+        <[u8; TRANSPORT.len()]>::try_from(p.as_bytes()).is_ok_and(|p| p == *b";transport=")
+            || p.eq_ignore_ascii_case(TRANSPORT)
+    };
+    if raw.get(..TRANSPORT.len()).is_some_and(lead) {
         let value = &raw[TRANSPORT.len()..];
         if !value.bytes().any(|b| b == b';' || b == b'%') {
             return (Some(value), None);
