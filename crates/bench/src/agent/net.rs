@@ -206,6 +206,11 @@ impl Endpoint {
         }
     }
 
+    /// A UDP endpoint with nothing queued: flushing it would do nothing.
+    pub fn is_drained(&self) -> bool {
+        matches!(self, Endpoint::Udp(u) if u.queue.is_empty())
+    }
+
     /// Something is waiting to be written.
     pub fn wants_write(&self) -> bool {
         match self {
