@@ -44,11 +44,12 @@ pub(crate) fn admit(
     if msg.is_request() {
         let stats = &shared.stats.workers[common.id];
         if let Some(flood) = &shared.flood {
-            if flood.check_request(from, now) == FloodVerdict::Drop {
+            let (verdict, trusted) = flood.check_request_of(from, now);
+            if verdict == FloodVerdict::Drop {
                 return Admission::Drop; // counted by the guard
             }
             // An ACK starts no transaction; trusted sources have no per-source budget.
-            charge = (msg.method() != Some(Method::Ack) && !flood.trusted(from.addr.ip())).then_some(now);
+            charge = (msg.method() != Some(Method::Ack) && !trusted).then_some(now);
         }
         // Only new requests are refused (draining, overloaded or full), so only they are weighed.
         if inbound::is_new_request(msg) {

@@ -274,9 +274,20 @@ impl FloodGuard {
     /// Counts a request from `from` and says whether to handle it. Over UDP the excess over
     /// `max_requests` is dropped; over a connection, exceeding it bans the source.
     pub fn check_request(&self, from: &Peer, now: Instant) -> FloodVerdict {
+        self.check_request_of(from, now).0
+    }
+
+    /// [`FloodGuard::check_request`], and whether `from` is trusted (exempt): admission needs
+    /// both, and reads the trusted prefixes once (twice was ~57 instructions a request more,
+    /// callgrind, issue 21).
+    pub fn check_request_of(&self, from: &Peer, now: Instant) -> (FloodVerdict, bool) {
         if self.trusted(from.addr.ip()) {
-            return FloodVerdict::Allow;
+            return (FloodVerdict::Allow, true);
         }
+        (self.check_untrusted(from, now), false)
+    }
+
+    fn check_untrusted(&self, from: &Peer, now: Instant) -> FloodVerdict {
         self.lift_due(now);
         let src = Source::of(from);
         let mut shard = self.shard(src.net);
