@@ -262,8 +262,8 @@ impl<'a> Editor<'a> {
 
     /// Length of the serialized result.
     pub fn len(&self) -> usize {
-        let removed: usize = self.edits.iter().map(|e| e.span.len()).sum();
-        let added: usize = self.edits.iter().map(|e| e.text.len()).sum();
+        // One walk over the edits for both sums (`finish` sizes its buffer with it).
+        let (added, removed) = self.edits.iter().fold((0, 0), |(a, r), e| (a + e.text.len(), r + e.span.len()));
         self.msg.as_bytes().len() + added - removed
     }
 
