@@ -36,7 +36,12 @@ impl<'a> CSeq<'a> {
             Ok(seq) if digits > 0 && digits <= 10 => seq,
             _ => return Err(ValueError::at(0, "sequence number missing or over 2**32-1")),
         };
-        let m = lex::skip_lws(s, digits);
+        // One SP and then the method, as nearly every CSeq is written: where the LWS skip
+        // stops too, without its loop (callgrind: about 8 instructions per message).
+        let m = match (s.get(digits), s.get(digits + 1)) {
+            (Some(b' '), Some(&b)) if b > b' ' => digits + 1,
+            _ => lex::skip_lws(s, digits),
+        };
         if m == digits {
             return Err(ValueError::at(m, "expected whitespace after sequence number"));
         }
@@ -212,7 +217,10 @@ mod tests {
         proptest::proptest!(|(s in proptest::collection::vec(octet, 0..16))| {
             proptest::prop_assert_eq!(CSeq::parse(&s).ok().map(|c| (c.seq, c.method)), reference(&s));
         });
-        for s in [&b"4294967295 INVITE"[..], b"4294967296 INVITE", b"00000000001 ACK", b"99999999999 BYE", b"1 BYE"] {
+        let fixed = [&b"4294967295 INVITE"[..], b"4294967296 INVITE", b"00000000001 ACK", b"99999999999 BYE", b"1 BYE"];
+        // Around the one-SP shortcut: more white space, folding, nothing after the SP.
+        let spaced = [&b"1  INVITE"[..], b"1 \tINVITE", b"1 \r\n INVITE", b"1 ", b"1 \r\nINVITE", b"2 A"];
+        for s in fixed.into_iter().chain(spaced) {
             assert_eq!(CSeq::parse(s).ok().map(|c| (c.seq, c.method)), reference(s), "{s:?}");
         }
     }
