@@ -86,6 +86,9 @@ impl<'a> Editor<'a> {
         self.msg.headers().first().map_or(self.msg.head_end(), |h| h.line.start as usize)
     }
 
+    // Inlined where edits are made, as `insert_sorted` is into it (callgrind: ~15 instructions
+    // of call, moves and saved registers per edit).
+    #[inline(always)]
     fn push(&mut self, span: Span, text: Text<'a>) -> &mut Self {
         let edit = Edit { span, text };
         if edit.is_removal() {
