@@ -499,7 +499,9 @@ impl TransactionTable {
         Some(e)
     }
 
-    /// Does what [`settle_entry`] left to the table.
+    /// Does what [`settle_entry`] left to the table: usually nothing, which its callers see
+    /// inlined.
+    #[inline(always)]
     fn finish(&mut self, id: TxId, settled: Settled) {
         match settled {
             Settled::Done => {}
