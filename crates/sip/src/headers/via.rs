@@ -278,7 +278,16 @@ impl PlainVia {
             if s[j] != b';' {
                 return None;
             }
-            let name_end = lex::token_end(s, j + 1);
+            // `;branch=` as one word, the letters in any case (`b | 0x20` is a lower-case letter
+            // exactly for that letter and its upper case; `;` and `=` compared as they are), as
+            // nearly every Via's first parameter is written: the name's token run, which stops at
+            // the same `=`, is skipped (callgrind: about 30 instructions per Via).
+            const BRANCH: u64 = u64::from_le_bytes(*b";branch=");
+            const LETTERS: u64 = u64::from_le_bytes([0, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0]);
+            let name_end = match s.get(j..).and_then(|t| t.first_chunk::<8>()) {
+                Some(word) if u64::from_le_bytes(*word) | LETTERS == BRANCH => j + 7,
+                _ => lex::token_end(s, j + 1),
+            };
             if name_end == j + 1 {
                 return None;
             }
@@ -530,6 +539,11 @@ mod tests {
             Just(";maddr=239.1.1.1"),
             Just(";RPORT=1"),
             Just(";branch"),
+            Just(";BRANCH=z9hG4bKa"),
+            Just(";Branch=1"),
+            Just(";branch="),
+            Just(";branchx=1"),
+            Just(";branc=1"),
             Just(";x=[2001:db8::1]"),
             Just(";x=\"q\""),
             Just(";"),
