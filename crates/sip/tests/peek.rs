@@ -140,6 +140,17 @@ fn line() -> impl Strategy<Value = String> {
         "X-Other",
         "Content-Type",
         "Subject",
+        // Names that start as wanted ones do.
+        "Content-Length",
+        "l",
+        "c",
+        "Call-Info",
+        "cALL-iD",
+        "RECORD-ROUTE",
+        "Require",
+        "Route",
+        "x-other",
+        "Expires",
     ]);
     let values = prop::sample::select(vec![
         "a@b",
