@@ -227,7 +227,8 @@ impl<'a> Editor<'a> {
     }
 
     /// Sets `name`'s value to the number `n`: the first line's value, or a new line at the end.
-    /// Inlined into Max-Forwards' and Content-Length's setters (three per forwarded request).
+    /// Inlined into the Max-Forwards and Content-Length setters (one or two per forwarded
+    /// request).
     #[inline(always)]
     fn set_number(&mut self, name: HeaderName, line_name: &'a str, n: u32) -> &mut Self {
         let mut digits = [0u8; 10];
