@@ -84,6 +84,15 @@ fn split(v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
         }
         return Some((2, Span::new(first_start, first_end), Some(Span::new(second_start, second_end))));
     }
+    split_listed(v)
+}
+
+/// [`split`] of a line with quotes, angle brackets or more than one comma, by the list
+/// iterator: out of line (and cold), so that the scan's Via counting, where [`split`] is
+/// inlined, keeps the registers of its usual lines (one or two plain values) free.
+#[cold]
+#[inline(never)]
+fn split_listed(v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
     let mut n = 0;
     let (mut first, mut second) = (Span::default(), None);
     for value in ListIter::new(v) {
