@@ -141,6 +141,7 @@ impl<'a> Editor<'a> {
     }
 
     /// Inserts the header line `name: value` at `at`.
+    #[inline(always)]
     fn insert_line(&mut self, at: usize, text: Text<'a>) -> &mut Self {
         self.push(Span::new(at, at), text)
     }
