@@ -345,7 +345,7 @@ impl Calls {
             }
             return;
         }
-        let Some(which) = matching_tx(call, ctx, method, msg.get(HeaderName::Via)) else {
+        let Some(which) = matching_tx(call, ctx, method.as_bytes(), msg.get(HeaderName::Via)) else {
             out.record(Measure::Stray);
             return;
         };
@@ -608,12 +608,12 @@ impl Calls {
 
 /// The transaction of `call` a response with CSeq method `method` and top Via value `via`
 /// belongs to (RFC 3261 §17.1.3: the branch this side wrote, and the method), if any.
-fn matching_tx(call: &Call, ctx: &Context, method: &str, via: Option<&[u8]>) -> Option<Which> {
+fn matching_tx(call: &Call, ctx: &Context, method: &[u8], via: Option<&[u8]>) -> Option<Which> {
     let ours = |tx: &ClientTx| ctx.caller_local.wrote_via(via, &tx.branch);
-    if method == "INVITE" {
+    if method == b"INVITE" {
         call.invite.as_ref().is_some_and(ours).then_some(Which::Invite)
     } else {
-        call.other.as_ref().is_some_and(|tx| tx.method == method && ours(tx)).then_some(Which::Other)
+        call.other.as_ref().is_some_and(|tx| tx.method.as_bytes() == method && ours(tx)).then_some(Which::Other)
     }
 }
 
