@@ -318,37 +318,51 @@ fn echo_lines(out: &mut String, head: &Head<'_>, request: &Message, record_route
 /// request had none).
 fn push_to_lines(out: &mut String, head: &Head<'_>, request: &Message, tag: Option<&str>) {
     for h in request.headers().iter().filter(|h| h.name == HeaderName::To) {
-        let value = h.value.range();
-        out.reserve(value.len() + tag.map_or(0, str::len) + 16);
-        out.push_str("To: ");
-        head.push(out, value);
-        if let Some(tag) = tag {
-            out.push_str(";tag=");
-            out.push_str(tag);
-        }
-        out.push_str("\r\n");
+        push_to_line(out, head, h.value.range(), tag);
     }
+}
+
+/// Appends `To: {value}[;tag={tag}]` CRLF, the value the bytes of `head` at `value`.
+pub(crate) fn push_to_line(out: &mut String, head: &Head<'_>, value: Range<usize>, tag: Option<&str>) {
+    out.reserve(value.len() + tag.map_or(0, str::len) + 16);
+    out.push_str("To: ");
+    head.push(out, value);
+    if let Some(tag) = tag {
+        out.push_str(";tag=");
+        out.push_str(tag);
+    }
+    out.push_str("\r\n");
 }
 
 /// A message's header section as text, checked once: header fields are ASCII in practice (RFC
 /// 3261 §25.1 allows UTF-8 in some), and one UTF-8 check of the whole section costs a fraction
 /// of one per copied line. A section that is not UTF-8 (a hostile peer's bytes) is copied line by
-/// line with invalid bytes replaced, never raw.
-struct Head<'a> {
+/// line with invalid bytes replaced, never raw. Also a part of the header section (the lines a
+/// `Peek` read), checked alone ([`Head::span`]).
+pub(crate) struct Head<'a> {
     bytes: &'a [u8],
+    /// `bytes[base..]` up to the end of the part checked, when that is UTF-8.
     text: Option<&'a str>,
+    base: usize,
 }
 
 impl<'a> Head<'a> {
     fn of(message: &'a Message) -> Head<'a> {
-        let bytes = &message.as_bytes()[..message.head_end().min(message.as_bytes().len())];
-        Head { bytes, text: std::str::from_utf8(bytes).ok() }
+        let bytes = message.as_bytes();
+        Head::span(bytes, 0..message.head_end().min(bytes.len()))
+    }
+
+    /// The header lines of `bytes` at `span`, checked as UTF-8 once.
+    pub(crate) fn span(bytes: &'a [u8], span: Range<usize>) -> Head<'a> {
+        let text = bytes.get(span.clone()).and_then(|b| std::str::from_utf8(b).ok());
+        Head { bytes, text, base: span.start }
     }
 
     /// Appends the bytes at `range` (a header line or value: it starts and ends next to ASCII
     /// bytes, so on character boundaries).
-    fn push(&self, out: &mut String, range: Range<usize>) {
-        match self.text.and_then(|t| t.get(range.clone())) {
+    pub(crate) fn push(&self, out: &mut String, range: Range<usize>) {
+        let checked = self.text.and_then(|t| t.get(range.start.checked_sub(self.base)?..range.end - self.base));
+        match checked {
             Some(text) => out.push_str(text),
             None => out.push_str(&String::from_utf8_lossy(self.bytes.get(range).unwrap_or_default())),
         }

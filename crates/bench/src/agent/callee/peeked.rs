@@ -4,7 +4,7 @@
 use super::{new_tag, Callee, NewInvite, MAX_DIALOGS};
 use crate::agent::context::Context;
 use crate::agent::output::{Outbox, SendKind, Side};
-use crate::agent::wire::{push_body, push_status_line, RING_HEADER};
+use crate::agent::wire::{push_body, push_status_line, push_to_line, Head, RING_HEADER};
 use bytes::Bytes;
 use herald_sip::headers::tag_of;
 use herald_sip::peek::Peek;
@@ -92,7 +92,7 @@ impl Callee {
         let Some((slot, generation)) = self.find(ctx.held.call_key(call_id), call_id) else { return false };
         let ok = || {
             let text = read.text(peek.bytes());
-            let mut ok = String::with_capacity(text.bytes.len() + 64);
+            let mut ok = String::with_capacity(peek.bytes().len() + 64);
             push_status_line(&mut ok, 200, "OK");
             read.copy(&mut ok, &text);
             read.push_to_line(&mut ok, &text, tag_of(to).ok().flatten().is_none().then_some("bench"));
@@ -167,50 +167,22 @@ impl Read {
         (self.tos == 1).then_some((call_id, &text[self.to.clone()?]))
     }
 
-    /// The lines read, checked as text once ([`Text`]).
-    fn text<'a>(&self, bytes: &'a [u8]) -> Text<'a> {
-        Text { bytes, checked: std::str::from_utf8(&bytes[self.span.clone()]).ok(), base: self.span.start }
+    /// The lines read, checked as text once ([`Head::span`]: a check of each copied piece cost
+    /// ~150 instructions a piece, ~1.2k a call, callgrind).
+    fn text<'a>(&self, bytes: &'a [u8]) -> Head<'a> {
+        Head::span(bytes, self.span.clone())
     }
 
     /// Appends the copied lines, in order.
-    fn copy(&self, out: &mut String, text: &Text<'_>) {
+    fn copy(&self, out: &mut String, text: &Head<'_>) {
         for run in self.runs[..self.count].iter().chain(&self.more) {
             text.push(out, run.clone());
         }
     }
 
-    /// `To: {value}[;tag={tag}]` CRLF, as `wire::push_to_lines` writes it.
-    fn push_to_line(&self, out: &mut String, text: &Text<'_>, tag: Option<&str>) {
-        let value = self.to.clone().unwrap_or_default();
-        out.reserve(value.len() + tag.map_or(0, str::len) + 16);
-        out.push_str("To: ");
-        text.push(out, value);
-        if let Some(tag) = tag {
-            out.push_str(";tag=");
-            out.push_str(tag);
-        }
-        out.push_str("\r\n");
-    }
-}
-
-/// Header lines as text, checked as UTF-8 once (header fields are ASCII in practice): a check
-/// of each copied piece cost ~150 instructions a piece, ~1.2k a call (callgrind). What is not
-/// UTF-8 is copied with the invalid bytes replaced, never raw, as the parsed path's `wire::Head`
-/// does (lines start and end next to ASCII bytes, so a piece of UTF-8 text is UTF-8 alone).
-struct Text<'a> {
-    bytes: &'a [u8],
-    /// `bytes[base..]` up to the end of the lines read, when that is UTF-8.
-    checked: Option<&'a str>,
-    base: usize,
-}
-
-impl Text<'_> {
-    fn push(&self, out: &mut String, range: Range<usize>) {
-        let checked = self.checked.and_then(|t| t.get(range.start.checked_sub(self.base)?..range.end - self.base));
-        match checked {
-            Some(text) => out.push_str(text),
-            None => out.push_str(&String::from_utf8_lossy(&self.bytes[range])),
-        }
+    /// `To: {value}[;tag={tag}]` CRLF, as the parsed path writes it.
+    fn push_to_line(&self, out: &mut String, text: &Head<'_>, tag: Option<&str>) {
+        push_to_line(out, text, self.to.clone().unwrap_or_default(), tag);
     }
 }
 
