@@ -7,7 +7,6 @@ use super::hop::{hop_for, transport_and_maddr, Hop};
 use crate::nat::contact_address;
 use crate::peer::{Peer, Transport};
 use herald_sip::uri::{Host, SipUri, Uri};
-use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// The readings of one contact URI's text.
@@ -37,8 +36,7 @@ impl ContactFacts {
             Some(Hop::Peer(p)) => Some(p),
             _ => None,
         };
-        let request_uri_as_written = matches!(uri.request_uri_form(), Cow::Borrowed(_));
-        ContactFacts { reachable: reachable_uri(&uri), address, hop, request_uri_as_written }
+        ContactFacts { reachable: reachable_uri(&uri), address, hop, request_uri_as_written: uri.fits_request_uri() }
     }
 
     /// A text herald does not parse: tried as it is.

@@ -12,14 +12,22 @@ use super::any::Uri;
 use super::escape;
 use super::sip::{Params, SipUri};
 
+fn is_method(name: &str) -> bool {
+    escape::eq_escaped(name, "method", true)
+}
+
 impl<'a> SipUri<'a> {
+    /// Whether the URI is a Request-URI as written: it has neither a `method` parameter nor
+    /// header components.
+    pub fn fits_request_uri(&self) -> bool {
+        self.headers_raw().is_empty() && !self.params().any(|(name, _)| is_method(name))
+    }
+
     /// The URI without its `method` parameter and header components; the text as written when
     /// it has neither (no allocation, the usual case).
     pub fn request_uri_form(&self) -> Cow<'a, str> {
         let (raw, params, headers) = self.raw_parts();
-        let is_method = |name: &str| escape::eq_escaped(name, "method", true);
-        let has_method = Params::new(params).any(|(name, _)| is_method(name));
-        if headers.is_empty() && !has_method {
+        if self.fits_request_uri() {
             return Cow::Borrowed(raw);
         }
         // `raw` ends with the parameters, then '?' and the headers when there are any.
@@ -40,6 +48,11 @@ impl<'a> SipUri<'a> {
 }
 
 impl<'a> Uri<'a> {
+    /// [`SipUri::fits_request_uri`] for a sip/sips URI; any other URI fits as written.
+    pub fn fits_request_uri(&self) -> bool {
+        self.as_sip().is_none_or(SipUri::fits_request_uri)
+    }
+
     /// [`SipUri::request_uri_form`] for a sip/sips URI; any other URI as written (tel and
     /// opaque URIs have no header components).
     pub fn request_uri_form(&self) -> Cow<'a, str> {
@@ -63,12 +76,16 @@ mod tests {
     fn a_uri_without_method_or_headers_is_kept_as_written() {
         for text in ["sip:bob@192.0.2.4:5064", "SIP:Bob@Example.COM;Transport=TCP;lr", "tel:+1-201-555-0123"] {
             let uri = Uri::parse(text.as_bytes()).unwrap();
+            assert!(uri.fits_request_uri(), "{text}");
             assert!(matches!(uri.request_uri_form(), Cow::Borrowed(t) if t == text), "{text}");
         }
     }
 
     #[test]
     fn header_components_and_method_are_removed() {
+        for text in ["sip:u@h?a=b", "sip:u@h;Method=INVITE", "sip:u@h;%6Dethod=BYE"] {
+            assert!(!Uri::parse(text.as_bytes()).unwrap().fits_request_uri(), "{text}");
+        }
         assert_eq!(form("sip:user@example.com?Route=%3Csip:sip.example.com%3E"), "sip:user@example.com");
         assert_eq!(form("sip:192.0.2.10:5?rP3Pport=tcp"), "sip:192.0.2.10:5");
         assert_eq!(form("sip:u@h;transport=tcp;method=REGISTER;lr?a=b&c=d"), "sip:u@h;transport=tcp;lr");
