@@ -1,5 +1,6 @@
-//! CANCEL (RFC 3261 §16.10, §9.1): answering a CANCEL, and cancelling a request's pending
-//! branches (when a CANCEL arrives, and when a final response ends the forking).
+//! CANCEL (RFC 3261 §16.10, §9.1): answering a CANCEL, cancelling a request's pending
+//! branches (when a CANCEL arrives, and when a final response ends the forking), and the client
+//! transactions no branch waits for any more (module `abandoned`).
 
 use super::context::{BranchState, Context};
 use super::Engine;
@@ -7,7 +8,7 @@ use crate::io::Output;
 use crate::peer::Peer;
 use crate::proxy::respond::{build_cancel, response_destination};
 use crate::transaction::TxId;
-use herald_sip::{Limits, Message};
+use herald_sip::{Limits, Message, Method};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -82,7 +83,7 @@ impl Engine {
 
     /// The response context `ctx` has ended (its server transaction did) while INVITE branches
     /// still wait for a final response: their client transactions outlive it, and are handed to
-    /// the engine's abandoned transactions (`failover`), which CANCEL one at its first
+    /// the engine's abandoned client transactions (`abandoned`), which CANCEL one at its first
     /// provisional and drop a CANCELled one 64*T1 after its CANCEL if no final response came
     /// (RFC 3261 §9.1). Without this, a branch whose callee sent a provisional after the call
     /// was answered elsewhere, then never answered the CANCEL, kept its client transaction for
@@ -94,14 +95,55 @@ impl Engine {
         }
         for b in ctx.branches.iter().filter(|b| b.is_pending()) {
             let Some(cid) = b.client else { continue };
-            if self.gateway_calls.abandoned(cid).is_some() {
+            if self.abandoned.get(cid).is_some() {
                 continue;
             }
-            self.gateway_calls.abandon(cid);
+            self.abandoned.abandon(cid);
             if b.cancelled {
                 let give_up_at = b.timer_c.unwrap_or(now + self.cfg.timers.t1 * 64);
-                self.gateway_calls.cancelled(cid, give_up_at);
+                self.abandoned.cancelled(cid, give_up_at);
             }
+        }
+    }
+
+    /// A response on client transaction `id`, before anything else looks at it: absorbed
+    /// (true) when `id` is abandoned, unless it is a 2xx (relayed as any 2xx, RFC 3261 §16.7
+    /// step 4). Its first provisional gets the CANCEL that §9.1 did not allow before - whether
+    /// or not the call's response context still exists.
+    pub(super) fn abandoned_response(&mut self, now: Instant, id: TxId, resp: &Message, out: &mut Vec<Output>) -> bool {
+        let Some(cancelled) = self.abandoned.get(id) else { return false };
+        let status = resp.status().unwrap_or(0);
+        if (200..300).contains(&status) {
+            return false;
+        }
+        if status < 200 && !cancelled {
+            self.cancel_abandoned(now, id, out);
+        }
+        true
+    }
+
+    /// Sends CANCEL for the abandoned INVITE of client transaction `id` (RFC 3261 §9.1), and
+    /// gives the transaction 64*T1 to end.
+    fn cancel_abandoned(&mut self, now: Instant, id: TxId, out: &mut Vec<Output>) {
+        let Some(invite) = self.txs.get(id).and_then(|t| t.request()).cloned() else { return };
+        let Some(peer) = self.txs.peer(id) else { return };
+        if invite.method() != Some(Method::Invite) {
+            return;
+        }
+        self.abandoned.cancelled(id, now + self.cfg.timers.t1 * 64);
+        if let Ok(cancel) = Message::parse(build_cancel(&invite), &Limits::default()) {
+            if let Ok((cid, actions)) = self.txs.insert_client(now, cancel, peer) {
+                self.apply(now, cid, Some(peer), actions, out);
+            }
+        }
+    }
+
+    /// Drops the abandoned transactions CANCELled 64*T1 ago without a final response: the next
+    /// hop is gone (§9.1).
+    pub(super) fn abandoned_timeouts(&mut self, now: Instant) {
+        while let Some(id) = self.abandoned.pop_give_up(now) {
+            self.clients.remove(&id);
+            self.txs.remove(id);
         }
     }
 }

@@ -7,7 +7,7 @@
 //!   call's attempts: it goes to the caller, no further destination is tried;
 //! * the per-attempt timeout: an attempt that heard nothing at all (not even 100 Trying)
 //!   within `failover.attempt_timeout` is abandoned - counted as 408, the next attempt starts.
-//!   Its client transaction lives on: RFC 3261 §9.1 forbids a CANCEL before a provisional,
+//!   Its client transaction lives on (module `abandoned`): RFC 3261 §9.1 forbids a CANCEL before a provisional,
 //!   so a provisional that comes later is answered with CANCEL (and not relayed), even after
 //!   the call's response context is gone, and the transaction is dropped 64*T1 after the CANCEL
 //!   if no final response comes; a late 2xx is relayed like any 2xx (§16.7 step 4, the caller
@@ -26,9 +26,8 @@ use super::context::{BranchState, FinalResponse};
 use super::Engine;
 use crate::gateways::{GatewayLeg, HealthState};
 use crate::io::Output;
-use crate::proxy::respond::build_cancel;
 use crate::transaction::TxId;
-use herald_sip::{Limits, Message, Method};
+use herald_sip::{Message, Method};
 use std::time::Instant;
 
 impl Engine {
@@ -44,38 +43,6 @@ impl Engine {
         }
         if let Some(t) = leg.set.failover.attempt_timeout {
             self.gateway_calls.arm(now + t, sid, idx);
-        }
-    }
-
-    /// A response on client transaction `id`, before anything else looks at it: absorbed
-    /// (true) when `id` is an attempt given up by its timeout, unless it is a 2xx (relayed as
-    /// any 2xx, RFC 3261 §16.7 step 4). Its first provisional gets the CANCEL that §9.1 did not
-    /// allow before - whether or not the call's response context still exists.
-    pub(super) fn abandoned_response(&mut self, now: Instant, id: TxId, resp: &Message, out: &mut Vec<Output>) -> bool {
-        let Some(cancelled) = self.gateway_calls.abandoned(id) else { return false };
-        let status = resp.status().unwrap_or(0);
-        if (200..300).contains(&status) {
-            return false;
-        }
-        if status < 200 && !cancelled {
-            self.cancel_abandoned(now, id, out);
-        }
-        true
-    }
-
-    /// Sends CANCEL for the abandoned INVITE of client transaction `id` (RFC 3261 §9.1), and
-    /// gives the transaction 64*T1 to end.
-    fn cancel_abandoned(&mut self, now: Instant, id: TxId, out: &mut Vec<Output>) {
-        let Some(invite) = self.txs.get(id).and_then(|t| t.request()).cloned() else { return };
-        let Some(peer) = self.txs.peer(id) else { return };
-        if invite.method() != Some(Method::Invite) {
-            return;
-        }
-        self.gateway_calls.cancelled(id, now + self.cfg.timers.t1 * 64);
-        if let Ok(cancel) = Message::parse(build_cancel(&invite), &Limits::default()) {
-            if let Ok((cid, actions)) = self.txs.insert_client(now, cancel, peer) {
-                self.apply(now, cid, Some(peer), actions, out);
-            }
         }
     }
 
@@ -145,11 +112,6 @@ impl Engine {
         while let Some((sid, idx)) = self.gateway_calls.pop_due(now) {
             self.abandon_attempt(now, sid, idx, out);
         }
-        while let Some(id) = self.gateway_calls.pop_give_up(now) {
-            // CANCELled 64*T1 ago and still no final response: the gateway is gone (§9.1).
-            self.clients.remove(&id);
-            self.txs.remove(id);
-        }
         self.gateway_calls.expire(now);
     }
 
@@ -166,7 +128,7 @@ impl Engine {
                 b.timer_c = None;
                 b.cancel_when_provisional = false;
                 if let Some(cid) = b.client {
-                    self.gateway_calls.abandon(cid);
+                    self.abandoned.abandon(cid);
                 }
                 ctx.finals.push(FinalResponse { status: 408, msg: None });
                 tracing::debug!(set = %leg.set.name, destination = %leg.destination().uri, "gateway attempt timed out");

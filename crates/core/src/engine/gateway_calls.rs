@@ -3,7 +3,6 @@
 //! until their BYE. A leaf: `Engine` holds it, `failover` drives it.
 
 use crate::gateways::Health;
-use crate::hash::IdMap;
 use crate::transaction::TxId;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -28,14 +27,6 @@ pub(super) struct GatewayCalls {
     expiry: BTreeMap<(Instant, u64), String>,
     /// Tells apart calls that expire at the same instant.
     seq: u64,
-    /// Client transactions that still live (until they end) although no branch waits for them:
-    /// gateway attempts given up by their timeout, and INVITE branches whose response context
-    /// ended first (`cancel::orphan_pending_branches`). True once a CANCEL went (an INVITE
-    /// that sent a provisional).
-    abandoned: IdMap<TxId, bool>,
-    /// When a CANCELled abandoned INVITE is dropped if no final response came (RFC 3261 §9.1:
-    /// 64*T1 after the CANCEL): its client transaction has no timer of its own in Proceeding.
-    give_up: BinaryHeap<Reverse<(Instant, TxId)>>,
 }
 
 impl GatewayCalls {
@@ -54,48 +45,9 @@ impl GatewayCalls {
         Some((sid, idx))
     }
 
-    /// Client transaction `id` belongs to an attempt that was given up.
-    pub(super) fn abandon(&mut self, id: TxId) {
-        self.abandoned.insert(id, false);
-    }
-
-    /// Whether `id` is an abandoned attempt's transaction, and whether it was CANCELled.
-    pub(super) fn abandoned(&self, id: TxId) -> Option<bool> {
-        self.abandoned.get(&id).copied()
-    }
-
-    /// A CANCEL went for abandoned `id`: drop it at `give_up_at` unless it ends before.
-    pub(super) fn cancelled(&mut self, id: TxId, give_up_at: Instant) {
-        if let Some(c) = self.abandoned.get_mut(&id) {
-            *c = true;
-            self.give_up.push(Reverse((give_up_at, id)));
-        }
-    }
-
-    /// Transaction `id` ended.
-    pub(super) fn ended_tx(&mut self, id: TxId) {
-        self.abandoned.remove(&id);
-    }
-
-    /// The next CANCELled abandoned transaction to drop at `now` (forgotten here).
-    pub(super) fn pop_give_up(&mut self, now: Instant) -> Option<TxId> {
-        while let Some(&Reverse((at, id))) = self.give_up.peek() {
-            if at > now {
-                return None;
-            }
-            self.give_up.pop();
-            if self.abandoned.remove(&id).is_some() {
-                return Some(id);
-            }
-        }
-        None
-    }
-
     /// The earliest instant something here is due.
     pub(super) fn next_due(&self) -> Option<Instant> {
-        let attempt = self.deadlines.peek().map(|Reverse((at, _, _))| *at);
-        let give_up = self.give_up.peek().map(|Reverse((at, _))| *at);
-        attempt.into_iter().chain(give_up).min()
+        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
     }
 
     /// Remembers the call `call_id`, established at the destination of `health` (which
@@ -159,23 +111,6 @@ mod tests {
         assert_eq!(h.active(), 1, "b expired");
         assert!(c.ended("b").is_none());
         assert!(c.established.is_empty() && c.expiry.is_empty(), "nothing left behind");
-    }
-
-    #[test]
-    fn an_abandoned_transaction_is_given_up_only_once_cancelled_and_still_there() {
-        let t = Instant::now();
-        let mut c = GatewayCalls::default();
-        c.abandon(TxId(1));
-        c.abandon(TxId(2));
-        assert_eq!(c.abandoned(TxId(1)), Some(false));
-        c.cancelled(TxId(1), t + Duration::from_secs(32));
-        c.cancelled(TxId(2), t + Duration::from_secs(30));
-        c.ended_tx(TxId(2)); // its final response came
-        assert_eq!(c.next_due(), Some(t + Duration::from_secs(30)));
-        assert_eq!(c.pop_give_up(t + Duration::from_secs(31)), None);
-        assert_eq!(c.pop_give_up(t + Duration::from_secs(32)), Some(TxId(1)));
-        assert_eq!(c.abandoned(TxId(1)), None);
-        assert_eq!(c.next_due(), None);
     }
 
     #[test]

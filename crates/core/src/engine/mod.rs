@@ -11,6 +11,7 @@
 //! (§16.11). They depend on this file, on leaf modules (`context`, `hop`, `config`) and on one
 //! another one way only (scripts/module_cycles.py finds no cycle).
 
+mod abandoned;
 mod auth_gate;
 mod cancel;
 mod config;
@@ -114,6 +115,8 @@ pub struct Engine {
     pings: ping_table::Pings,
     /// Gateway attempts' timeouts and established calls (`gateway_calls`, driven by `failover`).
     gateway_calls: gateway_calls::GatewayCalls,
+    /// Client transactions no branch waits for any more (`abandoned`).
+    abandoned: abandoned::Abandoned,
     /// REGISTER answers waiting for their change to be durable (write-through location).
     durable: durable_waits::DurableWaits,
     /// Where a reloaded configuration comes from, and the generation of it this engine has.
@@ -151,6 +154,7 @@ impl Engine {
             flows,
             pings: ping_table::Pings::default(),
             gateway_calls: gateway_calls::GatewayCalls::default(),
+            abandoned: abandoned::Abandoned::default(),
             durable: durable_waits::DurableWaits::default(),
             updates: None,
             contact_facts: RefCell::default(),
@@ -332,6 +336,7 @@ impl SipHandler for Engine {
         self.drop_stale_timer_c();
         self.ping_timeouts(now, out);
         self.gateway_timeouts(now, out);
+        self.abandoned_timeouts(now);
         self.release_durable(now, out);
         if self.expires_store {
             // One atomic load when nothing is due.
@@ -344,9 +349,16 @@ impl SipHandler for Engine {
         let expiry = if self.expires_store { self.store.next_expiry() } else { None };
         // The runtime asks after every call. Folded pairwise: a chain of the arrays flattened
         // to their minimum stayed an iterator, ~120 instructions per call (issue 21).
-        [timer_c, expiry, self.durable.next_deadline(), self.pings.next_deadline(), self.gateway_calls.next_due()]
-            .into_iter()
-            .fold(self.txs.next_timeout(), earlier)
+        [
+            timer_c,
+            expiry,
+            self.durable.next_deadline(),
+            self.pings.next_deadline(),
+            self.gateway_calls.next_due(),
+            self.abandoned.next_due(),
+        ]
+        .into_iter()
+        .fold(self.txs.next_timeout(), earlier)
     }
 
     fn set_timeout_waker(&mut self, wake: TimeoutWaker) {

@@ -51,7 +51,7 @@ impl Engine {
         }
         if let Some(&(sid, idx)) = self.clients.get(&id) {
             match event {
-                // An attempt given up by its timeout answers late (`failover`).
+                // A transaction no branch waits for answers late (`abandoned`).
                 TuEvent::Response(resp) if self.abandoned_response(now, id, &resp, out) => {}
                 TuEvent::Response(resp) => self.on_branch_response(now, sid, idx, resp, out),
                 TuEvent::Timeout => self.branch_failed(now, sid, idx, 408, out),
@@ -76,7 +76,7 @@ impl Engine {
         let Some((sid, idx)) = self.clients.remove(&id) else {
             return self.end_context(now, id, out);
         };
-        self.gateway_calls.ended_tx(id);
+        self.abandoned.ended(id);
         // A branch whose transaction ended without a final response failed. One that has its
         // final response (the usual end) changes nothing: when it got it, `advance` ran.
         if self.contexts.get(&sid).and_then(|c| c.branches.get(idx)).is_some_and(|b| b.is_pending()) {
