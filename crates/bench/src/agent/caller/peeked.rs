@@ -1,7 +1,8 @@
 //! The responses our callers handle from a [`Peek`] (their start line and the headers that match
 //! them to their call), without the full parse: see [`Calls::on_peeked_response`].
 
-use super::{matching_tx, parse_call_id, record_srd, take_final, Calls, Which};
+use super::responses::{matching_tx, parse_call_id, record_srd, take_final};
+use super::{Calls, Which};
 use crate::agent::client_tx::ClientTx;
 use crate::agent::context::Context;
 use crate::agent::output::{Measure, Outbox};
