@@ -8,6 +8,9 @@
 //! further sends fail (the call is counted as a transport failure), and the stream framer rejects
 //! a message larger than the parser limits.
 
+mod tcp;
+mod udp;
+
 pub use super::framing::Incoming;
 use super::framing::{MAX_TCP_BUFFER, STREAM_CHUNK};
 use super::router::Mailbox;
@@ -16,20 +19,19 @@ use super::tls::TlsEndpoint;
 use super::tls_config::TlsClient;
 use bytes::{Bytes, BytesMut};
 use herald_sip::{Framing, Limits};
-use herald_sys::{RecvBatch, Wait, BATCH};
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use herald_sys::RecvBatch;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
+use tcp::connect_stream;
+pub use tcp::TcpEndpoint;
+pub use udp::{udp_socket, UdpEndpoint};
+use udp::{Input, MAX_UDP_QUEUE};
 
-/// Receive slot size: the largest UDP payload.
+/// Receive slot size: the largest UDP payload (also the first room of a stream's input).
 const SLOT: usize = 65_535;
-/// Queued datagrams beyond which sends fail instead of buffering more.
-const MAX_UDP_QUEUE: usize = 65_536;
-/// Room beyond which a UDP endpoint's receive buffer is not kept for the next batch (a full
-/// batch of 1-KiB datagrams takes 32 KiB; one of the largest datagrams, 2 MiB).
-const MAX_KEPT_RECEIVE_BUFFER: usize = 1 << 20;
 
 pub enum Endpoint {
     Udp(UdpEndpoint),
@@ -306,159 +308,6 @@ impl Endpoint {
     }
 }
 
-/// A connected, non-blocking TCP stream from `ip` to `peer` (Nagle off: SIP messages are small
-/// and latency is what the generator measures).
-fn connect_stream(ip: std::net::IpAddr, peer: SocketAddr) -> io::Result<TcpStream> {
-    let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
-    socket.bind(&SocketAddr::new(ip, 0).into())?;
-    socket.connect_timeout(&peer.into(), Duration::from_secs(5))?;
-    let stream: TcpStream = socket.into();
-    stream.set_nodelay(true)?;
-    stream.set_nonblocking(true)?;
-    Ok(stream)
-}
-
-/// A UDP socket bound to `addr`, non-blocking, with large kernel buffers so that a burst does
-/// not overflow the receive queue of the generator itself, and kernel receive stamps.
-pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let socket = UdpSocket::bind(addr)?;
-    socket.set_nonblocking(true)?;
-    let s2 = socket2::SockRef::from(&socket);
-    let _ = s2.set_recv_buffer_size(8 << 20);
-    let _ = s2.set_send_buffer_size(8 << 20);
-    // Kernel receive stamps keep latencies exact although the loop reads a socket up to one
-    // scheduling quantum after a datagram arrived (see the event loop's `step`).
-    let _ = herald_sys::enable_rx_timestamps(&socket);
-    Ok(socket)
-}
-
-pub struct UdpEndpoint {
-    socket: UdpSocket,
-    local: SocketAddr,
-    queue: Vec<(Bytes, SocketAddr)>,
-    input: Input,
-    /// The buffer received datagrams are copied into and split from, kept from batch to batch:
-    /// the messages of a batch are handled and dropped before the next one is read, so
-    /// `reserve` finds the buffer unshared again and reuses it where a new one cost an
-    /// allocation, and the first split of it a second one, per batch (~400 instructions a
-    /// call at 50 calls/s, where a batch holds one or two datagrams; callgrind).
-    received: BytesMut,
-}
-
-/// Where a UDP endpoint's input comes from.
-enum Input {
-    /// Its own reads of the socket.
-    Socket(RecvBatch),
-    /// What the router of a socket shared by several event loops posted for this one.
-    Mailbox(Arc<Mailbox>),
-}
-
-impl UdpEndpoint {
-    fn flush(&mut self) {
-        let mut sent_total = 0;
-        loop {
-            let (n, err) = herald_sys::send_batch(&self.socket, &self.queue[sent_total..], Wait::Never);
-            sent_total += n;
-            let Some(err) = err else { break };
-            match err.kind() {
-                io::ErrorKind::WouldBlock => break, // retried when poll says writable
-                io::ErrorKind::Interrupted => continue,
-                // A datagram the kernel refuses (e.g. ICMP-reported unreachable on a previous
-                // send): drop it; the transaction timers account for the loss.
-                _ => sent_total += 1,
-            }
-        }
-        self.queue.drain(..sent_total);
-    }
-
-    /// Drains the socket: recvmmsg until a batch comes back less than full (then the queue is
-    /// empty, so no extra call just to see EAGAIN).
-    fn receive(&mut self, out: &mut Vec<Incoming>) {
-        let recv = match &mut self.input {
-            Input::Socket(recv) => recv,
-            Input::Mailbox(mailbox) => return mailbox.take(out),
-        };
-        loop {
-            // EAGAIN (drained) or an error such as ECONNREFUSED from ICMP: try later.
-            let Ok(n) = recv.recv(&self.socket, Wait::Never) else { return };
-            // The batch's payloads copied into one buffer that each message is split from: no
-            // allocation per datagram, and none per batch while the buffer is not shared (see
-            // `received`). Sized by a guess (walking the batch once more to add up the lengths
-            // parses its control messages again); a batch that outgrows it gets one more.
-            let batch = &mut self.received;
-            if batch.capacity() > MAX_KEPT_RECEIVE_BUFFER {
-                // A burst of large datagrams grew it: not held for the rest of the run.
-                *batch = BytesMut::new();
-            }
-            batch.reserve(n * 1024);
-            for d in recv.iter() {
-                if let Some(from) = d.source {
-                    batch.extend_from_slice(d.payload);
-                    out.push(Incoming { bytes: batch.split().freeze(), from, kernel_ns: d.kernel_ns });
-                }
-            }
-            if n < BATCH {
-                return;
-            }
-        }
-    }
-}
-
-pub struct TcpEndpoint {
-    stream: TcpStream,
-    local: SocketAddr,
-    peer: SocketAddr,
-    input: BytesMut,
-    output: Vec<u8>,
-    /// Read buffer, kept: a fresh zeroed array per read was a 16 KiB memset each time.
-    chunk: Box<[u8]>,
-    codec: StreamCodec,
-    closed: bool,
-    error: Option<String>,
-}
-
-impl TcpEndpoint {
-    fn flush(&mut self) {
-        while !self.output.is_empty() && !self.closed {
-            match self.stream.write(&self.output) {
-                Ok(0) => self.closed = true,
-                Ok(n) => {
-                    self.output.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => self.closed = true,
-            }
-        }
-    }
-
-    fn receive(&mut self, out: &mut Vec<Incoming>, limits: &Limits) {
-        while !self.closed {
-            match self.stream.read(&mut self.chunk) {
-                Ok(0) => {
-                    self.closed = true;
-                    if self.codec.is_upgrading() {
-                        self.error = Some("WebSocket: connection closed before the upgrade was answered".into());
-                    }
-                }
-                Ok(n) => self.input.extend_from_slice(&self.chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => self.closed = true,
-            }
-            // Cut messages as they complete so that the buffer never holds more than one
-            // message's limit of unframed bytes.
-            if let Err(why) = self.codec.receive(&mut self.input, limits, self.peer, out, &mut self.output) {
-                // What the codec answered last (a WebSocket close reply) still goes out, once,
-                // without waiting; the connection is over either way.
-                let _ = self.stream.write(&self.output);
-                self.closed = true;
-                self.error = Some(why);
-            }
-        }
-    }
-}
-
 /// Waits until one of `endpoints` is readable (or writable, when it has queued output) or
 /// `timeout_us` passed; sub-millisecond timeouts are honoured (ppoll takes nanoseconds). Returns,
 /// per endpoint, whether it has input (or a hang-up or error) to read, so that the loop reads
@@ -475,98 +324,4 @@ pub fn wait<const N: usize>(endpoints: [&Endpoint; N], timeout_us: u64) -> [bool
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::{IpAddr, Ipv4Addr, TcpListener};
-
-    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-
-    #[test]
-    fn a_kept_receive_buffer_is_reused_only_when_no_message_holds_it() {
-        let mut a = Endpoint::udp(LO).unwrap();
-        let mut b = Endpoint::udp(LO).unwrap();
-        let mut round = |fill: u8, got: &mut Vec<Incoming>| {
-            assert!(a.send(Bytes::from(vec![fill; 300]), b.local_addr()));
-            a.flush();
-            for _ in 0..100 {
-                wait([&b], 10_000);
-                b.receive(got, &Limits::default());
-                if !got.is_empty() {
-                    break;
-                }
-            }
-            got.pop().expect("received").bytes
-        };
-        let mut got = Vec::new();
-        let first = round(1, &mut got);
-        let at = first.as_ptr();
-        // Still held: the next datagram goes elsewhere, and the held one is unchanged.
-        let second = round(2, &mut got);
-        assert_ne!(second.as_ptr(), at);
-        assert_eq!(first[..], [1u8; 300][..]);
-        assert_eq!(second[..], [2u8; 300][..]);
-        // Both dropped: the buffer of the last batch is taken again from its start.
-        let at = second.as_ptr();
-        drop((first, second));
-        let third = round(3, &mut got);
-        assert_eq!(third.as_ptr(), at);
-        assert_eq!(third[..], [3u8; 300][..]);
-    }
-
-    #[test]
-    fn udp_batches_round_trip() {
-        let mut a = Endpoint::udp(LO).unwrap();
-        let mut b = Endpoint::udp(LO).unwrap();
-        for i in 0..40u8 {
-            assert!(a.send(Bytes::from(vec![i; 100]), b.local_addr()));
-        }
-        a.flush();
-        assert!(!a.wants_write());
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            wait([&b], 10_000);
-            b.receive(&mut got, &Limits::default());
-            if got.len() == 40 {
-                break;
-            }
-        }
-        assert_eq!(got.len(), 40);
-        assert_eq!(got[39].bytes[..], [39u8; 100][..]);
-        assert_eq!(got[0].from, a.local_addr());
-        // SO_TIMESTAMPNS: every datagram carries the kernel's CLOCK_REALTIME receive time.
-        let realtime = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-        for g in &got {
-            let stamp = g.kernel_ns.expect("SCM_TIMESTAMPNS");
-            assert!(stamp <= realtime && realtime - stamp < 10_000_000_000, "{stamp} vs {realtime}");
-        }
-    }
-
-    #[test]
-    fn tcp_frames_messages_and_detects_close() {
-        let listener = TcpListener::bind((LO, 0)).unwrap();
-        let mut client = Endpoint::tcp(LO, listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
-        let msg = b"OPTIONS sip:x SIP/2.0\r\nContent-Length: 2\r\n\r\nhi";
-        server.write_all(&[&msg[..], b"\r\n", &msg[..10]].concat()).unwrap();
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            wait([&client], 10_000);
-            client.receive(&mut got, &Limits::default());
-            if !got.is_empty() {
-                break;
-            }
-        }
-        assert_eq!(got.len(), 1);
-        assert_eq!(&got[0].bytes[..], &msg[..]);
-        drop(server);
-        for _ in 0..100 {
-            wait([&client], 10_000);
-            client.receive(&mut got, &Limits::default());
-            if client.is_closed() {
-                break;
-            }
-        }
-        assert!(client.is_closed());
-        assert!(!client.send(Bytes::from_static(b"x"), listener.local_addr().unwrap()));
-    }
-}
+mod tests;
