@@ -6,7 +6,7 @@
 use super::callee::Callee;
 use super::caller::{Calls, Plan};
 use super::context::Context;
-use super::event_loop::peeked;
+use super::event_loop::input::peeked;
 use super::output::{Outbox, Output, SendKind, Side};
 use super::stats::Stats;
 use super::timers::{Timer, TimerKind, T1_US};
