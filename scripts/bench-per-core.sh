@@ -72,14 +72,21 @@ try:
 except Exception: print(0, 0)" "$tmp/cap.$name.json" >"$tmp/result"
 }
 
-passing_step() { # NAME: the passing step at the capacity, in words
+passing_step() { # NAME: the passing step at the capacity and the first failing step above it, in words
     python3 -c "import json,sys
+def words(s):
+    busy = lambda cpu_s: f'{cpu_s / s[\"seconds\"] * 100:.0f}%'
+    gen = sum(g['cpu_s'] for g in s.get('generators', []))
+    cpu = f\", server {s['server_cpu_s'] / s['attempted'] * 1e6:.0f} µs/call ({busy(s['server_cpu_s'])} of its core)\" if s['server_cpu_s'] and s['attempted'] else ''
+    cpu += f', generator {busy(gen)} of its core' if gen else ''
+    return (f\"{s['rate']:.0f}/s for {s['seconds']} s: {s['attempted']} calls, {s['failed']} failed, achieved {s['achieved']:.0f}/s, \"
+            f\"{s['retransmissions']} retransmissions, SRD p99 {s['srd_p99_ms']:.1f} ms{cpu}\")
 try:
     r = json.load(open(sys.argv[1]))
-    s = [s for s in r['steps'] if s['passed'] and round(s['rate']) == r['capacity']][-1]
-    cpu = f\", server {s['server_cpu_s'] / s['attempted'] * 1e6:.0f} µs/call\" if s['server_cpu_s'] else ''
-    print(f\"{s['seconds']} s, {s['attempted']} calls, {s['failed']} failed, {s['retransmissions']} retransmissions, SRD p99 {s['srd_p99_ms']:.1f} ms{cpu}\")
-except Exception: print('none passed')" "$tmp/cap.$1.json"
+    ok = [s for s in r['steps'] if s['passed'] and round(s['rate']) == r['capacity']][-1]
+    above = [s for s in r['steps'] if not s['passed'] and s['rate'] > ok['rate']]
+    print(words(ok) + ' | ' + (words(min(above, key=lambda s: s['rate'])) if above else 'none tried'))
+except Exception: print('none passed | ')" "$tmp/cap.$1.json"
 }
 
 run_herald() {
@@ -121,8 +128,8 @@ run_kamailio() {
     echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Server on CPU $SERVER_CPU, generator on CPU $GEN_CPU. Capacity: highest rate with failed calls <= 0.01% and SRD p99 <= $MAX_P99_MS ms over a ${CONFIRM_S} s window."
     echo
-    echo "| round | server | search (${SEARCH_S} s steps) | confirmed (${CONFIRM_S} s) calls/s | the passing step |"
-    echo "| --- | --- | ---: | ---: | --- |"
+    echo "| round | server | search (${SEARCH_S} s steps) | confirmed (${CONFIRM_S} s) calls/s | the passing step | the lowest failing step above it (what limited) |"
+    echo "| --- | --- | ---: | ---: | --- | --- |"
 } >"$tmp/report"
 
 for round in $(seq "$ROUNDS"); do
