@@ -242,20 +242,8 @@ impl Calls {
         } else {
             let Some(dialog) = &call.dialog else { return };
             call.cseq += 1;
-            let bytes = local.request(&Request {
-                method,
-                uri: &dialog.route.request_uri,
-                branch: &branch,
-                from: &call.from,
-                to: &dialog.to,
-                call_id: &call.call_id,
-                cseq: call.cseq,
-                routes: &dialog.route.routes,
-                contact_user: None,
-                auth: auth.as_ref().map(|(n, v)| (*n, v.as_str())),
-                extra: "",
-                body: None,
-            });
+            let auth = auth.as_ref().map(|(n, v)| (*n, v.as_str()));
+            let bytes = local.request(&in_dialog(method, &branch, call, dialog, auth));
             NewRequest { id, method, branch, bytes, dest: dialog.route.dest, ack: None }
         };
         self.start_tx(ctx, slot, generation, Which::Other, request, out);
@@ -381,5 +369,30 @@ impl Calls {
         for (slot, generation) in self.calls.handles() {
             self.end(slot, generation, Err(reason), out);
         }
+    }
+}
+
+/// A request of `call` inside its dialog (RFC 3261 §12.2.1.1): to the remote target, along the
+/// route set, with the dialog's tags and the call's current CSeq.
+pub(super) fn in_dialog<'a>(
+    method: &'a str,
+    branch: &'a str,
+    call: &'a Call,
+    dialog: &'a InDialog,
+    auth: Option<(&'a str, &'a str)>,
+) -> Request<'a> {
+    Request {
+        method,
+        uri: &dialog.route.request_uri,
+        branch,
+        from: &call.from,
+        to: &dialog.to,
+        call_id: &call.call_id,
+        cseq: call.cseq,
+        routes: &dialog.route.routes,
+        contact_user: None,
+        auth,
+        extra: "",
+        body: None,
     }
 }

@@ -3,7 +3,7 @@
 //! to its call by our own Call-ID and to its transaction by the branch we wrote (§17.1.3).
 //! [`super::peeked`] handles the usual responses without a full parse and shares the helpers here.
 
-use super::{Call, CallState, Calls, Which};
+use super::{in_dialog, Call, CallState, Calls, Which};
 use crate::agent::client_tx::{ClientTx, Reply};
 use crate::agent::context::Context;
 use crate::agent::held::Answer;
@@ -11,7 +11,7 @@ use crate::agent::output::{Measure, Outbox, Owner, SendKind, Side};
 use crate::agent::route::InDialog;
 use crate::agent::stats::status_reason;
 use crate::agent::timers::{Timer, TimerKind, TIMEOUT_US};
-use crate::agent::wire::{ack_for_failure, Request};
+use crate::agent::wire::ack_for_failure;
 use herald_sip::{HeaderName, Message};
 
 impl Calls {
@@ -173,20 +173,8 @@ impl Calls {
     ) {
         ctx.new_branch_into(&mut self.ack_branch);
         let call = self.calls.get_mut(slot, generation).expect("caller checked");
-        let ack = ctx.caller_local.request(&Request {
-            method: "ACK",
-            uri: &dialog.route.request_uri,
-            branch: &self.ack_branch,
-            from: &call.from,
-            to: &dialog.to,
-            call_id: &call.call_id,
-            cseq: call.cseq,
-            routes: &dialog.route.routes,
-            contact_user: None,
-            auth: None,
-            extra: "",
-            body: None,
-        });
+        // The ACK of a 2xx has the INVITE's CSeq number (§13.2.2.4).
+        let ack = ctx.caller_local.request(&in_dialog("ACK", &self.ack_branch, call, &dialog, None));
         let dest = dialog.route.dest;
         call.dialog = Some(dialog);
         call.ack = Some(ack.clone());
