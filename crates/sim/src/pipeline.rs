@@ -29,6 +29,9 @@
 //! message herald sent (with its virtual time) to show it (crates/sim/tests/replay.rs).
 //! `HERALD_FUZZ_TRACE=1` prints every message in and out of a replay;
 //! `HERALD_FUZZ_ANSWER_BEFORE_DRAIN=1` relaxes the last check (see [`World::drain`]).
+mod checks;
+mod inputs;
+
 use crate::net::Digest;
 use bytes::{Bytes, BytesMut};
 use herald_core::auth::{Algorithm, AuthConfig, AuthPolicy, Authenticator, Credentials, SharedCredentials, UserHa1};
@@ -41,8 +44,7 @@ use herald_core::{
     ConnId, Input, Output, Peer, Resolution, ResolveError, ResolveRequest, Seed, SipHandler, Target, Transport,
 };
 use herald_sip::framing::{next_frame, Frame};
-use herald_sip::headers::AuthValue;
-use herald_sip::{Framing, HeaderName, Limits, Message};
+use herald_sip::{Framing, Limits, Message};
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -348,113 +350,6 @@ impl World {
             self.branches.len()
         );
     }
-
-    /// `engine`: the bytes come from the engine (else from the runtime's malformed-message
-    /// answers, built from a request that failed the checks, so not held to them).
-    fn check_send(&mut self, to: Peer, bytes: &Bytes, engine: bool) {
-        assert!(!bytes.is_empty(), "empty send to {to:?}");
-        self.digest.write(&(self.now - epoch()).as_nanos().to_le_bytes());
-        self.digest.write(format!("{to:?}").as_bytes());
-        self.digest.write(bytes);
-        if trace() {
-            let t = self.now - epoch();
-            eprintln!(
-                "{t:>9.3?} out {} {} {}: {} ({} txs)",
-                to.transport,
-                to.addr,
-                conn_of(&to),
-                first_line(bytes),
-                self.engine.transactions()
-            );
-        }
-        let text = || String::from_utf8_lossy(bytes).into_owned();
-        let msg = Message::parse(bytes.clone(), &self.loose)
-            .unwrap_or_else(|e| panic!("herald sent unparseable bytes to {to:?}: {e}\n{}", text()));
-        if to.transport.is_reliable() {
-            let mut buf = BytesMut::from(&bytes[..]);
-            match next_frame(&mut buf, &self.loose) {
-                Ok(Some(Frame::Message(m))) if buf.is_empty() => {
-                    Message::parse_as(m, &self.loose, Framing::Stream)
-                        .unwrap_or_else(|e| panic!("stream send does not parse as a stream message: {e}\n{}", text()));
-                }
-                other => {
-                    panic!("stream send to {to:?} is not exactly one frame ({other:?}, {} left)\n{}", buf.len(), text())
-                }
-            }
-        }
-        if engine {
-            if let Err(e) = msg.validate() {
-                panic!("herald sent a message that fails the receipt checks ({e}) to {to:?}:\n{}", text());
-            }
-        }
-        if let Some(status) = msg.status() {
-            if status == 401 || status == 407 {
-                let h = if status == 401 { HeaderName::WwwAuthenticate } else { HeaderName::ProxyAuthenticate };
-                if let Some(v) = msg.get(h) {
-                    if let Some(n) = AuthValue::parse(v).ok().and_then(|a| a.param("nonce")) {
-                        self.last_nonce = Some(n.into_owned());
-                    }
-                }
-            }
-            return;
-        }
-        // A CANCEL shares its INVITE's branch but is a transaction of its own (§17.1.3).
-        let method = msg.method().map(|m| m.as_str().to_owned()).unwrap_or_default();
-        let ours = msg.top_via().ok().and_then(|v| {
-            let sent_by_us = v.port == Some(5060) && v.host.to_string() == "192.0.2.10";
-            v.branch().filter(|_| sent_by_us).map(|b| format!("{b} {method}"))
-        });
-        if let Some(b) = ours {
-            if self.branches.len() < 1 << 16 && self.branches.insert(b) && method == "INVITE" {
-                self.invites_out.push((to, msg.clone()));
-            }
-        }
-        if self.sent_requests.len() == 16 {
-            self.sent_requests.pop_front();
-        }
-        self.sent_requests.push_back((to, msg));
-    }
-
-    /// The last idle period: every transaction must end, whatever the peers did or did not
-    /// send. With `HERALD_FUZZ_ANSWER_BEFORE_DRAIN=1` every callee first answers each INVITE
-    /// herald sent it with 487 (a callee that rang and then vanished no longer counts), and the
-    /// check is repeated: what is left then is not waiting for any peer.
-    fn drain(&mut self) {
-        let until = self.now + DRAIN;
-        self.advance_to(until, Duration::from_secs(1));
-        let mut left = self.engine.transactions();
-        if left > 0 && answer_before_drain() {
-            // A connection may hold half a message that never ends: the runtime closes such a
-            // connection (its incomplete-message timeout), and the peer answers on a new one.
-            for i in 0..4 {
-                if self.conns[i].as_ref().is_some_and(|c| !c.buf.is_empty()) {
-                    self.close(i);
-                }
-            }
-            for (to, req) in std::mem::take(&mut self.invites_out) {
-                let bytes = response_to(&req, to, 487);
-                self.receive_from_peer(to, &bytes);
-            }
-            let until = self.now + DRAIN;
-            self.advance_to(until, Duration::from_secs(1));
-            left = self.engine.transactions();
-            assert_eq!(
-                left, 0,
-                "transactions left {DRAIN:?} after the last message, although every INVITE was answered"
-            );
-        }
-        assert_eq!(
-            left,
-            0,
-            "transactions left {DRAIN:?} after the last message (active: {}); a forwarded INVITE that got a \
-             provisional and then nothing (RFC 3261 §9.1: destroy it 64*T1 after the CANCEL)? \
-             HERALD_FUZZ_ANSWER_BEFORE_DRAIN=1 tells that case apart",
-            self.engine.active_transactions()
-        );
-        assert_eq!(self.engine.active_transactions(), 0);
-        // The byte budget's accounting balances: nothing is counted as held once nothing is.
-        assert_eq!(self.engine.held_bytes(), 0, "held bytes left with no transaction left");
-    }
 }
 
 /// `HERALD_FUZZ_TRACE=1`: print every message in and out, with the simulated time (to read a
@@ -469,36 +364,6 @@ fn first_line(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-fn answer_before_drain() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("HERALD_FUZZ_ANSWER_BEFORE_DRAIN").is_some_and(|v| v == "1"))
-}
-
-/// A callee's response to `req` (sent to `to`): its Via, From, Call-ID, CSeq and Record-Route,
-/// To with a tag, a Contact for 2xx and 3xx.
-fn response_to(req: &Message, to: Peer, status: u16) -> Vec<u8> {
-    let mut s = format!("SIP/2.0 {status} Whatever\r\n");
-    for h in req.headers() {
-        let line = &req.as_bytes()[h.line.range()];
-        match h.name {
-            HeaderName::Via | HeaderName::From | HeaderName::CallId | HeaderName::CSeq | HeaderName::RecordRoute => {
-                s.push_str(&String::from_utf8_lossy(line));
-            }
-            HeaderName::To if status > 100 && req.to_tag().ok().flatten().is_none() => {
-                let v = String::from_utf8_lossy(req.value_of(h));
-                s.push_str(&format!("To: {v};tag=callee\r\n"));
-            }
-            HeaderName::To => s.push_str(&String::from_utf8_lossy(line)),
-            _ => {}
-        }
-    }
-    if (200..300).contains(&status) || status == 302 {
-        s.push_str(&format!("Contact: <sip:callee@{}>\r\n", to.addr));
-    }
-    s.push_str("Content-Length: 0\r\n\r\n");
-    s.into_bytes()
-}
-
 fn conn_of(p: &Peer) -> String {
     p.conn.map(|c| format!("conn {}", c.0)).unwrap_or_default()
 }
@@ -511,124 +376,6 @@ fn resolve(r: &ResolveRequest) -> Resolution {
     }
     let transport = r.transport.unwrap_or(if r.secure { Transport::Tls } else { Transport::Udp });
     Ok(vec![Target { transport, addr: SocketAddr::new([192, 0, 2, 99].into(), r.port.unwrap_or(5060)) }])
-}
-
-/// `payload` edits `msg`: byte 0 picks a line, byte 1 a column in it, byte 2 how many bytes to
-/// delete there; the rest is inserted. Shorter payloads leave the message as it is. Positions
-/// are line-relative because herald's branches (copied into responses) vary in length from one
-/// process to the next: a crash found late in a long run should still replay on its own.
-fn splice(msg: &mut Vec<u8>, payload: &[u8]) {
-    if payload.len() < 3 {
-        return;
-    }
-    let starts: Vec<usize> =
-        std::iter::once(0).chain(msg.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1)).collect();
-    let line = usize::from(payload[0]) % starts.len();
-    let (start, end) = (starts[line], starts.get(line + 1).copied().unwrap_or(msg.len()));
-    let at = start + usize::from(payload[1]) % (end - start + 1);
-    let stop = (at + usize::from(payload[2])).min(msg.len());
-    msg.splice(at..stop, payload[3..].iter().copied());
-}
-
-/// Request templates: (user whose credentials it carries, text). `{T}` transport, `{A}` the
-/// sender's address, `{V}` a variant (new branch or retransmission), `{AUTH}` credentials.
-const TEMPLATES: &[(usize, &str)] = &[
-    // A local caller (challenged when auth is on) calls bob; ACK, BYE, CANCEL of that call.
-    (0, "INVITE sip:bob@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-inv{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 INVITE\nContact: <sip:alice@{A}>\n{AUTH}Content-Type: application/sdp\nContent-Length: 5\n\nv=0\n"),
-    (0, "ACK sip:bob@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-inv{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=callee\nCall-ID: c1\nCSeq: 1 ACK\nContent-Length: 0\n\n"),
-    (0, "ACK sip:bob@192.0.2.2:5062 SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-ack{V};rport\nRoute: <sip:192.0.2.10:5060;lr>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=callee\nCall-ID: c1\nCSeq: 1 ACK\nContent-Length: 0\n\n"),
-    (0, "BYE sip:bob@192.0.2.2:5062 SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-bye{V};rport\nRoute: <sip:192.0.2.10:5060;lr>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>;tag=callee\nCall-ID: c1\nCSeq: 2 BYE\n{AUTH}Content-Length: 0\n\n"),
-    (0, "CANCEL sip:bob@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-inv{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=a1\nTo: <sip:bob@example.com>\nCall-ID: c1\nCSeq: 1 CANCEL\nContent-Length: 0\n\n"),
-    // An inbound call from another domain (not challenged), to a forked and a TCP user.
-    (2, "INVITE sip:dave@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-dave{V};rport\nMax-Forwards: 70\nFrom: <sip:carol@other.org>;tag=c2\nTo: <sip:dave@example.com>\nCall-ID: c2\nCSeq: 1 INVITE\nContact: <sip:carol@{A}>\nContent-Length: 0\n\n"),
-    (2, "INVITE sip:carol@example.com;transport=tcp SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-carol{V};rport\nMax-Forwards: 70\nFrom: <sip:eve@other.org>;tag=c3\nTo: <sip:carol@example.com>\nCall-ID: c3\nCSeq: 1 INVITE\nContact: <sip:eve@{A}>\nContent-Length: 0\n\n"),
-    (2, "CANCEL sip:dave@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-dave{V};rport\nMax-Forwards: 70\nFrom: <sip:carol@other.org>;tag=c2\nTo: <sip:dave@example.com>\nCall-ID: c2\nCSeq: 1 CANCEL\nContent-Length: 0\n\n"),
-    // Registrations: a new binding, a refresh with q and expires, removing all of bob's.
-    (0, "REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-reg{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=r1\nTo: <sip:alice@example.com>\nCall-ID: reg-a\nCSeq: {V} REGISTER\nContact: <sip:alice@{A}>;q=0.7;expires=120\n{AUTH}Content-Length: 0\n\n"),
-    (1, "REGISTER sip:example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-unreg{V};rport\nMax-Forwards: 70\nFrom: <sip:bob@example.com>;tag=r2\nTo: <sip:bob@example.com>\nCall-ID: reg-b\nCSeq: {V} REGISTER\nContact: *\nExpires: 0\n{AUTH}Content-Length: 0\n\n"),
-    // To the proxy itself, a MESSAGE, and routes: loose to an IP, strict, by DNS, failing DNS.
-    (0, "OPTIONS sip:192.0.2.10:5060 SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-opt{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=o1\nTo: <sip:192.0.2.10:5060>\nCall-ID: opt\nCSeq: 1 OPTIONS\nContent-Length: 0\n\n"),
-    (0, "MESSAGE sip:dave@example.com SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-msg{V};rport\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=m1\nTo: <sip:dave@example.com>\nCall-ID: msg\nCSeq: 1 MESSAGE\n{AUTH}Content-Type: text/plain\nContent-Length: 2\n\nhi"),
-    (0, "INVITE sip:x@elsewhere.org SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-lr{V};rport\nRoute: <sip:192.0.2.10:5060;lr>, <sip:192.0.2.50:5070;lr;transport=tcp>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=l1\nTo: <sip:x@elsewhere.org>\nCall-ID: lr\nCSeq: 1 INVITE\n{AUTH}Contact: <sip:alice@{A}>\nContent-Length: 0\n\n"),
-    (0, "INVITE sip:192.0.2.10:5060 SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-sr{V};rport\nRoute: <sip:y@192.0.2.51:5071>, <sip:z@far.example.net>\nMax-Forwards: 70\nFrom: <sip:alice@example.com>;tag=s1\nTo: <sip:z@far.example.net>\nCall-ID: sr\nCSeq: 1 INVITE\n{AUTH}Contact: <sip:alice@{A}>\nContent-Length: 0\n\n"),
-    (2, "INVITE sip:u@resolve.example.net:5080 SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-dns{V};rport\nMax-Forwards: 70\nFrom: <sip:carol@other.org>;tag=d1\nTo: <sip:u@resolve.example.net>\nCall-ID: dns\nCSeq: 1 INVITE\nContent-Length: 0\n\n"),
-    (2, "SUBSCRIBE sip:u@fail.invalid SIP/2.0\nVia: SIP/2.0/{T} {A};branch=z9hG4bK-nx{V};rport\nMax-Forwards: 1\nFrom: <sip:carol@other.org>;tag=n1\nTo: <sip:u@fail.invalid>\nCall-ID: nx\nCSeq: 1 SUBSCRIBE\nEvent: presence\nExpires: 60\nContent-Length: 0\n\n"),
-];
-
-/// Status codes a callee answers with.
-const STATUSES: [u16; 12] = [100, 180, 183, 200, 202, 302, 404, 407, 486, 487, 503, 603];
-
-impl World {
-    fn template(&mut self, who: usize, payload: &[u8], credentials: bool) -> Vec<u8> {
-        let Some((&pick, rest)) = payload.split_first() else { return Vec::new() };
-        let (user, text) = TEMPLATES[usize::from(pick) % TEMPLATES.len()];
-        let peer = self.peer(who);
-        let variant = (pick / TEMPLATES.len() as u8 % 4).to_string();
-        let mut text = text
-            .replace("{T}", peer.transport.as_via_str())
-            .replace("{A}", &peer.addr.to_string())
-            .replace("{V}", &variant);
-        let auth = match (&self.last_nonce, credentials) {
-            (Some(nonce), true) => {
-                let method = text.split(' ').next().unwrap_or("").to_owned();
-                let uri = text.split(' ').nth(1).unwrap_or("").to_owned();
-                let header = if method == "REGISTER" { "Authorization" } else { "Proxy-Authorization" };
-                self.nc += 1;
-                format!("{header}: {}\n", digest(USERS[user], &method, &uri, nonce, self.nc))
-            }
-            _ => String::new(),
-        };
-        text = text.replace("{AUTH}", &auth).replace('\n', "\r\n");
-        let mut bytes = text.into_bytes();
-        splice(&mut bytes, rest);
-        bytes
-    }
-
-    /// A response to one of the requests herald sent, from where it went.
-    fn reply(&mut self, payload: &[u8]) -> Option<(Peer, Vec<u8>)> {
-        let (&pick, rest) = payload.split_first()?;
-        let n = self.sent_requests.len();
-        if n == 0 {
-            return None;
-        }
-        let (to, req) = &self.sent_requests[n - 1 - usize::from(pick) % n];
-        let status = STATUSES[usize::from(pick >> 4) % STATUSES.len()];
-        let mut bytes = response_to(req, *to, status);
-        splice(&mut bytes, rest);
-        Some((*to, bytes))
-    }
-
-    /// Bytes from `from` (a peer herald sent to): if it is one of ours, over its current
-    /// connection (a response may come back on a newer one than its request left on).
-    fn receive_from_peer(&mut self, from: Peer, bytes: &[u8]) {
-        if let Some(i) = (0..4).find(|i| {
-            let p = self.peer(*i);
-            p.transport == from.transport && p.addr == from.addr
-        }) {
-            self.receive(i, bytes);
-            return;
-        }
-        let framing = if from.transport.is_reliable() { Framing::Stream } else { Framing::Datagram };
-        // A stream peer that is none of ours: one frame on its own connection.
-        let got = inbound::classify(Bytes::copy_from_slice(bytes), &self.limits, framing, false);
-        self.inbound(from, got);
-    }
-}
-
-/// RFC 7616 §3.4.1 with qop=auth, MD5 (herald offers it last, accepts it all the same).
-fn digest((user, password): (&str, &str), method: &str, uri: &str, nonce: &str, nc: u32) -> String {
-    let answer = herald_credentials::Answer {
-        algorithm: Algorithm::Md5,
-        sess: false,
-        user,
-        realm: DOMAIN,
-        nonce,
-        uri,
-        nc: Some(nc),
-        cnonce: "fuzzcn",
-        opaque: None,
-    };
-    answer.header_value(method, password)
 }
 
 /// The input cut at every [`SEP`] (a plain loop, so that comparison tracing sees the bytes).
