@@ -52,8 +52,76 @@ fn class(b: u8) -> u8 {
 
 /// The index of the first octet of `s` at or after `i` outside the class `mask` (`s.len()` if
 /// none, `i` if `i` is past the end).
+///
+/// On x86-64 a value of 16 octets or more is read 16 at a time: the octets every class holds
+/// and nearly every tag, branch and Call-ID is made of (letters, digits, `-`, `.`) pass in one
+/// vector test, and only another octet is looked up in the class table (a tag or branch of 15
+/// to 25 octets took about 3 instructions an octet through the table four at a time;
+/// callgrind counted the runs at about 1,800 instructions per proxied call).
 #[inline(always)]
 pub(super) fn run(s: &[u8], i: usize, mask: u8) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(last) = s.len().checked_sub(16) {
+        return run_by_16(s, i, last, mask);
+    }
+    run_by_4(s, i, mask)
+}
+
+/// [`run`] of a value of `last + 16` octets, 16 at a time (see [`run`]). The last step reads
+/// the value's last 16 octets, overlapping what was already read, with the bits of the octets
+/// before `k` shifted out.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn run_by_16(s: &[u8], i: usize, last: usize, mask: u8) -> usize {
+    let mut k = i;
+    while k < s.len() {
+        // Bit n: octet `k + n` is not one of the common ones (none past the end of `s`).
+        let outside = match s.get(k..k + 16) {
+            Some(chunk) => uncommon(chunk),
+            None => uncommon(&s[last..]) >> (k - last),
+        };
+        if outside == 0 {
+            k += 16;
+            continue;
+        }
+        let j = k + outside.trailing_zeros() as usize;
+        if class(s[j]) & mask == 0 {
+            return j;
+        }
+        k = j + 1;
+    }
+    // `k` went past the end only from a step that covered it (or `i` was past it already).
+    k.min(s.len()).max(i)
+}
+
+/// Bit n set when octet n of the 16 in `chunk` is not a letter, a digit, `-` or `.` (octets
+/// that every class of this module holds).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn uncommon(chunk: &[u8]) -> u32 {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(chunk.len(), 16);
+    // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds the 16 bytes that the
+    // unaligned load reads. `x - lo <= hi - lo` (wrapping, unsigned) holds exactly for the
+    // octets `lo..=hi`; OR-ing 0x20 maps only the upper-case letters onto the lower-case
+    // ones among the octets that can equal a lower-case letter.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let set = |b: u8| _mm_set1_epi8(b as i8);
+        let within = |x, lo: u8, hi: u8| {
+            let d = _mm_sub_epi8(x, set(lo));
+            _mm_cmpeq_epi8(_mm_min_epu8(d, set(hi - lo)), d)
+        };
+        let letter = within(_mm_or_si128(v, set(0x20)), b'a', b'z');
+        // `-`, `.`, `/` and the digits are 0x2D..=0x39: all but the `/`.
+        let digit_dash_dot = _mm_andnot_si128(_mm_cmpeq_epi8(v, set(b'/')), within(v, b'-', b'9'));
+        !(_mm_movemask_epi8(_mm_or_si128(letter, digit_dash_dot)) as u32) & 0xFFFF
+    }
+}
+
+/// [`run`] four octets per step through the class table.
+#[inline(always)]
+fn run_by_4(s: &[u8], i: usize, mask: u8) -> usize {
     let mut rest = s.get(i..).unwrap_or_default();
     let mut k = i;
     while let [a, b, c, d, tail @ ..] = rest {
@@ -132,6 +200,34 @@ mod tests {
             assert_eq!(class(b) & TOKEN != 0, scan::is_token(b), "token {b:#x}");
             assert_eq!(class(b) & VALUE != 0, scan::is_token(b) || matches!(b, b':' | b'[' | b']'), "value {b:#x}");
             assert_eq!(class(b) & WORD != 0, scan::is_word(b), "word {b:#x}");
+        }
+    }
+
+    /// The 16-at-a-time runs end where the table's four-at-a-time runs end: every octet at
+    /// every place of values from 0 to 40 octets (around one, two and three steps and the
+    /// overlapping last one), from every start, in every class, amid common octets and amid
+    /// octets that are in a class but not common.
+    #[test]
+    fn vector_runs_match_the_table() {
+        for len in 0..40usize {
+            for filler in [b'a', b'_', b'Z', b'9'] {
+                for at in 0..len.max(1) {
+                    for b in 0..=255u8 {
+                        let mut v = vec![filler; len];
+                        if at < len {
+                            v[at] = b;
+                        }
+                        if len > 3 {
+                            v[len / 2] = b'-';
+                        }
+                        for mask in [TOKEN, VALUE, WORD] {
+                            for i in [0, 1, at, at + 1, len, len + 1] {
+                                assert_eq!(run(&v, i, mask), run_by_4(&v, i, mask), "{v:?} from {i} in {mask}");
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
