@@ -70,8 +70,8 @@ impl Engine {
     fn answer_held(&mut self, now: Instant, response: HeldResponse, out: &mut Vec<Output>) {
         match response {
             HeldResponse::Transaction { id, bytes, status } => {
-                let peer = self.txs.peer(id);
-                let actions = self.txs.on_tu_response(now, id, bytes, status);
+                let mut peer = None;
+                let actions = self.txs.on_tu_response_to(now, id, bytes, status, &mut peer);
                 self.apply(now, id, peer, actions, out);
             }
             HeldResponse::Stateless { to, bytes } => out.push(Output::Send { to, bytes }),

@@ -238,8 +238,8 @@ impl Engine {
         }
         let bytes = b.build().freeze();
         self.responses.count(status);
-        let peer = self.txs.peer(id);
-        let actions = self.txs.on_tu_response(now, id, bytes, status);
+        let mut peer = None;
+        let actions = self.txs.on_tu_response_to(now, id, bytes, status, &mut peer);
         self.apply(now, id, peer, actions, out);
     }
 

@@ -87,16 +87,16 @@ impl Engine {
             Ok(v) => v,
             Err(_) => return,
         };
-        let peer = self.txs.peer(id);
-        self.apply(now, id, peer, actions, out);
+        // Its peer is where its responses go (no lookup for it).
+        self.apply(now, id, Some(dest), actions, out);
         self.route_request(now, id, from, local, msg, (hash, removals), plan, out);
     }
 
     /// A request that belongs to server transaction `id` (a retransmission, an ACK for its
     /// non-2xx final) goes to it.
     fn pass_to_server_transaction(&mut self, now: Instant, id: TxId, msg: Message, out: &mut Vec<Output>) {
-        let peer = self.txs.peer(id);
-        let actions = self.txs.on_message(now, id, msg);
+        let mut peer = None;
+        let actions = self.txs.on_message_to(now, id, msg, &mut peer);
         self.apply(now, id, peer, actions, out);
     }
 

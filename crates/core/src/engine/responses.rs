@@ -18,8 +18,8 @@ use std::time::Instant;
 impl Engine {
     pub(super) fn on_response(&mut self, now: Instant, msg: Message, out: &mut Vec<Output>) {
         if let Some(cid) = self.txs.find_client(&msg) {
-            let peer = self.txs.peer(cid);
-            let actions = self.txs.on_message(now, cid, msg);
+            let mut peer = None;
+            let actions = self.txs.on_message_to(now, cid, msg, &mut peer);
             self.apply(now, cid, peer, actions, out);
         } else {
             self.forward_response_stateless(&msg, out);
@@ -243,8 +243,8 @@ impl Engine {
             }
             return;
         };
-        let peer = self.txs.peer(sid);
-        let actions = self.txs.on_tu_response(now, sid, bytes, status);
+        let mut peer = None;
+        let actions = self.txs.on_tu_response_to(now, sid, bytes, status, &mut peer);
         self.apply(now, sid, peer, actions, out);
     }
 
