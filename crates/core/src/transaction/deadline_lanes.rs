@@ -40,6 +40,12 @@ pub(crate) struct DeadlineLanes<T> {
     /// The earliest item and its place (it is the first of that place), kept by every push and
     /// pop: the table peeks after every change, and the runtime after every call.
     front: Option<(Instant, T, Place)>,
+    /// The longest a lane or the spill has been since [`Self::shrink_after_peak`] last looked,
+    /// and whether it then left one larger than its `min_capacity`: nothing can have grown past
+    /// that since unless something held half of it (each grows by doubling when full), so the
+    /// look is skipped (it read every lane's capacity on every timer run: ~50 instructions).
+    longest: usize,
+    large: bool,
 }
 
 impl<T: Copy + Ord> DeadlineLanes<T> {
@@ -57,6 +63,9 @@ impl<T: Copy + Ord> DeadlineLanes<T> {
             nonempty: 0,
             spill: BinaryHeap::new(),
             front: None,
+            longest: 0,
+            // Room given at the start may be over any `min_capacity`: the first look is made.
+            large: true,
         }
     }
 
@@ -67,6 +76,7 @@ impl<T: Copy + Ord> DeadlineLanes<T> {
         match queue.back() {
             Some(&(last, _)) if last > at => {
                 self.spill.push(Reverse((at, item)));
+                self.longest = self.longest.max(self.spill.len());
                 // The spill's first may have changed (ties go by item there): re-read it.
                 let Some(&Reverse((first, first_item))) = self.spill.peek() else { return };
                 if self.front.is_none_or(|(front, _, place)| place == Place::Spill || first < front) {
@@ -74,7 +84,10 @@ impl<T: Copy + Ord> DeadlineLanes<T> {
                 }
             }
             // Behind the lane's first item, so not the earliest.
-            Some(_) => queue.push_back((at, item)),
+            Some(_) => {
+                queue.push_back((at, item));
+                self.longest = self.longest.max(queue.len());
+            }
             None => {
                 queue.push_back((at, item));
                 self.nonempty |= 1 << lane;
@@ -140,6 +153,12 @@ impl<T: Copy + Ord> DeadlineLanes<T> {
     /// Shrinks each lane (and the spill) to twice its length when it has more than
     /// `min_capacity` room and uses under an eighth of it (the table's rule for its hash tables).
     pub(crate) fn shrink_after_peak(&mut self, min_capacity: usize) {
+        // A capacity over `min_capacity` that the last look did not leave was reached by
+        // doubling a full one of over half of it.
+        if !self.large && self.longest <= min_capacity / 4 {
+            return;
+        }
+        self.longest = 0;
         let mostly_empty = |len: usize, capacity: usize| capacity > min_capacity && len < capacity / 8;
         for queue in self.lanes.iter_mut() {
             if mostly_empty(queue.len(), queue.capacity()) {
@@ -149,6 +168,7 @@ impl<T: Copy + Ord> DeadlineLanes<T> {
         if mostly_empty(self.spill.len(), self.spill.capacity()) {
             self.spill.shrink_to(self.spill.len() * 2);
         }
+        self.large = self.spill.capacity() > min_capacity || self.lanes.iter().any(|q| q.capacity() > min_capacity);
     }
 }
 

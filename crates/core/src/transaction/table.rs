@@ -138,6 +138,12 @@ pub struct TransactionTable {
     /// The buffer of the last [`Self::handle_timeouts`], given back by [`Self::recycle`]: a
     /// timer run with work allocated and freed one (issue 21: ~170 instructions per call).
     spare: Vec<(TxId, TxAction)>,
+    /// The most entries held since [`Self::shrink_after_peak`] last looked, and whether it then
+    /// left a hash table over [`SHRINK_MIN_CAPACITY`]: the key indexes hold no more than the
+    /// entries, and a table grows past that only when it holds about half of it, so otherwise
+    /// the look is skipped (issue 21: it read three capacities on every timer run).
+    most: usize,
+    large: bool,
 }
 
 impl TransactionTable {
@@ -171,6 +177,9 @@ impl TransactionTable {
             deadlines: DeadlineLanes::with_room(LANES, clients_or_servers),
             held_bytes: 0,
             spare: Vec::new(),
+            most: 0,
+            // The room given may be over SHRINK_MIN_CAPACITY: the first look is made.
+            large: true,
         }
     }
 
@@ -326,6 +335,7 @@ impl TransactionTable {
             Box::new_uninit(),
             Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
         );
+        self.most = self.most.max(self.entries.len() + 1);
         let e = self.entries.entry(id).insert_entry(entry).into_mut();
         let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
@@ -615,10 +625,19 @@ impl TransactionTable {
     /// shrink rehashes what is left (an eighth of the capacity at most) and halves the
     /// capacity at least, so its cost is paid for by the removals that emptied the table.
     fn shrink_after_peak(&mut self) {
+        self.deadlines.shrink_after_peak(SHRINK_MIN_CAPACITY);
+        // Past SHRINK_MIN_CAPACITY since the last look only by growing when full, at over
+        // half of it (hashbrown grows to twice what it holds, or less).
+        if !self.large && self.most <= SHRINK_MIN_CAPACITY / 4 {
+            return;
+        }
+        self.most = self.entries.len();
         shrink(&mut self.entries);
         shrink_index(&mut self.clients);
         shrink_index(&mut self.servers);
-        self.deadlines.shrink_after_peak(SHRINK_MIN_CAPACITY);
+        self.large = [self.entries.capacity(), self.clients.capacity(), self.servers.capacity()]
+            .iter()
+            .any(|&c| c > SHRINK_MIN_CAPACITY);
     }
 
     /// Capacities of (entries, client keys, server keys, timer queue), for tests.
@@ -750,6 +769,31 @@ mod shrink_tests {
         assert!(tt.find_client(&response).is_some());
         tt.handle_timeouts(t + Duration::from_secs(60));
         assert!(tt.is_empty());
+    }
+
+    /// The look for mostly empty tables is skipped while nothing can have grown past
+    /// SHRINK_MIN_CAPACITY: a second peak after the first shrank is shrunk in its turn, and a
+    /// steady small load never has its tables shrunk.
+    #[test]
+    fn every_peak_is_shrunk_after_it_expires() {
+        let mut tt = TransactionTable::new(Timers::default());
+        let mut t = t0();
+        for round in 0..3 {
+            peak(&mut tt, t, 3000, &format!("p{round}"));
+            let grown = tt.capacities();
+            assert!(grown[0] >= 3000 && grown[3] >= 3000, "{grown:?}");
+            for _ in 0..40 {
+                t += Duration::from_secs(1);
+                tt.handle_timeouts(t);
+            }
+            assert!(tt.is_empty());
+            let shrunk = tt.capacities();
+            assert!(shrunk.iter().all(|&c| c <= SHRINK_MIN_CAPACITY), "round {round}: {grown:?} -> {shrunk:?}");
+            // A small load in between: nothing to shrink, and the skipped looks miss nothing.
+            peak(&mut tt, t, 10, &format!("s{round}"));
+            t += Duration::from_secs(40);
+            tt.handle_timeouts(t);
+        }
     }
 
     #[test]
