@@ -262,10 +262,13 @@ impl TransactionTable {
         }
         let reliable = peer.transport.is_reliable();
         let mut out = Actions::new();
-        let tx = if key.method == MethodKey::INVITE {
-            Transaction::ClientInvite(ClientInvite::start(now, request, reliable, &self.timers, &mut out))
-        } else {
-            Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, &self.timers, &mut out))
+        let invite = key.method == MethodKey::INVITE;
+        let tx = |timers: &Timers| {
+            if invite {
+                Transaction::ClientInvite(ClientInvite::start(now, request, reliable, timers, &mut out))
+            } else {
+                Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, timers, &mut out))
+            }
         };
         let id = self.alloc();
         self.clients.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
@@ -317,10 +320,12 @@ impl TransactionTable {
         let legacy =
             (is_invite && !key.is_rfc3261()).then(|| LegacyTags { invite: to_tag(request), final_response: None });
         let mut out = Actions::new();
-        let tx = if is_invite {
-            Transaction::ServerInvite(ServerInvite::start(now, request, reliable, &self.timers, send_trying, &mut out))
-        } else {
-            Transaction::ServerNonInvite(ServerNonInvite::start(reliable, &self.timers))
+        let tx = |timers: &Timers| {
+            if is_invite {
+                Transaction::ServerInvite(ServerInvite::start(now, request, reliable, timers, send_trying, &mut out))
+            } else {
+                Transaction::ServerNonInvite(ServerNonInvite::start(reliable, timers))
+            }
         };
         let id = self.alloc();
         self.servers.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
@@ -328,12 +333,25 @@ impl TransactionTable {
         Ok((id, out))
     }
 
-    fn add(&mut self, id: TxId, tx: Transaction, key: EntryKey, key_hash: u64, peer: Peer, legacy: Option<LegacyTags>) {
+    /// Adds transaction `id`, which `tx` builds (with the table's timers), under its key.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        id: TxId,
+        tx: impl FnOnce(&Timers) -> Transaction,
+        key: EntryKey,
+        key_hash: u64,
+        peer: Peer,
+        legacy: Option<LegacyTags>,
+    ) {
         // Allocated first and written in place: `Box::new(Entry { .. })` built the entry on the
-        // stack and copied it to the heap (issue 21: a few hundred bytes per transaction).
+        // stack and copied it to the heap (issue 21: a few hundred bytes per transaction). The
+        // machine too is built once the box is there, as the entry is written: built before, it
+        // was copied in (a call to memcpy of its 256 bytes).
+        let slot = Box::new_uninit();
         let entry = Box::write(
-            Box::new_uninit(),
-            Entry { tx, key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
+            slot,
+            Entry { tx: tx(&self.timers), key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
         );
         self.most = self.most.max(self.entries.len() + 1);
         let e = self.entries.entry(id).insert_entry(entry).into_mut();
