@@ -26,14 +26,12 @@ pub(crate) struct HeaderIndex {
     first: [u8; NOTED],
     /// The names of more than one line, as a set of [`HeaderName::bit`]s.
     repeated: u64,
-    /// The names of the lines noted so far.
-    seen: u64,
 }
 
 impl Default for HeaderIndex {
     fn default() -> HeaderIndex {
         const { assert!(HeaderName::ALL.len() <= NOTED) };
-        HeaderIndex { first: [0; NOTED], repeated: 0, seen: 0 }
+        HeaderIndex { first: [0; NOTED], repeated: 0 }
     }
 }
 
@@ -55,13 +53,13 @@ impl HeaderIndex {
     /// never has.
     #[inline(always)]
     pub fn note(&mut self, at: usize, name: HeaderName) {
-        let bit = name.bit();
+        // A noted place is never 0, so the slot itself says whether the name was seen (a
+        // set of seen names beside it cost a load, a test and a store more per line).
         let first = &mut self.first[name as usize % NOTED];
-        if self.seen & bit != 0 {
-            self.repeated |= bit;
+        if *first != 0 {
+            self.repeated |= name.bit();
             return;
         }
-        self.seen |= bit;
         *first = (at + 1).min(FAR as usize) as u8;
     }
 
