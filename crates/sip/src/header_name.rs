@@ -142,8 +142,9 @@ fn common(name: &[u8]) -> Option<HeaderName> {
 }
 
 /// A name of 1 to 16 bytes as two little-endian words: its first and its last 8 bytes (4 for
-/// names under 8 bytes, which then overlap; names under 4 bytes fill `head` alone). Together
-/// with the length, the two words hold every byte of the name.
+/// names under 8 bytes, which then overlap; names under 4 bytes fill `head` alone with their
+/// first, middle and last bytes). Together with the length, the two words hold every byte of
+/// the name.
 #[derive(Clone, Copy)]
 struct Folded {
     head: u64,
@@ -158,7 +159,13 @@ impl Folded {
         let le8 = |b: &[u8]| b.try_into().map_or(0, u64::from_le_bytes);
         Some(match n {
             0 => return None,
-            1..=3 => Folded { head: name.iter().rev().fold(0, |w, &b| (w << 8) | u64::from(b)), tail: 0 },
+            // The first, middle and last octets (the middle one again as the last of two, and
+            // all three the one octet of one): three loads, where a fold over the octets was a
+            // loop (callgrind: about 12 instructions more for each To and Via line).
+            1..=3 => Folded {
+                head: u64::from(name[0]) | u64::from(name[n / 2]) << 8 | u64::from(name[n - 1]) << 16,
+                tail: 0,
+            },
             4..=7 => Folded { head: le4(&name[..4]), tail: le4(&name[n - 4..]) },
             8..=16 => Folded { head: le8(&name[..8]), tail: le8(&name[n - 8..]) },
             _ => return None,
@@ -185,12 +192,32 @@ impl Canonical {
             4..=7 => (4, n - 4),
             _ => (8, n - 8),
         };
-        let (head_lower, head_letters) = Self::word(b, 0, w);
+        let (head_lower, head_letters) = match n {
+            1..=3 => Self::short(b),
+            _ => Self::word(b, 0, w),
+        };
         let (tail_lower, tail_letters) = if tail_at == usize::MAX { (0, 0) } else { Self::word(b, tail_at, w) };
         Canonical {
             lower: Folded { head: head_lower, tail: tail_lower },
             letters: Folded { head: head_letters, tail: tail_letters },
         }
+    }
+
+    /// [`Canonical::word`] of a name of 1 to 3 octets as [`Folded::of`] reads one: its first,
+    /// middle and last octets.
+    const fn short(b: &[u8]) -> (u64, u64) {
+        let n = b.len();
+        let at = [0, n / 2, n - 1];
+        let (mut lower, mut letters, mut i) = (0u64, 0u64, 0);
+        while i < 3 {
+            let c = b[at[i]];
+            lower |= (c.to_ascii_lowercase() as u64) << (8 * i);
+            if c.is_ascii_alphabetic() {
+                letters |= 0x20 << (8 * i);
+            }
+            i += 1;
+        }
+        (lower, letters)
     }
 
     /// The `w` bytes at `at`, lower-cased, and their letter mask, as little-endian words.
@@ -344,5 +371,35 @@ mod tests {
         assert_eq!(HeaderName::from_bytes(b"Call\rID"), HeaderName::Other);
         assert_eq!(HeaderName::from_bytes(b"Content-Lengthx"), HeaderName::Other);
         assert_eq!(HeaderName::from_bytes(b""), HeaderName::Other);
+    }
+
+    /// Every name of one to three octets drawn from letters of both cases, the octets one bit
+    /// 0x20 away from them, digits, '-' and high octets is recognised as a plain
+    /// case-insensitive compare with each known name recognises it (the short names are read
+    /// as their first, middle and last octets).
+    #[test]
+    fn short_names_match_a_plain_compare() {
+        let alphabet: Vec<u8> =
+            b"aAtTvViIoO-@`\r\x0d\x2d0\x80\xe1\xf4\xd4\xd6\xc9".iter().copied().chain([0u8, b'z']).collect();
+        let want = |name: &[u8]| {
+            HeaderName::ALL
+                .iter()
+                .copied()
+                .find(|h| {
+                    [h.canonical(), h.compact()].into_iter().flatten().any(|t| t.as_bytes().eq_ignore_ascii_case(name))
+                })
+                .unwrap_or(HeaderName::Other)
+        };
+        for len in 1..=3 {
+            let mut name = vec![0u8; len];
+            for k in 0..alphabet.len().pow(len as u32) {
+                let mut r = k;
+                for b in name.iter_mut() {
+                    *b = alphabet[r % alphabet.len()];
+                    r /= alphabet.len();
+                }
+                assert_eq!(HeaderName::from_bytes(&name), want(&name), "{name:?}");
+            }
+        }
     }
 }
