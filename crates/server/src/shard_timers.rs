@@ -108,6 +108,11 @@ impl ShardTimers {
         self.alarms[shard].load(Ordering::SeqCst)
     }
 
+    /// Every shard's alarm, by shard (for a walk over many: module `shards`).
+    pub(crate) fn alarms(&self) -> &[AtomicU64] {
+        &self.alarms
+    }
+
     /// Clears shard `shard`'s alarm if it is due at `now` (encoded), before its timers run: the
     /// call's own deadline covers what it reported; an alarm rung after this is kept.
     pub(crate) fn take_alarm(&self, shard: usize, now: u64) {

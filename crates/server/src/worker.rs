@@ -51,8 +51,8 @@ const INBOX_TURN: usize = 256;
 
 pub(crate) struct Worker<H> {
     d: Dispatcher<H>,
-    /// The shards whose timers this worker services: `id`, `id + workers`, ...
-    own: Vec<usize>,
+    /// The shards whose timers this worker services: `id`, `id + workers`, ...: `workers`.
+    step: usize,
     accept_tasks: Vec<JoinHandle<()>>,
     receivers: Vec<std::thread::JoinHandle<()>>,
     inbox: mpsc::Receiver<InboxMessage>,
@@ -115,7 +115,7 @@ impl<H: SipHandler> Worker<H> {
             let l = tokio::net::TcpListener::from_std(l)?;
             accept_tasks.push(tokio::spawn(stream::accept_loop(shared.clone(), id, l, transport)));
         }
-        let own = (id..shards.len()).step_by(shared.workers).collect();
+        let step = shared.workers;
         let mut receivers = Vec::new();
         for i in 0..common.udp.len() {
             let d = Dispatcher::new(shared.clone(), shards.clone(), common.clone());
@@ -124,7 +124,7 @@ impl<H: SipHandler> Worker<H> {
         let woken = Box::pin(shards.timers().woken(id));
         Ok(Worker {
             d: Dispatcher::new(shared, shards, common),
-            own,
+            step,
             accept_tasks,
             receivers,
             inbox,
@@ -331,25 +331,20 @@ impl<H: SipHandler> Worker<H> {
     /// `now_at`: `now` encoded.
     fn run_due_shards(&mut self, now: Instant, now_at: u64) -> bool {
         let mut any = false;
-        let mut earliest = NO_DEADLINE;
-        for k in 0..self.own.len() {
-            let shard = self.own[k];
-            let mut due = self.d.shards.due(shard);
-            if due <= now_at {
-                self.d.shards.timers().take_alarm(shard, now_at);
-                self.d.handle_timeouts(shard, now);
-                any = true;
-                due = self.d.shards.due(shard);
-            }
-            earliest = earliest.min(due);
-        }
-        self.earliest_seen = earliest;
+        // Its own handle on the shards: the walk runs the dispatcher (`&mut self.d`).
+        let shards = self.d.shards.clone();
+        let d = &mut self.d;
+        self.earliest_seen = shards.run_due(d.id(), self.step, now_at, |shard| {
+            d.shards.timers().take_alarm(shard, now_at);
+            d.handle_timeouts(shard, now);
+            any = true;
+        });
         any
     }
 
     /// The earliest deadline of this worker's shards (encoded), looking at every one.
     fn scan_earliest(&self) -> u64 {
-        self.own.iter().map(|&s| self.d.shards.due(s)).min().unwrap_or(NO_DEADLINE)
+        self.d.shards.earliest(self.d.id(), self.step)
     }
 
     /// Sets the timer for the next run (see the module comment) and publishes it.
