@@ -197,23 +197,36 @@ fn contact_needs_flow(sender: &RequestSender<'_>) -> bool {
 /// of a text has no pair the text has not (its first octet has none before it): `false` for a
 /// text is `false` for every part of it.
 fn may_need_flow(value: &[u8]) -> bool {
-    // The octets that end one of those pairs, or are an escape: one table load per octet, and
-    // the pair tested only at them (a test of every pair cost ~10 instructions per octet).
-    const ENDS: [bool; 256] = {
-        let mut t = [false; 256];
-        let mut i = 0;
-        while i < 6 {
-            t[b"sSbBaA"[i] as usize] = true;
-            i += 1;
-        }
-        t[b'%' as usize] = true;
-        t
+    // Eight octets at a time for the octets that end one of those pairs or are an escape (an
+    // exact zero-octet test on the word, its letters lower-cased, XORed with each), and the pair
+    // tested only at them: a table load and a test per octet cost ~9 instructions an octet
+    // (~380 per dialog-creating request).
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let equal = |w: u64, b: u8| {
+        let x = w ^ (ONES * u64::from(b));
+        !(((x & LOW7) + LOW7) | x | LOW7)
     };
-    value.iter().enumerate().any(|(i, &b)| {
-        ENDS[b as usize]
-            && (b == b'%'
-                || i > 0 && matches!((value[i - 1] | 0x20, b | 0x20), (b'w', b's') | (b'o', b'b') | (b'v', b'a')))
-    })
+    // At an octet that ends a pair (in any case) or is an escape.
+    let pair_ends_at = |i: usize| {
+        let b = value[i];
+        b == b'%' || i > 0 && matches!((value[i - 1] | 0x20, b | 0x20), (b'w', b's') | (b'o', b'b') | (b'v', b'a'))
+    };
+    let words = value.chunks_exact(8);
+    let tail = value.len() - words.remainder().len();
+    for (k, word) in words.enumerate() {
+        let w = u64::from_le_bytes([word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7]]);
+        // Only `s`, `b` and `a` are `S`, `B` and `A` with 0x20 set.
+        let lower = w | (ONES * 0x20);
+        let mut ends = equal(lower, b's') | equal(lower, b'b') | equal(lower, b'a') | equal(w, b'%');
+        while ends != 0 {
+            if pair_ends_at(8 * k + ends.trailing_zeros() as usize / 8) {
+                return true;
+            }
+            ends &= ends - 1;
+        }
+    }
+    (tail..value.len()).any(pair_ends_at)
 }
 
 #[cfg(test)]
@@ -227,6 +240,46 @@ mod tests {
     fn no_part_of_a_text_the_flow_filter_clears_passes_it() {
         let parts: [&[u8]; 12] = [b"w", b"s", b"o", b"b", b"v", b"a", b"W", b"%", b",", b"<sip:x@", b";", b"1"];
         crate::substring_filters::assert_no_part_of_a_cleared_text_passes(&parts, 5, may_need_flow);
+    }
+
+    /// The filter as it was written first, an octet at a time: the word-at-a-time one must say
+    /// the same of every text.
+    fn may_need_flow_by_octet(value: &[u8]) -> bool {
+        value.iter().enumerate().any(|(i, &b)| {
+            matches!(b, b's' | b'S' | b'b' | b'B' | b'a' | b'A' | b'%')
+                && (b == b'%'
+                    || i > 0 && matches!((value[i - 1] | 0x20, b | 0x20), (b'w', b's') | (b'o', b'b') | (b'v', b'a')))
+        })
+    }
+
+    /// Texts of every length up to 40 built from the octets the filter looks at (each pair in
+    /// both cases, across every word boundary), near misses and others (0x80 and above too),
+    /// and every two-octet text: the same verdict as the octet-at-a-time filter.
+    #[test]
+    fn the_word_filter_says_what_the_octet_filter_says() {
+        let alphabet: &[u8] = b"wsWSobOBvaVA%SsqrWw@.;<>:1\x80\xff\x00\x13\x53\x57\x20";
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                assert_eq!(may_need_flow(&[a, b]), may_need_flow_by_octet(&[a, b]), "{a:#x} {b:#x}");
+            }
+        }
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 41) as usize;
+            let mut s = x;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    alphabet[(s % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(may_need_flow(&text), may_need_flow_by_octet(&text), "{}", String::from_utf8_lossy(&text));
+        }
     }
 
     /// The text filter in front of the Contact parse never hides a contact that needs its flow.
