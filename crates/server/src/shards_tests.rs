@@ -1,0 +1,279 @@
+//! Tests of module `shards`: the order of a shard's sends across threads, its clock and
+//! published deadlines, and the walk over a worker's shards.
+
+use super::*;
+
+use crate::send_order::Flushes;
+use bytes::Bytes;
+use herald_core::{Peer, Transport};
+use std::time::Duration;
+
+fn udp_peer() -> Peer {
+    Peer { transport: Transport::Udp, addr: ([127, 0, 0, 1], 9).into(), conn: None }
+}
+
+/// A thread's sender as `egress::Egress` is one: output queued until its flush, which puts
+/// it on one wire that all senders share.
+struct Queue {
+    flushes: Arc<Flushes>,
+    queued: Vec<Output>,
+    wire: Arc<Mutex<Vec<Bytes>>>,
+}
+
+impl Queue {
+    fn new(wire: &Arc<Mutex<Vec<Bytes>>>) -> Queue {
+        Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone() }
+    }
+}
+
+impl Sender for Queue {
+    fn flushes(&self) -> &Arc<Flushes> {
+        &self.flushes
+    }
+    fn flush(&mut self) {
+        for o in self.queued.drain(..) {
+            if let Output::Send { bytes, .. } = o {
+                self.wire.lock().unwrap().push(bytes);
+            }
+        }
+        self.flushes.completed();
+    }
+}
+
+/// A handler that answers each input with one datagram: its shard and the datagram's number
+/// in the order it made them (big-endian).
+struct Numbered(u8, u32);
+
+impl SipHandler for Numbered {
+    fn handle(&mut self, _now: Instant, _input: Input, out: &mut Vec<Output>) {
+        self.1 += 1;
+        let mut bytes = vec![self.0];
+        bytes.extend_from_slice(&self.1.to_be_bytes());
+        out.push(Output::Send { to: udp_peer(), bytes: Bytes::from(bytes) });
+    }
+    fn handle_timeouts(&mut self, _now: Instant, _out: &mut Vec<Output>) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn active_transactions(&self) -> usize {
+        0
+    }
+    fn held_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// The flake of tests/sipp_calls.rs `udp_caller_to_tcp_callee_double_record_route`: thread
+/// A handles a message of a shard and has not flushed yet (a receiver in its batch, or
+/// preempted) when thread B handles the next message of that shard and flushes at once.
+/// B's call must wait for A's flush, so that the shard's first datagram leaves first. (B
+/// is started 100 ms before A flushes: without the wait, B's datagram would leave first.)
+#[test]
+fn a_shards_datagrams_leave_in_the_order_it_made_them_across_threads() {
+    let wire = Arc::new(Mutex::new(Vec::new()));
+    let shards = Arc::new(Shards::new(1, 1, |_| Numbered(0, 0)));
+    let input = || Input::TransportError { to: udp_peer() };
+    let now = shards.timers().epoch();
+    let mut a = Queue::new(&wire);
+    let mut out = Vec::new();
+    shards.handle(0, input(), now, &mut out, &mut a);
+    a.queued.append(&mut out);
+    let b = std::thread::spawn({
+        let (shards, wire) = (shards.clone(), wire.clone());
+        move || {
+            let mut b = Queue::new(&wire);
+            let mut out = Vec::new();
+            shards.handle(0, input(), now, &mut out, &mut b);
+            b.queued.append(&mut out);
+            b.flush();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    a.flush();
+    b.join().unwrap();
+    assert_eq!(*wire.lock().unwrap(), [Bytes::from_static(&[0, 0, 0, 0, 1]), Bytes::from_static(&[0, 0, 0, 0, 2])]);
+}
+
+/// Three threads handle messages of four shards in an interleaving of the scheduler's
+/// choosing, each flushing every few messages: every shard's datagrams reach the wire in
+/// the order the shard made them, and no thread waits for ever (a thread waits only with
+/// nothing of its own pending, so no two wait for each other).
+#[test]
+fn shards_handled_by_many_threads_keep_their_order_without_deadlock() {
+    const SHARDS: usize = 4;
+    const ROUNDS: usize = 2000;
+    let wire = Arc::new(Mutex::new(Vec::new()));
+    let shards = Arc::new(Shards::new(SHARDS, 1, |i| Numbered(i as u8, 0)));
+    let now = shards.timers().epoch();
+    let start = Arc::new(std::sync::Barrier::new(3));
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let (shards, wire, start) = (shards.clone(), wire.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut me = Queue::new(&wire);
+                let mut out = Vec::new();
+                start.wait();
+                for i in 0..ROUNDS {
+                    let input = Input::TransportError { to: udp_peer() };
+                    shards.handle((i * 7 + t) % SHARDS, input, now, &mut out, &mut me);
+                    me.queued.append(&mut out);
+                    // Between the call and the flush, as a preempted receiver is.
+                    std::thread::yield_now();
+                    if i % (t + 2) == 0 {
+                        me.flush();
+                    }
+                }
+                me.flush();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let wire = wire.lock().unwrap();
+    assert_eq!(wire.len(), 3 * ROUNDS);
+    let mut last = [0u32; SHARDS];
+    for d in wire.iter() {
+        let n = u32::from_be_bytes([d[1], d[2], d[3], d[4]]);
+        let shard = usize::from(d[0]);
+        assert_eq!(n, last[shard] + 1, "shard {shard}: datagram {n} after {}", last[shard]);
+        last[shard] = n;
+    }
+}
+
+/// A handler whose next deadline the test sets, and which records the `now` of each call.
+struct Probe {
+    next: Arc<Mutex<Option<Instant>>>,
+    seen: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl SipHandler for Probe {
+    fn handle(&mut self, now: Instant, _input: Input, _out: &mut Vec<Output>) {
+        self.seen.lock().unwrap().push(now);
+    }
+    fn handle_timeouts(&mut self, now: Instant, _out: &mut Vec<Output>) {
+        self.seen.lock().unwrap().push(now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        *self.next.lock().unwrap()
+    }
+    fn active_transactions(&self) -> usize {
+        0
+    }
+    fn held_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// A shard's clock never goes back whatever order its callers come in, and every deadline a
+/// call leaves that differs from the last published one is published (a call that leaves
+/// it unchanged publishes nothing, and must not need to).
+#[test]
+fn a_shard_gets_the_latest_now_and_each_new_deadline_is_published() {
+    let (next, seen) = (Arc::new(Mutex::new(None)), Arc::new(Mutex::new(Vec::new())));
+    let shards = Shards::new(1, 1, |_| Probe { next: next.clone(), seen: seen.clone() });
+    let t0 = shards.timers().epoch();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let input = || Input::TransportError { to: udp_peer() };
+    let mut out = Vec::new();
+    let mut me = Queue::new(&Arc::default());
+    assert_eq!(shards.due(0), NO_DEADLINE);
+    shards.handle(0, input(), at(10), &mut out, &mut me);
+    shards.handle(0, input(), at(5), &mut out, &mut me);
+    shards.handle_timeouts(0, at(7), &mut out, &mut me);
+    shards.handle(0, input(), at(12), &mut out, &mut me);
+    assert_eq!(*seen.lock().unwrap(), [at(10), at(10), at(10), at(12)]);
+    let due = |s| shards.timers().encode(Some(at(s)));
+    for deadline in [Some(40), Some(40), Some(30), Some(50), None, None, Some(20)] {
+        *next.lock().unwrap() = deadline.map(at);
+        shards.handle(0, input(), at(12), &mut out, &mut me);
+        assert_eq!(shards.due(0), deadline.map_or(NO_DEADLINE, due), "{deadline:?}");
+    }
+}
+
+/// The walk over a worker's shards ([`Shards::run_due`], [`Shards::earliest`]) against the
+/// general path, shard by shard through [`Shards::due`]: for every worker layout (first
+/// shard, step) of up to 3 workers over 1 to 6 shards, deadlines and alarms from a small
+/// set (none, past, now, later) and a run that leaves a shard with a later deadline, the
+/// same shards run in the same order and the same earliest deadline comes back.
+#[test]
+fn the_walk_over_a_workers_shards_agrees_with_a_look_at_each() {
+    let at = |t0: Instant, s: u64| t0 + Duration::from_secs(s);
+    for count in 1..=6usize {
+        let nexts: Vec<_> = (0..count).map(|_| Arc::new(Mutex::new(None))).collect();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let shards = Shards::new(count, 1, |i| Probe { next: nexts[i].clone(), seen: seen.clone() });
+        let t0 = shards.timers().epoch();
+        let mut me = Queue::new(&Arc::default());
+        let mut out = Vec::new();
+        let choices = [None, Some(1), Some(5), Some(9)];
+        for case in 0..4usize.pow(count as u32) {
+            // Shard i's deadline is choice (case / 4^i) % 4; every third shard also rings an
+            // alarm two seconds after it (or at 3 s when it has none).
+            for (i, next) in nexts.iter().enumerate() {
+                *next.lock().unwrap() = choices[case / 4usize.pow(i as u32) % 4].map(|s| at(t0, s));
+                shards.handle(i, Input::TransportError { to: udp_peer() }, t0, &mut out, &mut me);
+                shards.timers().take_alarm(i, NO_DEADLINE - 1);
+                if (case + i) % 3 == 0 {
+                    let deadline = next.lock().unwrap().map_or(3, |d| d.duration_since(t0).as_secs() + 2);
+                    shards.timers().alarm(i, at(t0, deadline));
+                }
+            }
+            let saved: Vec<_> = nexts.iter().map(|n| *n.lock().unwrap()).collect();
+            let alarms: Vec<_> = (0..count).map(|i| shards.timers().alarm_of(i)).collect();
+            let restore = |shards: &Shards<Probe>, me: &mut Queue, out: &mut Vec<Output>| {
+                for (i, next) in nexts.iter().enumerate() {
+                    *next.lock().unwrap() = saved[i];
+                    shards.handle(i, Input::TransportError { to: udp_peer() }, t0, out, me);
+                    shards.timers().take_alarm(i, NO_DEADLINE - 1);
+                    if alarms[i] != NO_DEADLINE {
+                        shards.timers().alarm(i, shards.timers().decode(alarms[i]).unwrap());
+                    }
+                }
+            };
+            for step in 1..=3usize {
+                for first in 0..step {
+                    for now_s in [0, 5, 20] {
+                        let now_at = shards.timers().encode(Some(at(t0, now_s)));
+                        // A run moves the shard's deadline to 30 s (its timers ran).
+                        let run = |i: usize, ran: &mut Vec<usize>, me: &mut Queue, out: &mut Vec<Output>| {
+                            ran.push(i);
+                            shards.timers().take_alarm(i, now_at);
+                            *nexts[i].lock().unwrap() = Some(at(t0, 30));
+                            shards.handle_timeouts(i, at(t0, now_s), out, me);
+                        };
+                        assert_eq!(
+                            shards.earliest(first, step),
+                            (first..count).step_by(step).map(|i| shards.due(i)).min().unwrap_or(NO_DEADLINE)
+                        );
+                        let (mut general, mut general_ran) = (NO_DEADLINE, Vec::new());
+                        for i in (first..count).step_by(step) {
+                            let mut due = shards.due(i);
+                            if due <= now_at {
+                                run(i, &mut general_ran, &mut me, &mut out);
+                                due = shards.due(i);
+                            }
+                            general = general.min(due);
+                        }
+                        restore(&shards, &mut me, &mut out);
+                        let (mut me2, mut out2, mut walk_ran) = (Queue::new(&Arc::default()), Vec::new(), Vec::new());
+                        let walk = shards.run_due(first, step, now_at, |i| run(i, &mut walk_ran, &mut me2, &mut out2));
+                        restore(&shards, &mut me, &mut out);
+                        let case = (count, case, step, first, now_s);
+                        assert_eq!(walk_ran, general_ran, "{case:?}");
+                        assert_eq!(walk, general, "{case:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn counts_are_powers_of_two_and_at_least_64() {
+    assert_eq!(shard_count(1), 64);
+    assert_eq!(shard_count(4), 64);
+    assert_eq!(shard_count(5), 128);
+    assert_eq!(shard_count(16), 256);
+    assert_eq!(shard_count(17), 512);
+}
