@@ -184,7 +184,7 @@ fn content_length(with_end: &[u8], head_len: usize, limits: &Limits) -> Result<u
             None => parse_header_line(head, pos, limits)?,
         };
         if field.name == HeaderName::ContentLength {
-            let name = &head[field.name_span.range()];
+            let name = &head[field.name_span().range()];
             if found.is_some() {
                 return Err(ParseError::in_header(ErrorKind::DuplicateHeader, pos, name));
             }

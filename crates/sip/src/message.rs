@@ -273,7 +273,7 @@ impl Message {
     }
 
     pub fn name_of(&self, h: &HeaderField) -> &[u8] {
-        &self.buf[h.name_span.range()]
+        &self.buf[h.name_span().range()]
     }
 
     pub fn value_of(&self, h: &HeaderField) -> &[u8] {

@@ -179,7 +179,7 @@ impl<'a> Peek<'a> {
             };
             pos = field.line.end as usize;
             let named =
-                |o: &[u8]| field.name == HeaderName::Other && s[field.name_span.range()].eq_ignore_ascii_case(o);
+                |o: &[u8]| field.name == HeaderName::Other && s[field.name_span().range()].eq_ignore_ascii_case(o);
             if (wanted.contains(&field.name) || other.is_some_and(named)) && !line(&field) {
                 return Ok(pos);
             }

@@ -69,7 +69,7 @@ fn agrees(bytes: &[u8]) -> Result<bool, String> {
     p.each_field(&WANTED, Some("x-other"), |f| {
         fields.push((
             f.name,
-            text[f.name_span.range()].to_vec(),
+            text[f.name_span().range()].to_vec(),
             text[f.line.range()].to_vec(),
             text[f.value.range()].to_vec(),
         ))

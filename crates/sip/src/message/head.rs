@@ -183,13 +183,13 @@ impl Counts {
 #[cold]
 #[inline(never)]
 fn length_error(kind: ErrorKind, field: &HeaderField, s: &[u8]) -> ParseError {
-    ParseError::in_header(kind, field.value.start as usize, &s[field.name_span.range()])
+    ParseError::in_header(kind, field.value.start as usize, &s[field.name_span().range()])
 }
 
 #[cold]
 #[inline(never)]
 fn limit_in(limit: Limit, field: &HeaderField, s: &[u8]) -> ParseError {
-    ParseError::in_header(ErrorKind::Limit(limit), field.value.start as usize, &s[field.name_span.range()])
+    ParseError::in_header(ErrorKind::Limit(limit), field.value.start as usize, &s[field.name_span().range()])
 }
 
 /// Counts comma-separated values at top level (commas in quotes or `<>` do not count). An

@@ -97,7 +97,7 @@ mod tests {
     use crate::span::Span;
 
     fn line(name: HeaderName) -> HeaderField {
-        HeaderField { name, name_span: Span::default(), value: Span::default(), line: Span::default() }
+        HeaderField { name, name_end: 0, value: Span::default(), line: Span::default() }
     }
 
     /// Lookups through the index agree with a plain search, also past the lines whose position
