@@ -134,13 +134,14 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> 
             }
         }
     }
-    let mut out = Preprocessed { received_uri: msg.request_uri().ok(), ..Preprocessed::default() };
+    let received_uri = msg.request_uri().ok();
+    let (mut request_uri, mut remove) = (None, RouteValues::new());
     let mut remaining = &routes[..];
-    if out.received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {
+    if received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {
         if let Some((last, rest)) = routes.split_last() {
             // §16.6 step 2: without what a Request-URI may not carry (§19.1.1 Table 1).
-            out.request_uri = last.addr().map(|a| a.uri.request_uri_form().into_owned());
-            out.remove.push(last.value);
+            request_uri = last.addr().map(|a| a.uri.request_uri_form().into_owned());
+            remove.push(last.value);
             remaining = rest;
         }
     }
@@ -148,10 +149,10 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> 
         if !r.points_here(identity) {
             break;
         }
-        out.remove.push(r.value);
+        remove.push(r.value);
     }
-    out.routes = routes;
-    Ok(out)
+    // Written once, where it is returned (built up in a local, it was copied out: issue 21).
+    Ok(Preprocessed { request_uri, remove, routes, received_uri })
 }
 
 /// Where the request goes next (§16.6 step 7 and §16.12): the first remaining Route value if
