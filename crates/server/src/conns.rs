@@ -69,6 +69,15 @@ pub(crate) enum PushError {
     Full,
 }
 
+/// Why [`Conn::try_push`] did not take the bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The connection is closed (or closing): the bytes, untouched, for another connection.
+    Closed(Bytes),
+    /// The queue overflowed: the connection is closed now, and the bytes are dropped.
+    Full,
+}
+
 impl Conn {
     fn new(id: ConnId, transport: Transport, peer: SocketAddr) -> Conn {
         Conn { id, transport, peer, queue: Mutex::new(WriteQueue::default()), state: AtomicU8::new(UNREGISTERED) }
@@ -95,10 +104,21 @@ impl Conn {
     /// overtaken.
     /// `now`: when the caller read its clock last (what a write here counts as traffic at: a
     /// clock read per message sent was ~40 instructions, callgrind, issue 21).
-    pub(crate) fn push(&self, mut bytes: Bytes, cap: usize, now: Instant) -> Result<(), PushError> {
+    pub(crate) fn push(&self, bytes: Bytes, cap: usize, now: Instant) -> Result<(), PushError> {
+        self.try_push(bytes, cap, now).map_err(|e| match e {
+            Refused::Closed(_) => PushError::Closed,
+            Refused::Full => PushError::Full,
+        })
+    }
+
+    /// [`Conn::push`] that hands the bytes back when the connection is closed, so that a sender
+    /// which then opens another one needs no copy of them kept in case (a clone of a message
+    /// that owns its buffer promotes it to a shared one: an allocation and its free per message
+    /// sent by address, callgrind, issue 21).
+    pub(crate) fn try_push(&self, mut bytes: Bytes, cap: usize, now: Instant) -> Result<(), Refused> {
         let mut q = self.queue.lock().expect("queue lock");
         if q.closed {
-            return Err(PushError::Closed);
+            return Err(Refused::Closed(bytes));
         }
         if q.items.is_empty() {
             if let Some(socket) = &q.socket {
@@ -128,7 +148,7 @@ impl Conn {
             w.wake();
         }
         if full {
-            Err(PushError::Full)
+            Err(Refused::Full)
         } else {
             Ok(())
         }
@@ -370,6 +390,9 @@ mod tests {
             assert_eq!(&got, b"first second third");
             conn.close();
             assert_eq!(conn.push(Bytes::from_static(b"late"), 100, Instant::now()), Err(PushError::Closed));
+            // Handed back whole for another connection.
+            let late = Bytes::from(b"later".to_vec());
+            assert_eq!(conn.try_push(late.clone(), 100, Instant::now()), Err(Refused::Closed(late)));
             assert_eq!(Arc::strong_count(&socket), 1, "a closed connection keeps no socket");
         });
     }

@@ -4,7 +4,7 @@ use super::codec::Plain;
 use super::framer::End;
 use super::task::{self, register};
 use super::tls::TlsCodec;
-use crate::conns::{Conn, PushError};
+use crate::conns::{Conn, Refused};
 use crate::runtime::Ctl;
 use crate::shared::Shared;
 use crate::stats::Bump;
@@ -36,26 +36,25 @@ pub(crate) fn send(
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let stats = &shared.stats.workers[worker];
     let now = tokio::time::Instant::from_std(now);
-    let pushed = |c: &Conn, b: Bytes| match c.push(b, cap, now) {
-        Ok(()) => {
-            stats.tcp_sent.bump();
-            Ok(())
+    let pushed = |c: &Conn, b: Bytes| {
+        let r = c.try_push(b, cap, now);
+        match r {
+            Ok(()) => stats.tcp_sent.bump(),
+            Err(Refused::Full) => stats.tcp_write_queue_full.bump(),
+            Err(Refused::Closed(_)) => {}
         }
-        Err(e) => {
-            if e == PushError::Full {
-                stats.tcp_write_queue_full.bump();
-            }
-            Err(e)
-        }
+        r
     };
     if let Some(id) = to.conn {
         return shared.registry.get(id).is_some_and(|c| pushed(&c, bytes).is_ok());
     }
+    let mut bytes = bytes;
     if let Some(c) = shared.registry.by_addr(to.transport, to.addr) {
-        match pushed(&c, bytes.clone()) {
+        match pushed(&c, bytes) {
             Ok(()) => return true,
-            Err(PushError::Full) => return false,
-            Err(PushError::Closed) => {} // closing under us: open a new one
+            Err(Refused::Full) => return false,
+            // Closing under us: open a new one, with the bytes handed back.
+            Err(Refused::Closed(b)) => bytes = b,
         }
     }
     // A WebSocket peer is a browser reached only over the connection it opened (RFC 7118 §5):
