@@ -6,6 +6,7 @@
 //! its peer (a pong, the answer to a message that broke its framing) go straight into its write
 //! queue, the same queue this type pushes to.
 
+use crate::conns::RecentConns;
 use crate::metrics::{MsgType, Wire};
 use crate::runtime::Ctl;
 use crate::send_order::{Flushes, Sender};
@@ -39,6 +40,8 @@ pub(crate) struct Egress {
     /// Flushes completed, which the shards read to keep their sends in order (module
     /// `send_order`).
     flushes: Arc<Flushes>,
+    /// The stream connections this thread last sent to by id.
+    recent: RecentConns,
 }
 
 impl Egress {
@@ -47,7 +50,7 @@ impl Egress {
         let measure = shared.config.metrics.listen.is_some();
         let first = |v4: bool| common.udp_local.iter().position(|l| l.is_ipv4() == v4);
         let udp_sockets = [first(true), first(false)];
-        Egress { shared, common, measure, queues, udp_sockets, flushes: Arc::default() }
+        Egress { shared, common, measure, queues, udp_sockets, flushes: Arc::default(), recent: RecentConns::default() }
     }
 
     fn stats(&self) -> &WorkerStats {
@@ -85,7 +88,8 @@ impl Egress {
                     self.send_queued();
                 }
                 let kind = self.measure.then(|| MsgType::of_bytes(&bytes));
-                let sent = stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes, now);
+                let sent =
+                    stream::send(&self.shared, self.common.id, &self.common.ctl_tx, to, bytes, now, &mut self.recent);
                 if let (true, Some(kind)) = (sent, kind) {
                     self.shared.stats.metrics[self.common.id].sent(kind, Wire::Tcp);
                 }

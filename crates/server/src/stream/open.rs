@@ -4,7 +4,7 @@ use super::codec::Plain;
 use super::framer::End;
 use super::task::{self, register};
 use super::tls::TlsCodec;
-use crate::conns::{Conn, Refused};
+use crate::conns::{Conn, RecentConns, Refused};
 use crate::runtime::Ctl;
 use crate::shared::Shared;
 use crate::stats::Bump;
@@ -24,7 +24,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// connection to `to.addr` (reused, or opened and owned by this worker; from an ephemeral port,
 /// as RFC 3261 §18.1.1 allows).
 /// `false` when it cannot be sent: the caller reports a transport error. `now`: when the
-/// caller last read the clock (see `Conn::push`).
+/// caller last read the clock (see `Conn::push`). `recent`: the sending thread's connections
+/// found by id lately.
 pub(crate) fn send(
     shared: &Arc<Shared>,
     worker: usize,
@@ -32,6 +33,7 @@ pub(crate) fn send(
     to: Peer,
     bytes: Bytes,
     now: std::time::Instant,
+    recent: &mut RecentConns,
 ) -> bool {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let stats = &shared.stats.workers[worker];
@@ -46,7 +48,15 @@ pub(crate) fn send(
         r
     };
     if let Some(id) = to.conn {
-        return shared.registry.get(id).is_some_and(|c| pushed(&c, bytes).is_ok());
+        let Some(c) = recent.get(&shared.registry, id) else { return false };
+        return match pushed(c, bytes) {
+            Ok(()) => true,
+            Err(Refused::Closed(_)) => {
+                recent.forget(id);
+                false
+            }
+            Err(Refused::Full) => false,
+        };
     }
     let mut bytes = bytes;
     if let Some(c) = shared.registry.by_addr(to.transport, to.addr) {

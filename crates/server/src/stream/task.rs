@@ -52,8 +52,10 @@ pub(crate) struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.shared.registry.remove(&self.conn);
+        // Closed before it leaves the registry: a sender that remembers it (`RecentConns`)
+        // then finds it refusing, as one that looks it up finds it gone.
         self.conn.close();
+        self.shared.registry.remove(&self.conn);
         self.shared.stats.tcp_open.fetch_sub(1, Ordering::Relaxed);
         if self.accepted {
             self.shared.per_ip.release(self.conn.peer.ip());
