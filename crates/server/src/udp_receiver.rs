@@ -23,7 +23,7 @@ use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
 use crate::runtime::{Ctl, TICK};
 use crate::shared::WorkerCommon;
-use crate::udp::{self, KeptBuffer, Received};
+use crate::udp::{self, Received};
 use herald_core::{Peer, SipHandler};
 use herald_sip::Framing;
 use std::io;
@@ -42,8 +42,6 @@ pub(crate) struct UdpReceiver<H> {
     sock: Arc<UdpSocket>,
     local: SocketAddr,
     recv: herald_sys::RecvBatch,
-    /// What the datagrams read are copied into (see [`KeptBuffer`]: the memory it may hold).
-    kept: KeptBuffer,
     drops: DropTracker,
     /// Kernel receive timestamps are on: metrics or overload control need them.
     stamps: bool,
@@ -99,7 +97,6 @@ impl<H: SipHandler> UdpReceiver<H> {
             sock,
             local,
             recv: herald_sys::RecvBatch::new(slot),
-            kept: KeptBuffer::default(),
             drops: DropTracker::default(),
             stamps,
             overload,
@@ -135,7 +132,7 @@ impl<H: SipHandler> UdpReceiver<H> {
                     }
                     let mut clock = self.stamps.then(BatchClock::start);
                     for i in 0..n {
-                        if let Some(d) = udp::received(&self.recv, i, &mut self.kept) {
+                        if let Some(d) = udp::received(&self.recv, i) {
                             self.on_datagram(d, now, clock.as_mut());
                         }
                     }
