@@ -19,8 +19,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const USERS: usize = 10_000;
-/// REGISTERs per second: a debug herald keeps up on a busy machine.
-const RATE: f64 = 5_000.0;
+/// REGISTERs per second. A debug herald (what `cargo test` runs) handles about 4,500 a second on
+/// a quiet 2-core machine (session 20: at 5,000 it answered 8-12% with 503 from its overload
+/// control), and far fewer while the other test binaries load the machine; this rate leaves it
+/// room, so that the kill still comes mid-load.
+const RATE: f64 = 2_500.0;
 /// The kill comes once this many 200s came back: mid-load.
 const KILL_AFTER: usize = 5_000;
 const INTERVAL_MS: u64 = 300;
@@ -28,10 +31,13 @@ const INTERVAL_MS: u64 = 300;
 /// scheduling (eight test binaries may run at once).
 const MARGIN_MS: u64 = 700;
 
+/// herald in `mode` with overload control off: what is kept of answered registrations is under
+/// test here, not shedding (a 503 under a loaded CI machine would only keep the kill from coming).
 fn start(dir: &Path, mode: &str) -> Herald {
     let toml = format!(
         "[flood]\ntrusted = [\"127.0.0.0/8\", \"::1\"]\n[auth]\nenabled = false\n[registrar]\nmin_expires = 0\n\
-         [location]\nmode = \"{mode}\"\nwrite_back_interval_ms = {INTERVAL_MS}\n"
+         [location]\nmode = \"{mode}\"\nwrite_back_interval_ms = {INTERVAL_MS}\n\
+         [overload]\nenabled = false\n"
     );
     let cfg = HeraldConfig { drain_timeout_s: Some(1), ..HeraldConfig::default() };
     Herald::start_with(dir, &cfg, &HeraldExtras { toml: Some(toml), workers: Some(2), ..HeraldExtras::default() })
