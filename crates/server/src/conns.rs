@@ -63,13 +63,7 @@ impl WriteQueue {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PushError {
-    Closed,
-    Full,
-}
-
-/// Why [`Conn::try_push`] did not take the bytes.
+/// Why [`Conn::push`] did not take the bytes.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Refused {
     /// The connection is closed (or closing): the bytes, untouched, for another connection.
@@ -104,18 +98,12 @@ impl Conn {
     /// overtaken.
     /// `now`: when the caller read its clock last (what a write here counts as traffic at: a
     /// clock read per message sent was ~40 instructions, callgrind, issue 21).
-    pub(crate) fn push(&self, bytes: Bytes, cap: usize, now: Instant) -> Result<(), PushError> {
-        self.try_push(bytes, cap, now).map_err(|e| match e {
-            Refused::Closed(_) => PushError::Closed,
-            Refused::Full => PushError::Full,
-        })
-    }
-
-    /// [`Conn::push`] that hands the bytes back when the connection is closed, so that a sender
-    /// which then opens another one needs no copy of them kept in case (a clone of a message
-    /// that owns its buffer promotes it to a shared one: an allocation and its free per message
-    /// sent by address, callgrind, issue 21).
-    pub(crate) fn try_push(&self, mut bytes: Bytes, cap: usize, now: Instant) -> Result<(), Refused> {
+    ///
+    /// A closed connection hands the bytes back, so that a sender which then opens another one
+    /// needs no copy of them kept in case (a clone of a message that owns its buffer promotes it
+    /// to a shared one: an allocation and its free per message sent by address, callgrind,
+    /// issue 21).
+    pub(crate) fn push(&self, mut bytes: Bytes, cap: usize, now: Instant) -> Result<(), Refused> {
         let mut q = self.queue.lock().expect("queue lock");
         if q.closed {
             return Err(Refused::Closed(bytes));

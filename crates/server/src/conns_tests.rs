@@ -27,7 +27,7 @@ fn the_write_queue_hands_out_its_front_in_order_and_frees_what_was_written() {
     assert_eq!(written, 0);
     assert!(conn.front(2).is_empty());
     assert_eq!(conn.push(Bytes::from(vec![0; 100]), 100, Instant::now()), Ok(()));
-    assert_eq!(conn.push(Bytes::from_static(b"x"), 100, Instant::now()), Err(PushError::Full));
+    assert_eq!(conn.push(Bytes::from_static(b"x"), 100, Instant::now()), Err(Refused::Full));
 }
 
 /// A plain TCP connection's pushes go straight to the socket while nothing is queued, in
@@ -65,10 +65,13 @@ fn pushes_to_an_empty_queue_are_written_at_once() {
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"first second third");
         conn.close();
-        assert_eq!(conn.push(Bytes::from_static(b"late"), 100, Instant::now()), Err(PushError::Closed));
+        assert_eq!(
+            conn.push(Bytes::from_static(b"late"), 100, Instant::now()),
+            Err(Refused::Closed(Bytes::from_static(b"late")))
+        );
         // Handed back whole for another connection.
         let late = Bytes::from(b"later".to_vec());
-        assert_eq!(conn.try_push(late.clone(), 100, Instant::now()), Err(Refused::Closed(late)));
+        assert_eq!(conn.push(late.clone(), 100, Instant::now()), Err(Refused::Closed(late)));
         assert_eq!(Arc::strong_count(&socket), 1, "a closed connection keeps no socket");
     });
 }
@@ -110,7 +113,7 @@ fn the_queue_state_read_without_the_lock_misses_no_push_or_close() {
     assert!(conn.poll_state(&mut cx).closed);
     let full = Conn::new(ConnId(2), Transport::Tcp, peer(5061));
     full.poll_state(&mut cx);
-    assert_eq!(full.push(Bytes::from(vec![0; 101]), 100, Instant::now()), Err(PushError::Full));
+    assert_eq!(full.push(Bytes::from(vec![0; 101]), 100, Instant::now()), Err(Refused::Full));
     let q = full.poll_state(&mut cx);
     assert!(q.overflow && q.closed);
 }
@@ -143,7 +146,7 @@ fn recent_connections_are_the_registrys() {
         let sent_direct =
             direct.as_ref().is_some_and(|c| c.push(Bytes::from_static(b"x"), 1 << 20, Instant::now()).is_ok());
         let sent_recent = match recent.get(&registry, id) {
-            Some(c) => match c.try_push(Bytes::from_static(b"x"), 1 << 20, Instant::now()) {
+            Some(c) => match c.push(Bytes::from_static(b"x"), 1 << 20, Instant::now()) {
                 Ok(()) => true,
                 Err(_) => {
                     recent.forget(id);

@@ -39,7 +39,7 @@ pub(crate) fn send(
     let stats = &shared.stats.workers[worker];
     let now = tokio::time::Instant::from_std(now);
     let pushed = |c: &Conn, b: Bytes| {
-        let r = c.try_push(b, cap, now);
+        let r = c.push(b, cap, now);
         match r {
             Ok(()) => stats.tcp_sent.bump(),
             Err(Refused::Full) => stats.tcp_write_queue_full.bump(),
