@@ -55,7 +55,7 @@ run() {
     wait_bound "$PORT" "$server_pid"
     python3 scripts/lib/multi_capacity.py --herald "$GEN" --proxy "127.0.0.1:$PORT" --gen-args="$GEN_ARGS" \
         --start "$START" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" --confirm-s 0 \
-        --max-srd-p99-ms "$MAX_P99_MS" --pause "$PAUSE" --deadline-s "$DEADLINE_S" >"$tmp/cap.json" 2>"$tmp/cap.log" || true
+        --max-srd-p99-ms "$MAX_P99_MS" --pause "$PAUSE" --deadline-s "$DEADLINE_S" --server-pid "$server_pid" >"$tmp/cap.json" 2>"$tmp/cap.log" || true
     cap=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity'])" "$tmp/cap.json" 2>/dev/null || echo 0)
     rate=$(awk -v c="$cap" -v l="$LOAD" 'BEGIN {printf "%d", c * l}')
     sleep "$PAUSE"
@@ -77,11 +77,13 @@ print(f\"{r['attempted']} calls, {r['failed']} failed, SRD p99 {r['srd']['p99_us
         END {for (k in d) if (d[k] > 0) printf "%s %.2f s (%.0f%%)\n", k, d[k] / hz, 100 * d[k] / all}' \
         "$tmp/ticks0" "$tmp/ticks1" | sort | paste -sd, - | sed 's/,/, /g')
     echo "$cap" >>"$tmp/cap.$label.$w"
+    { echo "- round $round, $label, $w worker(s):"; sed 's/^/      /' "$tmp/cap.log"; } >>"$tmp/steps"
     echo "| $round | $label | $w | $cap | $rate | $calls | $busy |" >>"$tmp/rows"
     echo "round $round $label, $w worker(s): capacity $cap; at $rate/s: $busy" >&2
 }
 
 : >"$tmp/rows"
+: >"$tmp/steps"
 labels=()
 for round in $(seq "$ROUNDS"); do
     i=0
@@ -120,6 +122,10 @@ done
             echo "| $label | $w | $(median <"$tmp/cap.$label.$w") |"
         done
     done
+    echo
+    echo "Search steps (the server's CPU in cores, the generator's busiest share of a core):"
+    echo
+    cat "$tmp/steps"
 } >"$tmp/report"
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"

@@ -162,11 +162,13 @@ capacity_run() {
         sleep 1 # Kamailio forks its children after binding
         port=$KPORT
     fi
-    local procs
+    local procs p pids=()
     procs=$(tree "$server_pid" | tr '\n' ' ')
+    # each step's log names the server's CPU in cores and the busiest generator's share
+    for p in $procs; do pids+=(--server-pid "$p"); done
     python3 scripts/lib/multi_capacity.py --herald "$HERALD" --proxy "127.0.0.1:$port" --generators "$gens" \
         --cpus "$cpus" --start "$start" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" \
-        --confirm-s "$CONFIRM_S" --pause "$PAUSE" --deadline-s "$DEADLINE_S" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
+        --confirm-s "$CONFIRM_S" --pause "$PAUSE" --deadline-s "$DEADLINE_S" "${pids[@]}" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
     # shellcheck disable=SC2086
     stop $procs
     server_pid=''

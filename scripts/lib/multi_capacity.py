@@ -52,6 +52,8 @@ def step(args, rate, seconds, tmp, index):
         cmd = pin + [args.herald, "bench", "calls", "--proxy", args.proxy, "--domain", args.proxy,
                      "--rate", f"{share:.3f}", "--duration", str(seconds),
                      "--credentials", os.path.join(tmp, f"users{g}"), "--quiet", "--json", out] + args.gen_args
+        if g == 0:  # one generator reads the server's CPU: the step's sum counts it once
+            cmd += [a for p in args.server_pid for a in ("--server-pid", p)]
         log = open(os.path.join(tmp, f"step{index}.gen{g}.log"), "w")
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), out, log))
     s = {"offered": 0.0, "achieved": 0.0, "attempted": 0, "failed": 0, "retransmissions": 0, "srd_p99_ms": 0.0,
@@ -82,9 +84,17 @@ def step(args, rate, seconds, tmp, index):
                    and s["failed"] <= args.max_failure * s["attempted"]
                    and s["achieved"] >= (1 - tolerance) * rate
                    and s["srd_p99_ms"] <= args.max_srd_p99_ms)
+    # Who was busy: the server's CPU in cores (from its processes' utime+stime) and the busiest
+    # generator's share of its one core - a generator near 100% means the load, not the server,
+    # set the ceiling.
+    busy = ""
+    if s["generators"]:
+        busy = f" generators busiest {100 * max(g['cpu_s'] for g in s['generators']) / seconds:.0f}%"
+    if args.server_pid:
+        busy = f" server CPU {s['server_cpu_s'] / seconds:.2f} cores" + busy
     print(f"  {rate:9.0f}/s x {seconds} s: attempted {s['attempted']} failed {s['failed']} "
           f"achieved {s['achieved']:.0f}/s SRD p99 {s['srd_p99_ms']:.1f} ms retransmissions {s['retransmissions']}"
-          f" -> {'pass' if s['passed'] else 'fail'}", file=sys.stderr)
+          f"{busy} -> {'pass' if s['passed'] else 'fail'}", file=sys.stderr)
     time.sleep(args.pause)
     return s
 
@@ -130,14 +140,15 @@ def main():
     ap.add_argument("--max-failure", type=float, default=0.0001)
     ap.add_argument("--max-srd-p99-ms", type=float, default=500)
     ap.add_argument("--pause", type=float, default=3)
-    ap.add_argument("--server-pid", action="append", default=[], help="passed to herald bench (its CPU per call)")
+    ap.add_argument("--server-pid", action="append", default=[],
+                    help="passed to the first herald bench (the server's CPU over each step)")
     ap.add_argument("--gen-args", default="", help="more options for every herald bench, e.g. --single-socket")
     ap.add_argument("--deadline-s", type=float, default=0,
                     help="no search step starts after this many seconds (0: none); the result says cut_short")
     args = ap.parse_args()
     args.cut_short = False
     args.cpus = [c for c in args.cpus.split(",") if c]
-    args.gen_args = args.gen_args.split() + [a for p in args.server_pid for a in ("--server-pid", p)]
+    args.gen_args = args.gen_args.split()
     steps = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in range(args.generators):
