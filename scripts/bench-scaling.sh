@@ -25,7 +25,9 @@
 #   transaction limit grows with N (MAX_TRANSACTIONS per worker, default 2,000,000: transactions
 #   linger 32 s, Timer J). DEADLINE_S (default 0: none) stops a search that has run that long at
 #   its best passing rate, marked "cut short" - for a lent machine whose minutes are counted
-#   (scripts/device-scaling.sh). Herald runs with
+#   (scripts/device-scaling.sh). SPREAD_S (default 0: none) adds, after each herald search, a
+#   SPREAD_S-second run at SPREAD_LOAD (0.9) x its capacity that reports each herald thread's
+#   share of a core (are some receivers saturated while others idle?). Herald runs with
 #   `[overload] enabled = false` (OVERLOAD=on keeps it), as scripts/bench-per-core.sh explains:
 #   Kamailio's configuration has no overload control either.
 #
@@ -33,6 +35,7 @@
 #        PARTS="cpu capacity" ROUNDS=3 RATE=2000 SECS=20 GEN_ARGS=
 #        NS="1 2 4 8 16" GENS= DEADLINE_S=0 MAX_TRANSACTIONS=2000000 SEARCH_S=10 CONFIRM_S=60
 #        START=2000 KAMAILIO_START= FACTOR=1.5 PRECISION=0.05 SERVERS="herald kamailio"
+#        SPREAD_S=0 SPREAD_LOAD=0.9
 #        OUT=target/bench-scaling.md
 # Ports: 127.0.0.1:18620 (herald), 18621 (Kamailio). Needs kamailio and taskset for capacity.
 set -euo pipefail
@@ -46,6 +49,7 @@ SEARCH_S=${SEARCH_S:-10} CONFIRM_S=${CONFIRM_S:-60} START=${START:-2000} FACTOR=
 KAMAILIO_START=${KAMAILIO_START:-$START}
 SERVERS=${SERVERS:-herald kamailio}
 PRECISION=${PRECISION:-0.05} PAUSE=${PAUSE:-3} OVERLOAD=${OVERLOAD:-off}
+SPREAD_S=${SPREAD_S:-0} SPREAD_LOAD=${SPREAD_LOAD:-0.9}
 OUT=${OUT:-target/bench-scaling.md}
 KAMAILIO=${KAMAILIO:-/usr/sbin/kamailio}
 HPORT=18620 KPORT=18621
@@ -132,6 +136,26 @@ for_n() {
     echo "$value"
 }
 
+# spread_run N GENS CPUS CAPACITY: the running herald (N workers) at SPREAD_LOAD x CAPACITY for
+# SPREAD_S s from the same generators; appends each thread's share of a core to $tmp/steps - a
+# receiver near 100% while others idle is SO_REUSEPORT's hash, not the cores, setting the limit
+spread_run() {
+    local rate
+    rate=$(awk -v c="$4" -v l="$SPREAD_LOAD" 'BEGIN {printf "%d", c * l}')
+    thread_ticks "$server_pid" >"$tmp/ticks0"
+    python3 scripts/lib/multi_capacity.py --herald "$HERALD" --proxy "127.0.0.1:$HPORT" --generators "$2" \
+        --cpus "$3" --start "$rate" --max-steps 1 --search-s "$SPREAD_S" --confirm-s 0 --pause 0 \
+        --server-pid "$server_pid" >/dev/null 2>"$tmp/spread.log" || true
+    thread_ticks "$server_pid" >"$tmp/ticks1"
+    {
+        echo "- herald, N = $1, threads at $rate calls/s for $SPREAD_S s (share of one core):"
+        sed 's/^/      /' "$tmp/spread.log"
+        awk -v hz="$HZ" -v s="$SPREAD_S" 'NR == FNR {t0[$1] = $2; next} $2 - t0[$1] > 0 {
+            printf "%s%s %.0f%%", sep, $1, 100 * ($2 - t0[$1]) / hz / s; sep = ", "} END {print ""}' \
+            "$tmp/ticks0" "$tmp/ticks1" | sed 's/^/      /'
+    } >>"$tmp/steps"
+}
+
 # capacity_run NAME N: the capacity of the server NAME with N workers/children; echoes it
 capacity_run() {
     local name=$1 n=$2 gens cpus mask first shared='' start
@@ -169,22 +193,23 @@ capacity_run() {
     python3 scripts/lib/multi_capacity.py --herald "$HERALD" --proxy "127.0.0.1:$port" --generators "$gens" \
         --cpus "$cpus" --start "$start" --factor "$FACTOR" --precision "$PRECISION" --search-s "$SEARCH_S" \
         --confirm-s "$CONFIRM_S" --pause "$PAUSE" --deadline-s "$DEADLINE_S" "${pids[@]}" >"$tmp/cap.$name.$n.json" 2>"$tmp/cap.$name.$n.log" || true
-    # shellcheck disable=SC2086
-    stop $procs
-    server_pid=''
     local found cap cut
     read -r found cap cut < <(python3 -c "import json,sys
 try:
     r = json.load(open(sys.argv[1])); print(r['search'], r['capacity'], ' (cut short)' if r.get('cut_short') else '')
 except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
-    echo "$cap" >"$tmp/capacity.$name.$n"
-    echo "| $n | $name | $gens on CPU $cpus$shared | $found${cut:+ $cut} | $cap |" >>"$tmp/report"
     {
         echo "- $name, N = $n:"
         sed 's/^/      /' "$tmp/cap.$name.$n.log"
         # why a server refused calls, where it says so (Kamailio: "out of memory" at -m too small)
         [ "$name" = herald ] || grep -i -m 3 'error\|memory' "$tmp/kamailio.log" | sed 's/^/      log: /' || true
     } >>"$tmp/steps"
+    [ "$name" != herald ] || [ "$SPREAD_S" -le 0 ] || [ "$cap" -le 0 ] || spread_run "$n" "$gens" "$cpus" "$cap"
+    # shellcheck disable=SC2086
+    stop $procs
+    server_pid=''
+    echo "$cap" >"$tmp/capacity.$name.$n"
+    echo "| $n | $name | $gens on CPU $cpus$shared | $found${cut:+ $cut} | $cap |" >>"$tmp/report"
     echo "capacity: $name, N=$n: $cap calls/s (search $found)" >&2
 }
 

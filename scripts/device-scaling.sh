@@ -2,7 +2,8 @@
 # Issue 21 items 7 and 4 on a lent many-core machine (the workplace's device tool: a bare machine
 # with no package registry and a few counted minutes), in one bounded run:
 #   1. scripts/bench-scaling.sh PARTS=capacity: herald with N workers against Kamailio 5.6 with N
-#      children, N in $NS, each pinned to CPUs 0..N-1, the generators on their own CPUs;
+#      children, N in $NS, each pinned to CPUs 0..N-1, the generators on their own CPUs, and
+#      herald's threads' shares of a core at 0.9 x its capacity (SPREAD_S s);
 #   2. scripts/bench-one-peer.sh: one 4-tuple (`herald bench --single-socket --threads 4`: four
 #      event loops behind one socket, so that the generator is not the ceiling, as its one thread
 #      was in session 15) against 1, 2 and 4 workers.
@@ -16,7 +17,7 @@
 # and the run there (the tool's `carry: [".dev"]`) installs Kamailio where the config expects it:
 #   scripts/device-scaling.sh run    -> reports in $OUT (the tool's folder that comes back), else
 #                                      target/device/
-# Knobs (run): SERVERS="herald kamailio" KAMAILIO_SHM_MB=8192 NS="1 2 4 8" GENS START KAMAILIO_START SEARCH_S=3 DEADLINE_S=25 SCALING_LIMIT_S=330
+# Knobs (run): SERVERS="herald kamailio" KAMAILIO_SHM_MB=8192 NS="1 2 4 8" GENS START KAMAILIO_START SEARCH_S=3 DEADLINE_S=25 SCALING_LIMIT_S=330 SPREAD_S=4
 #              ONE_PEER_WORKERS="1 2 4" ONE_PEER_START=15000 ONE_PEER_LIMIT_S=150 (0: no one-peer part)
 #              ONE_PEER_GEN_ARGS="--single-socket --threads 4"
 set -euo pipefail
@@ -59,7 +60,7 @@ run() {
     } >"$out/machine.md"
     cat "$out/machine.md"
     KAMAILIO_SHM_MB=${KAMAILIO_SHM_MB:-8192} PARTS=capacity NS=${NS:-1 2 4 8} GENS=${GENS:-1:2 2:3 4:6 8:8} START=${START:-1:12000 2:24000 4:48000 8:96000} \
-        KAMAILIO_START=${KAMAILIO_START:-1:6000 2:12000 4:24000 8:48000} SEARCH_S=${SEARCH_S:-3} CONFIRM_S=0 \
+        KAMAILIO_START=${KAMAILIO_START:-1:6000 2:12000 4:24000 8:48000} SEARCH_S=${SEARCH_S:-3} CONFIRM_S=0 SPREAD_S=${SPREAD_S:-4} \
         FACTOR=1.4 PRECISION=0.1 PAUSE=1 DEADLINE_S=${DEADLINE_S:-25} OUT="$out/scaling.md" \
         timeout -k 5 "${SCALING_LIMIT_S:-330}" scripts/bench-scaling.sh "$DEV/herald" || echo "scaling: exit $?" >&2
     [ "${ONE_PEER_LIMIT_S:-150}" -gt 0 ] || return 0
