@@ -28,9 +28,11 @@ use herald_core::transaction::{AbsorbGrid, Timers};
 use herald_core::{Input, Output, Peer, Registrar, RegistrarConfig, Seed, SipHandler, Transport};
 use herald_sip::{HeaderName, Limits, Message};
 
-/// `herald serve`'s allocator (src/main.rs), so that allocations cost here what they cost there.
+/// `herald serve`'s allocator (src/main.rs), so that allocations cost here what they cost there:
+/// herald-sys's, which calls mimalloc's plain entry points (the `mimalloc` crate's aligned ones
+/// cost about 100 instructions an allocation more for a message buffer).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: herald_sys::Mimalloc = herald_sys::Mimalloc;
 
 const PROXY: &str = "127.0.0.1:5060";
 const CALLER: &str = "127.0.0.1:19101";
