@@ -241,11 +241,18 @@ impl ViaSpans {
     pub fn read(buf: &[u8], value: Span) -> Option<ViaSpans> {
         let s = buf.get(value.range())?;
         let Some(plain) = PlainVia::read(s) else { return Some(ViaSpans::of(buf, &Via::parse(s).ok()?)) };
-        // The places of a plain Via are ASCII octets of `s` (the pattern and classes it
+        Some(ViaSpans::of_plain(value, plain))
+    }
+
+    /// The top Via whose value is `value`, read as `plain` (by [`PlainVia::read`] of that
+    /// value, or of its line by the header scan: module `message::via_split`).
+    #[inline]
+    pub fn of_plain(value: Span, plain: PlainVia) -> ViaSpans {
+        // The places of a plain Via are ASCII octets of its value (the pattern and classes it
         // matched), so their ranges are text of the buffer.
         let at = value.start as usize;
         let text = |start: usize, end: usize| TextSpan(Span::new(at + start, at + end));
-        Some(ViaSpans {
+        ViaSpans {
             protocol_name: text(0, 3),
             protocol_version: text(4, 7),
             transport: text(8, 11),
@@ -254,7 +261,7 @@ impl ViaSpans {
             params: Span::new(at + plain.params_at, value.end as usize),
             branch: plain.branch.map(|(start, end)| text(start, end)),
             found: plain.found,
-        })
+        }
     }
 
     /// The branch of [`ViaSpans::view`], without the rest.

@@ -36,7 +36,7 @@ pub(crate) struct CheckParts<'a> {
     pub start: StartLine,
     headers: &'a [HeaderField],
     index: &'a index::HeaderIndex,
-    pub vias: ViaSplit,
+    pub vias: &'a ViaSplit,
 }
 
 impl<'a> CheckParts<'a> {
@@ -224,8 +224,8 @@ impl Message {
     }
 
     /// How the scan split the Via lines (module `via_split`).
-    pub(crate) fn via_split(&self) -> ViaSplit {
-        self.parsed.vias
+    pub(crate) fn via_split(&self) -> &ViaSplit {
+        &self.parsed.vias
     }
 
     /// The ranges of the top two Via values as the scan split the lines, when every Via line
@@ -233,14 +233,14 @@ impl Message {
     /// `list_values(HeaderName::Via)` are, without splitting again (a proxy forwarding a
     /// response removes the first and sends to the second).
     pub fn top_two_via_spans(&self) -> Option<(Span, Span)> {
-        let v = self.parsed.vias;
+        let v = &self.parsed.vias;
         (v.clean && v.count >= 2).then_some((v.top, v.second))
     }
 
     /// The top Via value as written, once [`Message::check`] parsed it (from the scan's split,
     /// when the lines split cleanly): a value equal to it is a well-formed Via without a parse.
     pub fn checked_top_via_value(&self) -> Option<&[u8]> {
-        let v = self.parsed.vias;
+        let v = &self.parsed.vias;
         (self.memo().is_some() && v.clean && v.count > 0).then(|| self.slice(v.top))
     }
 
@@ -252,7 +252,7 @@ impl Message {
     /// What the receipt check reads of the message (module `validate`).
     pub(crate) fn check_parts(&self) -> CheckParts<'_> {
         let Parsed { headers, index, vias, .. } = &*self.parsed;
-        CheckParts { buf: &self.buf, start: self.start, headers, index, vias: *vias }
+        CheckParts { buf: &self.buf, start: self.start, headers, index, vias }
     }
 
     /// [`Message::check_parts`] and the memo's place, borrowed apart: the check builds the memo
@@ -260,7 +260,7 @@ impl Message {
     /// instructions per message, a `Checked` is some 200 octets).
     pub(crate) fn check_parts_and_memo(&mut self) -> (CheckParts<'_>, &mut Option<Checked>) {
         let Parsed { headers, index, vias, checked } = &mut *self.parsed;
-        (CheckParts { buf: &self.buf, start: self.start, headers, index, vias: *vias }, checked)
+        (CheckParts { buf: &self.buf, start: self.start, headers, index, vias }, checked)
     }
 
     pub fn slice(&self, span: Span) -> &[u8] {

@@ -225,7 +225,11 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
     if !split.clean || split.count == 0 {
         return None;
     }
-    let top_via = ViaSpans::read(buf, split.top)?;
+    let top_via = match split.top_plain {
+        // Read by the header scan (module `message::via_split`).
+        Some(plain) => ViaSpans::of_plain(split.top, plain),
+        None => ViaSpans::read(buf, split.top)?,
+    };
     let from_tag = tag_of(value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
     let to_tag = tag_of(value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
     let call_id = TextSpan::within(buf, parse_call_id(value(HeaderName::CallId)?).ok()?);

@@ -226,7 +226,7 @@ impl<'a> Via<'a> {
 /// quotes. The message's memo (module `checked`) keeps these places as they are, without
 /// making a [`Via`] and finding its parts in the buffer again (callgrind: about 130
 /// instructions per message).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PlainVia {
     pub addr: Ipv4Addr,
     pub port: Option<u16>,
@@ -243,6 +243,21 @@ impl PlainVia {
     /// The general parse costs about 870 instructions for such a value (sent-by through the
     /// URI host grammar, parameters through the generic list walk), a proxied call reads six.
     pub(crate) fn read(s: &[u8]) -> Option<PlainVia> {
+        let mut plain = None;
+        match Self::read_prefix(s, &mut plain) {
+            Some(end) if end == s.len() => plain,
+            _ => None,
+        }
+    }
+
+    /// [`PlainVia::read`] of the plain value that starts `s` and ends at its end or at a `,`
+    /// (the first value of a Via line, which the header scan splits: module
+    /// `message::via_split`): where it ends, the value written into `out` (in place: a
+    /// `PlainVia` is 64 octets, returned it was copied twice more). What it reads of
+    /// `s[..end]` is what `read` reads of that value alone: the runs it makes stop at a `,`
+    /// as at the end of the text (test `a_plain_prefix_reads_as_the_value_alone`).
+    #[inline(never)]
+    pub(crate) fn read_prefix(s: &[u8], out: &mut Option<PlainVia>) -> Option<usize> {
         // "SIP/2.0/" as one word, then the transport's three letters and the SP.
         let version = s.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
         let Some(&[a, b, c, b' ', first]) = s.get(8..13).and_then(|t| t.first_chunk::<5>()) else { return None };
@@ -267,7 +282,7 @@ impl PlainVia {
             }
             _ => None,
         };
-        if !matches!(s.get(sent_by_end), None | Some(b';' | b'\r' | b' ' | b'\t')) {
+        if !matches!(s.get(sent_by_end), None | Some(b';' | b'\r' | b' ' | b'\t' | b',')) {
             return None;
         }
         // Parameters up to the end of the value, each `;` token [`=` value].
@@ -285,19 +300,18 @@ impl PlainVia {
             }
             branch = Some(Some((j + 8, value_end)));
             j = value_end;
-            if j == s.len() {
+            if matches!(s.get(j), None | Some(b',')) {
                 let found = ViaParams::default();
-                return Some(PlainVia {
-                    addr,
-                    port,
-                    params_at: sent_by_end,
-                    branch: Some((sent_by_end + 8, j)),
-                    found,
-                });
+                *out = Some(PlainVia { addr, port, params_at: sent_by_end, branch: Some((sent_by_end + 8, j)), found });
+                return Some(j);
             }
         }
         while j < s.len() {
             if s[j] != b';' {
+                // The end of the first value of several.
+                if s[j] == b',' {
+                    break;
+                }
                 return None;
             }
             let name_end = match branch_word_at(s, j) {
@@ -343,7 +357,8 @@ impl PlainVia {
             Some(Some((start, end))) => Pick { start: (start - sent_by_end) as u32, end: (end - sent_by_end) as u32 },
         };
         let found = ViaParams { rport: pick(rport), received: pick(received), maddr: pick(maddr) };
-        Some(PlainVia { addr, port, params_at: sent_by_end, branch: branch.flatten(), found })
+        *out = Some(PlainVia { addr, port, params_at: sent_by_end, branch: branch.flatten(), found });
+        Some(j)
     }
 
     /// The [`Via`] of `s`, the text this was read from.

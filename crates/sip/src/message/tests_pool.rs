@@ -28,7 +28,7 @@ fn kept_boxes_start_empty() {
         assert!(!m.is_checked());
         assert_eq!(m.headers(), fresh.headers());
         assert_eq!(m.headers().len(), 3);
-        assert_eq!(m.via_split(), crate::message::ViaSplit::default());
+        assert_eq!(*m.via_split(), crate::message::ViaSplit::default());
         assert_eq!(m.get(crate::HeaderName::Via), None);
         assert_eq!(m.get(crate::HeaderName::Subject), None);
         assert_eq!(m.get(crate::HeaderName::CallId), Some(&b"c2"[..]));

@@ -6,7 +6,7 @@
 //! iterator over the two values of every response's line) at about 1,000 instructions per
 //! proxied call.
 
-use crate::headers::ListIter;
+use crate::headers::{ListIter, PlainVia};
 use crate::scan;
 use crate::span::Span;
 
@@ -24,11 +24,15 @@ pub(crate) struct ViaSplit {
     /// The value below it (where a proxy forwards a response, RFC 3261 §18.2.2), when `count`
     /// is two or more.
     pub second: Span,
+    /// The top value read as a [`PlainVia`] (places relative to `top.start`), when it is one
+    /// (and `clean`: else it means nothing): read while its line is split, where the split
+    /// would otherwise search the value for its end and the receipt check read it again.
+    pub top_plain: Option<PlainVia>,
 }
 
 impl Default for ViaSplit {
     fn default() -> ViaSplit {
-        ViaSplit { clean: true, count: 0, top: Span::default(), second: Span::default() }
+        ViaSplit { clean: true, count: 0, top: Span::default(), second: Span::default(), top_plain: None }
     }
 }
 
@@ -40,7 +44,11 @@ impl ViaSplit {
         if !self.clean {
             return count_values(v);
         }
-        match split(v) {
+        let parts = match self.count {
+            0 => self.split_top(v),
+            _ => split(v),
+        };
+        match parts {
             Some((n, first, second)) => {
                 let shifted = |s: Span| Span::new(at + s.start as usize, at + s.end as usize);
                 match self.count {
@@ -62,13 +70,31 @@ impl ViaSplit {
     }
 }
 
+impl ViaSplit {
+    /// [`split`] of the first Via line, its top value read as a [`PlainVia`] on the way when
+    /// it is one (kept in `top_plain` when the line splits cleanly).
+    fn split_top(&mut self, v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
+        let Some(end) = PlainVia::read_prefix(v, &mut self.top_plain) else { return split(v) };
+        // A plain value holds no ',', '"' or '<' (its octets are the pattern's, digits, dots
+        // and token and value characters) and ends at the end of `v` or at a ',': where the
+        // search of `split` stops, found without the search.
+        split_at(v, (end < v.len()).then_some(end))
+    }
+}
+
 /// The number of values of one line as [`ListIter`] yields them, and the first and second
 /// ones' ranges in `v`: `None` when it yields an error (an unbalanced quote or '<', an empty element) or
 /// nothing. A clean split has as many values as top-level commas plus one, which is what the
-/// limit counts. A line with no comma, quote or '<' is one value, all of it: the scan trimmed
-/// its LWS, as the iterator would.
+/// limit counts.
 fn split(v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
-    let Some(k) = scan::find_any(v, 0, [b',', b'"', b'<']) else {
+    split_at(v, scan::find_any(v, 0, [b',', b'"', b'<']))
+}
+
+/// [`split`] of `v` whose first ',', '"' or '<' is at `k`. A line with none is one value,
+/// all of it: the scan trimmed its LWS, as the iterator would.
+#[inline(always)]
+fn split_at(v: &[u8], k: Option<usize>) -> Option<(usize, Span, Option<Span>)> {
+    let Some(k) = k else {
         return (!v.is_empty()).then(|| (1, Span::new(0, v.len()), None));
     };
     // Two values and nothing quoted or bracketed (`Via: ours, theirs` in the responses a proxy
@@ -142,6 +168,44 @@ mod tests {
         }
     }
 
+    /// A first line whose top value is read as a plain Via on the way splits as it splits
+    /// without that read, and the plain read is the top value's own
+    /// ([`PlainVia::read`] of it): over Via lines built of plain and other values, commas,
+    /// white space, quotes and brackets.
+    #[test]
+    fn the_top_value_read_on_the_way_is_the_split_ones() {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            Just("SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKf3a9c0d1e2b34a5c.0"),
+            Just("SIP/2.0/UDP 127.0.0.1:19101;branch=z9hG4bK-29734-1-0;rport"),
+            Just("SIP/2.0/UDP 192.0.2.1"),
+            Just("SIP/2.0/TCP 192.0.2.1:5060;received=192.0.2.9;branch=z9hG4bK1"),
+            Just("SIP/2.0/UDP h;branch=z9hG4bK2"),
+            Just("SIP/2.0/UDP 192.0.2.1;x=\"a,b\""),
+            Just("SIP/2.0/UDP 192.0.2.1;x=<c,d>"),
+            Just("SIP/2.0/UDP 192.0.2.1 "),
+            Just(""),
+        ];
+        let sep = prop_oneof![Just(","), Just(", "), Just(" ,"), Just(",\r\n "), Just(",,")];
+        proptest::proptest!(|(first in value.clone(), rest in proptest::collection::vec((sep, value), 0..3))| {
+            let line = format!("{first}{}", rest.iter().map(|(s, v)| format!("{s}{v}")).collect::<String>());
+            let v = line.trim_matches(|c| c == ' ' || c == '\t').as_bytes();
+            let mut read = ViaSplit::default();
+            let parts = read.split_top(v);
+            prop_assert_eq!(parts, split(v), "{}", line);
+            if let (Some((_, top, _)), Some(plain)) = (parts, read.top_plain) {
+                prop_assert_eq!(Some(plain), PlainVia::read(&v[top.range()]), "{}", line);
+            }
+            // A plain top value right before its comma (or alone) is read on the way.
+            if let Some((_, top, _)) = parts {
+                let at_comma = matches!(v.get(top.end as usize), None | Some(b','));
+                if at_comma && PlainVia::read(&v[top.range()]).is_some() {
+                    prop_assert!(read.top_plain.is_some(), "{}", line);
+                }
+            }
+        });
+    }
+
     #[test]
     fn the_top_value_is_the_first_of_the_first_line() {
         let mut vias = ViaSplit::default();
@@ -149,7 +213,7 @@ mod tests {
         assert_eq!(vias.add_line(b"SIP/2.0/UDP a, SIP/2.0/UDP b", 100, count), 2);
         assert_eq!(vias.add_line(b"SIP/2.0/UDP c", 200, count), 1);
         let (top, second) = (Span::new(100, 113), Span::new(115, 128));
-        assert_eq!(vias, ViaSplit { clean: true, count: 3, top, second });
+        assert_eq!(vias, ViaSplit { clean: true, count: 3, top, second, top_plain: None });
         // A first line of one value: the second is the first of the next line.
         let mut vias = ViaSplit::default();
         vias.add_line(b"SIP/2.0/UDP a", 100, count);

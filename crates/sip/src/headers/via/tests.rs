@@ -158,6 +158,66 @@ fn plain_vias_read_as_the_general_parse() {
     }
 }
 
+/// The plain value at the start of a Via line of several values reads as that value alone:
+/// where `read_prefix` accepts, it stops at the end or at a ',', and `read` of the text before
+/// gives the same Via (the header scan keeps it as the top Via: module `message::via_split`).
+#[test]
+fn a_plain_prefix_reads_as_the_value_alone() {
+    use proptest::prelude::*;
+    let sent_by = prop_oneof![
+        Just("127.0.0.1:5060"),
+        Just("192.0.2.1"),
+        Just("10.0.0.1:65536"),
+        Just("10.0.0.1:"),
+        Just("1.2.3"),
+        Just("1.2.3.4567"),
+        Just("host.example.com"),
+        Just(""),
+    ];
+    let param = prop_oneof![
+        Just(";branch=z9hG4bK-29734-1-0"),
+        Just(";branch=z9hG4bKf3a9c0d1e2b34a5c0123456789abcdef.0123456789abcdef"),
+        Just(";rport"),
+        Just(";received=192.0.2.1"),
+        Just(";BRANCH=z9hG4bKa"),
+        Just(";branch="),
+        Just(";branc"),
+        Just(";x=[2001:db8::1]"),
+        Just(";x=\"q\""),
+        Just(";"),
+        Just(" "),
+    ];
+    let after = prop_oneof![
+        Just(""),
+        Just(","),
+        Just(", SIP/2.0/UDP 192.0.2.2;branch=z9hG4bKb"),
+        Just(",SIP/2.0/UDP h"),
+        Just(" , SIP/2.0/UDP h"),
+        Just(",,"),
+        Just(",\r\n SIP/2.0/UDP h"),
+        Just("<sip:x>"),
+        Just("\"a,b\""),
+        Just("x"),
+    ];
+    let start = prop_oneof![Just("SIP/2.0/UDP "), Just("SIP/2.0/UDP  "), Just("SIP/2.0/udp "), Just("SIP/2.0/UDP")];
+    proptest::proptest!(|(st in start, sb in sent_by, ps in proptest::collection::vec(param, 0..3), a in after)| {
+        let text = format!("{st}{sb}{}{a}", ps.concat());
+        let s = text.as_bytes();
+        let mut prefix = None;
+        let end = PlainVia::read_prefix(s, &mut prefix);
+        if let Some(end) = end {
+            prop_assert!(matches!(s.get(end), None | Some(b',')), "{}", text);
+            prop_assert_eq!(prefix, PlainVia::read(&s[..end]), "{}", text);
+            prop_assert!(prefix.is_some());
+        }
+        // A value alone reads as `read` reads it.
+        let first = s.iter().position(|b| *b == b',').unwrap_or(s.len());
+        if let Some(alone) = PlainVia::read(&s[..first]) {
+            prop_assert_eq!((end, prefix), (Some(first), Some(alone)), "{}", text);
+        }
+    });
+}
+
 /// The port read through its window is the one the digit-by-digit count reads (every text
 /// of up to eight octets of digits and others, shorter and longer than the window).
 #[test]
