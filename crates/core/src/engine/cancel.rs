@@ -32,9 +32,9 @@ impl Engine {
             }
             return;
         };
-        if let Ok((cid, actions)) = self.txs.insert_server(now, &msg, response_destination(&msg, from), false) {
+        if let Ok((cid, mut actions)) = self.txs.insert_server(now, &msg, response_destination(&msg, from), false) {
             let peer = self.txs.peer(cid);
-            self.apply(now, cid, peer, actions, out);
+            self.apply(now, cid, peer, &mut actions, out);
             self.respond(now, cid, &msg, (200, "OK"), &[], out);
         }
         let pending: Vec<usize> = match self.contexts.get_mut(&sid) {
@@ -70,8 +70,8 @@ impl Engine {
                 b.timer_c = Some(give_up_at);
                 self.timer_c.push(std::cmp::Reverse((give_up_at, sid, idx)));
                 if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
-                    if let Ok((id, actions)) = self.txs.insert_client(now, cancel, peer) {
-                        self.apply(now, id, Some(peer), actions, out);
+                    if let Ok((id, mut actions)) = self.txs.insert_client(now, cancel, peer) {
+                        self.apply(now, id, Some(peer), &mut actions, out);
                     }
                 }
             }
@@ -132,8 +132,8 @@ impl Engine {
         }
         self.abandoned.cancelled(id, now + self.cfg.timers.t1 * 64);
         if let Ok(cancel) = Message::parse(build_cancel(&invite), &Limits::default()) {
-            if let Ok((cid, actions)) = self.txs.insert_client(now, cancel, peer) {
-                self.apply(now, cid, Some(peer), actions, out);
+            if let Ok((cid, mut actions)) = self.txs.insert_client(now, cancel, peer) {
+                self.apply(now, cid, Some(peer), &mut actions, out);
             }
         }
     }

@@ -18,7 +18,7 @@ use super::durable_waits::HeldResponse;
 use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
-use crate::transaction::TxId;
+use crate::transaction::{Actions, TxId};
 use bytes::Bytes;
 use herald_store::Ticket;
 use std::time::Instant;
@@ -70,9 +70,9 @@ impl Engine {
     fn answer_held(&mut self, now: Instant, response: HeldResponse, out: &mut Vec<Output>) {
         match response {
             HeldResponse::Transaction { id, bytes, status } => {
-                let mut peer = None;
-                let actions = self.txs.on_tu_response_to(now, id, bytes, status, &mut peer);
-                self.apply(now, id, peer, actions, out);
+                let (mut peer, mut actions) = (None, Actions::new());
+                self.txs.on_tu_response_into(now, id, (bytes, status), &mut peer, &mut actions);
+                self.apply(now, id, peer, &mut actions, out);
             }
             HeldResponse::Stateless { to, bytes } => out.push(Output::Send { to, bytes }),
         }

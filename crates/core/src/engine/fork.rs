@@ -13,7 +13,7 @@ use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::own_values::edge_path_value;
 use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::proxy::validate::LOOP_SEP;
-use crate::transaction::{ClientKey, MethodKey, TxId};
+use crate::transaction::{Actions, ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
 use smallvec::SmallVec;
@@ -252,8 +252,9 @@ impl Engine {
             Ok(built) => built,
             Err(status) => return self.branch_failed(now, sid, idx, status, out),
         };
-        match self.txs.insert_client_forwarded(now, bytes, key, to) {
-            Ok((cid, actions)) => {
+        let mut actions = Actions::new();
+        match self.txs.insert_client_forwarded_into(now, bytes, key, to, &mut actions) {
+            Ok(cid) => {
                 self.clients.insert(cid, (sid, idx));
                 let timer_c = self.cfg.timer_c;
                 if let Some(ctx) = self.contexts.get_mut(&sid) {
@@ -266,7 +267,7 @@ impl Engine {
                         self.timer_c.push(std::cmp::Reverse((now + timer_c, sid, idx)));
                     }
                 }
-                self.apply(now, cid, Some(to), actions, out);
+                self.apply(now, cid, Some(to), &mut actions, out);
             }
             Err(_) => self.branch_failed(now, sid, idx, 500, out),
         }

@@ -81,9 +81,9 @@ impl Engine {
             return done(token, PingOutcome::NotSent("the URI or Call-ID does not make a valid request"), out);
         };
         match self.txs.insert_client(now, msg, to) {
-            Ok((cid, actions)) => {
+            Ok((cid, mut actions)) => {
                 self.pings.sent(cid, token, ping.timeout.map(|t| now + t));
-                self.apply(now, cid, Some(to), actions, out);
+                self.apply(now, cid, Some(to), &mut actions, out);
             }
             Err(_) => done(token, PingOutcome::NotSent("no client transaction for it"), out),
         }

@@ -15,7 +15,7 @@ use crate::peer::Peer;
 use crate::proxy::respond::response_destination;
 use crate::proxy::route::{preprocess, RouteRemovals};
 use crate::proxy::validate::loop_hash;
-use crate::transaction::TxId;
+use crate::transaction::{Actions, TxId};
 use herald_sip::{Message, Method};
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -83,21 +83,19 @@ impl Engine {
         }
         let is_invite = method == Some(Method::Invite);
         let dest = response_destination(&msg, from);
-        let (id, actions) = match self.txs.insert_server_with(now, &msg, key, dest, is_invite) {
-            Ok(v) => v,
-            Err(_) => return,
-        };
+        let mut actions = Actions::new();
+        let Ok(id) = self.txs.insert_server_into(now, &msg, key, (dest, is_invite), &mut actions) else { return };
         // Its peer is where its responses go (no lookup for it).
-        self.apply(now, id, Some(dest), actions, out);
+        self.apply(now, id, Some(dest), &mut actions, out);
         self.route_request(now, id, from, local, msg, (hash, removals), plan, out);
     }
 
     /// A request that belongs to server transaction `id` (a retransmission, an ACK for its
     /// non-2xx final) goes to it.
     fn pass_to_server_transaction(&mut self, now: Instant, id: TxId, msg: Message, out: &mut Vec<Output>) {
-        let mut peer = None;
-        let actions = self.txs.on_message_to(now, id, msg, &mut peer);
-        self.apply(now, id, peer, actions, out);
+        let (mut peer, mut actions) = (None, Actions::new());
+        self.txs.on_message_into(now, id, msg, &mut peer, &mut actions);
+        self.apply(now, id, peer, &mut actions, out);
     }
 
     /// An ACK without a server transaction: the ACK for a 2xx (end-to-end, routed like any

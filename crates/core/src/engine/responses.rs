@@ -9,7 +9,7 @@ use super::Engine;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;
 use crate::proxy::select::{best_response, status_to_forward};
-use crate::transaction::{TuEvent, TxId};
+use crate::transaction::{Actions, TuEvent, TxId};
 use herald_sip::headers::Via;
 use herald_sip::{Editor, HeaderName, Limits, Message};
 use std::cmp::Reverse;
@@ -18,9 +18,9 @@ use std::time::Instant;
 impl Engine {
     pub(super) fn on_response(&mut self, now: Instant, msg: Message, out: &mut Vec<Output>) {
         if let Some(cid) = self.txs.find_client(&msg) {
-            let mut peer = None;
-            let actions = self.txs.on_message_to(now, cid, msg, &mut peer);
-            self.apply(now, cid, peer, actions, out);
+            let (mut peer, mut actions) = (None, Actions::new());
+            self.txs.on_message_into(now, cid, msg, &mut peer, &mut actions);
+            self.apply(now, cid, peer, &mut actions, out);
         } else {
             self.forward_response_stateless(&msg, out);
         }
@@ -243,9 +243,9 @@ impl Engine {
             }
             return;
         };
-        let mut peer = None;
-        let actions = self.txs.on_tu_response_to(now, sid, bytes, status, &mut peer);
-        self.apply(now, sid, peer, actions, out);
+        let (mut peer, mut actions) = (None, Actions::new());
+        self.txs.on_tu_response_into(now, sid, (bytes, status), &mut peer, &mut actions);
+        self.apply(now, sid, peer, &mut actions, out);
     }
 
     /// Timer C fired for a branch (§16.8): with a provisional response, CANCEL it; without

@@ -115,6 +115,12 @@ impl Actions {
     pub fn into_parts(self) -> (Option<Bytes>, Option<TuEvent>, bool) {
         (self.send, self.event, self.terminated)
     }
+
+    /// [`Self::into_parts`] of `Actions` the caller keeps (empty afterwards): for one filled in
+    /// place through `&mut` (`TransactionTable::on_message_into`).
+    pub fn take_parts(&mut self) -> (Option<Bytes>, Option<TuEvent>, bool) {
+        (self.send.take(), self.event.take(), std::mem::take(&mut self.terminated))
+    }
 }
 
 impl IntoIterator for Actions {

@@ -47,6 +47,20 @@ impl Transaction {
         }
     }
 
+    /// [`Self::on_message`] into `out` (empty), as the machines' `on_message_into`.
+    pub(crate) fn on_message_into(&mut self, now: Instant, msg: Message, out: &mut Actions) {
+        each!(self, t => t.on_message_into(now, msg, out))
+    }
+
+    /// [`Self::on_tu_response`] into `out` (empty).
+    pub(crate) fn on_tu_response_into(&mut self, now: Instant, response: Bytes, status: u16, out: &mut Actions) {
+        match self {
+            Transaction::ServerInvite(t) => t.on_tu_response_into(now, response, status, out),
+            Transaction::ServerNonInvite(t) => t.on_tu_response_into(now, response, status, out),
+            Transaction::ClientInvite(_) | Transaction::ClientNonInvite(_) => {}
+        }
+    }
+
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         each!(self, t => t.on_timer(now, kind))
     }

@@ -91,10 +91,17 @@ impl ClientInvite {
 
     /// A response matched to this transaction (§17.1.3). Requests are ignored.
     pub fn on_message(&mut self, now: Instant, msg: Message) -> Actions {
-        let Some(c) = msg.status().and_then(class) else {
-            return Actions::new();
-        };
         let mut out = Actions::new();
+        self.on_message_into(now, msg, &mut out);
+        out
+    }
+
+    /// [`Self::on_message`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_message_into(&mut self, now: Instant, msg: Message, out: &mut Actions) {
+        let Some(c) = msg.status().and_then(class) else {
+            return;
+        };
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
             (State::Calling { request, .. } | State::Proceeding { request }, Class::Provisional) => {
                 // §17.1.1.2: stop retransmitting; the response goes up.
@@ -123,7 +130,7 @@ impl ClientInvite {
                 out.tu(TuEvent::Response(msg));
                 let d = self.cfg.initial(TimerKind::D, self.reliable);
                 if d.is_zero() {
-                    terminated(&mut self.timers, &mut out);
+                    terminated(&mut self.timers, out);
                     State::Terminated
                 } else {
                     self.timers.arm(TimerKind::D, now, d);
@@ -146,7 +153,6 @@ impl ClientInvite {
             // is stale and absorbed.
             (s, _) => s,
         };
-        out
     }
 
     /// A provisional response the TU matched and read by its status alone (a load generator

@@ -72,10 +72,17 @@ impl ClientNonInvite {
 
     /// A response matched to this transaction (§17.1.3). Requests are ignored.
     pub fn on_message(&mut self, now: Instant, msg: Message) -> Actions {
-        let Some(c) = msg.status().and_then(class) else {
-            return Actions::new();
-        };
         let mut out = Actions::new();
+        self.on_message_into(now, msg, &mut out);
+        out
+    }
+
+    /// [`Self::on_message`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_message_into(&mut self, now: Instant, msg: Message, out: &mut Actions) {
+        let Some(c) = msg.status().and_then(class) else {
+            return;
+        };
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
             (State::Trying { request, .. } | State::Proceeding { request }, Class::Provisional) => {
                 // Timer E keeps running; from its next firing on it uses T2.
@@ -88,7 +95,7 @@ impl ClientNonInvite {
                 out.tu(TuEvent::Response(msg));
                 let k = self.cfg.initial(TimerKind::K, self.reliable);
                 if k.is_zero() {
-                    terminated(&mut self.timers, &mut out);
+                    terminated(&mut self.timers, out);
                     State::Terminated
                 } else {
                     self.timers.arm(TimerKind::K, now, k);
@@ -98,7 +105,6 @@ impl ClientNonInvite {
             // Completed: retransmitted responses are absorbed (§17.1.2.2).
             (s, _) => s,
         };
-        out
     }
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {

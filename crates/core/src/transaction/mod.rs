@@ -40,6 +40,8 @@ mod timers;
 #[cfg(test)]
 mod tests_client;
 #[cfg(test)]
+mod tests_into;
+#[cfg(test)]
 mod tests_robust;
 #[cfg(test)]
 mod tests_server;

@@ -87,8 +87,15 @@ impl ServerInvite {
     /// Responses are ignored.
     pub fn on_message(&mut self, now: Instant, msg: Message) -> Actions {
         let mut out = Actions::new();
+        self.on_message_into(now, msg, &mut out);
+        out
+    }
+
+    /// [`Self::on_message`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_message_into(&mut self, now: Instant, msg: Message, out: &mut Actions) {
         let is_ack = match msg.method() {
-            None => return out,
+            None => return,
             Some(m) => m == Method::Ack,
         };
         self.state = match std::mem::replace(&mut self.state, State::Terminated) {
@@ -107,7 +114,7 @@ impl ServerInvite {
                     self.timers.clear(TimerKind::H);
                     let i = self.cfg.initial(TimerKind::I, self.reliable);
                     if i.is_zero() {
-                        terminated(&mut self.timers, &mut out);
+                        terminated(&mut self.timers, out);
                         State::Terminated
                     } else {
                         self.timers.arm(TimerKind::I, now, i);
@@ -127,14 +134,20 @@ impl ServerInvite {
             }
             s @ (State::Confirmed | State::Terminated) => s,
         };
-        out
     }
 
     /// A response from the TU (`status` is its code, `response` its bytes).
     pub fn on_tu_response(&mut self, now: Instant, response: Bytes, status: u16) -> Actions {
         let mut out = Actions::new();
+        self.on_tu_response_into(now, response, status, &mut out);
+        out
+    }
+
+    /// [`Self::on_tu_response`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_tu_response_into(&mut self, now: Instant, response: Bytes, status: u16, out: &mut Actions) {
         let Some(c) = class(status) else {
-            return out;
+            return;
         };
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
             (State::Proceeding { .. }, Class::Provisional) => {
@@ -162,7 +175,6 @@ impl ServerInvite {
             // After a final response the TU has nothing more to say (§17.2.1).
             (s, _) => s,
         };
-        out
     }
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {

@@ -51,21 +51,34 @@ impl ServerNonInvite {
     /// A retransmission of the request (§17.2.3 matched it). Responses are ignored.
     pub fn on_message(&mut self, _now: Instant, msg: Message) -> Actions {
         let mut out = Actions::new();
+        self.on_message_into(_now, msg, &mut out);
+        out
+    }
+
+    /// [`Self::on_message`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_message_into(&mut self, _now: Instant, msg: Message, out: &mut Actions) {
         if msg.method().is_none() {
-            return out;
+            return;
         }
         match &self.state {
             State::Proceeding { last_provisional: r } | State::Completed { response: r } => out.send(r),
             State::Trying | State::Terminated => {}
         }
-        out
     }
 
     /// A response from the TU.
     pub fn on_tu_response(&mut self, now: Instant, response: Bytes, status: u16) -> Actions {
         let mut out = Actions::new();
+        self.on_tu_response_into(now, response, status, &mut out);
+        out
+    }
+
+    /// [`Self::on_tu_response`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_tu_response_into(&mut self, now: Instant, response: Bytes, status: u16, out: &mut Actions) {
         let Some(c) = class(status) else {
-            return out;
+            return;
         };
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
             (State::Trying | State::Proceeding { .. }, Class::Provisional) => {
@@ -77,7 +90,7 @@ impl ServerNonInvite {
                 if j.is_zero() {
                     // Nothing to absorb over a reliable transport: sent, not kept.
                     out.send_owned(response);
-                    terminated(&mut self.timers, &mut out);
+                    terminated(&mut self.timers, out);
                     State::Terminated
                 } else {
                     out.send(&response);
@@ -88,7 +101,6 @@ impl ServerNonInvite {
             // §17.2.2: any further response from the TU is discarded once Completed.
             (s, _) => s,
         };
-        out
     }
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {

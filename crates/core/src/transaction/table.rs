@@ -227,7 +227,9 @@ impl TransactionTable {
             Some(_) => {}
         }
         let key = ClientKey::from_message(&request).ok_or(TxError::NoKey)?;
-        self.begin_client(now, Sent::Parsed(Box::new(request)), key, peer)
+        let mut out = Actions::new();
+        let id = self.begin_client(now, Sent::Parsed(Box::new(request)), key, peer, &mut out)?;
+        Ok((id, out))
     }
 
     /// [`Self::insert_client`] for a copy of a request this element just wrote (a proxy's
@@ -242,10 +244,25 @@ impl TransactionTable {
         key: ClientKey,
         peer: Peer,
     ) -> Result<(TxId, Actions), TxError> {
+        let mut out = Actions::new();
+        let id = self.insert_client_forwarded_into(now, request, key, peer, &mut out)?;
+        Ok((id, out))
+    }
+
+    /// [`Self::insert_client_forwarded`] with the first send written into `out`, which is empty
+    /// (as [`Self::on_message_into`]).
+    pub fn insert_client_forwarded_into(
+        &mut self,
+        now: Instant,
+        request: Bytes,
+        key: ClientKey,
+        peer: Peer,
+        out: &mut Actions,
+    ) -> Result<TxId, TxError> {
         if key.method == MethodKey::ACK {
             return Err(TxError::Ack);
         }
-        self.begin_client(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, key, peer)
+        self.begin_client(now, Sent::Forwarded { bytes: request, parsed: OnceCell::new() }, key, peer, out)
     }
 
     /// Starts the client transaction of `request` (an INVITE one when `key` says INVITE).
@@ -255,25 +272,25 @@ impl TransactionTable {
         request: Sent,
         key: ClientKey,
         peer: Peer,
-    ) -> Result<(TxId, Actions), TxError> {
+        out: &mut Actions,
+    ) -> Result<TxId, TxError> {
         let key_hash = self.client_hash(&key.branch);
         if let Some(id) = self.client_by(key_hash, &key.branch, key.method.as_str()) {
             return Err(TxError::Duplicate(id));
         }
         let reliable = peer.transport.is_reliable();
-        let mut out = Actions::new();
         let invite = key.method == MethodKey::INVITE;
         let tx = |timers: &Timers| {
             if invite {
-                Transaction::ClientInvite(ClientInvite::start(now, request, reliable, timers, &mut out))
+                Transaction::ClientInvite(ClientInvite::start(now, request, reliable, timers, out))
             } else {
-                Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, timers, &mut out))
+                Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, timers, out))
             }
         };
         let id = self.alloc();
         self.clients.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
         self.add(id, tx, EntryKey::Client(key), key_hash, peer, None);
-        Ok((id, out))
+        Ok(id)
     }
 
     /// Starts a server transaction for `request`, received from `peer` (where its responses
@@ -307,6 +324,21 @@ impl TransactionTable {
         peer: Peer,
         send_trying: bool,
     ) -> Result<(TxId, Actions), TxError> {
+        let mut out = Actions::new();
+        let id = self.insert_server_into(now, request, key, (peer, send_trying), &mut out)?;
+        Ok((id, out))
+    }
+
+    /// [`Self::insert_server_with`] with the first send (a 100 Trying) written into `out`,
+    /// which is empty (as [`Self::on_message_into`]).
+    pub fn insert_server_into(
+        &mut self,
+        now: Instant,
+        request: &Message,
+        key: HashedServerKey,
+        (peer, send_trying): (Peer, bool),
+        out: &mut Actions,
+    ) -> Result<TxId, TxError> {
         let is_invite = match request.method() {
             None => return Err(TxError::NotARequest),
             Some(Method::Ack) => return Err(TxError::Ack),
@@ -319,10 +351,9 @@ impl TransactionTable {
         let reliable = peer.transport.is_reliable();
         let legacy =
             (is_invite && !key.is_rfc3261()).then(|| LegacyTags { invite: to_tag(request), final_response: None });
-        let mut out = Actions::new();
         let tx = |timers: &Timers| {
             if is_invite {
-                Transaction::ServerInvite(ServerInvite::start(now, request, reliable, timers, send_trying, &mut out))
+                Transaction::ServerInvite(ServerInvite::start(now, request, reliable, timers, send_trying, out))
             } else {
                 Transaction::ServerNonInvite(ServerNonInvite::start(reliable, timers))
             }
@@ -330,7 +361,7 @@ impl TransactionTable {
         let id = self.alloc();
         self.servers.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
         self.add(id, tx, EntryKey::Server(key), key_hash, peer, legacy);
-        Ok((id, out))
+        Ok(id)
     }
 
     /// Adds transaction `id`, which `tx` builds (with the table's timers), under its key.
@@ -469,14 +500,27 @@ impl TransactionTable {
     /// instructions more, five times per proxied call; the peer returned beside the actions
     /// made their return a copy through memcpy (issue 21).
     pub fn on_message_to(&mut self, now: Instant, id: TxId, msg: Message, peer: &mut Option<Peer>) -> Actions {
-        let Some(e) = self.entries.get_mut(&id) else {
-            return Actions::new();
-        };
+        let mut out = Actions::new();
+        self.on_message_into(now, id, msg, peer, &mut out);
+        out
+    }
+
+    /// [`Self::on_message_to`] into `out`, which is empty: the caller's `Actions` goes down to
+    /// the machine, which fills it where it lies; returned by value it was copied (136 bytes,
+    /// memcpy) from the machine to the table and from the table to the engine (issue 21).
+    pub fn on_message_into(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        msg: Message,
+        peer: &mut Option<Peer>,
+        out: &mut Actions,
+    ) {
+        let Some(e) = self.entries.get_mut(&id) else { return };
         *peer = Some(e.peer);
-        let out = e.tx.on_message(now, msg);
+        e.tx.on_message_into(now, msg, out);
         let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
-        out
     }
 
     /// The TU's response for server transaction `id`.
@@ -494,11 +538,23 @@ impl TransactionTable {
         status: u16,
         peer: &mut Option<Peer>,
     ) -> Actions {
-        let Some(e) = self.entries.get_mut(&id) else {
-            return Actions::new();
-        };
+        let mut out = Actions::new();
+        self.on_tu_response_into(now, id, (response, status), peer, &mut out);
+        out
+    }
+
+    /// [`Self::on_tu_response_to`] into `out`, which is empty (as [`Self::on_message_into`]).
+    pub fn on_tu_response_into(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        (response, status): (Bytes, u16),
+        peer: &mut Option<Peer>,
+        out: &mut Actions,
+    ) {
+        let Some(e) = self.entries.get_mut(&id) else { return };
         *peer = Some(e.peer);
-        let out = e.tx.on_tu_response(now, response, status);
+        e.tx.on_tu_response_into(now, response, status, out);
         if let Some(legacy) = &mut e.legacy {
             // What a server transaction sends for the TU's response is that response.
             if let Some(sent) = out.sends().next().filter(|_| status >= 200 && legacy.final_response.is_none()) {
@@ -510,7 +566,6 @@ impl TransactionTable {
         }
         let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
-        out
     }
 
     /// The transport could not deliver this transaction's message.
