@@ -64,6 +64,7 @@ impl Head {
     }
 
     /// Scans the start line and the header lines of `s` (no leading CRLF), up to the empty line.
+    #[inline(never)]
     pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
         let (start, mut pos) = parse_start_line(s, limits)?;
         let mut parsed = PooledParsed::empty();

@@ -39,3 +39,33 @@ fn kept_boxes_start_empty() {
         assert_eq!(c.get(crate::HeaderName::CallId), Some(&b"c2"[..]));
     }
 }
+
+/// A message of the usual kind parses in `parse_or_return`'s own frame, anything else out of
+/// line (`parse_unusual`, the whole logic): both give the same message or error for every
+/// start (none, CRLFs before the start line, the start line itself) and size (at and over the
+/// limit).
+#[test]
+fn usual_and_unusual_starts_parse_alike() {
+    use crate::message::Framing;
+    let text = b"OPTIONS sip:a@h SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nContent-Length: 0\r\n\r\n";
+    let mut inputs: Vec<Vec<u8>> = vec![Vec::new(), b"\r".to_vec(), b"\n\r\n".to_vec(), b"x".to_vec()];
+    for lead in [&b""[..], b"\r\n", b"\n", b"\r\n\r\n"] {
+        inputs.push([lead, &text[..]].concat());
+        inputs.push([lead, &text[..20]].concat());
+    }
+    let outcome = |r: Result<Message, (crate::ParseError, Bytes)>| match r {
+        Ok(m) => Ok((m.as_bytes().to_vec(), m.headers().to_vec(), m.body_span(), m.head_end())),
+        Err((e, buf)) => Err((e, buf)),
+    };
+    for input in inputs {
+        for max in [input.len(), input.len().saturating_sub(1), 65_535] {
+            let limits = Limits { max_message_size: max, ..Limits::default() };
+            for framing in [Framing::Datagram, Framing::Stream] {
+                let buf = Bytes::from(input.clone());
+                let usual = outcome(Message::parse_or_return(buf.clone(), &limits, framing));
+                let unusual = outcome(Message::parse_unusual(buf, &limits, framing));
+                assert_eq!(usual, unusual, "{:?} (limit {max})", String::from_utf8_lossy(&input));
+            }
+        }
+    }
+}
