@@ -118,6 +118,13 @@ pub fn find_lf(s: &[u8], from: usize) -> Option<usize> {
 /// 16 bytes (one by one they cost about 5 instructions each); a shorter slice is walked.
 #[inline]
 pub fn find_any<const N: usize>(s: &[u8], from: usize, needles: [u8; N]) -> Option<usize> {
+    find_any_inline(s, from, needles)
+}
+
+/// [`find_any`], always inlined: for a caller whose one search the compiler would call out
+/// of line (a call with its register saves costs about as much as a search of a short text).
+#[inline(always)]
+pub fn find_any_inline<const N: usize>(s: &[u8], from: usize, needles: [u8; N]) -> Option<usize> {
     let mut i = from;
     #[cfg(target_arch = "x86_64")]
     {
