@@ -32,7 +32,13 @@ impl<'a> Method<'a> {
     /// instructions per request and per CSeq, twice per message).
     #[inline]
     pub fn from_token(t: &'a str) -> Method<'a> {
-        let b = t.as_bytes();
+        Method::known(t.as_bytes()).unwrap_or(Method::Extension(t))
+    }
+
+    /// The method these octets name exactly, when it is one this enum names (its name is then
+    /// a token of ASCII letters); `None` for any other text.
+    #[inline]
+    pub(crate) fn known(b: &[u8]) -> Option<Method<'static>> {
         let known = match (b.len(), b.first()) {
             (3, Some(b'A')) if b == b"ACK" => Method::Ack,
             (3, Some(b'B')) if b == b"BYE" => Method::Bye,
@@ -48,9 +54,9 @@ impl<'a> Method<'a> {
             (7, Some(b'P')) if b == b"PUBLISH" => Method::Publish,
             (8, Some(b'R')) if b == b"REGISTER" => Method::Register,
             (9, Some(b'S')) if b == b"SUBSCRIBE" => Method::Subscribe,
-            _ => Method::Extension(t),
+            _ => return None,
         };
-        known
+        Some(known)
     }
 
     pub fn as_str(&self) -> &'a str {
