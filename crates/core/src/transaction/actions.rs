@@ -95,11 +95,6 @@ impl Actions {
         self.len() == 0
     }
 
-    /// Whether the machine terminated: nothing more comes from it.
-    pub(crate) fn terminates(&self) -> bool {
-        self.terminated
-    }
-
     /// The bytes to send, in order.
     pub fn sends(&self) -> impl Iterator<Item = &Bytes> + '_ {
         self.send.iter()

@@ -65,6 +65,11 @@ impl Transaction {
         each!(self, t => t.on_timer(now, kind))
     }
 
+    /// [`Self::on_timer`] into `out` (empty), as the machines' `on_timer_into`.
+    pub(crate) fn on_timer_into(&mut self, now: Instant, kind: TimerKind, out: &mut Actions) {
+        each!(self, t => t.on_timer_into(now, kind, out))
+    }
+
     pub fn on_transport_error(&mut self) -> Actions {
         each!(self, t => t.on_transport_error())
     }

@@ -177,8 +177,15 @@ impl ClientInvite {
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         let mut out = Actions::new();
+        self.on_timer_into(now, kind, &mut out);
+        out
+    }
+
+    /// [`Self::on_timer`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_timer_into(&mut self, now: Instant, kind: TimerKind, out: &mut Actions) {
         if !self.timers.take_due(kind, now) {
-            return out;
+            return;
         }
         match (&mut self.state, kind) {
             (State::Calling { a_interval, request }, TimerKind::A) => {
@@ -189,12 +196,11 @@ impl ClientInvite {
             }
             (State::Calling { .. }, TimerKind::B) => {
                 out.tu(TuEvent::Timeout);
-                self.terminate(&mut out);
+                self.terminate(out);
             }
-            (State::Completed { .. }, TimerKind::D) | (State::Accepted, TimerKind::M) => self.terminate(&mut out),
+            (State::Completed { .. }, TimerKind::D) | (State::Accepted, TimerKind::M) => self.terminate(out),
             _ => {}
         }
-        out
     }
 
     /// The transport failed to send the INVITE or an ACK (§17.1.1.2): tell the TU, terminate.

@@ -109,8 +109,15 @@ impl ClientNonInvite {
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         let mut out = Actions::new();
+        self.on_timer_into(now, kind, &mut out);
+        out
+    }
+
+    /// [`Self::on_timer`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_timer_into(&mut self, now: Instant, kind: TimerKind, out: &mut Actions) {
         if !self.timers.take_due(kind, now) {
-            return out;
+            return;
         }
         match (&mut self.state, kind) {
             (State::Trying { e_interval, request }, TimerKind::E) => {
@@ -124,12 +131,11 @@ impl ClientNonInvite {
             }
             (State::Trying { .. } | State::Proceeding { .. }, TimerKind::F) => {
                 out.tu(TuEvent::Timeout);
-                self.terminate(&mut out);
+                self.terminate(out);
             }
-            (State::Completed, TimerKind::K) => self.terminate(&mut out),
+            (State::Completed, TimerKind::K) => self.terminate(out),
             _ => {}
         }
-        out
     }
 
     /// The transport failed to send the request (§17.1.2.2): tell the TU, terminate.

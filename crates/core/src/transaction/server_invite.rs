@@ -179,8 +179,15 @@ impl ServerInvite {
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         let mut out = Actions::new();
+        self.on_timer_into(now, kind, &mut out);
+        out
+    }
+
+    /// [`Self::on_timer`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_timer_into(&mut self, now: Instant, kind: TimerKind, out: &mut Actions) {
         if !self.timers.take_due(kind, now) {
-            return out;
+            return;
         }
         match (&mut self.state, kind) {
             (State::Completed { response, g_interval }, TimerKind::G) => {
@@ -192,12 +199,11 @@ impl ServerInvite {
             (State::Completed { .. }, TimerKind::H) => {
                 // §17.2.1: the ACK never came; a transaction failure for the TU.
                 out.tu(TuEvent::NoAck);
-                self.terminate(&mut out);
+                self.terminate(out);
             }
-            (State::Confirmed, TimerKind::I) | (State::Accepted, TimerKind::L) => self.terminate(&mut out),
+            (State::Confirmed, TimerKind::I) | (State::Accepted, TimerKind::L) => self.terminate(out),
             _ => {}
         }
-        out
     }
 
     /// The transport failed to send a response (§17.2.4, after any RFC 3263 fallback the

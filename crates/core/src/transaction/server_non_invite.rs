@@ -105,10 +105,16 @@ impl ServerNonInvite {
 
     pub fn on_timer(&mut self, now: Instant, kind: TimerKind) -> Actions {
         let mut out = Actions::new();
-        if self.timers.take_due(kind, now) && kind == TimerKind::J && matches!(self.state, State::Completed { .. }) {
-            self.terminate(&mut out);
-        }
+        self.on_timer_into(now, kind, &mut out);
         out
+    }
+
+    /// [`Self::on_timer`] into `out`, which is empty: what the table calls, handing down the
+    /// engine's own `Actions` instead of moving a new one back up through each layer.
+    pub(crate) fn on_timer_into(&mut self, now: Instant, kind: TimerKind, out: &mut Actions) {
+        if self.timers.take_due(kind, now) && kind == TimerKind::J && matches!(self.state, State::Completed { .. }) {
+            self.terminate(out);
+        }
     }
 
     /// The transport failed to send a response (§17.2.4): tell the TU, terminate.
