@@ -19,7 +19,12 @@ impl StartLine {
     #[inline]
     pub fn method_in(self, buf: &[u8]) -> Option<Method<'_>> {
         match self {
-            StartLine::Request { method, .. } => Some(Method::from_token(scan::ascii_str(&buf[method.range()]))),
+            // A known method is read by its name, without the ASCII test of the text that an
+            // extension method is kept as.
+            StartLine::Request { method, .. } => {
+                let b = &buf[method.range()];
+                Some(Method::known(b).unwrap_or_else(|| Method::Extension(scan::ascii_str(b))))
+            }
             StartLine::Response { .. } => None,
         }
     }
@@ -257,6 +262,17 @@ mod tests {
             "BYE sip:a@b SIP/2.0",
         ] {
             assert!(plain_request_line(usual.as_bytes()).is_some(), "{usual}");
+        }
+    }
+
+    /// A method read by its name is the one `Method::from_token` reads from the text.
+    #[test]
+    fn methods_read_by_name_as_from_their_text() {
+        let names = ["INVITE", "ACK", "BYE", "CANCEL", "REGISTER", "OPTIONS", "INFO", "PRACK", "SUBSCRIBE", "NOTIFY"];
+        for name in names.iter().chain(&["UPDATE", "MESSAGE", "REFER", "PUBLISH", "invite", "INVITEX", "X", "A.b-c!"]) {
+            let line = format!("{name} sip:a@b SIP/2.0\r\n");
+            let (start, _) = parse_start_line(line.as_bytes(), &Limits::default()).expect("a request line");
+            assert_eq!(start.method_in(line.as_bytes()), Some(Method::from_token(name)), "{name}");
         }
     }
 

@@ -137,12 +137,13 @@ fn tag_of_any(s: &[u8]) -> Result<Option<&str>, ValueError> {
 #[inline]
 fn lone_tag(s: &[u8], at: usize) -> Option<&str> {
     let rest = s.get(at..)?;
-    let ([semi, t, a, g, eq], value) = (*rest.first_chunk::<5>()?, rest.get(5..)?);
-    // `;tag` as one word, the letters in either case: `b | 0x20` is a lower-case letter exactly
-    // for that letter and its upper case (`eq_ignore_ascii_case` maps each octet on its own:
-    // about 20 instructions, a dozen tags per call).
-    let word = u32::from_le_bytes([semi, t, a, g]) | 0x2020_2000;
-    if word != u32::from_le_bytes(*b";tag") || eq != b'=' || value.is_empty() {
+    let (word, eq, value) = (u32::from_le_bytes(*rest.first_chunk::<4>()?), rest.get(4)?, rest.get(5..)?);
+    // `;tag` as one word (one load: taken apart into octets and put together again it cost
+    // about 8 instructions more), the letters in either case: `b | 0x20` is a lower-case
+    // letter exactly for that letter and its upper case (`eq_ignore_ascii_case` maps each
+    // octet on its own: about 20 instructions, a dozen tags per call).
+    let word = word | 0x2020_2000;
+    if word != u32::from_le_bytes(*b";tag") || *eq != b'=' || value.is_empty() {
         return None;
     }
     if lex::run(s, at + 5, lex::VALUE) != s.len() {
