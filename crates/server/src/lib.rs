@@ -52,6 +52,7 @@ mod error;
 pub mod gateways;
 mod http;
 mod ingress;
+mod local_timers;
 pub mod location;
 pub mod location_redis;
 mod metrics;

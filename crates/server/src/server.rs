@@ -211,6 +211,9 @@ impl Server {
             }
         }
         let drain_timeout = Duration::from_secs(self.config.server.drain_timeout_s);
+        // This thread's runtime keeps tokio's time driver (the workers' do without, module
+        // `local_timers`): the endpoints, probes, keep-alives and DNS lookups run on it.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)?;
         let shared = Arc::new(Shared {
             limits: self.config.limits.sip(),
             budgets: SourceBudgets::for_config(&self.config),
@@ -227,6 +230,7 @@ impl Server {
             supported,
             tls: self.tls,
             pings: Arc::default(),
+            main_rt: rt.handle().clone(),
         });
         if let Some(l) = &self.location {
             l.wake_on_commit(shared.ctl.clone());
@@ -242,7 +246,9 @@ impl Server {
                 .name(format!("herald-w{id}"))
                 .spawn(move || {
                     let _exited = exited;
-                    let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
+                    // I/O alone: tokio's time driver cost ~500 instructions a reactor turn; the
+                    // worker's timers are its own (module `local_timers`).
+                    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
                     rt.block_on(async move {
                         let worker = Worker::new(id, shared, shards, sockets.udp, sockets.tcp, inbox, ctl_rx)?;
                         // A task, not the block_on future itself: a connection task handing it a
@@ -261,7 +267,6 @@ impl Server {
         }
         drop(exited_tx);
 
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServerError::Runtime)?;
         // The endpoint runs on this thread's runtime, off the workers, until `run` returns.
         if let Some(l) = self.metrics {
             rt.spawn(endpoint::serve(l, shared.stats.clone()));

@@ -43,6 +43,10 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<TlsContext>>,
     /// Where the outcomes of herald's own OPTIONS go (module `pings`).
     pub pings: Arc<PingRouter>,
+    /// The main thread's runtime, the one with tokio's time driver: DNS lookups run there
+    /// (the resolver's timeouts are tokio timers, which the worker runtimes, built without the
+    /// driver, cannot serve; module `local_timers`).
+    pub main_rt: tokio::runtime::Handle,
 }
 
 /// What a worker's threads share besides [`Shared`].
@@ -53,7 +57,7 @@ pub(crate) struct WorkerCommon {
     pub udp: Vec<Arc<UdpSocket>>,
     pub udp_local: Vec<SocketAddr>,
     pub ctl_tx: mpsc::UnboundedSender<Ctl>,
-    /// The worker's tokio runtime: connects and lookups run as its tasks.
+    /// The worker's tokio runtime (I/O only): connects run as its tasks.
     pub rt: tokio::runtime::Handle,
     /// One resolver (one DNS cache) per worker, made on first use.
     pub resolver: OnceLock<dns::Resolver>,

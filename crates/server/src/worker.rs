@@ -21,6 +21,7 @@
 //! timers of reliable transports, which merely free state, are delayed relatively).
 
 use crate::dispatch::Dispatcher;
+use crate::local_timers::Sleep;
 use crate::metrics::{BatchClock, MsgType, Wire};
 use crate::runtime::{Ctl, Handed, InboxMessage, TICK};
 use crate::shard_timers::NO_DEADLINE;
@@ -41,7 +42,6 @@ use std::time::Instant;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Sleep;
 use wakes::{Source, Wakes};
 
 mod wakes;
@@ -62,7 +62,7 @@ pub(crate) struct Worker<H> {
     handed: Vec<Arc<AtomicUsize>>,
     ctl_buf: Vec<Ctl>,
     /// Set to `sleep_at` while that is not [`NO_DEADLINE`].
-    timer: Pin<Box<Sleep>>,
+    timer: Sleep,
     timer_fired: bool,
     /// The deadline published in `shard_timers` (encoded as it does): what the worker will be
     /// woken for. `sleep_at` follows it in [`Worker::arm`].
@@ -132,7 +132,7 @@ impl<H: SipHandler> Worker<H> {
             inbox_buf: Vec::with_capacity(INBOX_TURN),
             handed: Vec::with_capacity(INBOX_TURN),
             ctl_buf: Vec::new(),
-            timer: Box::pin(tokio::time::sleep(TICK)),
+            timer: Sleep::until(Instant::now() + TICK),
             timer_fired: false,
             armed: NO_DEADLINE,
             sleep_at: NO_DEADLINE,
@@ -272,7 +272,7 @@ impl<H: SipHandler> Worker<H> {
             }
         }
         if self.sleep_at != NO_DEADLINE && !self.timer_fired && self.wakes.due(Source::Timer) {
-            if self.timer.as_mut().poll(&mut self.wakes.context(Source::Timer)).is_ready() {
+            if self.timer.poll_elapsed(&mut self.wakes.context(Source::Timer)).is_ready() {
                 self.timer_fired = true;
                 any = true;
             } else {
@@ -368,7 +368,7 @@ impl<H: SipHandler> Worker<H> {
             if !sleep_set {
                 self.sleep_at = at;
                 if let Some(when) = timers.decode(at) {
-                    self.timer.as_mut().reset(tokio::time::Instant::from_std(when));
+                    self.timer.reset(when);
                     // Registered again by the next look (a timer that fired holds no waker).
                     self.wakes.touch(Source::Timer);
                 }

@@ -12,7 +12,7 @@
 //! * Socket creation for workers that share a port: [`reuseport_udp`] and
 //!   [`reuseport_tcp_listener`] (SO_REUSEPORT, forced buffer sizes, IP_PKTINFO on wildcards), and
 //!   the receive options [`enable_rx_metadata`] / [`enable_rx_timestamps`].
-//! * Waiting on descriptors: [`poll`], [`wait_writable`].
+//! * Waiting on descriptors: [`poll`], [`wait_writable`]; timers as descriptors ([`timerfd`]).
 //! * The process: CPU and wall clocks ([`thread_cpu_ns`], [`realtime_ns`], [`rusage_self`],
 //!   [`clock_ticks_per_second`]), memory ([`page_size`]), the host
 //!   ([`hostname`], [`interface_addresses`]) and Ctrl-C ([`catch_sigint`], [`sigint_seen`]).
@@ -57,6 +57,7 @@ mod sockaddr;
 mod sockopt;
 mod stream;
 mod task;
+mod timerfd;
 
 pub use alloc::Mimalloc;
 pub use batch::{Wait, BATCH};
@@ -70,3 +71,4 @@ pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
 pub use stream::{recv, send, writev};
 pub use task::{nofile_limit, set_nofile_limit, set_task_slice_ns};
+pub use timerfd::{read_timerfd, set_timerfd, timerfd};

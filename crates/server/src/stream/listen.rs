@@ -73,7 +73,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, worker: usize, listener: Tc
                     last_warn = Some(Instant::now());
                 }
                 // EMFILE and friends: back off instead of spinning on a full descriptor table.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                crate::local_timers::sleep(Duration::from_millis(50)).await;
             }
         }
     }

@@ -79,7 +79,7 @@ pub(crate) fn send(
     }
     let ctl = ctl.clone();
     tokio::spawn(async move {
-        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(to.addr)).await {
+        let stream = match crate::local_timers::timeout(CONNECT_TIMEOUT, TcpStream::connect(to.addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::debug!(peer = %to.addr, error = %e, "TCP connect failed");

@@ -8,20 +8,20 @@
 use super::codec::Codec;
 use super::framer::{End, Framer};
 use crate::conns::Conn;
+use crate::local_timers::Sleep;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use herald_core::Transport;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 /// How long a connection that must close (framing lost) may take to flush its answer.
 const CLOSE_FLUSH: Duration = Duration::from_secs(5);
@@ -96,7 +96,7 @@ pub(crate) async fn run<C: Codec>(
                     done => return Poll::Ready(done),
                 }
             });
-            let _ = tokio::time::timeout(CLOSE_NOTIFY, flush).await;
+            let _ = crate::local_timers::timeout(CLOSE_NOTIFY, flush).await;
         }
     }
     ended::<C>(&shared, worker, &conn, &end);
@@ -200,8 +200,7 @@ async fn serve<C: Codec>(
         let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
         codec_at.map_or(at, |c| c.min(at))
     };
-    let sleep = tokio::time::sleep_until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
-    tokio::pin!(sleep);
+    let mut sleep = Sleep::until(handshake_at.map_or(idle_at, |h| h.min(idle_at)).into_std());
     // The timer has been polled since it was last set, and so holds this task's waker until it
     // fires (see [`Timer`]).
     let mut timer = Timer::default();
@@ -235,7 +234,7 @@ async fn serve<C: Codec>(
                 }
             }
             if timer.must_poll(&sleep) {
-                if sleep.as_mut().poll(cx).is_ready() {
+                if sleep.poll_elapsed(cx).is_ready() {
                     return Poll::Ready(Event::Timer);
                 }
                 timer.polled();
@@ -268,7 +267,7 @@ async fn serve<C: Codec>(
                         return End::Error(e);
                     }
                 }
-                timer.reset(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                timer.reset(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
             }
             Event::Writable(r) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
@@ -276,7 +275,7 @@ async fn serve<C: Codec>(
                 }
                 if !closing {
                     idle_at = Instant::now() + idle;
-                    timer.earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                    timer.earlier(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
             Event::Readable(r) => {
@@ -303,9 +302,9 @@ async fn serve<C: Codec>(
                     return end;
                 }
                 if framer.closing {
-                    timer.reset(sleep.as_mut(), Instant::now() + CLOSE_FLUSH.min(idle));
+                    timer.reset(&mut sleep, Instant::now() + CLOSE_FLUSH.min(idle));
                 } else {
-                    timer.earlier(sleep.as_mut(), deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                    timer.earlier(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
         }
@@ -333,8 +332,8 @@ impl Timer {
         self.polled = true;
     }
 
-    fn reset(&mut self, sleep: Pin<&mut Sleep>, at: Instant) {
-        sleep.reset(at);
+    fn reset(&mut self, sleep: &mut Sleep, at: Instant) {
+        sleep.reset(at.into_std());
         self.polled = false;
     }
 
@@ -343,8 +342,8 @@ impl Timer {
     /// timer each time (out of tokio's timer wheel and in again) cost about 2k instructions per
     /// call (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and
     /// is set to the deadlines of then: one wake-up per idle period instead of a reset per message.
-    fn earlier(&mut self, sleep: Pin<&mut Sleep>, at: Instant) {
-        if at < sleep.deadline() {
+    fn earlier(&mut self, sleep: &mut Sleep, at: Instant) {
+        if at.into_std() < sleep.deadline() {
             self.reset(sleep, at);
         }
     }
