@@ -72,15 +72,58 @@ fn plain_tag(s: &[u8]) -> Option<Option<&str>> {
     if first <= b' ' || first == b'"' {
         return None;
     }
-    let params_at = match lex::find_any(s, 0, [b'<', b';']) {
-        Some(k) if s[k] == b'<' => lex::find_any(s, k, [b'>'])? + 1,
-        Some(k) => k,
-        None => s.len(),
-    };
+    let params_at = address_end(s)?;
     if params_at == s.len() {
         return Some(None);
     }
     lone_tag(s, params_at).map(Some)
+}
+
+/// Where the parameters after an address start: at the first `;` when no `<` comes before
+/// it, else one past the first `>` after the first `<` (`None` when there is none), else at
+/// the end. The first 16 octets are searched for all three at once: the `<` and its `>` are
+/// mostly both there or the `>` in the next 16, where a search for `<` and `;` and then one
+/// for `>` from the `<` loaded the octets between again (callgrind: about 10 instructions a
+/// From or To, a dozen per call).
+#[inline(always)]
+fn address_end(s: &[u8]) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(chunk) = s.first_chunk::<16>() {
+        use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8};
+        // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds the 16 octets that
+        // the unaligned load reads.
+        let (opens, semis, closes) = unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr().cast());
+            let at = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+            let semis = at(b';');
+            let opens = _mm_movemask_epi8(_mm_or_si128(at(b'<'), semis)) as u32;
+            (opens, _mm_movemask_epi8(semis) as u32, _mm_movemask_epi8(at(b'>')) as u32)
+        };
+        if opens != 0 {
+            let k = opens.trailing_zeros();
+            if semis & (1 << k) != 0 {
+                return Some(k as usize);
+            }
+            // `>`s of these 16 after the `<` (k < 16: the shift cannot overflow).
+            let after = closes & !((2u32 << k) - 1);
+            return match after {
+                0 => lex::find_any(s, 16, [b'>']).map(|g| g + 1),
+                _ => Some(after.trailing_zeros() as usize + 1),
+            };
+        }
+        return address_end_from(s, 16);
+    }
+    address_end_from(s, 0)
+}
+
+/// [`address_end`] by the two searches, from `from` (no `<` or `;` before it).
+#[inline(always)]
+fn address_end_from(s: &[u8], from: usize) -> Option<usize> {
+    match lex::find_any(s, from, [b'<', b';']) {
+        Some(k) if s[k] == b'<' => lex::find_any(s, k, [b'>']).map(|g| g + 1),
+        Some(k) => Some(k),
+        None => Some(s.len()),
+    }
 }
 
 /// [`tag_of`] for any value (out of line: see [`plain_tag`]).
@@ -207,6 +250,38 @@ fn display_and_uri_start(s: &[u8], i: usize) -> Result<(Option<&str>, usize, boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The search of the first 16 octets for all three finds what the two searches find:
+    /// every place of a `<`, a `;` and a `>` in texts of 0 to 48 octets, and none of each.
+    #[test]
+    fn address_ends_as_the_two_searches_find_it() {
+        fn searched(s: &[u8]) -> Option<usize> {
+            match lex::find_any(s, 0, [b'<', b';']) {
+                Some(k) if s[k] == b'<' => lex::find_any(s, k, [b'>']).map(|g| g + 1),
+                Some(k) => Some(k),
+                None => Some(s.len()),
+            }
+        }
+        let mut checked = 0;
+        for len in 0..=48usize {
+            let places = || (0..=len).map(|p| (p < len).then_some(p));
+            for lt in places() {
+                for semi in places().step_by(3) {
+                    for gt in places() {
+                        let mut v = vec![b'a'; len];
+                        for (p, b) in [(gt, b'>'), (semi, b';'), (lt, b'<')] {
+                            if let Some(p) = p {
+                                v[p] = b;
+                            }
+                        }
+                        assert_eq!(address_end(&v), searched(&v), "{:?}", String::from_utf8_lossy(&v));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
 
     /// Where the shortcut reads a tag, the parameter walk reads the same one; it declines
     /// everything else (quotes, LWS, more parameters, other names), which the walk then reads.
