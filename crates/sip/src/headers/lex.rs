@@ -119,6 +119,20 @@ fn uncommon(chunk: &[u8]) -> u32 {
     }
 }
 
+/// Bit n set when octet n of `s`, 16 to 32 octets long, is not a letter, a digit, `-` or `.`
+/// (see [`uncommon`]): its first and last 16 octets, which cover it; `None` for another
+/// length.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn uncommon_in_16_to_32(s: &[u8]) -> Option<u32> {
+    let n = s.len();
+    if !(16..=32).contains(&n) {
+        return None;
+    }
+    // n - 16 <= 16: the last 16 octets' bits fit in 32 after the shift.
+    Some(uncommon(&s[..16]) | uncommon(&s[n - 16..]) << (n - 16))
+}
+
 /// [`run`] four octets per step through the class table.
 #[inline(always)]
 fn run_by_4(s: &[u8], i: usize, mask: u8) -> usize {

@@ -64,6 +64,25 @@ impl<'a> CSeq<'a> {
 
 /// `Call-ID = word [ "@" word ]` (RFC 3261 §20.8). Compared byte for byte.
 pub fn parse_call_id(s: &[u8]) -> Result<&str, ValueError> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(outside) = lex::uncommon_in_16_to_32(s) {
+        // Letters, digits, '-' and '.' (word characters) but for one '@' that is neither first
+        // nor last: `word "@" word`, read in one vector pass over the value where the two
+        // word runs below set up their tests twice (callgrind: about 40 instructions a
+        // Call-ID of this length, as SIPp's and most phones' are). Anything else is read by
+        // the runs.
+        let at = outside.trailing_zeros() as usize;
+        let one_inside = outside & outside.wrapping_sub(1) == 0 && at > 0 && at + 1 < s.len() && s[at] == b'@';
+        if outside == 0 || one_inside {
+            // SAFETY: letters, digits, '-', '.' and '@' are ASCII.
+            return Ok(unsafe { lex::class_text(s) });
+        }
+    }
+    parse_call_id_runs(s)
+}
+
+/// [`parse_call_id`] by word runs.
+fn parse_call_id_runs(s: &[u8]) -> Result<&str, ValueError> {
     // '@' is not a word character, so the first word ends at the first '@' if it is valid.
     let first = lex::run(s, 0, lex::WORD);
     let ok = first > 0
@@ -277,6 +296,30 @@ mod tests {
         proptest::proptest!(|(s in proptest::collection::vec(proptest::sample::select(b"ab@@ :\"<\\{\xff".to_vec()), 0..12))| {
             proptest::prop_assert_eq!(parse_call_id(&s).is_ok(), reference(&s));
         });
+    }
+
+    /// The vector read of a Call-ID of 16 to 32 octets gives what the word runs give: texts
+    /// of 14 to 34 octets with one or two octets that matter ('@', other word characters, not
+    /// word characters) at every place.
+    #[test]
+    fn call_ids_read_as_the_word_runs_read_them() {
+        let odd = [b'@', b':', b'"', b' ', 0xff, b'-', b'.', b'/', b'{', b'\r'];
+        let mut checked = 0;
+        for len in 14..=34usize {
+            for (a, b) in odd.iter().flat_map(|a| odd.iter().map(move |b| (*a, *b))) {
+                for i in 0..len {
+                    for j in (i..len).step_by(3) {
+                        let mut v = vec![b'x'; len];
+                        v[j] = b;
+                        v[i] = a;
+                        assert_eq!(parse_call_id(&v), parse_call_id_runs(&v), "{:?}", String::from_utf8_lossy(&v));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000);
+        assert_eq!(parse_call_id(b"1-29734@127.0.0.1"), Ok("1-29734@127.0.0.1"));
     }
 
     #[test]
