@@ -246,6 +246,28 @@ fn the_text_filter_reads_as_its_rule() {
     }
 }
 
+/// The filter against its rule over every text of up to 5 octets from the octets the rule
+/// reads: each prefix at the very start (fewer than three octets before its dot) and inside.
+#[test]
+fn the_text_filter_reads_as_its_rule_over_every_short_text() {
+    let rule = |v: &[u8]| {
+        v.contains(&b'[')
+            || (0..v.len()).any(|at| {
+                v[at] == b'.' && [&b"10"[..], b"172", b"192", b"169", b"100"].iter().any(|f| v[..at].ends_with(f))
+            })
+    };
+    let alphabet = b"1079262.[a";
+    let mut texts = vec![Vec::new()];
+    for _ in 0..5 {
+        let longer: Vec<Vec<u8>> =
+            texts.iter().flat_map(|t: &Vec<u8>| alphabet.iter().map(move |&c| [&t[..], &[c]].concat())).collect();
+        for t in &longer {
+            assert_eq!(may_name_private_address(t), rule(t), "{}", String::from_utf8_lossy(t));
+        }
+        texts = longer;
+    }
+}
+
 /// A part of a text never may name a private address where the whole text may not: what lets
 /// the NAT tests ask the first Contact line's text before splitting its first value out.
 #[test]
