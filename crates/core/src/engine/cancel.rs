@@ -68,6 +68,8 @@ impl Engine {
                 let give_up_at = now + self.cfg.timers.t1 * 64;
                 b.cancelled = true;
                 b.timer_c = Some(give_up_at);
+                // Maybe earlier than its queued entry, which then no longer applies.
+                self.timer_c_live = None;
                 self.timer_c.push(std::cmp::Reverse((give_up_at, sid, idx)));
                 if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
                     if let Ok((id, mut actions)) = self.txs.insert_client(now, cancel, peer) {

@@ -126,6 +126,7 @@ impl Engine {
             BranchState::Trying if !b.abandoned => {
                 b.abandoned = true;
                 b.timer_c = None;
+                self.timer_c_live = None;
                 b.cancel_when_provisional = false;
                 if let Some(cid) = b.client {
                     self.abandoned.abandon(cid);

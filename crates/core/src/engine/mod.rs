@@ -94,6 +94,12 @@ pub struct Engine {
     context_bytes: usize,
     /// Timer C deadlines: (deadline, server transaction, branch).
     timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
+    /// The top of `timer_c` when it was last known live (`drop_stale_timer_c`), so that the
+    /// next `handle` need not look its branch up again (a context lookup, three a call). An
+    /// entry is live while its branch is pending with a Timer C at or after it; it is cleared
+    /// wherever that may end: a branch's Timer C cleared or moved earlier, its final status, its
+    /// abandonment, its context's end.
+    timer_c_live: Option<(Instant, TxId, usize)>,
     /// This engine removes the shared store's expired bindings (index 0: one engine of a
     /// runtime does, at the store's next expiry - not every engine on a period).
     expires_store: bool,
@@ -144,6 +150,7 @@ impl Engine {
             resolving: IdMap::default(),
             context_bytes: 0,
             timer_c: BinaryHeap::new(),
+            timer_c_live: None,
             expires_store: index == 0,
             next_token: (index as u64) << 48,
             tag_seed,

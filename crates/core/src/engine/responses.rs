@@ -114,6 +114,8 @@ impl Engine {
                 let queued = branch.timer_c.is_some_and(|t| t <= at);
                 branch.timer_c = Some(at);
                 if !queued {
+                    // Moved earlier (a clock gone back): its queued entries no longer apply.
+                    self.timer_c_live = None;
                     self.timer_c.push(Reverse((at, sid, idx)));
                 }
             }
@@ -127,6 +129,7 @@ impl Engine {
         }
         branch.state = BranchState::Done(status);
         branch.timer_c = None;
+        self.timer_c_live = None;
         if status < 300 {
             // §16.7 step 4/5: every 2xx goes upstream at once; other branches are cancelled.
             ctx.answered = true;
@@ -168,6 +171,7 @@ impl Engine {
         }
         b.state = BranchState::Done(status);
         b.timer_c = None;
+        self.timer_c_live = None;
         let leg = b.planned.gateway.clone();
         let is_invite = ctx.is_invite;
         ctx.finals.push(FinalResponse { status, msg: None });
@@ -256,13 +260,25 @@ impl Engine {
     /// An entry is live while its branch is pending with a Timer C at or after it (a later one:
     /// reset by a provisional since it was queued, see `on_branch_response`).
     pub(super) fn drop_stale_timer_c(&mut self) {
-        while let Some(&std::cmp::Reverse((at, sid, idx))) = self.timer_c.peek() {
-            let live = self.contexts.get(&sid).and_then(|c| c.branches.get(idx));
-            if live.is_some_and(|b| b.timer_c.is_some_and(|t| t >= at) && b.is_pending()) {
+        while let Some(&std::cmp::Reverse(top)) = self.timer_c.peek() {
+            // Known live, and nothing that could end it has happened since (`timer_c_live`).
+            if self.timer_c_live == Some(top) {
+                debug_assert!(self.timer_c_entry_live(top), "a Timer C entry remembered live went stale");
+                return;
+            }
+            if self.timer_c_entry_live(top) {
+                self.timer_c_live = Some(top);
                 return;
             }
             self.timer_c.pop();
         }
+    }
+
+    /// Whether Timer C entry `(at, sid, idx)` still applies: its branch is pending with a Timer
+    /// C at or after it.
+    pub(super) fn timer_c_entry_live(&self, (at, sid, idx): (Instant, TxId, usize)) -> bool {
+        let branch = self.contexts.get(&sid).and_then(|c| c.branches.get(idx));
+        branch.is_some_and(|b| b.timer_c.is_some_and(|t| t >= at) && b.is_pending())
     }
 
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
@@ -299,6 +315,7 @@ impl Engine {
             self.cancel_pending(now, sid, out);
         }
         if let Some(ctx) = self.contexts.remove(&sid) {
+            self.timer_c_live = None;
             self.context_bytes -= ctx.held_bytes();
             self.orphan_pending_branches(now, &ctx);
         }
