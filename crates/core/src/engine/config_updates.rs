@@ -61,6 +61,13 @@ impl ConfigUpdates {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// Whether a configuration newer than generation `seen` is published (one atomic load):
+    /// the test of [`Self::newer_than`] without taking the configuration.
+    #[inline]
+    pub(crate) fn has_newer_than(&self, seen: u64) -> bool {
+        self.generation.load(Ordering::Acquire) != seen
+    }
+
     /// The latest configuration and its generation when it is newer than `seen`.
     pub(crate) fn newer_than(&self, seen: u64) -> Option<(u64, Arc<EngineConfig>)> {
         let generation = self.generation.load(Ordering::Acquire);
