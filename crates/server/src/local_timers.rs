@@ -18,6 +18,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::{poll_fn, Future};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::pin::{pin, Pin};
 use std::sync::Arc;
@@ -148,8 +149,10 @@ impl Sleep {
     }
 
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // `None`: no driver serves this thread yet (or its start failed): start one.
         let started = TIMERS.with(|t| {
             let t = &mut *t.borrow_mut();
+            let driven = t.fd.is_some();
             if let Some(s) = t.slot(self.key) {
                 if s.fired {
                     return Some(true);
@@ -157,16 +160,18 @@ impl Sleep {
                 if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     s.waker = Some(cx.waker().clone());
                 }
-                return Some(false);
+                return driven.then_some(false);
             }
             self.key = Some(t.register(self.at, cx.waker()));
-            t.fd.is_some().then_some(false)
+            driven.then_some(false)
         });
         match started {
             Some(true) => Poll::Ready(()),
             Some(false) => Poll::Pending,
             None => {
-                start_driver();
+                if let Err(e) = start_driver() {
+                    tracing::error!(error = %e, "cannot make a timerfd for the worker's timers");
+                }
                 Poll::Pending
             }
         }
@@ -218,9 +223,19 @@ pub(crate) async fn sleep(d: Duration) {
     Sleep::until(Instant::now() + d).await
 }
 
+/// Starts this thread's driver, unless one runs: what a worker does first, so that it fails
+/// at once (as a runtime that cannot be built) rather than run without timers. Must be called
+/// on a current-thread runtime (inside it).
+pub(crate) fn start() -> io::Result<()> {
+    if TIMERS.with(|t| t.borrow().fd.is_some()) {
+        return Ok(());
+    }
+    start_driver()
+}
+
 /// Starts this thread's driver: a timerfd registered with the runtime's reactor, and the task
-/// that serves it. A failure (no descriptor left) is logged; the next registration tries again.
-fn start_driver() {
+/// that serves it. On failure (no descriptor left) a [`Sleep`] polled later tries again.
+fn start_driver() -> io::Result<()> {
     assert_eq!(
         tokio::runtime::Handle::current().runtime_flavor(),
         tokio::runtime::RuntimeFlavor::CurrentThread,
@@ -230,13 +245,7 @@ fn start_driver() {
     // the contract of its replacement, the unsafe `AsyncFd::register` (an open descriptor that
     // stays the same and open until the `AsyncFd` drops it), and this crate has no `unsafe`.
     #[allow(deprecated)]
-    let fd = match herald_sys::timerfd().and_then(AsyncFd::new) {
-        Ok(fd) => Arc::new(fd),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot make a timerfd for the worker's timers");
-            return;
-        }
-    };
+    let fd = Arc::new(herald_sys::timerfd().and_then(AsyncFd::new)?);
     TIMERS.with(|t| {
         let t = &mut *t.borrow_mut();
         t.fd = Some(fd.clone());
@@ -246,6 +255,7 @@ fn start_driver() {
         }
     });
     tokio::spawn(drive(fd));
+    Ok(())
 }
 
 /// Clears the thread's timers when the driver's task ends (its runtime dropped).

@@ -119,3 +119,17 @@ fn many_timers_each_fire_once_at_or_after_their_deadline() {
         });
     });
 }
+
+#[test]
+fn start_starts_one_driver_and_sleeps_use_it() {
+    io_only().block_on(async {
+        start().unwrap();
+        let fd = TIMERS.with(|t| t.borrow().fd.clone()).expect("started");
+        start().unwrap();
+        let again = TIMERS.with(|t| t.borrow().fd.clone()).expect("still started");
+        assert!(Arc::ptr_eq(&fd, &again), "one driver per thread");
+        let started = Instant::now();
+        sleep(ms(5)).await;
+        assert!(started.elapsed() >= ms(5));
+    });
+}

@@ -153,6 +153,8 @@ impl<H: SipHandler> Worker<H> {
         let d = &self.d;
         let here = Dispatcher::new(d.shared.clone(), d.shards.clone(), d.common.clone());
         let _handler = stream::install(d.id(), Box::new(StreamHandler { d: here }));
+        // The thread's timers (module `local_timers`): without them no engine timer would run.
+        crate::local_timers::start()?;
         self.earliest_seen = self.scan_earliest();
         self.arm();
         loop {
