@@ -305,6 +305,14 @@ impl PlainVia {
                 *out = Some(PlainVia { addr, port, params_at: sent_by_end, branch: Some((sent_by_end + 8, j)), found });
                 return Some(j);
             }
+            // Then a lone `;rport` flag, as herald writes its own Via (the top Via of every
+            // response it gets back), read as the walk below reads it: the first `rport`, a
+            // flag (callgrind: the walk's name run and compares, about 40 instructions).
+            if rport_flag_at(s, j) && matches!(s.get(j + 6), None | Some(b',')) {
+                let found = ViaParams { rport: Pick::FLAG, ..ViaParams::default() };
+                *out = Some(PlainVia { addr, port, params_at: sent_by_end, branch: Some((sent_by_end + 8, j)), found });
+                return Some(j + 6);
+            }
         }
         while j < s.len() {
             if s[j] != b';' {
@@ -386,6 +394,19 @@ fn branch_word_at(s: &[u8], j: usize) -> bool {
     const BRANCH: u64 = u64::from_le_bytes(*b";branch=");
     const LETTERS: u64 = u64::from_le_bytes([0, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0]);
     s.get(j..).and_then(|t| t.first_chunk::<8>()).is_some_and(|word| u64::from_le_bytes(*word) | LETTERS == BRANCH)
+}
+
+/// Whether `s[j..]` starts with `;rport`, the letters in any case (see [`branch_word_at`]).
+#[inline(always)]
+fn rport_flag_at(s: &[u8], j: usize) -> bool {
+    const RPORT: u64 = u64::from_le_bytes(*b";rport\0\0");
+    const LETTERS: u64 = u64::from_le_bytes([0, 0x20, 0x20, 0x20, 0x20, 0x20, 0, 0]);
+    const SIX: u64 = 0xFFFF_FFFF_FFFF;
+    s.get(j..j + 6).is_some_and(|w| {
+        let mut word = [0u8; 8];
+        word[..6].copy_from_slice(w);
+        (u64::from_le_bytes(word) | LETTERS) & SIX == RPORT
+    })
 }
 
 /// A Via port: one to five digits at the start of `s` that fit in 16 bits, read as they are

@@ -153,6 +153,10 @@ fn plain_vias_read_as_the_general_parse() {
         &b"SIP/2.0/UDP 127.0.0.1:19101;branch=z9hG4bK-29734-1-0"[..],
         b"SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKf3a9c0d1e2b34a5c.0;rport",
         b"SIP/2.0/TCP 192.0.2.1;branch=z9hG4bK1;rport=5060;received=192.0.2.2",
+        b"SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKa;RPORT",
+        b"SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKa;rportx",
+        b"SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKa;rport;x",
+        b"SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKa;rport;rport=5",
     ] {
         assert_eq!(Via::parse_plain(usual), Some(Via::parse_general(usual).unwrap()));
     }
