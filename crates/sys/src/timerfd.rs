@@ -74,7 +74,10 @@ mod tests {
         let at = Instant::now() + Duration::from_millis(30);
         set_timerfd(&fd, Some(at)).unwrap();
         assert_eq!(read_timerfd(&fd).unwrap(), 0, "not yet");
+        // Bounded: a timer that never expires fails here instead of hanging the test run.
+        let give_up = at + Duration::from_secs(5);
         while read_timerfd(&fd).unwrap() == 0 {
+            assert!(Instant::now() < give_up, "never expired");
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(Instant::now() >= at, "expired early");
