@@ -68,9 +68,7 @@ impl ViaSplit {
             }
         }
     }
-}
 
-impl ViaSplit {
     /// [`split`] of the first Via line, its top value read as a [`PlainVia`] on the way when
     /// it is one (kept in `top_plain` when the line splits cleanly).
     fn split_top(&mut self, v: &[u8]) -> Option<(usize, Span, Option<Span>)> {
