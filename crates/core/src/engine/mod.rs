@@ -58,7 +58,7 @@ use crate::peer::Peer;
 use crate::proxy::flow_token::FlowTokens;
 use crate::proxy::own_values::OwnTexts;
 use crate::registrar::Registrar;
-use crate::transaction::{Actions, BranchGen, TransactionTable, TuEvent, TxAction, TxId};
+use crate::transaction::{Actions, BranchGen, TransactionTable, TxAction, TxId};
 use contact_facts::ContactCache;
 use context::Context;
 use herald_sip::{Message, ResponseBuilder};
@@ -232,16 +232,14 @@ impl Engine {
     /// `actions` is taken by reference: the hot paths have the table fill it in place
     /// (`TransactionTable::on_message_into`), and a move of it is a memcpy of 136 bytes.
     fn apply(&mut self, now: Instant, id: TxId, peer: Option<Peer>, actions: &mut Actions, out: &mut Vec<Output>) {
-        let (send, event, terminated) = actions.take_parts();
-        if let (Some(bytes), Some(to)) = (send, peer) {
-            out.push(Output::Send { to, bytes });
-        }
-        if let Some(event) = event {
-            self.on_tu_event(now, id, event, out);
-        }
-        if terminated {
-            self.on_tu_event(now, id, TuEvent::Terminated, out);
-        }
+        actions.drain(|a| match a {
+            TxAction::Send(bytes) => {
+                if let Some(to) = peer {
+                    out.push(Output::Send { to, bytes });
+                }
+            }
+            TxAction::ToTu(event) => self.on_tu_event(now, id, event, out),
+        });
     }
 
     /// Answers server transaction `id` with a locally built response.

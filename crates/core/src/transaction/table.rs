@@ -19,7 +19,7 @@
 //!   shrinks each one that has become mostly empty ([`shrink`]), so that the memory can go
 //!   back to the allocator (and from there to the kernel: herald-server's `memory` module).
 
-use super::actions::{Actions, TuEvent, TxAction, TxState};
+use super::actions::{Actions, TxAction, TxState};
 use super::any::Transaction;
 use super::client_invite::ClientInvite;
 use super::client_non_invite::ClientNonInvite;
@@ -664,17 +664,7 @@ impl TransactionTable {
                 match e.tx.next_deadline() {
                     Some((due, kind)) if due <= now => {
                         e.tx.on_timer_into(now, kind, &mut actions);
-                        // In `Actions`' order (send, event, Terminated), pushed as they are: the
-                        // usual firing only terminates, and its iterator was ~60 instructions.
-                        let (send, event, ends) = actions.take_parts();
-                        if let Some(bytes) = send {
-                            out.push((id, TxAction::Send(bytes)));
-                        }
-                        if let Some(event) = event {
-                            out.push((id, TxAction::ToTu(event)));
-                        }
-                        if ends {
-                            out.push((id, TxAction::ToTu(TuEvent::Terminated)));
+                        if actions.drain(|a| out.push((id, a))) {
                             terminated = true;
                             break;
                         }

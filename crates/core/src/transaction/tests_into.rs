@@ -1,5 +1,5 @@
 //! The table's `_into` paths (the engine's: one `Actions` of the caller's, filled in place and
-//! emptied by `take_parts`) give what the by-value methods give, over both kinds of server and
+//! emptied by `drain`) give what the by-value methods give, over both kinds of server and
 //! client transaction, every response class, and a reliable and an unreliable peer.
 
 use super::tests_support::*;
@@ -20,7 +20,7 @@ fn seen(a: &Actions) -> (Vec<Bytes>, Vec<Ev>) {
 /// Checks that `kept` says what `fresh` says, then empties it as the engine does.
 fn same(kept: &mut Actions, fresh: &Actions, what: &str) {
     assert_eq!(seen(kept), seen(fresh), "{what}");
-    let _ = kept.take_parts();
+    kept.drain(drop);
     assert!(kept.is_empty(), "{what}: emptied for the next call");
 }
 
