@@ -7,6 +7,7 @@
 mod access;
 mod head;
 mod index;
+mod known_name;
 mod line;
 mod pool;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! One header line (RFC 3261 §7.3.1): the fast recognition of the usual shape and the full
 //! parse of any other, both used by [`super::Head::scan`] and by stream framing.
 
+use super::known_name::known_name;
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
@@ -36,29 +37,19 @@ impl HeaderField {
 /// result for the lines this accepts).
 #[inline(always)]
 pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
-    // The colon and the line's LF by one vector search (a LF first: not this shape), then the
-    // name before the colon. A name herald knows is a token by construction, so only other
-    // names are checked byte by byte: either way `colon` is where `parse_header_line`'s token
-    // scan would stop. The LF is the first after `value_start` too: the bytes between are
-    // spaces and a byte that is neither CR nor LF.
-    let (colon, lf) = scan::colon_then_lf(s, pos)?;
-    if colon == pos {
-        return None;
-    }
-    debug_assert!(pos < colon && colon < lf && lf < s.len());
-    // SAFETY: pos < colon < s.len(), as the search found the colon at or after `pos` in `s`.
-    let name = HeaderName::from_bytes(unsafe { s.get_unchecked(pos..colon) });
-    if name == HeaderName::Other && scan::token_end(s, pos) != colon {
-        return None;
-    }
-    // One SP after the colon, or a few (SIPp pads its `Content-Length: [len]` to a fixed width),
-    // then a byte that is not white space: where `parse_header_line`'s LWS skip stops too.
-    // The octets up to the LF are read without bounds checks (about 10 instructions a line):
-    // `pos < colon < lf < s.len()`, as the search found them in `s`.
-    // SAFETY: colon + 1 <= lf < s.len().
-    if unsafe { *s.get_unchecked(colon + 1) } != b' ' {
-        return None;
-    }
+    // The usual names with their colon and SP from the line's first octets (module
+    // `known_name`), then the LF after them; any other line by the colon search.
+    let (name, colon, lf) = match known_name(s, pos) {
+        // The first LF after the colon: the octet after it is the SP.
+        Some((name, colon)) => (name, colon, scan::find_lf(s, colon + 2)?),
+        None => searched_name(s, pos)?,
+    };
+    debug_assert!(pos < colon && colon + 1 < lf && lf < s.len() && s[colon + 1] == b' ');
+    // One SP after the colon (both paths tested it), or a few (SIPp pads its
+    // `Content-Length: [len]` to a fixed width), then a byte that is not white space: where
+    // `parse_header_line`'s LWS skip stops too. The octets up to the LF are read without
+    // bounds checks (about 10 instructions a line): `pos < colon < lf < s.len()`, as the
+    // searches found them in `s`.
     // colon + 2 <= lf (the octet at colon + 1 is a SP, not the LF), and the LF at `lf` ends
     // the walk: every place read is at most `lf`.
     let mut value_start = colon + 2;
@@ -88,6 +79,30 @@ pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option
         value: Span::new(value_start, lf - 1),
         line: Span::new(pos, line_end),
     })
+}
+
+/// The name, colon and LF of a line that [`known_name`] does not know, by a search for the
+/// colon and the LF (a LF first: not the plain shape), when a SP follows the colon. A name
+/// herald knows is a token by construction, so only other names are checked octet by octet:
+/// either way `colon` is where `parse_header_line`'s token scan would stop. Out of the scan's
+/// loop: most lines are known.
+#[inline(never)]
+fn searched_name(s: &[u8], pos: usize) -> Option<(HeaderName, usize, usize)> {
+    let (colon, lf) = scan::colon_then_lf(s, pos)?;
+    if colon == pos {
+        return None;
+    }
+    debug_assert!(pos < colon && colon < lf && lf < s.len());
+    // SAFETY: pos < colon < s.len(), as the search found the colon at or after `pos` in `s`.
+    let name = HeaderName::from_bytes(unsafe { s.get_unchecked(pos..colon) });
+    if name == HeaderName::Other && scan::token_end(s, pos) != colon {
+        return None;
+    }
+    // SAFETY: colon < lf < s.len().
+    if unsafe { *s.get_unchecked(colon + 1) } != b' ' {
+        return None;
+    }
+    Some((name, colon, lf))
 }
 
 /// Parses the header line starting at `pos` (RFC 3261 §7.3.1): `name *WSP ":" value CRLF`,
@@ -150,10 +165,10 @@ mod tests {
         /// its unchecked reads stay in the text: debug builds check `get_unchecked`'s bounds).
         #[test]
         fn any_plain_line_parses_as_the_full_parser_does(
-            name in one_of(&[b"To", b"X-A", b"", b"V a", b"\xff"]),
+            name in one_of(&[b"To", b"X-A", b"", b"V a", b"\xff", b"cOntent-LENGTH", b"Via", b"Call-ID", b"v"]),
             colon in one_of(&[b":", b" :", b"", b"::"]),
             spacing in one_of(&[b"", b" ", b"  ", b"\t", b" \t", b"\r\n "]),
-            value in one_of(&[b"", b"a", b"v;b=1", b"a b", b"a:b", b"\xff", b"\r"]),
+            value in one_of(&[b"", b"a", b"v;b=1", b"a b", b"a:b", b"\xff", b"\r", b"<sip:b@example.com>;tag=1"]),
             trailing in one_of(&[b"", b" ", b"\t", b" \r"]),
             end in one_of(&[b"\r\n", b"\r", b"\n", b"\r\r\n", b"", b"\n\r\n"]),
             next in one_of(&[b"", b"V", b" ", b"\t", b"\r\n"]),
