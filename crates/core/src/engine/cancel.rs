@@ -67,10 +67,7 @@ impl Engine {
                 // transaction is destroyed: Timer C's heap brings the branch back then.
                 let give_up_at = now + self.cfg.timers.t1 * 64;
                 b.cancelled = true;
-                b.timer_c = Some(give_up_at);
-                // Maybe earlier than its queued entry, which then no longer applies.
-                self.timer_c_live = None;
-                self.timer_c.push(std::cmp::Reverse((give_up_at, sid, idx)));
+                self.timer_c.arm(b, (give_up_at, sid, idx));
                 if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
                     if let Ok((id, mut actions)) = self.txs.insert_client(now, cancel, peer) {
                         self.apply(now, id, Some(peer), &mut actions, out);
@@ -102,7 +99,7 @@ impl Engine {
             }
             self.abandoned.abandon(cid);
             if b.cancelled {
-                let give_up_at = b.timer_c.unwrap_or(now + self.cfg.timers.t1 * 64);
+                let give_up_at = b.timer_c.at().unwrap_or(now + self.cfg.timers.t1 * 64);
                 self.abandoned.cancelled(cid, give_up_at);
             }
         }

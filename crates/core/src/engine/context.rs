@@ -2,6 +2,7 @@
 //! responses collected so far.
 
 use super::contact_facts::ContactFacts;
+use super::timer_c::BranchTimerC;
 use crate::gateways::GatewayLeg;
 use crate::peer::Peer;
 use crate::proxy::route::RouteRemovals;
@@ -9,7 +10,6 @@ use crate::transaction::TxId;
 use herald_sip::Message;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 /// One target the request will be (or was) forwarded to.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct Planned {
 
 impl Planned {
     /// What a finished branch keeps of its plan: nothing (no allocation).
-    fn spent() -> Planned {
+    pub(super) fn spent() -> Planned {
         Planned {
             request_uri: None,
             dest: PlannedDest::Uri(String::new()),
@@ -85,8 +85,8 @@ pub struct Branch {
     /// CANCEL construction).
     pub client: Option<TxId>,
     pub state: BranchState,
-    /// Timer C deadline (INVITE only).
-    pub timer_c: Option<Instant>,
+    /// Timer C deadline (INVITE only), set and cleared through the engine's `TimerC`.
+    pub timer_c: BranchTimerC,
     /// A CANCEL is owed once a provisional arrives (RFC 3261 §9.1).
     pub cancel_when_provisional: bool,
     /// A CANCEL was sent: if no final response comes within 64*T1, the branch is given up
@@ -106,7 +106,7 @@ impl Branch {
             planned,
             client: None,
             state: BranchState::Trying,
-            timer_c: None,
+            timer_c: BranchTimerC::default(),
             cancel_when_provisional: false,
             cancelled: false,
             abandoned: false,

@@ -125,8 +125,7 @@ impl Engine {
         match b.state {
             BranchState::Trying if !b.abandoned => {
                 b.abandoned = true;
-                b.timer_c = None;
-                self.timer_c_live = None;
+                self.timer_c.disarm(b, sid, idx);
                 b.cancel_when_provisional = false;
                 if let Some(cid) = b.client {
                     self.abandoned.abandon(cid);

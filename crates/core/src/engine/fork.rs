@@ -263,14 +263,7 @@ impl Engine {
                     b.responder_natted = responder_natted;
                     b.state = BranchState::Trying;
                     if ctx.is_invite {
-                        let entry = (now + timer_c, sid, idx);
-                        b.timer_c = Some(entry.0);
-                        self.timer_c.push(std::cmp::Reverse(entry));
-                        // Live (its branch pending, its Timer C just set): when it is the new
-                        // top, the next `drop_stale_timer_c` need not look it up.
-                        if self.timer_c.peek() == Some(&std::cmp::Reverse(entry)) {
-                            self.timer_c_live = Some(entry);
-                        }
+                        self.timer_c.arm(b, (now + timer_c, sid, idx));
                     }
                 }
                 self.apply(now, cid, Some(to), &mut actions, out);

@@ -43,6 +43,7 @@ mod stats;
 mod targets;
 #[cfg(test)]
 mod tests;
+mod timer_c;
 mod trace;
 mod validate;
 
@@ -64,10 +65,9 @@ use context::Context;
 use herald_sip::{Message, ResponseBuilder};
 use herald_store::LocationStore;
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::Instant;
+use timer_c::TimerC;
 
 /// Expired registrations are removed incrementally: at most this many per `handle_timeouts`
 /// (ARCHITECTURE.md: never a full sweep); while more are due, `poll_timeout` stays due.
@@ -92,14 +92,8 @@ pub struct Engine {
     resolving: IdMap<u64, (TxId, usize)>,
     /// The sum of the contexts' `held_bytes()` (the transactions' is the table's).
     context_bytes: usize,
-    /// Timer C deadlines: (deadline, server transaction, branch).
-    timer_c: BinaryHeap<Reverse<(Instant, TxId, usize)>>,
-    /// The top of `timer_c` when it was last known live (`drop_stale_timer_c`), so that the
-    /// next `handle` need not look its branch up again (a context lookup, three a call). An
-    /// entry is live while its branch is pending with a Timer C at or after it; it is cleared
-    /// wherever that may end: a branch's Timer C cleared or moved earlier, its final status, its
-    /// abandonment, its context's end.
-    timer_c_live: Option<(Instant, TxId, usize)>,
+    /// Timer C deadlines of the branches (§16.8).
+    timer_c: TimerC,
     /// This engine removes the shared store's expired bindings (index 0: one engine of a
     /// runtime does, at the store's next expiry - not every engine on a period).
     expires_store: bool,
@@ -149,8 +143,7 @@ impl Engine {
             clients: IdMap::with_capacity_and_hasher(ROOM / 2, Default::default()),
             resolving: IdMap::default(),
             context_bytes: 0,
-            timer_c: BinaryHeap::new(),
-            timer_c_live: None,
+            timer_c: TimerC::default(),
             expires_store: index == 0,
             next_token: (index as u64) << 48,
             tag_seed,
@@ -347,11 +340,7 @@ impl SipHandler for Engine {
             }
         }
         self.txs.recycle(fired);
-        while let Some(Reverse((at, sid, idx))) = self.timer_c.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.timer_c.pop();
+        while let Some((at, sid, idx)) = self.timer_c.pop_due(now) {
             self.on_timer_c(now, at, sid, idx, out);
         }
         self.drop_stale_timer_c();
@@ -366,7 +355,7 @@ impl SipHandler for Engine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let timer_c = self.timer_c.peek().map(|Reverse((at, _, _))| *at);
+        let timer_c = self.timer_c.next_deadline();
         let expiry = if self.expires_store { self.store.next_expiry() } else { None };
         // The runtime asks after every call. Folded pairwise: a chain of the arrays flattened
         // to their minimum stayed an iterator, ~120 instructions per call (issue 21).

@@ -2,17 +2,18 @@
 //! collecting the others and sending the best one (RFC 3261 §16.7), Timer C (§16.8), and
 //! stateless forwarding of responses that match no transaction (§16.11, §18.1.2).
 
-use super::context::{BranchState, FinalResponse};
+use super::context::{BranchState, Context, FinalResponse};
 use super::fork::take_group;
 use super::response_vias::{strip_top_via_owned, top_two_vias, without_top_via};
+use super::timer_c::Entry;
 use super::Engine;
+use crate::hash::IdMap;
 use crate::io::Output;
 use crate::proxy::respond::via_destination;
 use crate::proxy::select::{best_response, status_to_forward};
 use crate::transaction::{Actions, TuEvent, TxId};
 use herald_sip::headers::Via;
 use herald_sip::{Editor, HeaderName, Limits, Message};
-use std::cmp::Reverse;
 use std::time::Instant;
 
 impl Engine {
@@ -106,18 +107,8 @@ impl Engine {
                 branch.state = BranchState::Proceeding;
             }
             if is_invite {
-                // §16.7 step 2: a provisional response resets Timer C. The branch's queued
-                // entry, due no later, stays where it is: `on_timer_c` finds the deadline moved
-                // and queues it again then. One entry per ringing branch instead of one per
-                // provisional (issue 21: a push and a pop of the heap per proxied call).
-                let at = now + self.cfg.timer_c;
-                let queued = branch.timer_c.is_some_and(|t| t <= at);
-                branch.timer_c = Some(at);
-                if !queued {
-                    // Moved earlier (a clock gone back): its queued entries no longer apply.
-                    self.timer_c_live = None;
-                    self.timer_c.push(Reverse((at, sid, idx)));
-                }
+                // §16.7 step 2: a provisional response resets Timer C.
+                self.timer_c.reset(branch, (now + self.cfg.timer_c, sid, idx));
             }
             if std::mem::take(&mut branch.cancel_when_provisional) {
                 self.cancel_branch(now, sid, idx, out);
@@ -128,8 +119,7 @@ impl Engine {
             return;
         }
         branch.state = BranchState::Done(status);
-        branch.timer_c = None;
-        self.timer_c_live = None;
+        self.timer_c.disarm(branch, sid, idx);
         if status < 300 {
             // §16.7 step 4/5: every 2xx goes upstream at once; other branches are cancelled.
             ctx.answered = true;
@@ -170,8 +160,7 @@ impl Engine {
             return;
         }
         b.state = BranchState::Done(status);
-        b.timer_c = None;
-        self.timer_c_live = None;
+        self.timer_c.disarm(b, sid, idx);
         let leg = b.planned.gateway.clone();
         let is_invite = ctx.is_invite;
         ctx.finals.push(FinalResponse { status, msg: None });
@@ -252,44 +241,24 @@ impl Engine {
         self.apply(now, sid, peer, &mut actions, out);
     }
 
+    /// Pops the Timer C entries that no longer apply off the front of the queue
+    /// ([`TimerC::drop_stale`]).
+    pub(super) fn drop_stale_timer_c(&mut self) {
+        let contexts = &self.contexts;
+        self.timer_c.drop_stale(|entry| timer_c_entry_live(contexts, entry));
+    }
+
     /// Timer C fired for a branch (§16.8): with a provisional response, CANCEL it; without
     /// one, it counts as 408.
-    /// Pops the Timer C entries that no longer apply off the top of their heap (a branch that
-    /// got its final response, a timer reset by a later provisional), so that `poll_timeout`
-    /// does not wake the worker for them: every INVITE's would, 180 s after it was answered.
-    /// An entry is live while its branch is pending with a Timer C at or after it (a later one:
-    /// reset by a provisional since it was queued, see `on_branch_response`).
-    pub(super) fn drop_stale_timer_c(&mut self) {
-        while let Some(&std::cmp::Reverse(top)) = self.timer_c.peek() {
-            // Known live, and nothing that could end it has happened since (`timer_c_live`).
-            if self.timer_c_live == Some(top) {
-                debug_assert!(self.timer_c_entry_live(top), "a Timer C entry remembered live went stale");
-                return;
-            }
-            if self.timer_c_entry_live(top) {
-                self.timer_c_live = Some(top);
-                return;
-            }
-            self.timer_c.pop();
-        }
-    }
-
-    /// Whether Timer C entry `(at, sid, idx)` still applies: its branch is pending with a Timer
-    /// C at or after it.
-    pub(super) fn timer_c_entry_live(&self, (at, sid, idx): (Instant, TxId, usize)) -> bool {
-        let branch = self.contexts.get(&sid).and_then(|c| c.branches.get(idx));
-        branch.is_some_and(|b| b.timer_c.is_some_and(|t| t >= at) && b.is_pending())
-    }
-
     pub(super) fn on_timer_c(&mut self, now: Instant, at: Instant, sid: TxId, idx: usize, out: &mut Vec<Output>) {
         let Some(b) = self.contexts.get(&sid).and_then(|c| c.branches.get(idx)) else { return };
         if !b.is_pending() {
             return; // stale: the branch finished
         }
-        match b.timer_c {
+        match b.timer_c.at() {
             Some(t) if t == at => {}
             // Reset by a provisional after this entry was queued: due then.
-            Some(t) if t > at => return self.timer_c.push(Reverse((t, sid, idx))),
+            Some(t) if t > at => return self.timer_c.requeue((t, sid, idx)),
             _ => return, // stale: moved earlier (a CANCEL's 64*T1), which queued its own
         }
         match b.state {
@@ -315,7 +284,7 @@ impl Engine {
             self.cancel_pending(now, sid, out);
         }
         if let Some(ctx) = self.contexts.remove(&sid) {
-            self.timer_c_live = None;
+            self.timer_c.context_ended(sid);
             self.context_bytes -= ctx.held_bytes();
             self.orphan_pending_branches(now, &ctx);
         }
@@ -362,4 +331,11 @@ fn reason_for(status: u16) -> &'static str {
         503 => "Service Unavailable",
         _ => "Error",
     }
+}
+
+/// Whether Timer C entry `(at, sid, idx)` still applies: its branch is pending with a Timer C
+/// at or after it.
+fn timer_c_entry_live(contexts: &IdMap<TxId, Box<Context>>, (at, sid, idx): Entry) -> bool {
+    let branch = contexts.get(&sid).and_then(|c| c.branches.get(idx));
+    branch.is_some_and(|b| b.timer_c.at().is_some_and(|t| t >= at) && b.is_pending())
 }

@@ -551,6 +551,9 @@ mod gateways;
 #[path = "tests_fuzz_findings.rs"]
 mod fuzz_findings;
 
+#[path = "tests_timer_c.rs"]
+mod timer_c;
+
 /// RFC 5630 §3.1.3 and RFC 3261 §16.6 step 4: a SIPS request goes only to bindings reached over
 /// TLS (480 when there is none, never a UDP or TCP contact), and its Record-Route is SIPS.
 #[test]
