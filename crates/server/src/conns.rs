@@ -15,9 +15,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
+use std::time::Instant;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 const SHARDS: usize = 64;
 

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// Bytes read per system call.
 pub(crate) const READ_CHUNK: usize = 4096;

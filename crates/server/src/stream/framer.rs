@@ -17,8 +17,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 /// Why a connection ended.
 #[derive(Debug)]
@@ -118,7 +118,7 @@ impl Framer {
                 Step::Deliver(mut item) => {
                     // Module `handler`: nothing waits in the inbox, and not a new request.
                     if handler::may_skip_inbox(inbox, &item.msg) {
-                        match handler::handle_here(worker, item.from, item.local, item.msg, now.into_std()) {
+                        match handler::handle_here(worker, item.from, item.local, item.msg, now) {
                             Ok(()) => {
                                 handled_here = true;
                                 continue;

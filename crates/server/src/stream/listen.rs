@@ -10,8 +10,8 @@ use herald_core::Transport;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 
 /// Accepts on one listener (`transport` TCP, TLS, WS or WSS) until the task is aborted (drain)
 /// or the runtime stops. A connection's handshake (TLS, WebSocket upgrade) runs in its own task,

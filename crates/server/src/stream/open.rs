@@ -13,7 +13,7 @@ use bytes::Bytes;
 use herald_core::{Peer, Transport};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -32,12 +32,11 @@ pub(crate) fn send(
     ctl: &mpsc::UnboundedSender<Ctl>,
     to: Peer,
     bytes: Bytes,
-    now: std::time::Instant,
+    now: Instant,
     recent: &mut RecentConns,
 ) -> bool {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let stats = &shared.stats.workers[worker];
-    let now = tokio::time::Instant::from_std(now);
     let pushed = |c: &Conn, b: Bytes| {
         let r = c.push(b, cap, now);
         match r {

@@ -19,9 +19,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 /// How long a connection that must close (framing lost) may take to flush its answer.
 const CLOSE_FLUSH: Duration = Duration::from_secs(5);
@@ -200,7 +200,7 @@ async fn serve<C: Codec>(
         let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
         codec_at.map_or(at, |c| c.min(at))
     };
-    let mut sleep = Sleep::until(handshake_at.map_or(idle_at, |h| h.min(idle_at)).into_std());
+    let mut sleep = Sleep::until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
     // The timer has been polled since it was last set, and so holds this task's waker until it
     // fires (see [`Timer`]).
     let mut timer = Timer::default();
@@ -333,17 +333,17 @@ impl Timer {
     }
 
     fn reset(&mut self, sleep: &mut Sleep, at: Instant) {
-        sleep.reset(at.into_std());
+        sleep.reset(at);
         self.polled = false;
     }
 
     /// Brings the timer forward to `at` if that is earlier than it is set for, and leaves it
     /// otherwise. Reads and writes push the idle deadline back on every message; moving the
-    /// timer each time (out of tokio's timer wheel and in again) cost about 2k instructions per
-    /// call (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and
+    /// timer each time (out of the timer queue and in again) cost about 2k instructions per call
+    /// in tokio's timer wheel (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and
     /// is set to the deadlines of then: one wake-up per idle period instead of a reset per message.
     fn earlier(&mut self, sleep: &mut Sleep, at: Instant) {
-        if at.into_std() < sleep.deadline() {
+        if at < sleep.deadline() {
             self.reset(sleep, at);
         }
     }

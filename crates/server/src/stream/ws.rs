@@ -28,7 +28,7 @@ use std::io::{self, Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
+use std::time::Instant;
 use tungstenite::error::Error;
 use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tungstenite::protocol::frame::{CloseFrame, FrameHeader};
