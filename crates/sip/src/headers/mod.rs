@@ -9,6 +9,7 @@ mod list;
 mod media;
 mod name_addr;
 mod params;
+mod sent_by_memo;
 mod simple;
 mod typed;
 mod via;

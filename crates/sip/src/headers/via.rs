@@ -3,6 +3,7 @@
 use super::error::ValueError;
 use super::lex;
 use super::params::Params;
+use super::sent_by_memo;
 use crate::scan;
 use crate::uri::{ipv4_prefix, parse_host_port, Host};
 use std::net::Ipv4Addr;
@@ -258,33 +259,12 @@ impl PlainVia {
     /// as at the end of the text (test `a_plain_prefix_reads_as_the_value_alone`).
     #[inline(never)]
     pub(crate) fn read_prefix(s: &[u8], out: &mut Option<PlainVia>) -> Option<usize> {
-        // "SIP/2.0/" as one word, then the transport's three letters and the SP.
-        let version = s.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
-        let Some(&[a, b, c, b' ', first]) = s.get(8..13).and_then(|t| t.first_chunk::<5>()) else { return None };
-        if version != Some(u64::from_le_bytes(*b"SIP/2.0/"))
-            || ![a, b, c].iter().all(u8::is_ascii_uppercase)
-            || !first.is_ascii_digit()
-        {
-            return None;
-        }
-        // The sent-by read from where it starts, its end where the address and port do: sent-by
-        // ends at the first `;`, CR, SP or HT, and neither an address nor a port holds one, so
-        // it is the same place as a search for those would find, without the search
-        // (callgrind: about 35 instructions per Via).
-        let (addr, len) = ipv4_prefix(&s[12..])?;
-        let mut sent_by_end = 12 + len;
-        let port = match s.get(sent_by_end) {
-            Some(b':') => {
-                let from = sent_by_end + 1;
-                let (port, digits) = port_prefix(s.get(from..)?)?;
-                sent_by_end = from + digits;
-                Some(port)
-            }
-            _ => None,
+        // The protocol and sent-by as a recent Via of this thread started (module
+        // `sent_by_memo`), else read.
+        let (addr, port, sent_by_end) = match sent_by_memo::recall(s) {
+            Some(known) => known,
+            None => Self::read_sent_by(s)?,
         };
-        if !matches!(s.get(sent_by_end), None | Some(b';' | b'\r' | b' ' | b'\t' | b',')) {
-            return None;
-        }
         // Parameters up to the end of the value, each `;` token [`=` value].
         let mut branch: Option<Option<(usize, usize)>> = None;
         let (mut rport, mut received, mut maddr) = (None, None, None);
@@ -367,6 +347,43 @@ impl PlainVia {
         let found = ViaParams { rport: pick(rport), received: pick(received), maddr: pick(maddr) };
         *out = Some(PlainVia { addr, port, params_at: sent_by_end, branch: branch.flatten(), found });
         Some(j)
+    }
+
+    /// The sent-protocol and sent-by that start `s` (`SIP/2.0/` and a transport of three
+    /// upper-case letters, an IPv4 address, an optional port), when an octet that may end a
+    /// plain sent-by follows: the address, the port and where the sent-by ends, kept for the
+    /// next Vias of this thread (module `sent_by_memo`).
+    #[inline(never)]
+    fn read_sent_by(s: &[u8]) -> Option<(Ipv4Addr, Option<u16>, usize)> {
+        // "SIP/2.0/" as one word, then the transport's three letters and the SP.
+        let version = s.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+        let Some(&[a, b, c, b' ', first]) = s.get(8..13).and_then(|t| t.first_chunk::<5>()) else { return None };
+        if version != Some(u64::from_le_bytes(*b"SIP/2.0/"))
+            || ![a, b, c].iter().all(u8::is_ascii_uppercase)
+            || !first.is_ascii_digit()
+        {
+            return None;
+        }
+        // The sent-by read from where it starts, its end where the address and port do: sent-by
+        // ends at the first `;`, CR, SP or HT, and neither an address nor a port holds one, so
+        // it is the same place as a search for those would find, without the search
+        // (callgrind: about 35 instructions per Via).
+        let (addr, len) = ipv4_prefix(&s[12..])?;
+        let mut sent_by_end = 12 + len;
+        let port = match s.get(sent_by_end) {
+            Some(b':') => {
+                let from = sent_by_end + 1;
+                let (port, digits) = port_prefix(s.get(from..)?)?;
+                sent_by_end = from + digits;
+                Some(port)
+            }
+            _ => None,
+        };
+        if !sent_by_memo::ends_sent_by(s.get(sent_by_end)) {
+            return None;
+        }
+        sent_by_memo::remember(s, addr, port, sent_by_end);
+        Some((addr, port, sent_by_end))
     }
 
     /// The [`Via`] of `s`, the text this was read from.

@@ -284,3 +284,50 @@ fn malformed() {
     assert!(Via::parse(b"SIP/2.0/UDP").is_err());
     assert!(Via::parse(b"SIP/2.0/UDP host;branch=a junk").is_err());
 }
+
+/// A Via read while this thread remembers earlier sent-bys (module `sent_by_memo`) reads as
+/// it reads with nothing remembered: over runs of values that share their start with the
+/// ones before them and differ in the octets after it (a digit more, a port or none, another
+/// transport, the octet that ends the sent-by), each read both ways.
+#[test]
+fn a_remembered_sent_by_reads_as_a_fresh_read() {
+    use proptest::prelude::*;
+    let start = prop_oneof![
+        Just("SIP/2.0/UDP 127.0.0.1"),
+        Just("SIP/2.0/UDP 127.0.0.1:5060"),
+        Just("SIP/2.0/UDP 127.0.0.1:506"),
+        Just("SIP/2.0/TCP 127.0.0.1:5060"),
+        Just("SIP/2.0/UDP 127.0.0.12"),
+        Just("SIP/2.0/UDP 255.255.255.255:65535"),
+        Just("SIP/2.0/UDP 10.0.0.1:65536"),
+    ];
+    let after = prop_oneof![
+        Just(""),
+        Just("0"),
+        Just(":1"),
+        Just(":"),
+        Just(";branch=z9hG4bK1"),
+        Just(";branch=z9hG4bK1;rport"),
+        Just(",SIP/2.0/UDP h"),
+        Just(" ;x"),
+        Just("\r\n"),
+        Just("\t"),
+        Just("a"),
+        Just("."),
+    ];
+    proptest::proptest!(|(values in proptest::collection::vec((start, after), 1..8))| {
+        for (start, after) in &values {
+            let v = format!("{start}{after}");
+            let mut remembered = None;
+            let with_memo = PlainVia::read_prefix(v.as_bytes(), &mut remembered);
+            let kept = std::thread::scope(|scope| {
+                // A thread of its own remembers nothing.
+                scope.spawn(|| {
+                    let mut fresh = None;
+                    (PlainVia::read_prefix(v.as_bytes(), &mut fresh), fresh)
+                }).join().expect("the read")
+            });
+            prop_assert_eq!((with_memo, remembered), kept, "{}", v);
+        }
+    });
+}
