@@ -33,12 +33,12 @@ impl BranchTimerC {
 #[derive(Debug, Default)]
 pub(super) struct TimerC {
     heap: BinaryHeap<Reverse<Entry>>,
-    /// The front when it was last known live, so that [`Self::drop_stale`] need not look its
-    /// branch up again after every message (a context lookup, three a call; issue 21). Only
-    /// a change to that entry's branch can make it stale, and every one comes through
-    /// [`Self::arm`], [`Self::reset`], [`Self::disarm`] or [`Self::context_ended`], which forget
-    /// it.
-    live_front: Option<Entry>,
+    /// The front is known live, so that [`Self::drop_stale`] need not look its branch up again
+    /// after every message (a context lookup, three a call; issue 21). Only a new front or a
+    /// change to the front's branch can end that, and every one comes through this type: a
+    /// push or pop that moves the front, [`Self::disarm`], [`Self::context_ended`], or
+    /// [`Self::arm`] moving a deadline earlier.
+    front_live: bool,
 }
 
 impl TimerC {
@@ -54,8 +54,8 @@ impl TimerC {
         self.heap.push(Reverse(entry));
         // Live when its branch is pending: when it is the new front, the next `drop_stale`
         // need not look it up (the usual new INVITE branch on an idle engine).
-        if b.is_pending() && self.heap.peek() == Some(&Reverse(entry)) {
-            self.live_front = Some(entry);
+        if self.heap.peek() == Some(&Reverse(entry)) {
+            self.front_live = b.is_pending();
         }
     }
 
@@ -80,8 +80,8 @@ impl TimerC {
 
     /// The response context of `sid` ended: its entries no longer apply.
     pub(super) fn context_ended(&mut self, sid: TxId) {
-        if self.live_front.is_some_and(|(_, s, _)| s == sid) {
-            self.live_front = None;
+        if self.front_live && self.heap.peek().is_some_and(|Reverse((_, s, _))| *s == sid) {
+            self.front_live = false;
         }
     }
 
@@ -89,6 +89,9 @@ impl TimerC {
     /// deadline moved later).
     pub(super) fn requeue(&mut self, entry: Entry) {
         self.heap.push(Reverse(entry));
+        if self.heap.peek() == Some(&Reverse(entry)) {
+            self.front_live = false;
+        }
     }
 
     /// The earliest queued deadline.
@@ -103,6 +106,7 @@ impl TimerC {
             return None;
         }
         self.heap.pop();
+        self.front_live = false;
         Some(entry)
     }
 
@@ -110,13 +114,16 @@ impl TimerC {
     /// branch is pending with a deadline at or after it), so that the engine's `poll_timeout`
     /// does not wake the worker for them: every INVITE's would, 180 s after it was answered.
     pub(super) fn drop_stale(&mut self, live: impl Fn(Entry) -> bool) {
+        if self.front_live {
+            debug_assert!(
+                self.heap.peek().is_some_and(|&Reverse(front)| live(front)),
+                "a Timer C entry remembered live went stale"
+            );
+            return;
+        }
         while let Some(&Reverse(front)) = self.heap.peek() {
-            if self.live_front == Some(front) {
-                debug_assert!(live(front), "a Timer C entry remembered live went stale");
-                return;
-            }
             if live(front) {
-                self.live_front = Some(front);
+                self.front_live = true;
                 return;
             }
             self.heap.pop();
@@ -125,15 +132,15 @@ impl TimerC {
 
     /// The branch's entries may have gone stale: forget the front if it is one of them.
     fn forget_branch(&mut self, sid: TxId, idx: usize) {
-        if self.live_front.is_some_and(|(_, s, i)| (s, i) == (sid, idx)) {
-            self.live_front = None;
+        if self.front_live && self.heap.peek().is_some_and(|Reverse((_, s, i))| (*s, *i) == (sid, idx)) {
+            self.front_live = false;
         }
     }
 
     /// Forgets the memo, for a test's queue that looks every front up.
     #[cfg(test)]
     pub(super) fn forget_front(&mut self) {
-        self.live_front = None;
+        self.front_live = false;
     }
 
     /// The queued entries, earliest first, for tests.
