@@ -67,7 +67,8 @@ impl Engine {
                 // transaction is destroyed: Timer C's heap brings the branch back then.
                 let give_up_at = now + self.cfg.timers.t1 * 64;
                 b.cancelled = true;
-                self.timer_c.arm(b, (give_up_at, sid, idx));
+                let pending = b.is_pending();
+                self.timer_c.arm(&mut b.timer_c, pending, (give_up_at, sid, idx));
                 if let Ok(cancel) = Message::parse(build_cancel(&req), &Limits::default()) {
                     if let Ok((id, mut actions)) = self.txs.insert_client(now, cancel, peer) {
                         self.apply(now, id, Some(peer), &mut actions, out);

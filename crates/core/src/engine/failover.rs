@@ -125,7 +125,7 @@ impl Engine {
         match b.state {
             BranchState::Trying if !b.abandoned => {
                 b.abandoned = true;
-                self.timer_c.disarm(b, sid, idx);
+                self.timer_c.disarm(&mut b.timer_c, sid, idx);
                 b.cancel_when_provisional = false;
                 if let Some(cid) = b.client {
                     self.abandoned.abandon(cid);

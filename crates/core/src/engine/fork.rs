@@ -263,7 +263,8 @@ impl Engine {
                     b.responder_natted = responder_natted;
                     b.state = BranchState::Trying;
                     if ctx.is_invite {
-                        self.timer_c.arm(b, (now + timer_c, sid, idx));
+                        let pending = b.is_pending();
+                        self.timer_c.arm(&mut b.timer_c, pending, (now + timer_c, sid, idx));
                     }
                 }
                 self.apply(now, cid, Some(to), &mut actions, out);

@@ -7,9 +7,10 @@
 //! (§16.5, with `delivery` for registered contacts, `flows` for RFC 5626 flow tokens and
 //! `route_rules` for the `[[route]]` table) says where it goes, or `local_answers` answer
 //! it; `fork` sends its branches (`record_route`, `forward_edits`), `responses` collects their
-//! answers (§16.7), `cancel` handles CANCEL (§16.10) and `stateless` forwards without state
-//! (§16.11). They depend on this file, on leaf modules (`context`, `hop`, `config`) and on one
-//! another one way only (scripts/module_cycles.py finds no cycle).
+//! answers (§16.7) with `timer_c` keeping each INVITE branch's Timer C (§16.8), `cancel` handles
+//! CANCEL (§16.10) and `stateless` forwards without state (§16.11). They depend on this file,
+//! on leaf modules (`context`, `hop`, `config`, `timer_c`) and on one another one way only
+//! (scripts/module_cycles.py finds no cycle).
 
 mod abandoned;
 mod auth_gate;

@@ -108,7 +108,8 @@ impl Engine {
             }
             if is_invite {
                 // §16.7 step 2: a provisional response resets Timer C.
-                self.timer_c.reset(branch, (now + self.cfg.timer_c, sid, idx));
+                let pending = branch.is_pending();
+                self.timer_c.reset(&mut branch.timer_c, pending, (now + self.cfg.timer_c, sid, idx));
             }
             if std::mem::take(&mut branch.cancel_when_provisional) {
                 self.cancel_branch(now, sid, idx, out);
@@ -119,7 +120,7 @@ impl Engine {
             return;
         }
         branch.state = BranchState::Done(status);
-        self.timer_c.disarm(branch, sid, idx);
+        self.timer_c.disarm(&mut branch.timer_c, sid, idx);
         if status < 300 {
             // §16.7 step 4/5: every 2xx goes upstream at once; other branches are cancelled.
             ctx.answered = true;
@@ -160,7 +161,7 @@ impl Engine {
             return;
         }
         b.state = BranchState::Done(status);
-        self.timer_c.disarm(b, sid, idx);
+        self.timer_c.disarm(&mut b.timer_c, sid, idx);
         let leg = b.planned.gateway.clone();
         let is_invite = ctx.is_invite;
         ctx.finals.push(FinalResponse { status, msg: None });

@@ -63,8 +63,8 @@ fn the_remembered_front_drops_what_the_full_look_up_drops() {
                         }
                         Some(t) if t == fired.0 => {
                             b.state = BranchState::Done(408);
-                            memo.disarm(b, TxId(fsid), fidx);
-                            plain.disarm(b, TxId(fsid), fidx);
+                            memo.disarm(&mut b.timer_c, TxId(fsid), fidx);
+                            plain.disarm(&mut b.timer_c, TxId(fsid), fidx);
                         }
                         _ => {}
                     }
@@ -84,25 +84,26 @@ fn the_remembered_front_drops_what_the_full_look_up_drops() {
                 // The two queues see the same branch, so each change is made to a copy and
                 // the copy kept: the change to the branch is the same both times.
                 let before = (b.timer_c, b.state, b.abandoned);
+                let pending = b.is_pending();
                 match op {
-                    1 | 2 => memo.arm(b, entry),
-                    3 | 4 => memo.reset(b, entry),
+                    1 | 2 => memo.arm(&mut b.timer_c, pending, entry),
+                    3 | 4 => memo.reset(&mut b.timer_c, pending, entry),
                     5 => {
                         b.state = BranchState::Done(487);
-                        memo.disarm(b, TxId(sid), idx as usize);
+                        memo.disarm(&mut b.timer_c, TxId(sid), idx as usize);
                     }
                     6 => {
                         b.abandoned = true;
-                        memo.disarm(b, TxId(sid), idx as usize);
+                        memo.disarm(&mut b.timer_c, TxId(sid), idx as usize);
                     }
                     _ => {}
                 }
                 let after = (b.timer_c, b.state, b.abandoned);
                 (b.timer_c, b.state, b.abandoned) = before;
                 match op {
-                    1 | 2 => plain.arm(b, entry),
-                    3 | 4 => plain.reset(b, entry),
-                    5 | 6 => plain.disarm(b, TxId(sid), idx as usize),
+                    1 | 2 => plain.arm(&mut b.timer_c, pending, entry),
+                    3 | 4 => plain.reset(&mut b.timer_c, pending, entry),
+                    5 | 6 => plain.disarm(&mut b.timer_c, TxId(sid), idx as usize),
                     _ => {}
                 }
                 (b.timer_c, b.state, b.abandoned) = after;

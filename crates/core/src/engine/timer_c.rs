@@ -1,16 +1,14 @@
 //! Timer C (RFC 3261 §16.6 step 11, §16.8): each pending INVITE branch's deadline, and the
 //! engine's queue of them.
 //!
-//! A branch's deadline ([`BranchTimerC`]) can only be changed through the queue ([`TimerC`]),
-//! so the queue sees every change that can make one of its entries stale, and keeps its
-//! memo of a live front ([`TimerC::drop_stale`]) right by itself.
+//! A branch's deadline ([`BranchTimerC`], a field of `context::Branch`) can only be changed
+//! through the queue ([`TimerC`]), so the queue sees every change that can make one of its
+//! entries stale, and keeps its memo of a live front ([`TimerC::drop_stale`]) right by itself.
 
 use crate::transaction::TxId;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
-
-use super::context::Branch;
 
 /// A queued Timer C: (deadline, server transaction, branch index).
 pub(super) type Entry = (Instant, TxId, usize);
@@ -42,12 +40,13 @@ pub(super) struct TimerC {
 }
 
 impl TimerC {
-    /// Sets branch `idx` of `sid`'s Timer C to `at` and queues it: a new branch's (§16.6 step
-    /// 11) or the give-up time of a CANCELled one (§9.1). A deadline moved earlier leaves the
-    /// branch's later entries stale.
+    /// Sets branch `idx` of `sid`'s Timer C (`slot`, the branch's) to `at` and queues it: a new
+    /// branch's (§16.6 step 11) or the give-up time of a CANCELled one (§9.1). `pending`: the
+    /// branch is pending (`Branch::is_pending`). A deadline moved earlier leaves the branch's
+    /// later entries stale.
     #[inline(always)]
-    pub(super) fn arm(&mut self, b: &mut Branch, (at, sid, idx): Entry) {
-        if b.timer_c.0.replace(at).is_some_and(|t| t > at) {
+    pub(super) fn arm(&mut self, slot: &mut BranchTimerC, pending: bool, (at, sid, idx): Entry) {
+        if slot.0.replace(at).is_some_and(|t| t > at) {
             self.forget_branch(sid, idx);
         }
         let entry = (at, sid, idx);
@@ -55,7 +54,7 @@ impl TimerC {
         // Live when its branch is pending: when it is the new front, the next `drop_stale`
         // need not look it up (the usual new INVITE branch on an idle engine).
         if self.heap.peek() == Some(&Reverse(entry)) {
-            self.front_live = b.is_pending();
+            self.front_live = pending;
         }
     }
 
@@ -64,17 +63,17 @@ impl TimerC {
     /// fires, the engine finds the deadline moved and queues it again then. One entry per
     /// ringing branch instead of one per provisional (issue 21: a push and a pop of the heap
     /// per proxied call). A deadline moved earlier (a clock gone back) is queued ([`Self::arm`]).
-    pub(super) fn reset(&mut self, b: &mut Branch, entry: Entry) {
-        match b.timer_c.0 {
-            Some(t) if t <= entry.0 => b.timer_c.0 = Some(entry.0),
-            _ => self.arm(b, entry),
+    pub(super) fn reset(&mut self, slot: &mut BranchTimerC, pending: bool, entry: Entry) {
+        match slot.0 {
+            Some(t) if t <= entry.0 => slot.0 = Some(entry.0),
+            _ => self.arm(slot, pending, entry),
         }
     }
 
     /// Clears branch `idx` of `sid`'s Timer C: the branch ended (a final status, its
     /// abandonment), and its queued entries with it.
-    pub(super) fn disarm(&mut self, b: &mut Branch, sid: TxId, idx: usize) {
-        b.timer_c.0 = None;
+    pub(super) fn disarm(&mut self, slot: &mut BranchTimerC, sid: TxId, idx: usize) {
+        slot.0 = None;
         self.forget_branch(sid, idx);
     }
 
