@@ -23,7 +23,7 @@ pub(crate) use balance::Balance;
 
 use crate::egress::Egress;
 use crate::metrics::WorkerMetrics;
-use crate::runtime::{Handed, InboxMessage};
+use crate::runtime::HandedItem;
 use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::source_budget;
@@ -92,9 +92,15 @@ impl<H: SipHandler> Dispatcher<H> {
     /// by the shard's owner (module `balance`) - so each dialog keeps its per-direction order.
     /// `now`: when the message's batch was read (one clock read per batch, not per message).
     pub(crate) fn route(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant) {
+        self.route_as(from, local, msg, now, false);
+    }
+
+    /// [`Dispatcher::route`] of a message another worker's receiver read: `shedding`, that
+    /// worker shed new requests when it handed the message over (module `balance`).
+    pub(crate) fn route_as(&mut self, from: Peer, local: SocketAddr, msg: Message, now: Instant, shedding: bool) {
         let (shards, common, gauges) = (&self.shards, &self.common, &mut self.gauges);
         let refresh = || gauges.refresh(shards, common, now);
-        let charge = match admission::admit(&self.shared, common, &from, &msg, now, refresh) {
+        let charge = match admission::admit(&self.shared, common, &from, &msg, now, shedding, refresh) {
             Admission::Handle { charge } => charge,
             // Back to where the request came from, as rport (RFC 3581) would have it: the
             // request's Via is not worth a DNS lookup for a stateless refusal.
@@ -102,13 +108,13 @@ impl<H: SipHandler> Dispatcher<H> {
             Admission::Drop => return,
         };
         let shard = inbound::shard(&msg, &from.addr, self.shards.len());
-        if let Some(b) = self.balance.as_ref().filter(|b| b.on) {
+        if let Some(b) = self.balance.as_mut().filter(|b| b.on) {
             // Inside the branch: a division per message otherwise (~11 instructions).
             let owner = shard % self.shared.workers;
             if owner != self.common.id && balance::may_hand_over(&self.shared, &from) {
-                let handed = Some(Handed { shard, origin: b.pending.clone() });
-                let it = InboxMessage { from, local, msg, handed };
-                balance::hand_over(&self.shared, self.common.id, owner, it, &b.pending);
+                // In the same batch as the datagrams handed over unparsed: one way per owner,
+                // so that a dialog's messages keep their order whichever way they were read.
+                b.queue(&self.shared, &self.common, owner, HandedItem::Parsed { from, local, msg, shard });
                 return;
             }
         }

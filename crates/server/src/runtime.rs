@@ -2,6 +2,7 @@
 //! module (it imports nothing of this crate), so that every transport, the dispatcher and the
 //! worker loop can share them without importing one another.
 
+use bytes::Bytes;
 use herald_core::Peer;
 use herald_sip::Message;
 use std::net::SocketAddr;
@@ -14,8 +15,9 @@ use std::time::Duration;
 /// Nothing wakes on it while idle (module `shard_timers`).
 pub(crate) const TICK: Duration = Duration::from_millis(10);
 
-/// A message for the worker's loop: read by one of its TCP connection tasks, or handed over by
-/// a busy UDP receiver of any worker (module `dispatch`, "Balancing").
+/// A message for the worker's loop, read by one of its TCP connection tasks. (Busy UDP receivers
+/// hand theirs over in batches on the control channel now, [`Ctl::Handed`]: `handed` is always
+/// `None`, and goes with the two `handed: None` of the stream code.)
 #[derive(Debug)]
 pub(crate) struct InboxMessage {
     pub from: Peer,
@@ -24,7 +26,7 @@ pub(crate) struct InboxMessage {
     pub handed: Option<Handed>,
 }
 
-/// A UDP message a busy receiver passed on, already admitted (protections checked) and assigned
+/// (Unused, see [`InboxMessage`].) A UDP message a busy receiver passed on, already admitted (protections checked) and assigned
 /// to engine shard `shard`, which this worker owns. `origin` counts the receiver's messages not
 /// yet handled and sent: decremented only after this worker's sendmmsg, so that the receiver
 /// can tell when it may handle that shard's messages itself again without overtaking one.
@@ -34,8 +36,48 @@ pub(crate) struct Handed {
     pub origin: Arc<AtomicUsize>,
 }
 
+/// What a busy UDP receiver passed on to the owner of their shards in one read of its socket
+/// (module `dispatch::balance`): one channel operation and at most one wake-up per owner per
+/// read, not per message. Bounded not by the channel but by `origin`: a receiver waits while
+/// it has `[limits] inbox_capacity` messages handed and not yet sent.
+#[derive(Debug)]
+pub(crate) struct HandedBatch {
+    /// The receiver's messages handed over and not yet sent, as [`Handed::origin`]: the owner
+    /// takes this batch's off after its sendmmsg.
+    pub origin: Arc<AtomicUsize>,
+    pub reader: Reader,
+    /// In the order they were read.
+    pub items: Vec<HandedItem>,
+}
+
+/// The receiver that read a [`HandedBatch`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reader {
+    /// Its worker (which counts the datagrams received).
+    pub worker: usize,
+    /// Which of that worker's UDP sockets it reads: an answer to a malformed datagram leaves
+    /// from the owner's socket of the same index (the same local address, SO_REUSEPORT).
+    pub socket: usize,
+    /// Its worker was shedding when it sent the batch: the owner's admission refuses the
+    /// batch's new requests as the reader's would have.
+    pub shedding: bool,
+}
+
+/// One message of a [`HandedBatch`].
+#[derive(Debug)]
+pub(crate) enum HandedItem {
+    /// A datagram as read: its Call-ID (`herald_sip::call_id_scan`) named a shard of the
+    /// owner. The owner classifies, admits and handles it. `wait_ns`: its socket-queue wait, for
+    /// the metrics.
+    Datagram { from: Peer, local: SocketAddr, bytes: Bytes, wait_ns: Option<u64> },
+    /// A message the receiver parsed and admitted (the scan could not tell its Call-ID) whose
+    /// engine shard `shard` the owner owns.
+    Parsed { from: Peer, local: SocketAddr, msg: Message, shard: usize },
+}
+
 /// Control messages to a worker (unbounded: their number is bounded by outstanding lookups and
-/// connection attempts, and by the two shutdown steps).
+/// connection attempts, by the two shutdown steps, and for [`Ctl::Handed`] by the senders'
+/// pending counts).
 #[derive(Debug)]
 pub(crate) enum Ctl {
     /// The answer to an `Output::Resolve` of engine shard `shard`.
@@ -64,6 +106,8 @@ pub(crate) enum Ctl {
     /// The location database committed changes: run the due shards' timers, which send the
     /// REGISTER answers that waited for them (`crate::location`). The flag is cleared first.
     Durable(Arc<std::sync::atomic::AtomicBool>),
+    /// Messages a busy UDP receiver of another worker passed on (module `dispatch::balance`).
+    Handed(HandedBatch),
     /// Stop accepting connections (shutdown has begun).
     Drain,
     Stop,

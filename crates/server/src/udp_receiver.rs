@@ -1,6 +1,8 @@
 //! A UDP receiver: one thread per UDP socket of a worker, blocked in recvmmsg(2) until datagrams
 //! arrive, which it hands to the runtime's ingress (module `ingress`), admits and handles itself
-//! (module `dispatch`) and answers with one sendmmsg(2) (module `egress`).
+//! (module `dispatch`) and answers with one sendmmsg(2) (module `egress`). While it is too busy
+//! to keep up (module `dispatch::balance`) it hands a trusted source's datagrams of other
+//! workers' shards to them unparsed, found by their Call-ID alone, one batch per owner per read.
 //!
 //! Why a plain blocking thread and not the worker's tokio reactor: at a moderate load datagrams
 //! arrive one at a time, and through the reactor each one cost an epoll_wait, the recvmmsg that
@@ -21,7 +23,7 @@ use crate::dispatch::{Balance, Dispatcher};
 use crate::ingress::{self, Arrival};
 use crate::metrics::{BatchClock, DropTracker, MsgType, Wire};
 use crate::protect::OverloadDetector;
-use crate::runtime::{Ctl, TICK};
+use crate::runtime::{Ctl, HandedItem, TICK};
 use crate::shared::WorkerCommon;
 use crate::udp::{self, Received};
 use herald_core::{Peer, SipHandler};
@@ -89,7 +91,7 @@ impl<H: SipHandler> UdpReceiver<H> {
         let watch_idle = d.shared.config.overload.enabled;
         let name = format!("herald-w{}-udp{index}", d.id());
         if d.shared.workers > 1 {
-            d.balance = Some(Balance::new(Instant::now()));
+            d.balance = Some(Balance::new(Instant::now(), index, d.shared.workers));
         }
         let r = UdpReceiver {
             d,
@@ -135,6 +137,9 @@ impl<H: SipHandler> UdpReceiver<H> {
                         if let Some(d) = udp::received(&self.recv, i) {
                             self.on_datagram(d, now, clock.as_mut());
                         }
+                    }
+                    if let Some(b) = self.d.balance.as_mut() {
+                        b.send(&self.d.shared, &self.d.common);
                     }
                     self.d.egress.flush();
                     if let Some(b) = self.d.balance.as_mut() {
@@ -228,6 +233,19 @@ impl<H: SipHandler> UdpReceiver<H> {
         }
         let local = d.dst.map_or(self.local, |ip| SocketAddr::new(ip, self.local.port()));
         let from = Peer::udp(d.src);
+        if let Some(owner) = (!d.truncated).then(|| self.d.owner_elsewhere(&from, &d.bytes)).flatten() {
+            // Handed over as read: its owner parses, admits and handles it (module
+            // `dispatch::balance`). Its wait is this socket's load all the same.
+            let wait_ns = clock.as_deref().and_then(|c| c.wait(d.kernel_ns));
+            if let Some(wait) = wait_ns {
+                self.observe(wait, read_at);
+            }
+            self.d.pass_on(owner, HandedItem::Datagram { from, local, bytes: d.bytes, wait_ns });
+            if let Some(c) = clock {
+                c.lap(None);
+            }
+            return;
+        }
         match ingress::receive(&self.d.shared, self.d.id(), d.bytes, &from, Framing::Datagram, d.truncated) {
             Arrival::Message(msg) => {
                 // The wait decides this very message's fate, so it is fed before routing.

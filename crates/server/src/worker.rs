@@ -23,7 +23,7 @@
 use crate::dispatch::Dispatcher;
 use crate::local_timers::Sleep;
 use crate::metrics::{BatchClock, MsgType, Wire};
-use crate::runtime::{Ctl, Handed, InboxMessage, TICK};
+use crate::runtime::{Ctl, Handed, HandedBatch, HandedItem, InboxMessage, TICK};
 use crate::shard_timers::NO_DEADLINE;
 use crate::shards::Shards;
 use crate::shared::{Shared, WorkerCommon};
@@ -58,8 +58,9 @@ pub(crate) struct Worker<H> {
     inbox: mpsc::Receiver<InboxMessage>,
     ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     inbox_buf: Vec<InboxMessage>,
-    /// The origins of the handed messages handled this turn, released after the flush.
-    handed: Vec<Arc<AtomicUsize>>,
+    /// The origins of the handed messages handled this turn, and how many of each, released
+    /// after the flush.
+    handed: Vec<(Arc<AtomicUsize>, usize)>,
     ctl_buf: Vec<Ctl>,
     /// Set to `sleep_at` while that is not [`NO_DEADLINE`].
     timer: Sleep,
@@ -173,7 +174,7 @@ impl<H: SipHandler> Worker<H> {
                     // Counted by the receiver that read it (its service time there is the
                     // hand-over's).
                     self.d.handle(shard, Input::Message { from: it.from, local: it.local, msg: it.msg }, now);
-                    self.handed.push(origin);
+                    self.handed.push((origin, 1));
                     if let Some(c) = clock.as_mut() {
                         c.lap(None);
                     }
@@ -211,6 +212,7 @@ impl<H: SipHandler> Worker<H> {
                         }
                     }
                     Ctl::Ping { shard, token, ping } => self.d.handle(shard, Input::Ping { token, ping }, now),
+                    Ctl::Handed(batch) => self.handle_handed(batch, now),
                     Ctl::Durable(pending) => {
                         pending.store(false, Ordering::Release);
                         let now = Instant::now();
@@ -224,8 +226,8 @@ impl<H: SipHandler> Worker<H> {
             self.d.egress.flush();
             self.arm();
             // Sent: the receivers that handed these messages over may overtake them now.
-            for origin in self.handed.drain(..) {
-                origin.fetch_sub(1, Ordering::Release);
+            for (origin, n) in self.handed.drain(..) {
+                origin.fetch_sub(n, Ordering::Release);
             }
             if stop {
                 break;
@@ -254,6 +256,25 @@ impl<H: SipHandler> Worker<H> {
             }
         }
         failure.map_or(Ok(()), Err)
+    }
+
+    /// What a busy receiver of another worker handed over (module `dispatch::balance`), in the
+    /// order it read them. Datagrams are counted and timed here (their receiver only scanned
+    /// them); parsed messages were counted by their receiver.
+    fn handle_handed(&mut self, batch: HandedBatch, now: Instant) {
+        let HandedBatch { origin, reader, items } = batch;
+        let n = items.len();
+        for item in items {
+            match item {
+                HandedItem::Datagram { from, local, bytes, wait_ns } => {
+                    self.d.handed_datagram(reader, from, local, bytes, wait_ns, now);
+                }
+                HandedItem::Parsed { from, local, msg, shard } => {
+                    self.d.handle(shard, Input::Message { from, local, msg }, now);
+                }
+            }
+        }
+        self.handed.push((origin, n));
     }
 
     /// Ready when any source has something; records which. Polls only the sources that woke

@@ -30,13 +30,16 @@ pub(crate) enum Admission {
 /// `now`: when the message's batch was read. `refresh_gauges`: brings the worker's copy of
 /// the load over all shards up to date (`shards::LoadGauges`), asked only before a new request
 /// is judged: nothing else reads it, and a sum over every shard before each batch was ~450
-/// instructions per call (callgrind, issue 21).
+/// instructions per call (callgrind, issue 21). `shedding`: the worker whose receiver read the
+/// message sheds (a message handed over unparsed is admitted by its shard's owner, module
+/// `balance`, as its reader would have admitted it).
 pub(crate) fn admit(
     shared: &Shared,
     common: &WorkerCommon,
     from: &Peer,
     msg: &Message,
     now: Instant,
+    shedding: bool,
     refresh_gauges: impl FnOnce(),
 ) -> Admission {
     // The instant this request is charged to its source's budget (None: exempt, or a response).
@@ -62,7 +65,7 @@ pub(crate) fn admit(
             let full = common.transactions.load(Ordering::Relaxed) >= limits.max_transactions
                 || common.held_bytes.load(Ordering::Relaxed) >= limits.max_held_bytes
                 || charge.is_some_and(|now| shared.budgets.over(from.addr.ip(), now));
-            let overloaded = overloaded(shared, common);
+            let overloaded = shedding || overloaded(shared, common);
             if overloaded || full {
                 if overloaded {
                     stats.overload_rejected.bump();
