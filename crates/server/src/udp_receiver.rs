@@ -240,10 +240,10 @@ impl<H: SipHandler> UdpReceiver<H> {
             if let Some(wait) = wait_ns {
                 self.observe(wait, read_at);
             }
+            // No lap of the clock: the hand-over's moment counts to the next message this
+            // thread handles (its service time, not its wait), one clock read less per message
+            // handed over (~90 instructions, callgrind).
             self.d.pass_on(owner, HandedItem::Datagram { from, local, bytes: d.bytes, wait_ns });
-            if let Some(c) = clock {
-                c.lap(None);
-            }
             return;
         }
         match ingress::receive(&self.d.shared, self.d.id(), d.bytes, &from, Framing::Datagram, d.truncated) {
