@@ -41,10 +41,11 @@
 //! workers stopped by SIGSTOP while one socket queues 1,000 in-dialog INFOs of 40 dialogs, then
 //! resumed, four times; 2,380 of the 4,000 handed over in both runs): per message handed over
 //! the receiver did ~4,160 instructions beyond the read (`ingress::receive` 3,591: the full
-//! parse and receipt checks; admission, shard and a channel send per message ~570), now ~980
-//! (the scan ~870, queueing and the batch's send ~110). The whole thread: 37.36M → 30.76M
-//! instructions (9,339 → 7,690 per datagram read; without the engine's handling of the 1,620 it
-//! kept, 4,876 → 3,238). The messages it keeps pay the scan on top of their parse.
+//! parse and receipt checks; admission, shard and a channel send per message ~570), now ~890
+//! (the scan ~870, queueing and the batch's send ~110, one clock read less ~90). The whole
+//! thread: 37.36M → 30.55M instructions (9,339 → 7,638 per datagram read; without the engine's
+//! handling of the 1,620 it kept, 4,876 → 3,190). The messages it keeps pay the scan on top of
+//! their parse.
 //!
 //! Protections (flood guard, overload, limits) are applied to a handed datagram by its owner
 //! exactly as the receiver would have: with the reader's shedding state (`Reader::shedding`) as
