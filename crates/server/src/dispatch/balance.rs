@@ -121,9 +121,14 @@ impl Balance {
         let elapsed = now.saturating_duration_since(self.window_at);
         if elapsed >= WINDOW {
             // While handing over, the receiver does only part of the work, so its share falls
-            // although the load has not: half the share keeps it busy (else it would hand over
-            // and stop in turn, its socket backing up each time it stops).
-            let share = if self.on { BUSY_SHARE / 2.0 } else { BUSY_SHARE };
+            // although the load has not; the share that keeps it busy must fall as much, else it
+            // would hand over and stop in turn, its socket backing up each time it stops. It
+            // keeps the whole work of 1/workers of the shards, and a hand-over costs it about a
+            // tenth of handling the message (~890 of the ~9-12k instructions a message costs in
+            // all, module docs): a receiver found busy at BUSY_SHARE does about
+            // BUSY_SHARE x (1/workers + 0.1) while handing over - 48% of its time with 2 workers, 18% with 8. BUSY_SHARE / workers
+            // stays under that (40%, 10%), so only a load that really fell ends the hand-over.
+            let share = if self.on { BUSY_SHARE / self.batches.len() as f64 } else { BUSY_SHARE };
             if self.handling.as_secs_f64() >= share * elapsed.as_secs_f64() {
                 self.busy_at = Some(now);
             }
@@ -295,5 +300,43 @@ mod tests {
         b.pending.fetch_sub(2, Ordering::Release);
         b.before_batch(t + BALANCE_HOLD * 2);
         assert!(!b.on, "idle and nothing pending: back to handling everything where it is read");
+    }
+
+    /// A receiver of one of `workers` workers found busy (one window handling all the time);
+    /// returns it and the end of that window.
+    fn busy_receiver(workers: usize) -> (Balance, Instant) {
+        let t0 = Instant::now();
+        let mut b = Balance::new(t0, 0, workers);
+        b.before_batch(t0);
+        b.after_batch(t0 + WINDOW);
+        b.before_batch(t0 + WINDOW);
+        assert!(b.on);
+        (b, t0 + WINDOW)
+    }
+
+    /// Spends `share` of each window for `windows` windows from `t` handing over; whether the
+    /// receiver still hands over at the end.
+    fn hands_over_after(b: &mut Balance, mut t: Instant, share: f64, windows: u32) -> bool {
+        for _ in 0..windows {
+            b.after_batch(t + WINDOW.mul_f64(share));
+            t += WINDOW;
+            b.before_batch(t);
+        }
+        b.on
+    }
+
+    #[test]
+    fn the_share_that_keeps_a_receiver_handing_over_falls_with_the_workers() {
+        // With 8 workers a receiver that hands 7/8 of its messages over is ~18% busy at the
+        // load that made it busy: that must keep it on, for longer than the hold.
+        let windows = (BALANCE_HOLD.as_millis() / WINDOW.as_millis()) as u32 * 3;
+        let (mut b, t) = busy_receiver(8);
+        assert!(hands_over_after(&mut b, t, 0.18, windows), "8 workers, 18% busy: still the load that made it busy");
+        let (mut b, t) = busy_receiver(8);
+        assert!(!hands_over_after(&mut b, t, 0.05, windows), "8 workers, 5% busy: the load fell");
+        let (mut b, t) = busy_receiver(2);
+        assert!(hands_over_after(&mut b, t, 0.45, windows), "2 workers, 45% busy: still the load that made it busy");
+        let (mut b, t) = busy_receiver(2);
+        assert!(!hands_over_after(&mut b, t, 0.30, windows), "2 workers, 30% busy: the load fell");
     }
 }
