@@ -16,24 +16,12 @@ use std::time::Duration;
 pub(crate) const TICK: Duration = Duration::from_millis(10);
 
 /// A message for the worker's loop, read by one of its TCP connection tasks. (Busy UDP receivers
-/// hand theirs over in batches on the control channel now, [`Ctl::Handed`]: `handed` is always
-/// `None`, and goes with the two `handed: None` of the stream code.)
+/// hand theirs over in batches on the control channel, [`Ctl::Handed`].)
 #[derive(Debug)]
 pub(crate) struct InboxMessage {
     pub from: Peer,
     pub local: SocketAddr,
     pub msg: Message,
-    pub handed: Option<Handed>,
-}
-
-/// (Unused, see [`InboxMessage`].) A UDP message a busy receiver passed on, already admitted (protections checked) and assigned
-/// to engine shard `shard`, which this worker owns. `origin` counts the receiver's messages not
-/// yet handled and sent: decremented only after this worker's sendmmsg, so that the receiver
-/// can tell when it may handle that shard's messages itself again without overtaking one.
-#[derive(Debug)]
-pub(crate) struct Handed {
-    pub shard: usize,
-    pub origin: Arc<AtomicUsize>,
 }
 
 /// What a busy UDP receiver passed on to the owner of their shards in one read of its socket
@@ -42,8 +30,9 @@ pub(crate) struct Handed {
 /// it has `[limits] inbox_capacity` messages handed and not yet sent.
 #[derive(Debug)]
 pub(crate) struct HandedBatch {
-    /// The receiver's messages handed over and not yet sent, as [`Handed::origin`]: the owner
-    /// takes this batch's off after its sendmmsg.
+    /// The receiver's messages handed over and not yet sent (its `Balance::pending`),
+    /// decremented only after the owner's sendmmsg, so that the receiver can tell when it may
+    /// handle that shard's messages itself again without overtaking one.
     pub origin: Arc<AtomicUsize>,
     pub reader: Reader,
     /// In the order they were read.

@@ -23,7 +23,7 @@
 use crate::dispatch::Dispatcher;
 use crate::local_timers::Sleep;
 use crate::metrics::{BatchClock, MsgType, Wire};
-use crate::runtime::{Ctl, Handed, HandedBatch, HandedItem, InboxMessage, TICK};
+use crate::runtime::{Ctl, HandedBatch, HandedItem, InboxMessage, TICK};
 use crate::shard_timers::NO_DEADLINE;
 use crate::shards::Shards;
 use crate::shared::{Shared, WorkerCommon};
@@ -170,16 +170,6 @@ impl<H: SipHandler> Worker<H> {
             let now = Instant::now();
             let mut clock = (self.d.measure && !items.is_empty()).then(BatchClock::start);
             for it in items.drain(..) {
-                if let Some(Handed { shard, origin }) = it.handed {
-                    // Counted by the receiver that read it (its service time there is the
-                    // hand-over's).
-                    self.d.handle(shard, Input::Message { from: it.from, local: it.local, msg: it.msg }, now);
-                    self.handed.push((origin, 1));
-                    if let Some(c) = clock.as_mut() {
-                        c.lap(None);
-                    }
-                    continue;
-                }
                 let kind = clock.is_some().then(|| MsgType::of(&it.msg));
                 self.d.route(it.from, it.local, it.msg, now);
                 if let (Some(c), Some(kind)) = (clock.as_mut(), kind) {

@@ -199,7 +199,7 @@ fn next_message(
         Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, &peer(conn)),
     };
     match arrival {
-        Arrival::Message(msg) => Step::Deliver(InboxMessage { from: peer(conn), local, msg, handed: None }),
+        Arrival::Message(msg) => Step::Deliver(InboxMessage { from: peer(conn), local, msg }),
         Arrival::Answer { bytes, close } => {
             // On the connection's own write queue: the answer goes back the way it came.
             let _ = conn.push(bytes, cap, now);

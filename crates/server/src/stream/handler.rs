@@ -153,7 +153,7 @@ mod tests {
         assert!(skips.iter().all(|m| may_skip_inbox(&tx, m)));
         assert!(new.iter().all(|m| !may_skip_inbox(&tx, m)));
         let from = Peer { transport: Transport::Tcp, addr: "127.0.0.1:5060".parse().unwrap(), conn: None };
-        let queued = InboxMessage { from, local: from.addr, msg: request("INVITE", ""), handed: None };
+        let queued = InboxMessage { from, local: from.addr, msg: request("INVITE", "") };
         tx.try_send(queued).unwrap();
         assert!(skips.iter().all(|m| !may_skip_inbox(&tx, m)), "behind a queued message");
         assert!(rx.try_recv().is_ok());
