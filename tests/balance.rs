@@ -26,7 +26,7 @@ const PER_DIALOG: u32 = 25;
 /// the receiver and handed over parsed, its dialog's other requests raw (module `balance`), so
 /// the two ways of handing over must keep one dialog's order between them.
 fn request(herald: SocketAddr, caller: SocketAddr, callee: SocketAddr, dialog: usize, cseq: u32) -> String {
-    let folded = if (dialog + cseq as usize) % 3 == 0 { "Subject: balancing,\r\n folded\r\n" } else { "" };
+    let folded = if (dialog + cseq as usize).is_multiple_of(3) { "Subject: balancing,\r\n folded\r\n" } else { "" };
     format!(
         "INFO sip:bob@{callee} SIP/2.0\r\n\
          Via: SIP/2.0/UDP {caller};branch=z9hG4bK-bal-{dialog}-{cseq};rport\r\n\

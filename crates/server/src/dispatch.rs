@@ -22,14 +22,16 @@ mod resolve;
 pub(crate) use balance::Balance;
 
 use crate::egress::Egress;
-use crate::metrics::WorkerMetrics;
-use crate::runtime::HandedItem;
+use crate::ingress::{self, Arrival};
+use crate::metrics::{BatchClock, MsgType, Wire, WorkerMetrics};
+use crate::runtime::{HandedItem, Reader};
 use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::source_budget;
 use admission::Admission;
+use bytes::Bytes;
 use herald_core::{inbound, Input, Output, Peer, SipHandler};
-use herald_sip::Message;
+use herald_sip::{Framing, Message};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -147,6 +149,58 @@ impl<H: SipHandler> Dispatcher<H> {
                 Output::Resolve { token, request } => resolve::spawn(shared, common, shard, token, request),
                 Output::PingDone { token, outcome } => shared.pings.deliver(token, outcome),
             }
+        }
+    }
+}
+
+impl<H: SipHandler> Dispatcher<H> {
+    /// The worker a busy receiver hands `datagram` to unparsed, if any: only while it hands over,
+    /// only a trusted source's, and only when the Call-ID scan is sure (`herald_sip::call_id_scan`)
+    /// and names a shard another worker owns. Everything else is parsed here.
+    pub(crate) fn owner_elsewhere(&self, from: &Peer, datagram: &[u8]) -> Option<usize> {
+        if !self.balance.as_ref().is_some_and(|b| b.on) || !balance::may_hand_over(&self.shared, from) {
+            return None;
+        }
+        let call_id = herald_sip::call_id_scan::call_id(datagram)?;
+        let owner = inbound::shard_of(call_id, self.shards.len()) % self.shared.workers;
+        (owner != self.common.id).then_some(owner)
+    }
+
+    /// Queues a message for worker `owner` (see `Balance::queue`).
+    pub(crate) fn pass_on(&mut self, owner: usize, item: HandedItem) {
+        if let Some(b) = self.balance.as_mut() {
+            b.queue(&self.shared, &self.common, owner, item);
+        }
+    }
+
+    /// A datagram another worker's receiver handed over unparsed ([`HandedItem::Datagram`]),
+    /// on the owner's loop: classified, admitted and handled as its receiver would have, but
+    /// here. Admission uses the reader's shedding as well as this worker's state.
+    /// The scan's shard is this worker's; the parse's is almost always the same. When it is
+    /// not (a crafted message the scan read otherwise than the parser), the message is handled
+    /// in the parsed shard under that shard's lock, which is safe; only that odd message's
+    /// order against the dialog's others is not guaranteed.
+    pub(crate) fn handed_datagram(
+        &mut self,
+        reader: Reader,
+        from: Peer,
+        local: SocketAddr,
+        bytes: Bytes,
+        wait_ns: Option<u64>,
+        now: Instant,
+    ) {
+        let mut clock = self.measure.then(BatchClock::start);
+        match ingress::receive(&self.shared, reader.worker, bytes, &from, Framing::Datagram, false) {
+            Arrival::Message(msg) => {
+                let kind = self.measure.then(|| MsgType::of(&msg));
+                self.route_as(from, local, msg, now, reader.shedding);
+                if let (Some(c), Some(kind)) = (clock.as_mut(), kind) {
+                    let (service, _) = c.lap(None);
+                    self.metrics().handled(kind, Wire::Udp, service, wait_ns);
+                }
+            }
+            Arrival::Answer { bytes, .. } => self.egress.reply(reader.socket, from.addr, bytes),
+            Arrival::Dropped { .. } => {}
         }
     }
 }
