@@ -22,9 +22,8 @@ const PER_DIALOG: u32 = 25;
 
 /// An in-dialog request (To tag: never refused as new work) routed by its Request-URI, the
 /// callee's address: no registration or lookup involved. Every third request carries a folded
-/// header line (RFC 3261 §7.3.1), on which the receiver's Call-ID scan gives up: it is parsed by
-/// the receiver and handed over parsed, its dialog's other requests raw (module `balance`), so
-/// the two ways of handing over must keep one dialog's order between them.
+/// header line (RFC 3261 §7.3.1) after its Call-ID: the receiver's peek at the Call-ID stops
+/// before it, and the owner's full parse must unfold it.
 fn request(herald: SocketAddr, caller: SocketAddr, callee: SocketAddr, dialog: usize, cseq: u32) -> String {
     let folded = if (dialog + cseq as usize).is_multiple_of(3) { "Subject: balancing,\r\n folded\r\n" } else { "" };
     format!(

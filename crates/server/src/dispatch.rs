@@ -31,7 +31,8 @@ use crate::source_budget;
 use admission::Admission;
 use bytes::Bytes;
 use herald_core::{inbound, Input, Output, Peer, SipHandler};
-use herald_sip::{Framing, Message};
+use herald_sip::peek::Peek;
+use herald_sip::{Framing, HeaderName, Message};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -155,13 +156,17 @@ impl<H: SipHandler> Dispatcher<H> {
 
 impl<H: SipHandler> Dispatcher<H> {
     /// The worker a busy receiver hands `datagram` to unparsed, if any: only while it hands over,
-    /// only a trusted source's, and only when the Call-ID scan is sure (`herald_sip::call_id_scan`)
-    /// and names a shard another worker owns. Everything else is parsed here.
+    /// only a trusted source's, and only when a peek finds its Call-ID ([`Peek`]: the start line
+    /// and the header lines up to the first Call-ID, read by the parser's own line reader, so
+    /// that the value is the one [`Message::get`] gives for any message that parses) and it
+    /// names a shard another worker owns. Everything else is parsed here.
     pub(crate) fn owner_elsewhere(&self, from: &Peer, datagram: &[u8]) -> Option<usize> {
         if !self.balance.as_ref().is_some_and(|b| b.on) || !balance::may_hand_over(&self.shared, from) {
             return None;
         }
-        let call_id = herald_sip::call_id_scan::call_id(datagram)?;
+        let peek = Peek::new(datagram, &self.shared.limits).ok()?;
+        let [call_id] = peek.first_of([HeaderName::CallId]).ok()?;
+        let call_id = call_id?;
         let owner = inbound::shard_of(call_id, self.shards.len()) % self.shared.workers;
         (owner != self.common.id).then_some(owner)
     }
@@ -176,10 +181,11 @@ impl<H: SipHandler> Dispatcher<H> {
     /// A datagram another worker's receiver handed over unparsed ([`HandedItem::Datagram`]),
     /// on the owner's loop: classified, admitted and handled as its receiver would have, but
     /// here. Admission uses the reader's shedding as well as this worker's state.
-    /// The scan's shard is this worker's; the parse's is almost always the same. When it is
-    /// not (a crafted message the scan read otherwise than the parser), the message is handled
-    /// in the parsed shard under that shard's lock, which is safe; only that odd message's
-    /// order against the dialog's others is not guaranteed.
+    /// The peeked Call-ID's shard is this worker's; the parse's is the same for every message
+    /// whose Call-ID is valid (the peek reads the value the parse does). When it is not (an
+    /// invalid Call-ID, sharded by source address, if the receipt checks let it through), the
+    /// message is handled in the parsed shard under that shard's lock, which is safe; only that
+    /// odd message's order against the dialog's others is not guaranteed.
     pub(crate) fn handed_datagram(
         &mut self,
         reader: Reader,

@@ -55,11 +55,11 @@ pub(crate) struct Reader {
 /// One message of a [`HandedBatch`].
 #[derive(Debug)]
 pub(crate) enum HandedItem {
-    /// A datagram as read: its Call-ID (`herald_sip::call_id_scan`) named a shard of the
+    /// A datagram as read: its Call-ID (peeked, `herald_sip::peek`) named a shard of the
     /// owner. The owner classifies, admits and handles it. `wait_ns`: its socket-queue wait, for
     /// the metrics.
     Datagram { from: Peer, local: SocketAddr, bytes: Bytes, wait_ns: Option<u64> },
-    /// A message the receiver parsed and admitted (the scan could not tell its Call-ID) whose
+    /// A message the receiver parsed and admitted (the peek found no Call-ID) whose
     /// engine shard `shard` the owner owns.
     Parsed { from: Peer, local: SocketAddr, msg: Message, shard: usize },
 }

@@ -14,7 +14,6 @@
 //! nothing of transactions, proxying, transports or configuration; it does no I/O (no sockets,
 //! no clock, no threads, no randomness), so anything can depend on it.
 
-pub mod call_id_scan;
 mod checked;
 pub mod editor;
 pub mod error;

@@ -27,13 +27,15 @@
 //! passes through its one receiver thread, so what that thread does per message handed over
 //! caps the 4-tuple's capacity however many workers share the rest (measured on a 16-core
 //! machine: with 8 workers the receiver was 63% of its core and each other loop 11%). So the
-//! receiver does not parse what it hands over: it finds the Call-ID on the raw datagram
-//! (`herald_sip::call_id_scan`, which answers only when it agrees with the full parser, and
-//! otherwise the message is parsed here as before), computes its shard, and queues the bytes
-//! for the shard's owner, which classifies, admits and handles them (`HandedItem::Datagram`).
+//! receiver does not parse what it hands over: it peeks at the Call-ID of the raw datagram
+//! (`herald_sip::peek::Peek`: the start line and the header lines up to the first Call-ID,
+//! read by the parser's own line reader, so that the value is the one the full parse gives for
+//! any message it accepts; a peek that fails or finds none leaves the message to be parsed here
+//! as before), computes its shard, and queues the bytes for the shard's owner, which
+//! classifies, admits and handles them (`HandedItem::Datagram`).
 //! What one read (one recvmmsg) hands a worker leaves as one batch on its control channel
 //! (`Ctl::Handed`): one channel operation and at most one wake-up of its loop per owner per
-//! read, not per message. A message the receiver had to parse (the scan was unsure) whose
+//! read, not per message. A message the receiver had to parse (the peek found no Call-ID) whose
 //! shard is another worker's joins the same batch, parsed (`HandedItem::Parsed`): one way per
 //! owner, so a dialog's order holds however its messages were read.
 //!
@@ -41,11 +43,14 @@
 //! workers stopped by SIGSTOP while one socket queues 1,000 in-dialog INFOs of 40 dialogs, then
 //! resumed, four times; 2,380 of the 4,000 handed over in both runs): per message handed over
 //! the receiver did ~4,160 instructions beyond the read (`ingress::receive` 3,591: the full
-//! parse and receipt checks; admission, shard and a channel send per message ~570), now ~890
-//! (the scan ~870, queueing and the batch's send ~110, one clock read less ~90). The whole
-//! thread: 37.36M → 30.55M instructions (9,339 → 7,638 per datagram read; without the engine's
-//! handling of the 1,620 it kept, 4,876 → 3,190). The messages it keeps pay the scan on top of
-//! their parse.
+//! parse and receipt checks; admission, shard and a channel send per message ~570), then ~890
+//! with a Call-ID scan of its own (~870, queueing and the batch's send ~110, one clock read
+//! less ~90). The whole thread: 37.36M → 30.55M instructions (9,339 → 7,638 per datagram read;
+//! without the engine's handling of the 1,620 it kept, 4,876 → 3,190). The scan was then
+//! replaced by the peek the load generator already used, which one home for that reading asked
+//! for and which costs less: 621 instructions a message against the scan's 903 over SIPp's six
+//! messages of a call (callgrind, the two side by side in one example). The messages the
+//! receiver keeps pay the peek on top of their parse.
 //!
 //! Protections (flood guard, overload, limits) are applied to a handed datagram by its owner
 //! exactly as the receiver would have: with the reader's shedding state (`Reader::shedding`) as
