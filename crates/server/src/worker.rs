@@ -249,8 +249,8 @@ impl<H: SipHandler> Worker<H> {
     }
 
     /// What a busy receiver of another worker handed over (module `dispatch::balance`), in the
-    /// order it read them. Datagrams are counted and timed here (their receiver only scanned
-    /// them); parsed messages were counted by their receiver.
+    /// order it read them. Datagrams are counted and timed here (their receiver only peeked at
+    /// their Call-ID); parsed messages were counted by their receiver.
     fn handle_handed(&mut self, batch: HandedBatch, now: Instant) {
         let HandedBatch { origin, reader, items } = batch;
         let n = items.len();

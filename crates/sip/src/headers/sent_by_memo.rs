@@ -14,8 +14,9 @@
 use std::cell::RefCell;
 use std::net::Ipv4Addr;
 
-/// The longest text kept: `SIP/2.0/UDP ` and `255.255.255.255:65535` fit in 33; the usual
-/// ones are shorter.
+/// The longest text kept. The longest plain one, `SIP/2.0/UDP ` and `255.255.255.255:65535`,
+/// is 33 octets and is not kept (`remember` skips it; it is read each time); the usual ones
+/// are far shorter.
 const TEXT: usize = 32;
 
 #[derive(Clone, Copy)]
