@@ -102,8 +102,10 @@ pub fn build_trying(request: &Message) -> Option<Bytes> {
     Some(Bytes::from(out))
 }
 
-/// [`header`] into a `Vec` ([`build_trying`]).
-#[inline]
+/// [`header`] into a `Vec` ([`build_trying`]). Inlined at each use, so that the name's copy
+/// is one of a constant length (a few moves): called, each line cost a call and a memcpy for
+/// the name as well as the value's (~90 instructions a line, six lines per proxied INVITE).
+#[inline(always)]
 fn vec_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
