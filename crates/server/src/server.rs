@@ -190,6 +190,10 @@ impl Server {
         H: SipHandler,
         F: Fn(usize) -> H + Send + Sync + 'static,
     {
+        // Before the threads start: a UDP receiver allocates what a transaction keeps, the
+        // worker's timers free it, and mimalloc's default makes each such free into a full page
+        // a slow one (see the function).
+        herald_sys::keep_full_pages();
         let n = self.workers;
         let shards = Arc::new(Shards::new(shard_count(n), n, &make_handler));
         let mut inbox_rx = Vec::with_capacity(n);

@@ -59,7 +59,7 @@ mod stream;
 mod task;
 mod timerfd;
 
-pub use alloc::Mimalloc;
+pub use alloc::{keep_full_pages, Mimalloc};
 pub use batch::{Wait, BATCH};
 pub use clock::{clock_ticks_per_second, monotonic_ns, realtime_ns, rusage_self, thread_cpu_ns};
 pub use host::{hostname, interface_addresses, page_size};
