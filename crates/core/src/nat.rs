@@ -321,43 +321,67 @@ pub fn sender_contact_fix(sender: &RequestSender<'_>, from: Peer, cfg: &NatConfi
 /// `false` for its first value, which `Message::first_list_value` splits out of that line, so
 /// the line is asked first and the split made only when it may name one (`nat::tests`).
 fn may_name_private_address(value: &[u8]) -> bool {
-    // Eight octets at a time for a '.' or a '[' (an exact zero-octet test on the word XORed with
-    // each), and at a dot the two or three digits before it: a test per octet cost as much as
-    // half the parse it saves.
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Eight octets at a time for a '.' or a '[' (a zero-octet test on the word XORed with each,
+    // the two masks joined, so a word with neither costs one branch), and at a dot the octets
+    // before it read as one word: a test per octet cost as much as half the parse it saves, and
+    // exact tests per word and three digit reads per dot ~250 instructions for a usual Contact
+    // (`<sip:sipp@127.0.0.1:5061;transport=UDP>`). The zero test may also mark an octet above
+    // a marked one (its borrow); every mark is checked octet by octet, so that costs only time.
+    // The last octets that do not fill a word are read in the word that ends the text, less
+    // what the words before covered.
     const ONES: u64 = 0x0101_0101_0101_0101;
-    let equal = |w: u64, b: u8| {
-        let x = w ^ (ONES * u64::from(b));
-        !(((x & LOW7) + LOW7) | x | LOW7)
-    };
-    let private_start = |at: usize| private_prefix_before(value, at);
-    let words = value.chunks_exact(8);
-    let tail = value.len() - words.remainder().len();
-    for (k, word) in words.enumerate() {
-        let w = u64::from_le_bytes([word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7]]);
-        if equal(w, b'[') != 0 {
-            return true;
-        }
-        let mut dots = equal(w, b'.');
-        while dots != 0 {
-            if private_start(8 * k + dots.trailing_zeros() as usize / 8) {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    let marks = |w: u64| (zero(w ^ (ONES * u64::from(b'.'))) | zero(w ^ (ONES * u64::from(b'[')))) & HIGH;
+    let word_at = |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().unwrap_or([0; 8]));
+    // Whether a word starting at `base` with these marks (the top bit of each marked octet)
+    // shows a '[' or a dot after a private address's first digits.
+    let marked = |base: usize, mut marks: u64| {
+        while marks != 0 {
+            let at = base + marks.trailing_zeros() as usize / 8;
+            if value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at) {
                 return true;
             }
-            dots &= dots - 1;
+            marks &= marks - 1;
+        }
+        false
+    };
+    let whole = value.len() / 8 * 8;
+    for base in (0..whole).step_by(8) {
+        if marked(base, marks(word_at(base))) {
+            return true;
         }
     }
-    (tail..value.len()).any(|at| value[at] == b'[' || value[at] == b'.' && private_start(at))
+    let rest = value.len() - whole;
+    if rest == 0 {
+        return false;
+    }
+    if value.len() < 8 {
+        return (0..value.len()).any(|at| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at));
+    }
+    // The word that ends the text, its first `8 - rest` octets (read above) masked off.
+    let base = value.len() - 8;
+    marked(base, marks(word_at(base)) & (u64::MAX << (8 * (8 - rest))))
 }
 
 /// Whether the digits before the dot at `at` are those that begin a private IPv4 address (`10`,
-/// `172`, `192`, `169`, `100`): inlined into [`may_name_private_address`], whose closure for it
-/// was a call per dot (three in every IPv4 Contact).
+/// `172`, `192`, `169`, `100`): the four octets that end at the dot compared as one word (three
+/// digit reads cost a bounds test each).
 #[inline(always)]
 fn private_prefix_before(value: &[u8], at: usize) -> bool {
-    let digit = |back: usize| if at >= back { value[at - back] } else { 0 };
-    (digit(2) == b'1' && digit(1) == b'0')
-        || (digit(3) == b'1'
-            && matches!((digit(2), digit(1)), (b'7', b'2') | (b'9', b'2') | (b'6', b'9') | (b'0', b'0')))
+    let word = |text: &[u8; 4]| u32::from_le_bytes(*text);
+    match at.checked_sub(3).and_then(|from| value.get(from..=at)) {
+        Some(&[a, b, c, d]) => {
+            let w = word(&[a, b, c, d]);
+            w >> 8 == word(b"10.\0")
+                || w == word(b"172.")
+                || w == word(b"192.")
+                || w == word(b"169.")
+                || w == word(b"100.")
+        }
+        // Fewer than three octets before the dot: only `10` fits.
+        _ => at == 2 && value.get(..3) == Some(&b"10."[..]),
+    }
 }
 
 /// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
