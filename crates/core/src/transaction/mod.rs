@@ -30,6 +30,7 @@ mod client_invite;
 mod client_non_invite;
 mod client_request;
 mod deadline_lanes;
+mod grid_memo;
 mod key;
 mod server_invite;
 mod server_non_invite;

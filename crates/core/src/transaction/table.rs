@@ -25,6 +25,7 @@ use super::client_invite::ClientInvite;
 use super::client_non_invite::ClientNonInvite;
 use super::client_request::Sent;
 use super::deadline_lanes::DeadlineLanes;
+use super::grid_memo;
 use super::key::{to_tag, ClientKey, MethodKey, ServerKey, ServerKeyParts};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
@@ -42,6 +43,10 @@ use std::time::Instant;
 
 /// Tables smaller than this are never shrunk: not worth the rehash.
 const SHRINK_MIN_CAPACITY: usize = 1024;
+
+/// Where a branch of [`super::BranchGen`] keeps its keyed digits: after the magic cookie
+/// (`z9hG4bK`), 16 of them ([`TransactionTable::client_hash`]).
+const BRANCH_DIGITS: std::ops::Range<usize> = 7..23;
 
 /// The most timer actions whose room [`TransactionTable::recycle`] keeps for the next run.
 const SPARE_MAX: usize = 64;
@@ -396,9 +401,19 @@ impl TransactionTable {
     /// apart by the method when the entries are compared ([`Self::client_by`]); peers only look
     /// keys up with theirs. The method and the tuple's separators cost three more writes to the
     /// hasher per lookup (issue 21: five lookups per proxied call).
+    ///
+    /// Of a branch longer than [`BRANCH_DIGITS`]'s end, only those octets are hashed: in the
+    /// branches this element writes ([`super::BranchGen`]) they are 16 hex digits of a keyed
+    /// hash of a counter unique to the engine, as good a key as the whole, and 16 octets hash in
+    /// the hasher's short path (a branch of ~55 took its long one: ~25 instructions more a
+    /// lookup). Still a function of the branch alone, so equal branches hash alike whoever
+    /// wrote them; a peer's response only looks up (a key sharing these octets with many
+    /// entries would cost time, never a wrong match: entries are compared whole).
     fn client_hash(&self, branch: &str) -> u64 {
+        let octets = branch.as_bytes();
+        let hashed = if octets.len() > BRANCH_DIGITS.end { &octets[BRANCH_DIGITS] } else { octets };
         let mut h = self.client_state.build_hasher();
-        h.write(branch.as_bytes());
+        h.write(hashed);
         h.finish()
     }
 
@@ -756,7 +771,7 @@ fn settle_entry(
     };
     *held_bytes = *held_bytes - e.held + held;
     e.held = held;
-    let next = next.map(|(at, kind)| (timers.scheduled_at(at, kind), kind));
+    let next = next.map(|(at, kind)| (grid_memo::scheduled_at(timers, lane(kind), at, kind), kind));
     if next.map(|(at, _)| at) == e.scheduled {
         return Settled::Done;
     }

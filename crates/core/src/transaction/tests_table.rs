@@ -123,6 +123,43 @@ fn client_matching_by_branch_and_cseq_method() {
     assert_eq!(tt.find_server(&no_via), None);
 }
 
+/// Client keys hash only the keyed digits of a long branch: branches that share them and
+/// differ elsewhere (before, after, in length) are still told apart, CANCELs still find their
+/// own transaction, and herald's own branches are all found.
+#[test]
+fn client_branches_sharing_their_hashed_digits_are_told_apart() {
+    let mut tt = table();
+    let t = t0();
+    let branches = [
+        "z9hG4bK0123456789abcdef-1",
+        "z9hG4bK0123456789abcdef-2",
+        "z9hG4bK0123456789abcdef-22",
+        "z9hG4bX0123456789abcdef-1",
+    ];
+    let mut ids = Vec::new();
+    for b in branches {
+        ids.push(tt.insert_client(t, invite(b), udp()).unwrap().0);
+    }
+    let cancel = tt.insert_client(t, request("CANCEL", branches[0]), udp()).unwrap().0;
+    for (b, id) in branches.iter().zip(&ids) {
+        assert_eq!(tt.find_client(&response(&invite(b), 180, Some("a"))), Some(*id), "{b}");
+    }
+    assert_eq!(tt.find_client(&response(&request("CANCEL", branches[0]), 200, None)), Some(cancel));
+    assert_eq!(tt.find_client(&response(&invite("z9hG4bK0123456789abcdef-3"), 180, None)), None);
+    assert_eq!(tt.find_client(&response(&invite("z9hG4bK0123456789abcdef"), 180, None)), None, "digits alone");
+    let mut gen = BranchGen::new(crate::seed::Seed::fixed(9), 3);
+    let own: Vec<(String, super::TxId)> = (0..500)
+        .map(|_| {
+            let b = gen.next_branch_with(b'-', 0x0123_4567_89ab_cdef);
+            let id = tt.insert_client(t, invite(&b), udp()).unwrap().0;
+            (b, id)
+        })
+        .collect();
+    for (b, id) in &own {
+        assert_eq!(tt.find_client(&response(&invite(b), 200, Some("a"))), Some(*id), "{b}");
+    }
+}
+
 #[test]
 fn heap_fires_exactly_and_skips_stale_entries() {
     let mut tt = table();

@@ -59,15 +59,25 @@ impl Timers {
     /// Where the table schedules a timer of `kind` due at `at`: on the [`AbsorbGrid`] for a
     /// state-absorbing timer, else at `at`. Never earlier than `at`.
     pub fn scheduled_at(&self, at: Instant, kind: TimerKind) -> Instant {
-        let Some(grid) = self.absorb_grid.filter(|g| kind.absorbs() && !g.step.is_zero()) else { return at };
-        let Some(since) = at.checked_duration_since(grid.epoch) else { return at };
-        // In u64 nanoseconds (584 years): u128 arithmetic called the 128-bit division routine
-        // for every absorbing timer. Whatever does not fit is scheduled on time.
-        let (Ok(since), Ok(step)) = (u64::try_from(since.as_nanos()), u64::try_from(grid.step.as_nanos())) else {
+        if !kind.absorbs() {
             return at;
+        }
+        self.grid_point(at).unwrap_or(at)
+    }
+
+    /// The first point of the [`AbsorbGrid`] at or after `at`; `None` without a grid (or with
+    /// a zero step), before its epoch, or where the point is not representable (a timer is
+    /// then scheduled on time).
+    pub(crate) fn grid_point(&self, at: Instant) -> Option<Instant> {
+        let grid = self.absorb_grid.filter(|g| !g.step.is_zero())?;
+        let since = at.checked_duration_since(grid.epoch)?;
+        // In u64 nanoseconds (584 years): u128 arithmetic called the 128-bit division routine
+        // for every absorbing timer.
+        let (Ok(since), Ok(step)) = (u64::try_from(since.as_nanos()), u64::try_from(grid.step.as_nanos())) else {
+            return None;
         };
-        let up = since.div_ceil(step).checked_mul(step);
-        up.and_then(|n| grid.epoch.checked_add(Duration::from_nanos(n))).unwrap_or(at)
+        let up = since.div_ceil(step).checked_mul(step)?;
+        grid.epoch.checked_add(Duration::from_nanos(up))
     }
 
     /// The initial value of a timer (RFC 3261 Table 4, RFC 6026 §8.11). The retransmission timers
