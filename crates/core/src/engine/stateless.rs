@@ -15,7 +15,7 @@ use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::respond::response_destination;
 use crate::proxy::route::preprocess;
 use crate::proxy::validate::loop_hash;
-use crate::transaction::stateless_branch;
+use crate::transaction::{stateless_branch_text, STATELESS_BRANCH_LEN};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
 use std::net::SocketAddr;
@@ -80,7 +80,8 @@ impl Engine {
             },
         };
         let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
-        let Some(base) = stateless_branch(msg) else { return };
+        let Some(base) = stateless_branch_text(msg) else { return };
+        let base = herald_sip::text::ascii(&base);
         // §16.6 step 8 puts the loop hash into the branch for §16.3 step 4, whose answer is a
         // 482. An ACK gets no response, so it is never checked for a loop (`on_ack`), here or
         // at the next herald. A stateful herald forwards only the ACK for a 2xx here, a new
@@ -90,9 +91,18 @@ impl Engine {
         // transaction downstream with the same branch (§17.1.1.3), so it carries the hash too
         // (the same one: the hash leaves out the To tag that the ACK has and the INVITE had not).
         let stateful_2xx_ack = msg.method() == Some(Method::Ack) && !self.cfg.stateless;
-        let branch = if stateful_2xx_ack { base } else { loop_branch(base, loop_hash(msg)) };
+        // The ACK's branch is sent from the stack (a `String` was an allocation per call).
+        let with_hash;
+        let branch = if stateful_2xx_ack {
+            base
+        } else {
+            let mut unique = String::with_capacity(STATELESS_BRANCH_LEN + 17);
+            unique.push_str(base);
+            with_hash = loop_branch(unique, loop_hash(msg));
+            &with_hash
+        };
         self.own_texts.note(listener.transport, listener.addr, &self.cfg.identity);
-        let via = self.own_texts.via(listener.transport, listener.addr, &branch);
+        let via = self.own_texts.via(listener.transport, listener.addr, branch);
         let append = strict_route_edits(&mut pre, &target);
         let consumed = self.consumed_credentials(msg);
         let contact_fix = request_contact_fix(msg, from, &self.cfg.nat);
