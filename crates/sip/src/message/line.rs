@@ -37,6 +37,15 @@ impl HeaderField {
 /// result for the lines this accepts).
 #[inline(always)]
 pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
+    plain_header_line_within::<true>(s, pos, limits)
+}
+
+/// [`plain_header_line`], the line's length tested against `limits.max_header_line` only when
+/// `LONG`: a caller whose whole text is no longer than that limit (the header scan of nearly
+/// every message, see `Head::scan`) holds no line over it, and skips the test at each line.
+#[inline(always)]
+pub(crate) fn plain_header_line_within<const LONG: bool>(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
+    debug_assert!(LONG || s.len() <= limits.max_header_line);
     // The usual names with their colon and SP from the line's first octets (module
     // `known_name`), then the LF after them; any other line by the colon search.
     let (name, colon, lf) = match known_name(s, pos) {
@@ -70,7 +79,7 @@ pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option
     if cr != b'\r' || matches!(last, b' ' | b'\t' | b'\r' | b'\n') || scan::is_wsp(next) {
         return None;
     }
-    if line_end - pos > limits.max_header_line {
+    if LONG && line_end - pos > limits.max_header_line {
         return None;
     }
     Some(HeaderField {
