@@ -139,18 +139,31 @@ impl<H: SipHandler> Dispatcher<H> {
     /// nothing: they return before the drain (whose set-up and drop cost ~50 instructions).
     /// The outputs are drained in place (not taken out of `self` and put back: the put-back's
     /// drop of the empty vector was one more call per message, callgrind, issue 21).
+    ///
+    /// A single output (most messages: the one forwarded) is popped: the same order, without a
+    /// drain to set up and drop (~35 instructions a message, ~210 per UDP call, callgrind,
+    /// issue 21).
     fn dispatch(&mut self, shard: usize, now: Instant) {
-        if self.out.is_empty() {
+        let (shared, common, egress) = (&self.shared, &self.common, &mut self.egress);
+        if self.out.len() <= 1 {
+            if let Some(o) = self.out.pop() {
+                carry_out(shared, common, egress, shard, o, now);
+            }
             return;
         }
-        let (shared, common, egress) = (&self.shared, &self.common, &mut self.egress);
         for o in self.out.drain(..) {
-            match o {
-                Output::Send { to, bytes } => egress.send(to, bytes, Some(shard), now),
-                Output::Resolve { token, request } => resolve::spawn(shared, common, shard, token, request),
-                Output::PingDone { token, outcome } => shared.pings.deliver(token, outcome),
-            }
+            carry_out(shared, common, egress, shard, o, now);
         }
+    }
+}
+
+/// Carries out one output of engine shard `shard` at `now`.
+#[inline]
+fn carry_out(shared: &Shared, common: &WorkerCommon, egress: &mut Egress, shard: usize, o: Output, now: Instant) {
+    match o {
+        Output::Send { to, bytes } => egress.send(to, bytes, Some(shard), now),
+        Output::Resolve { token, request } => resolve::spawn(shared, common, shard, token, request),
+        Output::PingDone { token, outcome } => shared.pings.deliver(token, outcome),
     }
 }
 

@@ -50,8 +50,19 @@ pub(crate) fn receive(
     arrival(shared, stats, from, inbound::classify(bytes, &shared.limits, framing, truncated))
 }
 
-/// What the classification of one message means for the runtime (counted).
+/// What the classification of one message means for the runtime (counted). Inline, with what
+/// is not a message out of line: a call of its own per message cost ~26 instructions (~156 per
+/// UDP call, callgrind, issue 21).
+#[inline]
 fn arrival(shared: &Shared, stats: &WorkerStats, from: &Peer, inbound: Inbound) -> Arrival {
+    match inbound {
+        Inbound::Message(msg) => Arrival::Message(msg),
+        other => not_a_message(shared, stats, from, other),
+    }
+}
+
+#[inline(never)]
+fn not_a_message(shared: &Shared, stats: &WorkerStats, from: &Peer, inbound: Inbound) -> Arrival {
     match inbound {
         Inbound::Message(msg) => Arrival::Message(msg),
         Inbound::Answer { bytes, close } => answer(shared, stats, from, bytes.freeze(), close),
