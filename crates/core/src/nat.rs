@@ -333,7 +333,7 @@ fn may_name_private_address(value: &[u8]) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |x: u64| x.wrapping_sub(ONES) & !x;
     let marks = |w: u64| (zero(w ^ (ONES * u64::from(b'.'))) | zero(w ^ (ONES * u64::from(b'[')))) & HIGH;
-    let word_at = |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().unwrap_or([0; 8]));
+    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
     // Whether a word starting at `base` with these marks (the top bit of each marked octet)
     // shows a '[' or a dot after a private address's first digits.
     let marked = |base: usize, mut marks: u64| {
@@ -346,22 +346,22 @@ fn may_name_private_address(value: &[u8]) -> bool {
         }
         false
     };
-    let whole = value.len() / 8 * 8;
-    for base in (0..whole).step_by(8) {
-        if marked(base, marks(word_at(base))) {
+    let words = value.chunks_exact(8);
+    let rest = words.remainder().len();
+    for (k, w) in words.enumerate() {
+        let found = marks(word(w));
+        if found != 0 && marked(8 * k, found) {
             return true;
         }
     }
-    let rest = value.len() - whole;
     if rest == 0 {
         return false;
     }
-    if value.len() < 8 {
+    let Some(base) = value.len().checked_sub(8) else {
         return (0..value.len()).any(|at| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at));
-    }
+    };
     // The word that ends the text, its first `8 - rest` octets (read above) masked off.
-    let base = value.len() - 8;
-    marked(base, marks(word_at(base)) & (u64::MAX << (8 * (8 - rest))))
+    marked(base, marks(word(&value[base..])) & (u64::MAX << (8 * (8 - rest))))
 }
 
 /// Whether the digits before the dot at `at` are those that begin a private IPv4 address (`10`,
