@@ -110,23 +110,40 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool, progress: &mut Progress
     }
     let window = &buf[..buf.len().min(limits.max_message_size + 4)];
     // A message's first look scans its header section at once; the search for the empty line
-    // is left for a header section not (yet) whole or one that does not parse.
-    let at_front = if parse && progress.searched == 0 { head_at_front(window, limits) } else { None };
-    let (head_end, head) = match at_front {
-        Some(head) => (head.head_end() - 2, Some(head)),
-        None => {
-            // An empty line that began in the bytes searched before ends in the new ones.
-            let from = progress.searched.saturating_sub(3).min(window.len());
-            let Some(head_end) = HEAD_END.find(&window[from..]).map(|at| from + at) else {
-                if buf.len() > limits.max_message_size {
-                    return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
-                }
-                progress.searched = window.len();
-                return Ok(None);
-            };
-            (head_end, if parse { Head::scan(&buf[..head_end + 4], limits).ok() } else { None })
+    // is left for a header section not (yet) whole or one that does not parse. The scanned
+    // head goes straight on to `take` (each step between here and there that moved it by value,
+    // a `Result` to an `Option` and on into a tuple, copied it: ~45 instructions a message,
+    // callgrind, issue 21).
+    if parse && progress.searched == 0 {
+        if let Ok(head) = Head::scan(window, limits) {
+            if ends_where_the_search_would(&head, window) {
+                return take(buf, head.head_end() - 2, Some(head), limits, progress);
+            }
         }
+    }
+    // An empty line that began in the bytes searched before ends in the new ones.
+    let from = progress.searched.saturating_sub(3).min(window.len());
+    let Some(head_end) = HEAD_END.find(&window[from..]).map(|at| from + at) else {
+        if buf.len() > limits.max_message_size {
+            return Err(ParseError::new(ErrorKind::Limit(Limit::MessageSize), limits.max_message_size));
+        }
+        progress.searched = window.len();
+        return Ok(None);
     };
+    let head = if parse { Head::scan(&buf[..head_end + 4], limits).ok() } else { None };
+    take(buf, head_end, head, limits, progress)
+}
+
+/// Takes the message whose header section ends at `head_end` (the CRLF before the empty line)
+/// off the front of `buf` once its body is in; `head`: that section, when it parsed.
+#[inline(always)]
+fn take(
+    buf: &mut BytesMut,
+    head_end: usize,
+    head: Option<Head>,
+    limits: &Limits,
+    progress: &mut Progress,
+) -> Result<Option<Cut>, ParseError> {
     let body_start = head_end + 4;
     let length = match head.as_ref().and_then(Head::content_length) {
         // The same value `content_length` finds: the same line parsers, the same checks.
@@ -153,18 +170,17 @@ fn cut(buf: &mut BytesMut, limits: &Limits, parse: bool, progress: &mut Progress
     }))
 }
 
-/// The header section at the front of `window`, scanned without first searching for its end,
-/// when the scan ends where that search would have cut: at the window's first empty line. The
-/// scan ends every line at the first LF that no SP or HT follows and requires CRLF there, and it
-/// stops at the first line that begins with CRLF, so the LF of any earlier CR LF CR LF would
-/// have ended it there; the check below keeps that so whatever the scanner becomes. The search
-/// (memchr's two-way finder) cost about 350 instructions per stream message on top of a scan
-/// that reads the same bytes (callgrind, issue 21). `None`: the section is not whole yet or does
-/// not parse; the caller searches, as before, and gets the same cut or error.
-fn head_at_front(window: &[u8], limits: &Limits) -> Option<Head> {
-    let head = Head::scan(window, limits).ok()?;
+/// Whether `head`, scanned from the front of `window` without first searching for its end,
+/// ends where that search would have cut: at the window's first empty line. The scan ends
+/// every line at the first LF that no SP or HT follows and requires CRLF there, and it stops at
+/// the first line that begins with CRLF, so the LF of any earlier CR LF CR LF would have ended
+/// it there; the check keeps that so whatever the scanner becomes. The search (memchr's two-way
+/// finder) cost about 350 instructions per stream message on top of a scan that reads the same
+/// bytes (callgrind, issue 21). When it does not (or the section is not whole yet, or does not
+/// parse) the caller searches, as before, and gets the same cut or error.
+fn ends_where_the_search_would(head: &Head, window: &[u8]) -> bool {
     let end = head.head_end();
-    (end >= 2 && window.get(end - 2..end + 2) == Some(&b"\r\n\r\n"[..])).then_some(head)
+    end >= 2 && window.get(end - 2..end + 2) == Some(&b"\r\n\r\n"[..])
 }
 
 /// Finds the one Content-Length in a header section: `with_end[..head_len]` (start line
@@ -339,7 +355,7 @@ mod tests {
         }
     }
 
-    /// The header section scanned at once (`head_at_front`) cuts where the search for the empty
+    /// The header section scanned at once (`ends_where_the_search_would`) cuts where the search for the empty
     /// line cuts (`next_frame` never scans first), on the shapes where the two could part: a
     /// bare LF or a lone CR before the empty line, no header at all, an empty line in the body,
     /// folding, and sections that do not parse.

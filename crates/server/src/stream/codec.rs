@@ -158,9 +158,11 @@ fn append_via(src: &mut dyn Read, sip: &mut BytesMut, scratch: &mut [u8]) -> io:
     let n = src.read(scratch)?;
     if n > 0 {
         if sip.is_empty() {
-            *sip = BytesMut::with_capacity(n);
+            // Allocated to fit and filled in one step (no room check, no length update after).
+            *sip = BytesMut::from(&scratch[..n]);
+        } else {
+            sip.extend_from_slice(&scratch[..n]);
         }
-        sip.extend_from_slice(&scratch[..n]);
     }
     Ok(n)
 }
