@@ -116,10 +116,11 @@ impl Framer {
                     break;
                 }
                 Step::Deliver(msg) => {
-                    // Module `handler`: nothing waits in the inbox, and not a new request. The
+                    // Module `handler`: nothing waits in the inbox, and not a new request (with
+                    // overload control on). The
                     // inbox's item is built only for the inbox: a message handed here is moved
                     // once less (a copy of ~200 bytes, callgrind, issue 21).
-                    let msg = if handler::may_skip_inbox(inbox, &msg) {
+                    let msg = if handler::may_skip_inbox(inbox, &msg, shared.config.overload.enabled) {
                         match handler::handle_here(worker, peer(conn), local, msg, now) {
                             Ok(()) => {
                                 handled_here = true;
