@@ -369,4 +369,4 @@ impl RecentConns {
 
 #[cfg(test)]
 #[path = "conns_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -7,6 +7,16 @@ fn peer(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// A TCP connection on the loopback: the peer's end (blocking) and ours (non-blocking, on the
+/// runtime this is called in).
+pub(crate) fn connected_pair() -> (std::net::TcpStream, TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (ours, _) = listener.accept().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    (peer, TcpStream::from_std(ours).unwrap())
+}
+
 #[test]
 fn the_write_queue_hands_out_its_front_in_order_and_frees_what_was_written() {
     let conn = Conn::new(ConnId(1), Transport::Tcp, peer(5060));
@@ -37,11 +47,8 @@ fn pushes_to_an_empty_queue_are_written_at_once() {
     use std::io::Read;
     let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
     rt.block_on(async {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (ours, _) = listener.accept().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        let socket = Arc::new(TcpStream::from_std(ours).unwrap());
+        let (mut peer, ours) = connected_pair();
+        let socket = Arc::new(ours);
         socket.writable().await.unwrap();
         let conn = Conn::new(ConnId(1), Transport::Tcp, peer.local_addr().unwrap());
         // Before the socket is attached (an outgoing connection still connecting): queued.

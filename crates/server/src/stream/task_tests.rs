@@ -21,11 +21,7 @@ async fn looks(stream: &TcpStream) -> (bool, bool) {
 fn the_peek_at_read_readiness_sees_what_poll_read_ready_sees() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
     rt.block_on(async {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (ours, _) = listener.accept().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        let ours = TcpStream::from_std(ours).unwrap();
+        let (mut peer, ours) = crate::conns::tests::connected_pair();
         ours.writable().await.unwrap(); // the driver has turned and seen the socket
         assert_eq!(looks(&ours).await, (false, false), "nothing arrived");
         peer.write_all(b"abc").unwrap();
