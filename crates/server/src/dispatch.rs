@@ -184,8 +184,12 @@ impl<H: SipHandler> Dispatcher<H> {
         (owner != self.common.id).then_some(owner)
     }
 
-    /// Queues a message for worker `owner` (see `Balance::queue`).
+    /// Queues a message for worker `owner` (see `Balance::queue`). Called only with an owner
+    /// from [`Dispatcher::owner_elsewhere`], which names one only while a balance hands over:
+    /// there is always a balance here. Were there none, a release build would lose this one
+    /// message rather than stop the receiver thread; debug builds (the tests) stop.
     pub(crate) fn pass_on(&mut self, owner: usize, item: HandedItem) {
+        debug_assert!(self.balance.is_some(), "a message handed over without a balance would be lost");
         if let Some(b) = self.balance.as_mut() {
             b.queue(&self.shared, &self.common, owner, item);
         }
