@@ -15,7 +15,7 @@ use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::respond::response_destination;
 use crate::proxy::route::preprocess;
 use crate::proxy::validate::loop_hash;
-use crate::transaction::{stateless_branch_text, STATELESS_BRANCH_LEN};
+use crate::transaction::{branch_string, stateless_branch_text};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
 use std::net::SocketAddr;
@@ -80,8 +80,7 @@ impl Engine {
             },
         };
         let Some(listener) = self.cfg.listener_for(to.transport, to.addr) else { return };
-        let Some(base) = stateless_branch_text(msg) else { return };
-        let base = herald_sip::text::ascii(&base);
+        let Some(text) = stateless_branch_text(msg) else { return };
         // §16.6 step 8 puts the loop hash into the branch for §16.3 step 4, whose answer is a
         // 482. An ACK gets no response, so it is never checked for a loop (`on_ack`), here or
         // at the next herald. A stateful herald forwards only the ACK for a 2xx here, a new
@@ -94,11 +93,9 @@ impl Engine {
         // The ACK's branch is sent from the stack (a `String` was an allocation per call).
         let with_hash;
         let branch = if stateful_2xx_ack {
-            base
+            herald_sip::text::ascii(&text)
         } else {
-            let mut unique = String::with_capacity(STATELESS_BRANCH_LEN + 17);
-            unique.push_str(base);
-            with_hash = loop_branch(unique, loop_hash(msg));
+            with_hash = loop_branch(branch_string(&text), loop_hash(msg));
             &with_hash
         };
         self.own_texts.note(listener.transport, listener.addr, &self.cfg.identity);

@@ -60,6 +60,6 @@ pub use client_request::AckSource;
 pub use key::{BranchGen, ClientKey, LegacyKey, MethodKey, ServerKey};
 pub use server_invite::ServerInvite;
 pub use server_non_invite::ServerNonInvite;
-pub use stateless_branch::{stateless_branch, stateless_branch_text, STATELESS_BRANCH_LEN};
+pub use stateless_branch::{branch_string, stateless_branch, stateless_branch_text, STATELESS_BRANCH_LEN};
 pub use table::{HashedServerKey, TransactionTable, TxError, TxId};
 pub use timers::{AbsorbGrid, TimerKind, TimerTable, Timers};

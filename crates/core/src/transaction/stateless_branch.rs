@@ -81,11 +81,15 @@ impl Fnv128 {
 /// receipt check's memo, and an IPv4 sent-by is written on the stack (the parse, the `String`
 /// and the chained loop cost about 1,100 instructions per stateless ACK, issue 21).
 pub fn stateless_branch(request: &Message) -> Option<String> {
-    let text = stateless_branch_text(request)?;
-    // With room for the proxy's loop-hash suffix (`engine::forward_edits::loop_branch`).
+    stateless_branch_text(request).map(|text| branch_string(&text))
+}
+
+/// A branch of [`stateless_branch_text`] as a `String`, with room for the proxy's loop-hash
+/// suffix (`engine::forward_edits::loop_branch`).
+pub fn branch_string(text: &[u8; STATELESS_BRANCH_LEN]) -> String {
     let mut branch = String::with_capacity(STATELESS_BRANCH_LEN + 17);
-    branch.push_str(text::ascii(&text));
-    Some(branch)
+    branch.push_str(text::ascii(text));
+    branch
 }
 
 /// The length of a stateless branch: `z9hG4bKs` and 32 hex digits.
