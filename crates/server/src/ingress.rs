@@ -10,7 +10,7 @@
 use crate::protect;
 use crate::shared::Shared;
 use crate::stats::{Bump, WorkerStats};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use herald_core::inbound::{self, stun, Dropped, Inbound};
 use herald_core::{Peer, Transport};
 use herald_sip::{Framing, Message, ParseError};
@@ -57,25 +57,25 @@ pub(crate) fn receive(
 fn arrival(shared: &Shared, stats: &WorkerStats, from: &Peer, inbound: Inbound) -> Arrival {
     match inbound {
         Inbound::Message(msg) => Arrival::Message(msg),
-        other => not_a_message(shared, stats, from, other),
+        Inbound::Answer { bytes, close } => answer_malformed(shared, stats, from, bytes, close),
+        Inbound::Drop(why) => dropped(stats, why),
     }
 }
 
 #[inline(never)]
-fn not_a_message(shared: &Shared, stats: &WorkerStats, from: &Peer, inbound: Inbound) -> Arrival {
-    match inbound {
-        Inbound::Message(msg) => Arrival::Message(msg),
-        Inbound::Answer { bytes, close } => answer(shared, stats, from, bytes.freeze(), close),
-        Inbound::Drop(Dropped::KeepAlive) => Arrival::Dropped { close: false },
-        Inbound::Drop(Dropped::Response) => {
-            stats.malformed_responses_dropped.bump();
-            Arrival::Dropped { close: false }
-        }
-        Inbound::Drop(Dropped::Request) => {
-            stats.malformed_dropped.bump();
-            Arrival::Dropped { close: false }
-        }
+fn answer_malformed(shared: &Shared, stats: &WorkerStats, from: &Peer, bytes: BytesMut, close: bool) -> Arrival {
+    answer(shared, stats, from, bytes.freeze(), close)
+}
+
+/// Counts a dropped message by why it was dropped.
+#[inline(never)]
+fn dropped(stats: &WorkerStats, why: Dropped) -> Arrival {
+    match why {
+        Dropped::KeepAlive => {}
+        Dropped::Response => stats.malformed_responses_dropped.bump(),
+        Dropped::Request => stats.malformed_dropped.bump(),
     }
+    Arrival::Dropped { close: false }
 }
 
 /// [`receive`] for a stream message the framing parsed already (`herald_sip::framing::next_cut`):
