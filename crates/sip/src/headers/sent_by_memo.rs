@@ -103,11 +103,12 @@ pub(crate) fn remember(s: &[u8], addr: Ipv4Addr, port: Option<u16>, len: usize) 
         let Ok(mut kept) = kept.try_borrow_mut() else { return };
         let mut padded = [0u8; TEXT];
         padded[..len].copy_from_slice(text);
+        let mut ones = [0u8; TEXT];
+        ones[..len].fill(0xff);
         let mut r = Remembered { len, addr, port, ..NOTHING };
         for i in 0..TEXT / 8 {
             let word = |b: &[u8; TEXT]| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 octets"));
             r.words[i] = word(&padded);
-            let ones: [u8; TEXT] = std::array::from_fn(|k| if k < len { 0xff } else { 0 });
             r.mask[i] = word(&ones);
         }
         let older = kept.last ^ 1;
