@@ -336,10 +336,11 @@ fn may_name_private_address(value: &[u8]) -> bool {
     let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
     // Whether a word starting at `base` with these marks (the top bit of each marked octet)
     // shows a '[' or a dot after a private address's first digits.
+    // The rule at one octet: a '[' (an IPv6 reference), or a dot after private first digits.
+    let hit = |at: usize| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at);
     let marked = |base: usize, mut marks: u64| {
         while marks != 0 {
-            let at = base + marks.trailing_zeros() as usize / 8;
-            if value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at) {
+            if hit(base + marks.trailing_zeros() as usize / 8) {
                 return true;
             }
             marks &= marks - 1;
@@ -358,7 +359,7 @@ fn may_name_private_address(value: &[u8]) -> bool {
         return false;
     }
     let Some(base) = value.len().checked_sub(8) else {
-        return (0..value.len()).any(|at| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at));
+        return (0..value.len()).any(hit);
     };
     // The word that ends the text, its first `8 - rest` octets (read above) masked off.
     marked(base, marks(word(&value[base..])) & (u64::MAX << (8 * (8 - rest))))
