@@ -233,7 +233,7 @@ impl Message {
     }
 
     pub fn headers(&self) -> &[HeaderField] {
-        &self.parsed.headers
+        self.parsed.headers()
     }
 
     /// What [`Message::check`] found, once it has passed (module `checked`).
@@ -270,15 +270,17 @@ impl Message {
 
     /// What the receipt check reads of the message (module `validate`).
     pub(crate) fn check_parts(&self) -> CheckParts<'_> {
-        let Parsed { headers, index, vias, .. } = &*self.parsed;
-        CheckParts { buf: &self.buf, start: self.start, headers, index, vias }
+        let parsed: &Parsed = &self.parsed;
+        let Parsed { index, vias, .. } = parsed;
+        CheckParts { buf: &self.buf, start: self.start, headers: parsed.headers(), index, vias }
     }
 
     /// [`Message::check_parts`] and the memo's place, borrowed apart: the check builds the memo
     /// where it stays (callgrind: building it elsewhere and moving it in cost about 80
     /// instructions per message, a `Checked` is some 200 octets).
     pub(crate) fn check_parts_and_memo(&mut self) -> (CheckParts<'_>, &mut Option<Checked>) {
-        let Parsed { headers, index, vias, checked } = &mut *self.parsed;
+        let Parsed { lines, count, index, vias, checked } = &mut *self.parsed;
+        let headers = lines.get(..*count).unwrap_or_default();
         (CheckParts { buf: &self.buf, start: self.start, headers, index, vias }, checked)
     }
 

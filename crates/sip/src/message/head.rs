@@ -2,8 +2,9 @@
 //! finds every line, recognises its name, notes the frequent ones in the index, splits the Via
 //! lines, counts Via and Route values against their limits and reads the one Content-Length.
 
+use super::index::HeaderIndex;
 use super::line::{parse_header_line, plain_header_line_within, HeaderField};
-use super::pool::PooledParsed;
+use super::pool::{Parsed, PooledParsed, FIRST_LINES};
 use super::via_split::ViaSplit;
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
@@ -87,13 +88,41 @@ impl Head {
         s: &[u8],
         limits: &Limits,
         start: StartLine,
-        mut pos: usize,
+        pos: usize,
         mut parsed: PooledParsed,
     ) -> Result<Head, ParseError> {
+        // The line list is taken out of the box while the lines are written into it, and put
+        // back whatever the outcome (its lines are the next message's room).
+        let mut lines = std::mem::take(&mut parsed.lines);
+        let Parsed { index, vias, .. } = &mut *parsed;
+        let scanned = Self::lines_into::<LONG>(s, limits, pos, &mut lines, index, vias);
+        parsed.lines = lines;
+        let Scanned { head_end, count, content_length } = scanned?;
+        parsed.count = count;
+        Ok(Head { start, parsed, head_end, content_length })
+    }
+
+    /// Writes the header lines from `pos` on into `lines` (from its start, over what it holds),
+    /// noting them in `index` and the Via lines in `vias`; returns where the empty line is, how
+    /// many lines there are and the Content-Length.
+    #[inline(always)]
+    fn lines_into<const LONG: bool>(
+        s: &[u8],
+        limits: &Limits,
+        mut pos: usize,
+        lines: &mut Vec<HeaderField>,
+        index: &mut HeaderIndex,
+        vias: &mut ViaSplit,
+    ) -> Result<Scanned, ParseError> {
         let mut counts = Counts::default();
-        // The number of lines so far, kept here rather than read from the vector (which asks
-        // whether it has spilled each time).
+        // The lines written so far, and the room for them: the list's lines, at most the
+        // header count limit. One test at each line says both whether the limit is reached
+        // and whether the list must grow (`more_room`, out of line: a kept list has room).
         let mut count = 0usize;
+        let mut slots: &mut [HeaderField] = {
+            let room = lines.len().min(limits.max_headers);
+            &mut lines[..room]
+        };
         let head_end = loop {
             if pos >= s.len() {
                 return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
@@ -101,13 +130,26 @@ impl Head {
             if s[pos..].starts_with(b"\r\n") {
                 break pos;
             }
-            if count == limits.max_headers {
-                return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
+            if count >= slots.len() {
+                if count >= limits.max_headers {
+                    return Err(ParseError::new(ErrorKind::Limit(Limit::HeaderCount), pos));
+                }
+                slots = more_room(lines, limits.max_headers);
+                // The tests again, with room now: the only way to the line's place is through
+                // `count < slots.len()`, which spares its bounds test.
+                continue;
             }
             let field = match plain_header_line_within::<LONG>(s, pos, limits) {
                 Some(field) => field,
                 None => other_header_line(s, pos, limits)?,
             };
+            // `count < slots.len()` (tested above): no bounds test. Written field by field: the
+            // whole line's copy wrote its padding octets too, through the stack.
+            let slot = &mut slots[count];
+            slot.name = field.name;
+            slot.name_end = field.name_end;
+            slot.value = field.value;
+            slot.line = field.line;
             pos = field.line.end as usize;
             // The names that need more than a note, tested as one set first: most lines have none.
             const COUNTED: u64 = HeaderName::Via.bit()
@@ -116,18 +158,34 @@ impl Head {
                 | HeaderName::ContentLength.bit();
             if field.name.bit() & COUNTED != 0 {
                 if field.name == HeaderName::ContentLength {
-                    counts.length(&field, s)?;
+                    counts.length(slot, s)?;
                 } else {
-                    counts.add(&field, s, limits, &mut parsed.vias)?;
+                    counts.add(slot, s, limits, vias)?;
                 }
             }
-            parsed.index.note(count, field.name);
-            parsed.headers.push(field);
+            index.note(count, field.name);
             count += 1;
         };
-        let content_length = counts.content_length;
-        Ok(Head { start, parsed, head_end, content_length })
+        Ok(Scanned { head_end, count, content_length: counts.content_length })
     }
+}
+
+/// What [`Head::lines_into`] found: where the empty line is, how many lines there are, and
+/// the Content-Length value and the offset of its value.
+struct Scanned {
+    head_end: usize,
+    count: usize,
+    content_length: Option<(u32, usize)>,
+}
+
+/// `lines` grown to twice its lines (at least [`FIRST_LINES`], at most `max`, more than it
+/// had: the scan asks only when it had fewer than `max`), as the room the scan writes into.
+#[cold]
+#[inline(never)]
+fn more_room(lines: &mut Vec<HeaderField>, max: usize) -> &mut [HeaderField] {
+    let len = (lines.len() * 2).max(FIRST_LINES).min(max);
+    lines.resize(len, HeaderField::UNSET);
+    lines.as_mut_slice()
 }
 
 /// [`parse_header_line`] for a line of another shape than [`plain_header_line`]'s, out of the

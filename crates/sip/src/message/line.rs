@@ -24,6 +24,14 @@ pub struct HeaderField {
 }
 
 impl HeaderField {
+    /// A line that no message has (a place in a line list not yet written, module `pool`).
+    pub(crate) const UNSET: HeaderField = HeaderField {
+        name: HeaderName::Other,
+        name_end: 0,
+        value: Span { start: 0, end: 0 },
+        line: Span { start: 0, end: 0 },
+    };
+
     /// The name as written (it may be the compact form, any case).
     #[inline]
     pub fn name_span(&self) -> Span {

@@ -69,3 +69,71 @@ fn usual_and_unusual_starts_parse_alike() {
         }
     }
 }
+
+/// The scan writes each line into the box's line list over what an earlier message left
+/// there (module `head`): over sequences of messages of 0 to 70 lines (plain and folded ones)
+/// parsed on one thread into kept boxes, with header count limits around their line counts,
+/// every message's lines are what a walk of the full line parser finds, and the count limit
+/// is refused where that walk reaches it; clones keep their own lines.
+#[test]
+fn lines_written_over_earlier_ones_are_the_messages_own() {
+    use crate::error::ErrorKind;
+    use crate::limits::Limit;
+    use crate::message::parse_header_line;
+    use proptest::prelude::*;
+    let message = |lines: usize, seed: usize| {
+        let mut m = b"OPTIONS sip:a@h SIP/2.0\r\n".to_vec();
+        for i in 0..lines {
+            let line = match (i + seed) % 4 {
+                0 => format!("Via: SIP/2.0/UDP h{i};branch=z9hG4bK{seed}\r\n"),
+                1 => format!("X-{i}: {seed}\r\n"),
+                2 => format!("Subject: a\r\n folded {i}\r\n"),
+                _ => format!("Route: <sip:r{i}@h;lr>\r\n"),
+            };
+            m.extend_from_slice(line.as_bytes());
+        }
+        m.extend_from_slice(b"\r\n");
+        m
+    };
+    // The lines as the full parser reads them one after the other, or the count limit's error.
+    let walk = |text: &[u8], limits: &Limits| {
+        let mut pos = text.windows(2).position(|w| w == b"\r\n").expect("a start line") + 2;
+        let mut lines = Vec::new();
+        while !text[pos..].starts_with(b"\r\n") {
+            if lines.len() == limits.max_headers {
+                return Err(pos);
+            }
+            let field = parse_header_line(text, pos, limits).expect("a line");
+            pos = field.line.end as usize;
+            lines.push(field);
+        }
+        Ok(lines)
+    };
+    let sizes = proptest::collection::vec((0usize..70, 0usize..80, 0usize..4), 1..10);
+    proptest!(|(sequence in sizes)| {
+        let mut kept = Vec::new();
+        for (lines, max, seed) in sequence {
+            let text = message(lines, seed);
+            let limits = Limits { max_headers: max, max_via: 100, max_route: 100, ..Limits::default() };
+            match (Message::parse(Bytes::from(text.clone()), &limits), walk(&text, &limits)) {
+                (Ok(m), Ok(want)) => {
+                    prop_assert_eq!(m.headers(), &want[..]);
+                    let copy = m.clone();
+                    prop_assert_eq!(copy.headers(), &want[..]);
+                    // Some stay alive while later messages take other boxes.
+                    if seed == 0 {
+                        kept.push((m, want));
+                    }
+                }
+                (Err(e), Err(at)) => {
+                    prop_assert_eq!(e.kind, ErrorKind::Limit(Limit::HeaderCount));
+                    prop_assert_eq!(e.offset, at);
+                }
+                (got, want) => prop_assert!(false, "{:?} against {:?}", got.map(|m| m.headers().len()), want.map(|w| w.len())),
+            }
+        }
+        for (m, want) in kept {
+            prop_assert_eq!(m.headers(), &want[..]);
+        }
+    });
+}
