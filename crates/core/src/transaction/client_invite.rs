@@ -105,15 +105,13 @@ impl ClientInvite {
         self.state = match (std::mem::replace(&mut self.state, State::Terminated), c) {
             (State::Calling { request, .. } | State::Proceeding { request }, Class::Provisional) => {
                 // §17.1.1.2: stop retransmitting; the response goes up.
-                self.timers.clear(TimerKind::A);
-                self.timers.clear(TimerKind::B);
+                self.timers.clear_pair(TimerKind::A, TimerKind::B);
                 out.tu(TuEvent::Response(msg));
                 State::Proceeding { request }
             }
             (State::Calling { .. } | State::Proceeding { .. }, Class::Success) => {
                 // RFC 6026 §8.4: Accepted, Timer M; the TU sends the ACK for a 2xx.
-                self.timers.clear(TimerKind::A);
-                self.timers.clear(TimerKind::B);
+                self.timers.clear_pair(TimerKind::A, TimerKind::B);
                 self.timers.arm(TimerKind::M, now, self.cfg.initial(TimerKind::M, self.reliable));
                 out.tu(TuEvent::Response(msg));
                 State::Accepted
@@ -121,8 +119,7 @@ impl ClientInvite {
             (State::Calling { request, .. } | State::Proceeding { request }, Class::Failure) => {
                 // §17.1.1.2/§17.1.1.3: ACK it here (hop by hop), pass it up, wait Timer D for
                 // retransmissions of the response.
-                self.timers.clear(TimerKind::A);
-                self.timers.clear(TimerKind::B);
+                self.timers.clear_pair(TimerKind::A, TimerKind::B);
                 let ack = request.ack(&msg);
                 if let Some(a) = &ack {
                     out.send(a);
@@ -163,8 +160,7 @@ impl ClientInvite {
     pub fn on_provisional_read(&mut self) -> bool {
         match std::mem::replace(&mut self.state, State::Terminated) {
             State::Calling { request, .. } | State::Proceeding { request } => {
-                self.timers.clear(TimerKind::A);
-                self.timers.clear(TimerKind::B);
+                self.timers.clear_pair(TimerKind::A, TimerKind::B);
                 self.state = State::Proceeding { request };
                 true
             }

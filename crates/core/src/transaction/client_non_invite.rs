@@ -90,8 +90,7 @@ impl ClientNonInvite {
                 State::Proceeding { request }
             }
             (State::Trying { .. } | State::Proceeding { .. }, Class::Success | Class::Failure) => {
-                self.timers.clear(TimerKind::E);
-                self.timers.clear(TimerKind::F);
+                self.timers.clear_pair(TimerKind::E, TimerKind::F);
                 out.tu(TuEvent::Response(msg));
                 let k = self.cfg.initial(TimerKind::K, self.reliable);
                 if k.is_zero() {

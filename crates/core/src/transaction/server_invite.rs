@@ -110,8 +110,7 @@ impl ServerInvite {
             State::Completed { response, g_interval } => {
                 if is_ack {
                     // §17.2.1: ACK → Confirmed; stop G and H; I absorbs further ACKs.
-                    self.timers.clear(TimerKind::G);
-                    self.timers.clear(TimerKind::H);
+                    self.timers.clear_pair(TimerKind::G, TimerKind::H);
                     let i = self.cfg.initial(TimerKind::I, self.reliable);
                     if i.is_zero() {
                         terminated(&mut self.timers, out);

@@ -224,17 +224,35 @@ impl TimerTable {
         retransmit: TimerKind,
         timeout: TimerKind,
     ) -> Self {
-        let mut t = TimerTable::default();
-        if !reliable {
-            t.arm_retransmit(retransmit, now, timers.initial(retransmit, reliable));
-        }
-        t.arm(timeout, now, timers.initial(timeout, reliable));
-        t
+        // Written as arming an empty table would leave it (the retransmission timer in the
+        // first slot, the timeout in the next free one), without its searches for a slot: two
+        // arms were ~80 instructions per client transaction (issue 21).
+        let retransmit = if reliable {
+            None
+        } else {
+            after(now, timers.initial(retransmit, reliable).max(MIN_RETRANSMIT)).map(|at| (at, retransmit))
+        };
+        let timeout = after(now, timers.initial(timeout, reliable)).map(|at| (at, timeout));
+        let armed = match retransmit {
+            Some(_) => [retransmit, timeout, None],
+            None => [timeout, None, None],
+        };
+        TimerTable { armed }
     }
 
     pub fn clear(&mut self, kind: TimerKind) {
         for s in &mut self.armed {
             if matches!(s, Some((_, k)) if *k == kind) {
+                *s = None;
+            }
+        }
+    }
+
+    /// [`Self::clear`] of `a` and of `b` in one pass over the slots (a transaction's
+    /// retransmission and timeout timers stop together: RFC 3261 §17.1.1.2, §17.1.2.2, §17.2.1).
+    pub fn clear_pair(&mut self, a: TimerKind, b: TimerKind) {
+        for s in &mut self.armed {
+            if matches!(s, Some((_, k)) if *k == a || *k == b) {
                 *s = None;
             }
         }
@@ -393,6 +411,60 @@ mod tests {
             assert_eq!(t.next(), earliest);
             for kind in TimerKind::ALL {
                 assert_eq!(t.get(kind), model.iter().find(|(_, k)| *k == kind).map(|(at, _)| *at));
+            }
+        }
+    }
+
+    /// `client_started` leaves the table arming an empty one does, for both transports, every
+    /// pair of kinds it is started with and durations that are and are not representable.
+    #[test]
+    fn a_started_client_table_is_the_one_arming_leaves() {
+        let t0 = Instant::now();
+        let durations = [Duration::ZERO, Duration::from_micros(10), Duration::from_millis(500), Duration::MAX];
+        for t1 in durations {
+            for t2 in durations {
+                let timers = Timers { t1, d: t2, ..Timers::default() };
+                for reliable in [false, true] {
+                    for (retransmit, timeout) in
+                        [(TimerKind::A, TimerKind::B), (TimerKind::E, TimerKind::F), (TimerKind::G, TimerKind::D)]
+                    {
+                        let mut want = TimerTable::default();
+                        if !reliable {
+                            want.arm_retransmit(retransmit, t0, timers.initial(retransmit, reliable));
+                        }
+                        want.arm(timeout, t0, timers.initial(timeout, reliable));
+                        let got = TimerTable::client_started(t0, &timers, reliable, retransmit, timeout);
+                        assert_eq!(got, want, "{t1:?} {t2:?} {reliable} {retransmit:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `clear_pair` clears as two `clear`s do, over every filling of the slots from a few
+    /// kinds and deadlines.
+    #[test]
+    fn clearing_a_pair_is_clearing_each() {
+        let t0 = Instant::now();
+        let kinds = [TimerKind::A, TimerKind::B, TimerKind::G, TimerKind::M];
+        let mut values = vec![None];
+        for ms in [0, 7] {
+            values.extend(kinds.map(|k| Some((t0 + Duration::from_millis(ms), k))));
+        }
+        for &a in &values {
+            for &b in &values {
+                for &c in &values {
+                    for x in kinds {
+                        for y in kinds {
+                            let mut want = TimerTable { armed: [a, b, c] };
+                            want.clear(x);
+                            want.clear(y);
+                            let mut got = TimerTable { armed: [a, b, c] };
+                            got.clear_pair(x, y);
+                            assert_eq!(got, want);
+                        }
+                    }
+                }
             }
         }
     }
