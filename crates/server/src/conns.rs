@@ -271,6 +271,9 @@ pub(crate) struct Registry {
     by_addr: Box<[AddrShard]>,
     /// The next connection's id.
     next: AtomicU64,
+    /// Bumped whenever the by-address map changes (under its shard's lock): a sender's memo of
+    /// the connection it last found by address ([`RecentConns`]) holds while this has not moved.
+    addr_epoch: AtomicU64,
 }
 
 impl Registry {
@@ -279,6 +282,7 @@ impl Registry {
             by_id: (0..SHARDS).map(|_| Mutex::default()).collect(),
             by_addr: (0..SHARDS).map(|_| Mutex::default()).collect(),
             next: AtomicU64::new(1),
+            addr_epoch: AtomicU64::new(0),
         }
     }
 
@@ -299,12 +303,20 @@ impl Registry {
     }
 
     fn insert(&self, c: Arc<Conn>) {
-        self.addr_shard(&c.peer).lock().expect("registry lock").insert((c.transport, c.peer), c.clone());
+        let mut m = self.addr_shard(&c.peer).lock().expect("registry lock");
+        m.insert((c.transport, c.peer), c.clone());
+        self.addr_epoch.fetch_add(1, Ordering::Release);
+        drop(m);
         self.by_id[(c.id.0 % SHARDS as u64) as usize].lock().expect("registry lock").insert(c.id.0, c);
     }
 
     pub(crate) fn get(&self, id: ConnId) -> Option<Arc<Conn>> {
         self.by_id[(id.0 % SHARDS as u64) as usize].lock().expect("registry lock").get(&id.0).cloned()
+    }
+
+    /// Where the by-address map stands: equal readings mean no change to it in between.
+    fn addr_epoch(&self) -> u64 {
+        self.addr_epoch.load(Ordering::Acquire)
     }
 
     pub(crate) fn by_addr(&self, t: Transport, a: SocketAddr) -> Option<Arc<Conn>> {
@@ -317,55 +329,14 @@ impl Registry {
         let key = (c.transport, c.peer);
         if m.get(&key).is_some_and(|found| found.id == c.id) {
             m.remove(&key);
+            self.addr_epoch.fetch_add(1, Ordering::Release);
         }
     }
 }
 
-/// How many connections a [`RecentConns`] remembers.
-const RECENT: usize = 4;
-
-/// The connections one sending thread last found by id ([`Registry::get`]), so that the next
-/// send on one of them takes no registry lock, hash lookup and reference count (about 60
-/// instructions a send over TCP, callgrind, issue 21: a call's responses go back on the
-/// connection its request came in on).
-///
-/// What a send finds here is what the registry would give: ids are never reused, and a
-/// connection leaves the registry only after it is closed (`stream::task::Guard`), so a
-/// remembered one that the registry no longer has refuses the bytes as closed, which counts
-/// as not found. It is forgotten then. Memory: at most [`RECENT`] connections kept past their
-/// end (with what was still queued on them, up to `tcp_write_queue_bytes` each) per thread.
-#[derive(Default)]
-pub(crate) struct RecentConns {
-    slots: [Option<Arc<Conn>>; RECENT],
-    /// The slot the next connection found in the registry takes.
-    next: usize,
-}
-
-impl RecentConns {
-    /// Connection `id`, remembered or from `registry`; `None` when it is not registered.
-    pub(crate) fn get(&mut self, registry: &Registry, id: ConnId) -> Option<&Arc<Conn>> {
-        let i = match self.slots.iter().position(|s| s.as_ref().is_some_and(|c| c.id == id)) {
-            Some(i) => i,
-            None => {
-                let conn = registry.get(id)?;
-                let i = self.next;
-                self.next = (i + 1) % RECENT;
-                self.slots[i] = Some(conn);
-                i
-            }
-        };
-        self.slots[i].as_ref()
-    }
-
-    /// Forgets connection `id` (found closed).
-    pub(crate) fn forget(&mut self, id: ConnId) {
-        for s in &mut self.slots {
-            if s.as_ref().is_some_and(|c| c.id == id) {
-                *s = None;
-            }
-        }
-    }
-}
+#[path = "conns_recent.rs"]
+mod recent;
+pub(crate) use recent::RecentConns;
 
 #[cfg(test)]
 #[path = "conns_tests.rs"]

@@ -169,6 +169,49 @@ fn recent_connections_are_the_registrys() {
     }
 }
 
+/// What a send finds by address through [`RecentConns`] is what the registry finds, over a
+/// random run of lookups, opens (a newer connection to an address replaces the older one),
+/// closes and removals, on a few addresses of both stream transports.
+#[test]
+fn the_connection_remembered_by_address_is_the_registrys() {
+    let registry = Registry::new();
+    let mut recent = RecentConns::default();
+    let mut open: Vec<Arc<Conn>> = vec![];
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let (mut hits, mut found) = (0, 0);
+    for _ in 0..20_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let transport = if seed & 0x100 == 0 { Transport::Tcp } else { Transport::Tls };
+        let addr = peer(30_000 + (seed >> 20) as u16 % 3);
+        match seed % 16 {
+            0 => open.push(registry.open(transport, addr)),
+            1 if !open.is_empty() => {
+                let c = open.swap_remove((seed >> 32) as usize % open.len());
+                c.close();
+                registry.remove(&c);
+            }
+            _ => {
+                let epoch = registry.addr_epoch();
+                let remembered = recent
+                    .last_by_addr
+                    .as_ref()
+                    .is_some_and(|(c, at)| *at == epoch && c.peer == addr && c.transport == transport);
+                let direct = registry.by_addr(transport, addr);
+                let memo = recent.by_addr(&registry, transport, addr);
+                assert_eq!(direct.is_some(), memo.is_some());
+                if let (Some(d), Some(m)) = (&direct, memo) {
+                    assert!(Arc::ptr_eq(d, m));
+                    found += 1;
+                    hits += usize::from(remembered);
+                }
+            }
+        }
+    }
+    assert!(hits > 1_000 && hits < found, "both ways taken: {hits} of {found}");
+}
+
 #[test]
 fn connections_are_found_by_id_and_by_peer_until_removed() {
     let registry = Registry::new();

@@ -25,7 +25,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// as RFC 3261 §18.1.1 allows).
 /// `false` when it cannot be sent: the caller reports a transport error. `now`: when the
 /// caller last read the clock (see `Conn::push`). `recent`: the sending thread's connections
-/// found by id lately.
+/// found by id and by address lately.
 pub(crate) fn send(
     shared: &Arc<Shared>,
     worker: usize,
@@ -58,12 +58,16 @@ pub(crate) fn send(
         };
     }
     let mut bytes = bytes;
-    if let Some(c) = shared.registry.by_addr(to.transport, to.addr) {
-        match pushed(&c, bytes) {
+    if let Some(c) = recent.by_addr(&shared.registry, to.transport, to.addr) {
+        match pushed(c, bytes) {
             Ok(()) => return true,
             Err(Refused::Full) => return false,
             // Closing under us: open a new one, with the bytes handed back.
-            Err(Refused::Closed(b)) => bytes = b,
+            Err(Refused::Closed(b)) => {
+                let id = c.id;
+                recent.forget(id);
+                bytes = b;
+            }
         }
     }
     // A WebSocket peer is a browser reached only over the connection it opened (RFC 7118 §5):
