@@ -3,7 +3,7 @@
 //! rest in order to the owning worker, and keep the deadline of a message that is not whole yet.
 
 use super::codec::Codec;
-use super::handler;
+use super::handler::{self, Handler};
 use crate::conns::Conn;
 use crate::ingress::{self, Arrival};
 use crate::runtime::InboxMessage;
@@ -13,9 +13,10 @@ use bytes::{Bytes, BytesMut};
 use herald_core::Peer;
 use herald_sip::framing::{Cut, Frame, Progress};
 use herald_sip::{Framing, Message, ParseError};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::pin::Pin;
 use std::time::Duration;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -83,76 +84,80 @@ impl Framer {
     }
 
     /// Frames and delivers what the last read appended to `rbuf`; `now`: when it was read (the
-    /// instant its messages are handled at and their answers written). `Err` ends the connection.
-    pub(crate) async fn consume<C: Codec>(
+    /// instant its messages are handled at and their answers written). `Err(Stop::End)` ends the
+    /// connection; `Err(Stop::Full)`: the worker's inbox is full, and [`Framer::consume_rest`]
+    /// waits for room and delivers the rest.
+    ///
+    /// Not async: a read whose messages all go to the handler or into the inbox at once (nearly
+    /// all) builds no future, whose arguments and state the connection's task otherwise wrote on
+    /// every read (~40 instructions a read, callgrind, issue 21).
+    pub(crate) fn consume<'a, C: Codec>(
         &mut self,
-        shared: &Arc<Shared>,
+        shared: &'a Shared,
+        worker: usize,
+        conn: &Conn,
+        local: SocketAddr,
+        codec: &mut C,
+        now: Instant,
+    ) -> Result<(), Stop<'a>> {
+        let before = self.rbuf.len();
+        match self.deliver_here(shared, worker, conn, local, codec, now) {
+            Ok(None) => {
+                self.settle(before);
+                Ok(())
+            }
+            Ok(Some(wait)) => Err(Stop::Full(Backlog { wait, before })),
+            Err(end) => Err(Stop::End(end)),
+        }
+    }
+
+    /// [`Framer::consume`] after it found the inbox full: waits for room, as often as it takes,
+    /// and delivers the rest.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn consume_rest<C: Codec>(
+        &mut self,
+        backlog: Backlog<'_>,
+        shared: &Shared,
         worker: usize,
         conn: &Conn,
         local: SocketAddr,
         codec: &mut C,
         now: Instant,
     ) -> Result<(), End> {
-        let before = self.rbuf.len();
-        // Messages handed to this thread's handler, whose UDP output waits for a flush.
-        let mut handled_here = false;
+        let Backlog { mut wait, before } = backlog;
         loop {
-            // Content-Length framing cuts nothing from no bytes: after the last message of a read,
-            // the loop ends without asking (a codec with frames of its own may hold an empty one).
-            if C::FRAMING == Framing::Stream && self.rbuf.is_empty() {
-                break;
-            }
-            let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
-            let inbox = &shared.inboxes[worker];
-            // To this worker's loop, in order (the connection's messages are handled by this
-            // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
-            // is boxed, and decided before it is awaited, so that the task of every connection
-            // carries neither it nor the message.
-            let wait = match next_message(shared, worker, conn, frame, &self.rbuf, C::FRAMING, now) {
-                Step::More => continue,
-                Step::NeedBytes => break,
-                Step::Close => {
-                    self.closing = true;
-                    break;
-                }
-                Step::Deliver(msg) => {
-                    // Module `handler`: nothing waits in the inbox, and not a new request (with
-                    // overload control on). The
-                    // inbox's item is built only for the inbox: a message handed here is moved
-                    // once less (a copy of ~200 bytes, callgrind, issue 21).
-                    let msg = if handler::may_skip_inbox(inbox, &msg, shared.config.overload.enabled) {
-                        match handler::handle_here(worker, peer(conn), local, msg, now) {
-                            Ok(()) => {
-                                handled_here = true;
-                                continue;
-                            }
-                            Err(msg) => msg,
-                        }
-                    } else {
-                        msg
-                    };
-                    match inbox.try_send(InboxMessage { from: peer(conn), local, msg }) {
-                        Ok(()) => continue,
-                        Err(mpsc::error::TrySendError::Full(item)) => Box::pin(inbox.send(item)),
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            if handled_here {
-                                handler::flush_here();
-                            }
-                            return Err(End::PeerClosed);
-                        }
-                    }
-                }
-            };
-            if std::mem::take(&mut handled_here) {
-                handler::flush_here();
-            }
             if wait.await.is_err() {
                 return Err(End::PeerClosed);
             }
+            match self.deliver_here(shared, worker, conn, local, codec, now)? {
+                Some(next) => wait = next,
+                None => break,
+            }
         }
-        if handled_here {
-            handler::flush_here();
-        }
+        self.settle(before);
+        Ok(())
+    }
+
+    /// [`Framer::deliver`] with the worker's handler on this thread, looked up once per read,
+    /// not once per message and again for the flush (a thread-local's borrow each, ~50
+    /// instructions a message, callgrind, issue 21); never held across a wait.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_here<'a, C: Codec>(
+        &mut self,
+        shared: &'a Shared,
+        worker: usize,
+        conn: &Conn,
+        local: SocketAddr,
+        codec: &mut C,
+        now: Instant,
+    ) -> Result<Option<InboxWait<'a>>, End> {
+        let from = peer(conn);
+        handler::with_here(worker, |here| self.deliver(shared, worker, conn, &from, local, codec, now, here))
+    }
+
+    /// After a read's messages are delivered: an idle connection drops its buffer, and a
+    /// message left partial gets its deadline (`before`: the buffer's length after the read).
+    fn settle(&mut self, before: usize) {
         if self.rbuf.is_empty() || self.closing {
             // Idle connections keep no buffer.
             self.rbuf = BytesMut::new();
@@ -164,9 +169,95 @@ impl Framer {
             // inbox may have waited).
             self.partial_at = Some(Instant::now() + self.incomplete);
         }
-        Ok(())
+    }
+
+    /// Cuts and delivers messages off `rbuf` until it needs more bytes, the framing is lost, or
+    /// the worker's inbox is full: then the wait for room, to be awaited before the next call.
+    /// `here`: the worker's handler on this thread (module `handler`), if installed; what it
+    /// was handed is flushed before this returns.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver<'a, C: Codec>(
+        &mut self,
+        shared: &'a Shared,
+        worker: usize,
+        conn: &Conn,
+        from: &Peer,
+        local: SocketAddr,
+        codec: &mut C,
+        now: Instant,
+        mut here: Option<&mut dyn Handler>,
+    ) -> Result<Option<InboxWait<'a>>, End> {
+        let inbox = &shared.inboxes[worker];
+        // Messages handed to the handler here, whose UDP output waits for a flush.
+        let mut handled_here = false;
+        let wait = loop {
+            // Content-Length framing cuts nothing from no bytes: after the last message of a read,
+            // the loop ends without asking (a codec with frames of its own may hold an empty one).
+            if C::FRAMING == Framing::Stream && self.rbuf.is_empty() {
+                break None;
+            }
+            let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
+            // To this worker's loop, in order (the connection's messages are handled by this
+            // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
+            // is boxed, so that the task of every connection carries neither it nor the message.
+            match next_message(shared, worker, conn, from, frame, &self.rbuf, C::FRAMING, now) {
+                Step::More => continue,
+                Step::NeedBytes => break None,
+                Step::Close => {
+                    self.closing = true;
+                    break None;
+                }
+                Step::Deliver(msg) => {
+                    // Module `handler`: nothing waits in the inbox, and not a new request (with
+                    // overload control on). The inbox's item is built only for the inbox: a
+                    // message handed here is moved once less (a copy of ~200 bytes, callgrind,
+                    // issue 21).
+                    if let Some(h) = here.as_deref_mut() {
+                        if handler::may_skip_inbox(inbox, &msg, shared.config.overload.enabled) {
+                            h.handle(*from, local, msg, now);
+                            handled_here = true;
+                            continue;
+                        }
+                    }
+                    match inbox.try_send(InboxMessage { from: *from, local, msg }) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(item)) => {
+                            break Some(Box::pin(inbox.send(item)) as InboxWait)
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => {
+                            if let (true, Some(h)) = (handled_here, here) {
+                                h.flush();
+                            }
+                            return Err(End::PeerClosed);
+                        }
+                    }
+                }
+            }
+        };
+        if let (true, Some(h)) = (handled_here, here) {
+            h.flush();
+        }
+        Ok(wait)
     }
 }
+
+/// Why [`Framer::consume`] stopped short.
+pub(crate) enum Stop<'a> {
+    /// The connection ends.
+    End(End),
+    /// The worker's inbox is full: [`Framer::consume_rest`] goes on.
+    Full(Backlog<'a>),
+}
+
+/// What [`Framer::consume_rest`] goes on from: the wait for room in the inbox, and the read
+/// buffer's length after the read.
+pub(crate) struct Backlog<'a> {
+    wait: InboxWait<'a>,
+    before: usize,
+}
+
+/// A connection's wait for room in its worker's inbox (back-pressure), with the message.
+type InboxWait<'a> = Pin<Box<dyn Future<Output = Result<(), mpsc::error::SendError<InboxMessage>>> + Send + 'a>>;
 
 /// The connection's peer, as messages from it are handed on.
 fn peer(conn: &Conn) -> Peer {
@@ -176,10 +267,12 @@ fn peer(conn: &Conn) -> Peer {
 /// Deals with one frame cut off the read buffer (`rbuf`: what is left of it), or with the
 /// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1): pings are answered
 /// here, messages go through the runtime's ingress (module `ingress`).
+#[allow(clippy::too_many_arguments)]
 fn next_message(
     shared: &Shared,
     worker: usize,
     conn: &Conn,
+    from: &Peer,
     frame: Result<Option<Cut>, ParseError>,
     rbuf: &[u8],
     framing: Framing,
@@ -187,10 +280,8 @@ fn next_message(
 ) -> Step {
     let cap = shared.config.limits.tcp_write_queue_bytes;
     let arrival = match frame {
-        Ok(Some(Cut::Parsed(msg))) => ingress::receive_parsed(shared, worker, msg, &peer(conn)),
-        Ok(Some(Cut::Frame(Frame::Message(bytes)))) => {
-            ingress::receive(shared, worker, bytes, &peer(conn), framing, false)
-        }
+        Ok(Some(Cut::Parsed(msg))) => ingress::receive_parsed(shared, worker, msg, from),
+        Ok(Some(Cut::Frame(Frame::Message(bytes)))) => ingress::receive(shared, worker, bytes, from, framing, false),
         Ok(Some(Cut::Frame(Frame::Ping))) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
             shared.stats.workers[worker].tcp_pings.bump();
@@ -199,7 +290,7 @@ fn next_message(
         }
         Ok(Some(Cut::Frame(Frame::KeepAlive))) => return Step::More,
         Ok(None) => return Step::NeedBytes,
-        Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, &peer(conn)),
+        Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, from),
     };
     match arrival {
         Arrival::Message(msg) => Step::Deliver(msg),

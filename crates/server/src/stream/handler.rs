@@ -5,7 +5,7 @@
 //!
 //! The worker installs a [`Handler`] on its thread (an engine dispatcher of its own, as each UDP
 //! receiver has); its connections' tasks run on that thread too, between the loop's turns, and
-//! hand it a message ([`handle_here`]) when that keeps every guarantee of the inbox:
+//! hand it a message (through [`with_here`]) when that keeps every guarantee of the inbox:
 //!
 //! * Order: the inbox is empty. The loop handles and sends all it takes from the inbox within
 //!   one turn, without yielding, so nothing read before this message (on any connection of this
@@ -19,7 +19,7 @@
 //!   (draining, transaction and memory limits, source budgets) in the same dispatcher code.
 //!
 //! What the handler sends over UDP leaves when the task has handed it all of a read
-//! ([`flush_here`]), before the task waits for anything.
+//! ([`Handler::flush`]), before the task waits for anything.
 
 use crate::runtime::InboxMessage;
 use herald_core::{inbound, Peer};
@@ -73,36 +73,17 @@ pub(crate) fn may_skip_inbox(inbox: &mpsc::Sender<InboxMessage>, msg: &Message, 
     inbox.capacity() == inbox.max_capacity() && !(overload && inbound::is_new_request(msg))
 }
 
-/// Hands `msg` to worker `worker`'s handler if it is installed on this thread; gives it back
-/// otherwise (the caller queues it on the inbox).
-pub(crate) fn handle_here(
-    worker: usize,
-    from: Peer,
-    local: SocketAddr,
-    msg: Message,
-    now: Instant,
-) -> Result<(), Message> {
+/// Runs `f` with worker `worker`'s handler if it is installed on this thread (and not in use
+/// already), with `None` otherwise (the caller queues its messages on the inbox). A connection
+/// task hands it the messages of one read and then flushes it, within one call.
+pub(crate) fn with_here<R>(worker: usize, f: impl FnOnce(Option<&mut dyn Handler>) -> R) -> R {
     HANDLER.with(|h| match h.try_borrow_mut() {
         Ok(mut h) => match h.as_mut() {
-            Some(installed) if installed.worker == worker => {
-                installed.handler.handle(from, local, msg, now);
-                Ok(())
-            }
-            _ => Err(msg),
+            Some(installed) if installed.worker == worker => f(Some(&mut *installed.handler)),
+            _ => f(None),
         },
-        Err(_) => Err(msg),
+        Err(_) => f(None),
     })
-}
-
-/// Sends what this thread's handler has queued.
-pub(crate) fn flush_here() {
-    HANDLER.with(|h| {
-        if let Ok(mut h) = h.try_borrow_mut() {
-            if let Some(installed) = h.as_mut() {
-                installed.handler.flush();
-            }
-        }
-    });
 }
 
 #[cfg(test)]
@@ -173,17 +154,27 @@ mod tests {
         let from = Peer { transport: Transport::Tcp, addr: "127.0.0.1:5060".parse().unwrap(), conn: None };
         let local: SocketAddr = "127.0.0.1:5070".parse().unwrap();
         let seen = Arc::new(Mutex::new(vec![]));
-        assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "nothing installed");
+        let handle_here = |worker: usize, msg: Message| {
+            with_here(worker, |here| match here {
+                Some(h) => {
+                    h.handle(from, local, msg, Instant::now());
+                    h.flush();
+                    true
+                }
+                None => false,
+            })
+        };
+        assert!(!handle_here(0, message()), "nothing installed");
         let installation = install(0, Box::new(Record(seen.clone())));
-        assert!(handle_here(1, from, local, message(), Instant::now()).is_err(), "another worker's");
+        assert!(!handle_here(1, message()), "another worker's");
         std::thread::scope(|s| {
-            s.spawn(|| assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "another thread"));
+            s.spawn(|| assert!(!handle_here(0, message()), "another thread"));
         });
-        assert!(handle_here(0, from, local, message(), Instant::now()).is_ok());
-        flush_here();
+        assert!(with_here(0, |outer| outer.is_some() && !handle_here(0, message())), "in use already");
+        assert!(handle_here(0, message()));
         assert_eq!(seen.lock().unwrap().len(), 2);
         assert_eq!(seen.lock().unwrap()[1], "flush");
         drop(installation);
-        assert!(handle_here(0, from, local, message(), Instant::now()).is_err(), "removed");
+        assert!(!handle_here(0, message()), "removed");
     }
 }

@@ -6,7 +6,7 @@
 //! codec is a zero-sized type, so its task is no larger than one written for TCP alone.
 
 use super::codec::Codec;
-use super::framer::{End, Framer};
+use super::framer::{End, Framer, Stop};
 use crate::conns::Conn;
 use crate::local_timers::Sleep;
 use crate::shared::Shared;
@@ -312,7 +312,14 @@ async fn serve<C: Codec>(
                         done.bump();
                     }
                 }
-                if let Err(end) = framer.consume(shared, worker, conn, local, codec, now).await {
+                let consumed = match framer.consume(shared, worker, conn, local, codec, now) {
+                    Ok(()) => Ok(()),
+                    Err(Stop::End(end)) => Err(end),
+                    Err(Stop::Full(backlog)) => {
+                        framer.consume_rest(backlog, shared, worker, conn, local, codec, now).await
+                    }
+                };
+                if let Err(end) = consumed {
                     return end;
                 }
                 if framer.closing {
