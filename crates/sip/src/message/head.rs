@@ -124,11 +124,12 @@ impl Head {
             &mut lines[..room]
         };
         let head_end = loop {
-            if pos >= s.len() {
-                return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos));
-            }
-            if s[pos..].starts_with(b"\r\n") {
-                break pos;
+            // The end of the text, or the empty line: one load of the line's first octet for
+            // the usual line, where `s[pos..].starts_with(CRLF)` took the length of the rest first.
+            match s.get(pos) {
+                None => return Err(ParseError::new(ErrorKind::UnterminatedHeaders, pos)),
+                Some(b'\r') if s.get(pos + 1) == Some(&b'\n') => break pos,
+                Some(_) => {}
             }
             if count >= slots.len() {
                 if count >= limits.max_headers {
