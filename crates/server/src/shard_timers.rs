@@ -9,16 +9,24 @@
 //! by a REGISTER through another shard or by a durable copy's load - arrives as the shard's
 //! alarm ([`ShardTimers::alarm`], given to the handler as its `set_timeout_waker`).
 //!
-//! Coalescing (module `worker`): a worker runs due timers at most once per [`TICK`], and while
-//! each run finds work it looks again one [`TICK`] later instead of sleeping until the exact
-//! next deadline. A busy server thus wakes its workers at most 1/[`TICK`] times a second, as a
-//! fixed tick did, and a new deadline never needs a cross-thread wake then (it is at most
-//! [`TICK`] ahead of the owner's next look). A timer fires at most [`TICK`] late: small next to
-//! SIP's timers (T1 = 500 ms).
+//! Coalescing (module `worker`): a worker runs due timers at most once per [`TICK`]: after a run
+//! that found work it sleeps until the next deadline but at least a [`TICK`]. A busy server thus
+//! wakes its workers at most 1/[`TICK`] times a second, as a fixed tick did, and a new deadline
+//! needs no cross-thread wake unless it is more than a [`TICK`] before the owner's next look
+//! (under load that look is near; a new transaction's first timer is T1 = 500 ms or later). A
+//! timer fires at most [`TICK`] late: small next to SIP's timers.
 //!
-//! Memory order: a publisher stores the shard's deadline and then reads `armed`; a worker that
-//! raises `armed` reads the deadlines again after storing it (both SeqCst), so either the
-//! publisher sees the new `armed` and wakes it, or the worker sees the new deadline.
+//! What was published since a worker last looked: each publisher also lowers its owner's
+//! `lowered` to the deadline it stored ([`ShardTimers::published`]), and the worker takes that
+//! value ([`ShardTimers::take_lowered`]) instead of reading every shard's deadline again: after
+//! it raises `armed`, and before a timer run, which walks the shards only when the earliest
+//! deadline it knows of has passed (module `worker::lookout`). A walk over 64 shards was ~1k
+//! instructions; a run a [`TICK`] after one that found work mostly finds none (callgrind,
+//! issue 21).
+//!
+//! Memory order: a publisher stores the shard's deadline, lowers `lowered` and then reads
+//! `armed`; a worker that raises `armed` takes `lowered` after storing it (all SeqCst), so
+//! either the publisher sees the new `armed` and wakes it, or the worker sees the new deadline.
 
 use crate::runtime::TICK;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +54,9 @@ pub(crate) struct ShardTimers {
 struct Owner {
     /// The deadline the worker sleeps until, or [`NO_DEADLINE`].
     armed: AtomicU64,
+    /// The earliest deadline published for the worker's shards since it last took this value,
+    /// or [`NO_DEADLINE`].
+    lowered: AtomicU64,
     wake: Arc<Notify>,
 }
 
@@ -57,7 +68,11 @@ impl ShardTimers {
             workers,
             alarms: (0..shards).map(|_| AtomicU64::new(NO_DEADLINE)).collect(),
             owners: (0..workers)
-                .map(|_| Owner { armed: AtomicU64::new(NO_DEADLINE), wake: Arc::new(Notify::new()) })
+                .map(|_| Owner {
+                    armed: AtomicU64::new(NO_DEADLINE),
+                    lowered: AtomicU64::new(NO_DEADLINE),
+                    wake: Arc::new(Notify::new()),
+                })
                 .collect(),
         }
     }
@@ -84,10 +99,16 @@ impl ShardTimers {
         shard % self.workers
     }
 
-    /// A call on shard `shard` left it with deadline `at` (encoded): wakes its worker if that
-    /// sleeps past it by more than [`TICK`]. Call after storing the deadline (SeqCst).
+    /// A call on shard `shard` left it with deadline `at` (encoded): notes it for its worker's
+    /// next look and wakes the worker if that sleeps past it by more than [`TICK`]. Call after
+    /// storing the deadline (SeqCst).
     pub(crate) fn published(&self, shard: usize, at: u64) {
         let owner = &self.owners[self.owner(shard)];
+        // A `lowered` at or below `at` already makes the worker look by `at`: whatever the
+        // worker takes, before or after this load, is no later (see "Memory order").
+        if at < owner.lowered.load(Ordering::SeqCst) {
+            owner.lowered.fetch_min(at, Ordering::SeqCst);
+        }
         if at.saturating_add(TICK.as_nanos() as u64) < owner.armed.load(Ordering::SeqCst) {
             owner.wake.notify_one();
         }
@@ -125,6 +146,12 @@ impl ShardTimers {
     /// Worker `worker` now sleeps until `at` (encoded).
     pub(crate) fn arm(&self, worker: usize, at: u64) {
         self.owners[worker].armed.store(at, Ordering::SeqCst);
+    }
+
+    /// The earliest deadline published for worker `worker`'s shards since the last take
+    /// (encoded; [`NO_DEADLINE`]: none), and from now on none.
+    pub(crate) fn take_lowered(&self, worker: usize) -> u64 {
+        self.owners[worker].lowered.swap(NO_DEADLINE, Ordering::SeqCst)
     }
 
     /// Ready when a publisher wants worker `worker` to look at its deadlines.

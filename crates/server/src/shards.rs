@@ -202,18 +202,32 @@ impl<H: SipHandler> Shards<H> {
     /// One pass over local slices: a worker's walk over its shards through [`Shards::due`] read
     /// each shard's slot and alarm through the shard table again after every atomic load, ~30
     /// instructions a shard, 64 shards on every timer run and every re-arm (callgrind, issue 21).
+    /// The due shards of up to 64 read in a row are noted as bits and run after those reads, in
+    /// the same order: a loop that runs them as it goes kept its state on the stack around the
+    /// call, ~19 instructions a shard that is not due instead of ~11.
     pub(crate) fn run_due(&self, first: usize, step: usize, now_at: u64, mut run: impl FnMut(usize)) -> u64 {
         let slots = &self.slots[..];
         let alarms = &self.timers.alarms()[..slots.len()];
-        let (mut earliest, mut i, step) = (NO_DEADLINE, first, step.max(1));
-        while i < slots.len() {
-            let mut due = slots[i].deadline.load(Ordering::SeqCst).min(alarms[i].load(Ordering::SeqCst));
-            if due <= now_at {
-                run(i);
-                due = self.due(i);
+        let (mut earliest, mut start, step) = (NO_DEADLINE, first, step.max(1));
+        while start < slots.len() {
+            let end = slots.len().min(start.saturating_add(64 * step));
+            let (mut due_bits, mut i) = (0u64, start);
+            while i < end {
+                let due = slots[i].deadline.load(Ordering::SeqCst).min(alarms[i].load(Ordering::SeqCst));
+                if due <= now_at {
+                    due_bits |= 1 << ((i - start) / step);
+                } else {
+                    earliest = earliest.min(due);
+                }
+                i += step;
             }
-            earliest = earliest.min(due);
-            i += step;
+            while due_bits != 0 {
+                let i = start + due_bits.trailing_zeros() as usize * step;
+                due_bits &= due_bits - 1;
+                run(i);
+                earliest = earliest.min(self.due(i));
+            }
+            start = end;
         }
         earliest
     }

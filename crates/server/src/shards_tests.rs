@@ -269,6 +269,55 @@ fn the_walk_over_a_workers_shards_agrees_with_a_look_at_each() {
     }
 }
 
+/// The walk notes due shards 64 reads at a time: over 150 shards, for every worker layout of
+/// up to 3 workers and a spread of deadlines, it runs the shards the look at each would run,
+/// in the same order, and finds the same earliest deadline.
+#[test]
+fn the_walk_agrees_with_a_look_at_each_past_64_shards() {
+    let count = 150;
+    let nexts: Vec<_> = (0..count).map(|_| Arc::new(Mutex::new(None))).collect();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let shards = Shards::new(count, 3, |i| Probe { next: nexts[i].clone(), seen: seen.clone() });
+    let t0 = shards.timers().epoch();
+    let (mut me, mut out) = (Queue::new(&Arc::default()), Vec::new());
+    for pattern in 0..5u64 {
+        for step in 1..=3usize {
+            for first in 0..step {
+                // Shard i due at (i * 7 + pattern) % 11 s, every fifth without a deadline.
+                let set = |shards: &Shards<Probe>, me: &mut Queue, out: &mut Vec<Output>| {
+                    for (i, next) in nexts.iter().enumerate() {
+                        let s = (i as u64 * 7 + pattern) % 11;
+                        *next.lock().unwrap() = (i % 5 != 0).then(|| t0 + Duration::from_secs(s));
+                        shards.handle(i, Input::TransportError { to: udp_peer() }, t0, out, me);
+                    }
+                };
+                let now_at = shards.timers().encode(Some(t0 + Duration::from_secs(4)));
+                let run = |i: usize, ran: &mut Vec<usize>, me: &mut Queue, out: &mut Vec<Output>| {
+                    ran.push(i);
+                    *nexts[i].lock().unwrap() = Some(t0 + Duration::from_secs(30 + i as u64));
+                    shards.handle_timeouts(i, t0, out, me);
+                };
+                set(&shards, &mut me, &mut out);
+                let (mut general, mut general_ran) = (NO_DEADLINE, Vec::new());
+                for i in (first..count).step_by(step) {
+                    let mut due = shards.due(i);
+                    if due <= now_at {
+                        run(i, &mut general_ran, &mut me, &mut out);
+                        due = shards.due(i);
+                    }
+                    general = general.min(due);
+                }
+                set(&shards, &mut me, &mut out);
+                let (mut me2, mut out2, mut walk_ran) = (Queue::new(&Arc::default()), Vec::new(), Vec::new());
+                let walk = shards.run_due(first, step, now_at, |i| run(i, &mut walk_ran, &mut me2, &mut out2));
+                assert!(!walk_ran.is_empty() && walk_ran.len() < count / step);
+                assert_eq!(walk_ran, general_ran, "{pattern} {step} {first}");
+                assert_eq!(walk, general, "{pattern} {step} {first}");
+            }
+        }
+    }
+}
+
 #[test]
 fn counts_are_powers_of_two_and_at_least_64() {
     assert_eq!(shard_count(1), 64);

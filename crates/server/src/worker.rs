@@ -14,11 +14,11 @@
 //! Timers: shard `s` is serviced by worker `s % workers`, which runs `handle_timeouts` on those
 //! of its shards whose cached deadline has passed. It sleeps until the earliest of them; a call
 //! on another thread that brings one earlier wakes it (module `shard_timers`). To coalesce the
-//! many deadlines of a busy server (a few per call) it runs timers at most once per [`TICK`],
-//! and while each run finds work it looks again one [`TICK`] later rather than at the exact next
-//! deadline: at most 1/[`TICK`] wake-ups per second under load, none when idle. A timer fires up
-//! to [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the zero-length
-//! timers of reliable transports, which merely free state, are delayed relatively).
+//! many deadlines of a busy server (a few per call) it runs timers at most once per [`TICK`]:
+//! after a run that found work it looks again at the next deadline but no sooner than one
+//! [`TICK`] later, so at most 1/[`TICK`] wake-ups per second under load, none when idle. A timer
+//! fires up to [`TICK`] late, which is small next to SIP's timers (T1 = 500 ms; only the
+//! zero-length timers of reliable transports, which merely free state, are delayed relatively).
 
 use crate::dispatch::Dispatcher;
 use crate::local_timers::Sleep;
@@ -31,6 +31,7 @@ use crate::stream;
 use crate::udp_receiver::UdpReceiver;
 use herald_core::{Input, Peer, SipHandler, Transport};
 use herald_sip::Message;
+use lookout::Lookout;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
@@ -44,6 +45,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use wakes::{Source, Wakes};
 
+mod lookout;
 mod wakes;
 
 /// Inbox messages per loop turn.
@@ -73,16 +75,15 @@ pub(crate) struct Worker<H> {
     /// Ready when another thread brought one of this worker's deadlines earlier than `armed`.
     woken: Pin<Box<OwnedNotified>>,
     was_woken: bool,
-    /// The earliest deadline of this worker's shards as of the last look at all of them
-    /// ([`Worker::scan_earliest`], after each timer run and whenever `armed` rises): what
-    /// [`Worker::arm`] starts from. Between looks a deadline only comes earlier through a call,
-    /// which wakes this worker when it is more than a [`TICK`] earlier (module `shard_timers`),
-    /// and a timer run looks again; looking at every shard on every loop turn was 15k
-    /// instructions per call over TCP, whose messages this thread handles (callgrind, issue 21).
-    earliest_seen: u64,
-    /// When timers last had work (encoded), and whether the last run had any.
+    /// The earliest deadline of this worker's shards as far as it is known (module `lookout`):
+    /// what [`Worker::arm`] starts from. Between walks a deadline only comes earlier through a
+    /// call, which notes it for the next look and wakes this worker when it is more than a
+    /// [`TICK`] earlier (module `shard_timers`); looking at every shard on every loop turn was
+    /// 15k instructions per call over TCP, whose messages this thread handles (callgrind, issue
+    /// 21).
+    lookout: Lookout,
+    /// When timers last had work (encoded).
     last_work: Option<u64>,
-    busy: bool,
     /// Which sources woke the loop: a look polls those alone (module `wakes`).
     wakes: Wakes,
 }
@@ -137,11 +138,10 @@ impl<H: SipHandler> Worker<H> {
             timer_fired: false,
             armed: NO_DEADLINE,
             sleep_at: NO_DEADLINE,
-            earliest_seen: NO_DEADLINE,
+            lookout: Lookout::new(NO_DEADLINE),
             woken,
             was_woken: false,
             last_work: None,
-            busy: false,
             wakes: Wakes::new(),
         })
     }
@@ -156,14 +156,14 @@ impl<H: SipHandler> Worker<H> {
         let _handler = stream::install(d.id(), Box::new(StreamHandler { d: here }));
         // The thread's timers (module `local_timers`): without them no engine timer would run.
         crate::local_timers::start()?;
-        self.earliest_seen = self.scan_earliest();
+        self.lookout.walked(self.scan_earliest());
         self.arm();
         loop {
             poll_fn(|cx| self.poll_ready(cx)).await;
             let fired = std::mem::take(&mut self.timer_fired);
             let woken = std::mem::take(&mut self.was_woken);
             if fired || woken {
-                self.run_timers(fired);
+                self.run_timers();
             }
             let mut items = std::mem::take(&mut self.inbox_buf);
             // One clock read for the turn: what its messages are handled at.
@@ -309,16 +309,18 @@ impl<H: SipHandler> Worker<H> {
         }
     }
 
-    /// Runs the timers of this worker's due shards (no lock is taken for the others). `fired`:
-    /// the timer woke it (not a publisher); a run of the timer that finds no work ends the
-    /// looking-again-every-[`TICK`] of a busy spell.
+    /// Runs the timers of this worker's due shards (no lock is taken for the others).
     ///
-    /// Before the run looks at the deadlines, the worker publishes what it will be armed for if
-    /// the run finds work (the next look, a [`TICK`] from now): then `arm` finds the timer set
-    /// as it wants it, not raised, and needs no second look at every shard (64 deadlines, ~600
-    /// instructions a run, callgrind, issue 21). The run's own look is the one that follows the
-    /// store (module `shard_timers`, "Memory order").
-    fn run_timers(&mut self, fired: bool) {
+    /// Before the run looks at the deadlines, the worker publishes the earliest it can be armed
+    /// for after it (the next look, a [`TICK`] from now), so that nothing published during the
+    /// run wakes it. The run's own look is the one that follows the store (module
+    /// `shard_timers`, "Memory order"); it walks the shards only when a deadline it knows of
+    /// has passed (module `lookout`).
+    ///
+    /// After a run that found work the next look is at the next deadline, not a [`TICK`] later
+    /// whatever the deadline: that look mostly found nothing, a wake-up of the worker for
+    /// nothing after each run with work (callgrind, issue 21).
+    fn run_timers(&mut self) {
         let now = Instant::now();
         let timers = self.d.shards.timers();
         let now_at = timers.encode(Some(now));
@@ -327,31 +329,28 @@ impl<H: SipHandler> Worker<H> {
             self.armed = next_look;
             timers.arm(self.d.id(), next_look);
         }
-        if self.run_due_shards(now, now_at) {
+        if self.lookout.look(timers, self.d.id()) <= now_at && self.run_due_shards(now, now_at) {
             self.last_work = Some(now_at);
-            self.busy = true;
-        } else if fired {
-            self.busy = false;
         }
     }
 
     /// `handle_timeouts` on this worker's shards whose deadline has passed; whether there was any.
     /// One pass reads each shard's deadline once: for the check, and (or, for a shard it ran,
-    /// the deadline that run left) for `earliest_seen`, which a second pass over every shard
+    /// the deadline that run left) for the lookout, which a second pass over every shard
     /// read again (64 shards with one worker: ~1k instructions per timer run, issue 21). A
-    /// deadline another thread lowers behind the pass is no different from one lowered just
-    /// after a second pass: the publisher wakes this worker, or `arm` reads them all again.
-    /// `now_at`: `now` encoded.
+    /// deadline another thread lowers behind the pass is noted for the next look, and wakes
+    /// this worker if it sleeps past it (module `shard_timers`). `now_at`: `now` encoded.
     fn run_due_shards(&mut self, now: Instant, now_at: u64) -> bool {
         let mut any = false;
         // Its own handle on the shards: the walk runs the dispatcher (`&mut self.d`).
         let shards = self.d.shards.clone();
         let d = &mut self.d;
-        self.earliest_seen = shards.run_due(d.id(), self.step, now_at, |shard| {
+        let earliest = shards.run_due(d.id(), self.step, now_at, |shard| {
             d.shards.timers().take_alarm(shard, now_at);
             d.handle_timeouts(shard, now);
             any = true;
         });
+        self.lookout.walked(earliest);
         any
     }
 
@@ -363,10 +362,10 @@ impl<H: SipHandler> Worker<H> {
     /// Sets the timer for the next run (see the module comment) and publishes it.
     fn arm(&mut self) {
         let tick = TICK.as_nanos() as u64;
-        let mut earliest = self.earliest_seen;
+        let mut earliest = self.lookout.earliest();
         loop {
             let next_look = self.last_work.map_or(0, |at| at.saturating_add(tick));
-            let at = if self.busy { next_look } else { earliest.max(next_look) };
+            let at = earliest.max(next_look);
             // Unchanged, unless the timer has fired for it: then it is set again.
             let sleep_set = at == self.sleep_at && (at == NO_DEADLINE || !self.timer.is_elapsed());
             if sleep_set && at == self.armed {
@@ -389,10 +388,9 @@ impl<H: SipHandler> Worker<H> {
             if !raised {
                 return;
             }
-            // A publisher that read the lower value did not wake this worker: read the
-            // deadlines again now that the new one is visible (module `shard_timers`).
-            let again = self.scan_earliest();
-            self.earliest_seen = again;
+            // A publisher that read the lower value did not wake this worker: look again now
+            // that the new one is visible (module `shard_timers`, "Memory order").
+            let again = self.lookout.look(self.d.shards.timers(), self.d.id());
             if again >= earliest {
                 return;
             }
