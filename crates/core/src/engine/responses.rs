@@ -244,6 +244,7 @@ impl Engine {
 
     /// Pops the Timer C entries that no longer apply off the front of the queue
     /// ([`TimerC::drop_stale`]).
+    #[inline]
     pub(super) fn drop_stale_timer_c(&mut self) {
         let contexts = &self.contexts;
         self.timer_c.drop_stale(|entry| timer_c_entry_live(contexts, entry));
