@@ -91,13 +91,11 @@ impl Head {
         pos: usize,
         mut parsed: PooledParsed,
     ) -> Result<Head, ParseError> {
-        // The line list is taken out of the box while the lines are written into it, and put
-        // back whatever the outcome (its lines are the next message's room).
-        let mut lines = std::mem::take(&mut parsed.lines);
-        let Parsed { index, vias, .. } = &mut *parsed;
-        let scanned = Self::lines_into::<LONG>(s, limits, pos, &mut lines, index, vias);
-        parsed.lines = lines;
-        let Scanned { head_end, count, content_length } = scanned?;
+        // The line list is written where it is, in the box: taking it out and putting it back
+        // around the loop cost about 50 instructions a message (callgrind), most of them in the
+        // loop's own code, which the moves made keep more of its values on the stack.
+        let Parsed { lines, index, vias, .. } = &mut *parsed;
+        let Scanned { head_end, count, content_length } = Self::lines_into::<LONG>(s, limits, pos, lines, index, vias)?;
         parsed.count = count;
         Ok(Head { start, parsed, head_end, content_length })
     }
