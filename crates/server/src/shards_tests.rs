@@ -191,6 +191,21 @@ fn a_shard_gets_the_latest_now_and_each_new_deadline_is_published() {
     }
 }
 
+/// The general path of a walk over a worker's shards: shard by shard through [`Shards::due`],
+/// `run` on each due one; the earliest deadline, read after the run for a shard that ran.
+fn walk_by_due(shards: &Shards<Probe>, first: usize, step: usize, now_at: u64, mut run: impl FnMut(usize)) -> u64 {
+    let mut earliest = NO_DEADLINE;
+    for i in (first..shards.len()).step_by(step) {
+        let mut due = shards.due(i);
+        if due <= now_at {
+            run(i);
+            due = shards.due(i);
+        }
+        earliest = earliest.min(due);
+    }
+    earliest
+}
+
 /// The walk over a worker's shards ([`Shards::run_due`], [`Shards::earliest`]) against the
 /// general path, shard by shard through [`Shards::due`]: for every worker layout (first
 /// shard, step) of up to 3 workers over 1 to 6 shards, deadlines and alarms from a small
@@ -246,15 +261,9 @@ fn the_walk_over_a_workers_shards_agrees_with_a_look_at_each() {
                             shards.earliest(first, step),
                             (first..count).step_by(step).map(|i| shards.due(i)).min().unwrap_or(NO_DEADLINE)
                         );
-                        let (mut general, mut general_ran) = (NO_DEADLINE, Vec::new());
-                        for i in (first..count).step_by(step) {
-                            let mut due = shards.due(i);
-                            if due <= now_at {
-                                run(i, &mut general_ran, &mut me, &mut out);
-                                due = shards.due(i);
-                            }
-                            general = general.min(due);
-                        }
+                        let mut general_ran = Vec::new();
+                        let general =
+                            walk_by_due(&shards, first, step, now_at, |i| run(i, &mut general_ran, &mut me, &mut out));
                         restore(&shards, &mut me, &mut out);
                         let (mut me2, mut out2, mut walk_ran) = (Queue::new(&Arc::default()), Vec::new(), Vec::new());
                         let walk = shards.run_due(first, step, now_at, |i| run(i, &mut walk_ran, &mut me2, &mut out2));
@@ -298,15 +307,9 @@ fn the_walk_agrees_with_a_look_at_each_past_64_shards() {
                     shards.handle_timeouts(i, t0, out, me);
                 };
                 set(&shards, &mut me, &mut out);
-                let (mut general, mut general_ran) = (NO_DEADLINE, Vec::new());
-                for i in (first..count).step_by(step) {
-                    let mut due = shards.due(i);
-                    if due <= now_at {
-                        run(i, &mut general_ran, &mut me, &mut out);
-                        due = shards.due(i);
-                    }
-                    general = general.min(due);
-                }
+                let mut general_ran = Vec::new();
+                let general =
+                    walk_by_due(&shards, first, step, now_at, |i| run(i, &mut general_ran, &mut me, &mut out));
                 set(&shards, &mut me, &mut out);
                 let (mut me2, mut out2, mut walk_ran) = (Queue::new(&Arc::default()), Vec::new(), Vec::new());
                 let walk = shards.run_due(first, step, now_at, |i| run(i, &mut walk_ran, &mut me2, &mut out2));
