@@ -417,3 +417,33 @@ fn bans_locks_and_lifts_are_logged_at_warn() {
     assert_eq!(lines.iter().filter(|l| l.contains("rate limit")).count(), 1, "{text}");
     assert!(lines.iter().all(|l| l.contains("WARN")), "{text}");
 }
+
+/// The memo of the last trusted IPv4 source answers as the prefixes do, whatever the order of
+/// the sources asked about: trusted and not, IPv4, IPv6 and IPv4-mapped IPv6.
+#[test]
+fn the_trusted_memo_answers_as_the_prefixes_do() {
+    let mut s = settings();
+    s.trusted.push(PeerPrefix::parse("192.0.2.7").unwrap());
+    s.trusted.push(PeerPrefix::parse("2001:db8::/32").unwrap());
+    let prefixes = s.trusted.clone();
+    let g = FloodGuard::new(s, Instant::now());
+    let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
+    let ips = [
+        v4(10, 1, 2, 3),
+        v4(10, 2, 2, 3),
+        v4(192, 0, 2, 7),
+        v4(192, 0, 2, 8),
+        v4(0, 0, 0, 0),
+        IpAddr::V6("2001:db8::1".parse().unwrap()),
+        IpAddr::V6("2001:db9::1".parse().unwrap()),
+        IpAddr::V6(Ipv4Addr::new(10, 1, 9, 9).to_ipv6_mapped()),
+        IpAddr::V6(Ipv4Addr::new(10, 9, 9, 9).to_ipv6_mapped()),
+    ];
+    for a in ips {
+        for b in ips {
+            for ip in [a, b, a, b] {
+                assert_eq!(g.trusted(ip), prefixes.iter().any(|p| p.contains(ip)), "{a} {b} {ip}");
+            }
+        }
+    }
+}
