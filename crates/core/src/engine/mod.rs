@@ -356,20 +356,20 @@ impl SipHandler for Engine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let timer_c = self.timer_c.next_deadline();
-        let expiry = if self.expires_store { self.store.next_expiry() } else { None };
-        // The runtime asks after every call. Folded pairwise: a chain of the arrays flattened
-        // to their minimum stayed an iterator, ~120 instructions per call (issue 21).
-        [
-            timer_c,
-            expiry,
-            self.durable.next_deadline(),
-            self.pings.next_deadline(),
-            self.gateway_calls.next_due(),
-            self.abandoned.next_due(),
-        ]
-        .into_iter()
-        .fold(self.txs.next_timeout(), earlier)
+        // The runtime asks after every call. Each source taken into one running minimum as it
+        // is read: folded from an array of the six (~100 bytes on the stack) it cost ~80
+        // instructions a call (issue 21; a chain of the arrays flattened to their minimum,
+        // before that, stayed an iterator).
+        let mut next = self.txs.next_timeout();
+        take_earlier(&mut next, self.timer_c.next_deadline());
+        if self.expires_store {
+            take_earlier(&mut next, self.store.next_expiry());
+        }
+        take_earlier(&mut next, self.durable.next_deadline());
+        take_earlier(&mut next, self.pings.next_deadline());
+        take_earlier(&mut next, self.gateway_calls.next_due());
+        take_earlier(&mut next, self.abandoned.next_due());
+        next
     }
 
     fn set_timeout_waker(&mut self, wake: TimeoutWaker) {
@@ -393,11 +393,13 @@ impl SipHandler for Engine {
     }
 }
 
-/// The earlier of two optional deadlines (`None`: no deadline).
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
+/// Lowers `next` to `at` when `at` is a deadline before it (`None`: no deadline): taken for
+/// each source in turn, `next` ends as the earliest of them all.
+#[inline(always)]
+fn take_earlier(next: &mut Option<Instant>, at: Option<Instant>) {
+    if let Some(at) = at {
+        if next.is_none_or(|n| at < n) {
+            *next = Some(at);
+        }
     }
 }

@@ -669,3 +669,24 @@ fn an_answered_call_leaves_no_timer_c_to_wake_for() {
     let next = h.engine.poll_timeout().map(|at| at.duration_since(h.now));
     assert!(next.is_none_or(|d| d > Duration::from_secs(180)), "a wake-up {next:?} after the INVITE");
 }
+
+/// `take_earlier` over the sources in turn ends at the earliest deadline of them all, as the
+/// minimum of the flattened list: every list of four from none and three instants (ties too).
+#[test]
+fn the_next_timeout_is_the_earliest_of_all_sources() {
+    let t0 = std::time::Instant::now();
+    let values = [None, Some(t0), Some(t0 + Duration::from_millis(1)), Some(t0 + Duration::from_secs(3))];
+    for a in values {
+        for b in values {
+            for c in values {
+                for d in values {
+                    let mut next = a;
+                    for at in [b, c, d] {
+                        super::take_earlier(&mut next, at);
+                    }
+                    assert_eq!(next, [a, b, c, d].into_iter().flatten().min(), "{a:?} {b:?} {c:?} {d:?}");
+                }
+            }
+        }
+    }
+}
