@@ -47,6 +47,22 @@ fn two_messages_in_one_segment() {
     server.stop().unwrap();
 }
 
+/// A read of many requests meets a full inbox (one place, and new requests go through it while
+/// overload control is on): the connection waits for room and goes on, and every request is
+/// answered, in order.
+#[test]
+fn a_full_inbox_makes_the_connection_wait_and_keeps_its_order() {
+    let server = start("[server]\nworkers = 1\n[limits]\ninbox_capacity = 1\n");
+    let mut c = tcp_client(server.tcp4);
+    let ids: Vec<String> = (0..30).map(|i| format!("full-{i}")).collect();
+    let all: String = ids.iter().map(|id| request("OPTIONS", id, 1, "TCP", None, "")).collect();
+    send_tcp(&mut c, &all);
+    let r = read_messages(&mut c, ids.len());
+    let got: Vec<&str> = r.iter().map(|m| m.call_id().unwrap()).collect();
+    assert_eq!(got, ids);
+    server.stop().unwrap();
+}
+
 #[test]
 fn message_split_byte_by_byte() {
     let server = start("[server]\nworkers = 1\n");

@@ -83,25 +83,20 @@ impl Framer {
         self.partial_at.is_some_and(|t| t <= now)
     }
 
-    /// Frames and delivers what the last read appended to `rbuf`; `now`: when it was read (the
-    /// instant its messages are handled at and their answers written). `Err(Stop::End)` ends the
-    /// connection; `Err(Stop::Full)`: the worker's inbox is full, and [`Framer::consume_rest`]
-    /// waits for room and delivers the rest.
+    /// Frames and delivers what the last read appended to `rbuf`, with `deliver` (the
+    /// connection's [`Framer::deliver_here`]). `Err(Stop::End)` ends the connection;
+    /// `Err(Stop::Full)`: the worker's inbox is full, and [`Framer::consume_rest`] waits for room
+    /// and delivers the rest.
     ///
     /// Not async: a read whose messages all go to the handler or into the inbox at once (nearly
     /// all) builds no future, whose arguments and state the connection's task otherwise wrote on
     /// every read (~40 instructions a read, callgrind, issue 21).
-    pub(crate) fn consume<'a, C: Codec>(
+    pub(crate) fn consume<'a>(
         &mut self,
-        shared: &'a Shared,
-        worker: usize,
-        conn: &Conn,
-        local: SocketAddr,
-        codec: &mut C,
-        now: Instant,
+        deliver: impl FnOnce(&mut Framer) -> Result<Option<InboxWait<'a>>, End>,
     ) -> Result<(), Stop<'a>> {
         let before = self.rbuf.len();
-        match self.deliver_here(shared, worker, conn, local, codec, now) {
+        match deliver(self) {
             Ok(None) => {
                 self.settle(before);
                 Ok(())
@@ -112,24 +107,18 @@ impl Framer {
     }
 
     /// [`Framer::consume`] after it found the inbox full: waits for room, as often as it takes,
-    /// and delivers the rest.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn consume_rest<C: Codec>(
+    /// and delivers the rest with `deliver` (the connection's [`Framer::deliver_here`]).
+    pub(crate) async fn consume_rest<'a>(
         &mut self,
-        backlog: Backlog<'_>,
-        shared: &Shared,
-        worker: usize,
-        conn: &Conn,
-        local: SocketAddr,
-        codec: &mut C,
-        now: Instant,
+        backlog: Backlog<'a>,
+        mut deliver: impl FnMut(&mut Framer) -> Result<Option<InboxWait<'a>>, End>,
     ) -> Result<(), End> {
         let Backlog { mut wait, before } = backlog;
         loop {
             if wait.await.is_err() {
                 return Err(End::PeerClosed);
             }
-            match self.deliver_here(shared, worker, conn, local, codec, now)? {
+            match deliver(self)? {
                 Some(next) => wait = next,
                 None => break,
             }
@@ -138,11 +127,12 @@ impl Framer {
         Ok(())
     }
 
-    /// [`Framer::deliver`] with the worker's handler on this thread, looked up once per read,
-    /// not once per message and again for the flush (a thread-local's borrow each, ~50
-    /// instructions a message, callgrind, issue 21); never held across a wait.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver_here<'a, C: Codec>(
+    /// [`Framer::deliver`] with the worker's handler on this thread; `now`: when the bytes were
+    /// read (the instant their messages are handled at and their answers written). The handler
+    /// is looked up once per read, not once per message and again for the flush (a
+    /// thread-local's borrow each, ~50 instructions a message, callgrind, issue 21); never held
+    /// across a wait.
+    pub(crate) fn deliver_here<'a, C: Codec>(
         &mut self,
         shared: &'a Shared,
         worker: usize,
@@ -257,7 +247,8 @@ pub(crate) struct Backlog<'a> {
 }
 
 /// A connection's wait for room in its worker's inbox (back-pressure), with the message.
-type InboxWait<'a> = Pin<Box<dyn Future<Output = Result<(), mpsc::error::SendError<InboxMessage>>> + Send + 'a>>;
+pub(crate) type InboxWait<'a> =
+    Pin<Box<dyn Future<Output = Result<(), mpsc::error::SendError<InboxMessage>>> + Send + 'a>>;
 
 /// The connection's peer, as messages from it are handed on.
 fn peer(conn: &Conn) -> Peer {

@@ -312,11 +312,13 @@ async fn serve<C: Codec>(
                         done.bump();
                     }
                 }
-                let consumed = match framer.consume(shared, worker, conn, local, codec, now) {
+                // The same delivery twice, not one closure kept for both: the connection's
+                // future would store it on every read.
+                let consumed = match framer.consume(|f| f.deliver_here(shared, worker, conn, local, codec, now)) {
                     Ok(()) => Ok(()),
                     Err(Stop::End(end)) => Err(end),
                     Err(Stop::Full(backlog)) => {
-                        framer.consume_rest(backlog, shared, worker, conn, local, codec, now).await
+                        framer.consume_rest(backlog, |f| f.deliver_here(shared, worker, conn, local, codec, now)).await
                     }
                 };
                 if let Err(end) = consumed {
