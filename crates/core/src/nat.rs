@@ -24,7 +24,6 @@
 //! Only a message from the UA itself (herald its first hop: one Via) can be judged: behind a
 //! proxy, the source is the proxy and the Contact is still the UA's.
 
-mod contact_memo;
 mod edge;
 
 pub use edge::{requested_expires, EdgeFlows, MAX_EDGE_FLOWS};
@@ -296,11 +295,7 @@ pub fn sender_contact_fix(sender: &RequestSender<'_>, from: Peer, cfg: &NatConfi
     // default detection: it is not parsed (~800 instructions for each ACK and BYE of a call).
     // The first Contact line's whole text is asked first, and the value split out of it only
     // when the line may name one (see [`may_name_private_address`]; ~260 instructions a request).
-    // The filter's answer for a text this thread just read is kept (`contact_memo`): a
-    // dialog's requests repeat their Contact.
-    let text_settles = |text: &[u8]| {
-        !via_natted && cfg.detect == NatDetect::Private && !contact_memo::kept_or(text, may_name_private_address)
-    };
+    let text_settles = |text: &[u8]| !via_natted && cfg.detect == NatDetect::Private && !may_name_private_address(text);
     if text_settles(line) {
         return None;
     }
@@ -464,14 +459,11 @@ pub fn responder_contact_fix(resp: &Message, to: Peer, cfg: &NatConfig) -> Optio
     // for the 2xx of each in-dialog request sent straight to a phone).
     // The first Contact line's text before the value split out of it (see
     // [`may_name_private_address`]).
-    // Its answer for a text this thread just read is kept (`contact_memo`).
-    let settles =
-        |text: &[u8]| cfg.detect == NatDetect::Private && !contact_memo::kept_or(text, may_name_private_address);
-    if settles(resp.get(HeaderName::Contact)?) {
+    if cfg.detect == NatDetect::Private && !may_name_private_address(resp.get(HeaderName::Contact)?) {
         return None;
     }
     let value = resp.first_list_value(HeaderName::Contact)?.ok()?;
-    if settles(value.bytes) {
+    if cfg.detect == NatDetect::Private && !may_name_private_address(value.bytes) {
         return None;
     }
     let addr = NameAddr::parse(value.bytes).ok()?;
