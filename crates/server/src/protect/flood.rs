@@ -192,7 +192,7 @@ pub struct FloodGuard {
     /// No rate-limiting line is logged before this (ns since `epoch`): at most one a second
     /// in all, however many forged sources a flood uses.
     next_limit_log: AtomicU64,
-    /// The last IPv4 source found trusted, as `1 << 32 | address` (0: none yet): a load
+    /// The first IPv4 source found trusted, as `1 << 32 | address` (0: none yet): a load
     /// generator or trunk sends from one address, whose check against the prefixes (~36
     /// instructions a request, callgrind, issue 21) this saves. It only ever holds an address
     /// the prefixes were checked to contain, and they never change (`retune` refuses).
@@ -264,7 +264,9 @@ impl FloodGuard {
             return true;
         }
         let trusted = self.settings.trusted.iter().any(|p| p.contains(ip));
-        if trusted && key != 0 {
+        // Written once, by the first trusted IPv4 source: a memo that followed the latest one
+        // would bounce its cache line between receiver threads whenever two trunks alternate.
+        if trusted && key != 0 && self.trusted_memo.load(Ordering::Relaxed) == 0 {
             self.trusted_memo.store(key, Ordering::Relaxed);
         }
         trusted
