@@ -240,16 +240,14 @@ impl TimerTable {
         TimerTable { armed }
     }
 
+    /// Stops timer `kind` (one pass: [`Self::clear_pair`] of a kind with itself, which the
+    /// compiler folds into one comparison a slot).
     pub fn clear(&mut self, kind: TimerKind) {
-        for s in &mut self.armed {
-            if matches!(s, Some((_, k)) if *k == kind) {
-                *s = None;
-            }
-        }
+        self.clear_pair(kind, kind);
     }
 
-    /// [`Self::clear`] of `a` and of `b` in one pass over the slots (a transaction's
-    /// retransmission and timeout timers stop together: RFC 3261 §17.1.1.2, §17.1.2.2, §17.2.1).
+    /// Stops `a` and `b` in one pass over the slots (a transaction's retransmission and
+    /// timeout timers stop together: RFC 3261 §17.1.1.2, §17.1.2.2, §17.2.1).
     pub fn clear_pair(&mut self, a: TimerKind, b: TimerKind) {
         for s in &mut self.armed {
             if matches!(s, Some((_, k)) if *k == a || *k == b) {
