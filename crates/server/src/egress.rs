@@ -195,6 +195,10 @@ impl Sender for Egress {
         &self.flushes
     }
 
+    fn worker(&self) -> usize {
+        self.common.id
+    }
+
     fn flush(&mut self) {
         Egress::flush(self);
     }

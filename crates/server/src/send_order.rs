@@ -66,6 +66,9 @@ impl Flushes {
 /// What a sender implements for the shards (module `egress`): its flush count, and its flush.
 pub(crate) trait Sender {
     fn flushes(&self) -> &Arc<Flushes>;
+    /// The worker whose thread this sender is (the shards count the load its calls leave in
+    /// that worker's share, module `shards`).
+    fn worker(&self) -> usize;
     /// Sends everything queued and counts the flush.
     fn flush(&mut self);
 }

@@ -31,9 +31,20 @@ struct Slot<H> {
     handler: Mutex<Held<H>>,
     /// The handler's `poll_timeout()`, encoded by [`ShardTimers::encode`].
     deadline: AtomicU64,
-    /// The handler's `transactions()` after its last call (for `limits.max_transactions`).
+}
+
+/// One worker's running share of the load over all shards (`limits.max_transactions`,
+/// `limits.max_held_bytes`): the changes that the calls its threads made left in the shards'
+/// `transactions()` and `held_bytes()`, as wrapping sums. A shard's change is added by whoever
+/// called it, so a worker's share alone may be "negative" (a shard it filled, emptied by
+/// another); the sum over all workers is the sum over the shards. Summing the workers' shares
+/// costs a load or two per worker where the sum over every shard's cached values cost two
+/// loads per shard, 64 shards, about twice a UDP call (~330 instructions, callgrind, issue 21).
+/// On its own cache lines: written by that worker's threads only.
+#[repr(align(128))]
+#[derive(Default)]
+struct Share {
     transactions: AtomicUsize,
-    /// The handler's `held_bytes()` after its last call (for `limits.max_held_bytes`).
     held: AtomicUsize,
 }
 
@@ -47,10 +58,14 @@ struct Held<H> {
     published: Option<Instant>,
     /// Which sender still holds UDP output of this shard (module `send_order`).
     unsent: Unsent,
+    /// The handler's `transactions()` and `held_bytes()` as counted in the workers' shares.
+    counted: (usize, usize),
 }
 
 pub(crate) struct Shards<H> {
     slots: Box<[Slot<H>]>,
+    /// One per worker (see [`Share`]).
+    shares: Box<[Share]>,
     timers: Arc<ShardTimers>,
     /// Calls into a handler that panicked (see [`Shards::guarded`]).
     panics: AtomicU64,
@@ -61,6 +76,7 @@ impl<H: SipHandler> Shards<H> {
     /// handler.
     pub(crate) fn new(count: usize, workers: usize, make: impl Fn(usize) -> H) -> Shards<H> {
         let timers = Arc::new(ShardTimers::new(count, workers));
+        let shares: Box<[Share]> = (0..workers.max(1)).map(|_| Share::default()).collect();
         let slots: Box<[Slot<H>]> = (0..count)
             .map(|i| {
                 let mut h = make(i);
@@ -68,14 +84,15 @@ impl<H: SipHandler> Shards<H> {
                 h.set_timeout_waker(Box::new(move |at| alarm.alarm(i, at)));
                 let published = h.poll_timeout();
                 let deadline = AtomicU64::new(timers.encode(published));
-                let transactions = AtomicUsize::new(h.transactions());
-                let held = AtomicUsize::new(h.held_bytes());
-                let handler =
-                    Mutex::new(Held { handler: h, now: timers.epoch(), published, unsent: Unsent::default() });
-                Slot { handler, deadline, transactions, held }
+                let counted = (h.transactions(), h.held_bytes());
+                shares[0].transactions.fetch_add(counted.0, Ordering::Relaxed);
+                shares[0].held.fetch_add(counted.1, Ordering::Relaxed);
+                let now = timers.epoch();
+                let handler = Mutex::new(Held { handler: h, now, published, unsent: Unsent::default(), counted });
+                Slot { handler, deadline }
             })
             .collect();
-        Shards { slots, timers, panics: AtomicU64::new(0) }
+        Shards { slots, shares, timers, panics: AtomicU64::new(0) }
     }
 
     pub(crate) fn timers(&self) -> &ShardTimers {
@@ -136,7 +153,7 @@ impl<H: SipHandler> Shards<H> {
         if out.len() > before {
             held.unsent.queued(me.flushes());
         }
-        self.publish(i, held);
+        self.publish(i, held, me.worker());
     }
 
     /// `handle` on shard `i` at `now` (see [`Shards::guarded`]).
@@ -157,8 +174,9 @@ impl<H: SipHandler> Shards<H> {
     /// Called with the lock held, so that a later call's deadline is never overwritten by an
     /// earlier one's. A deadline the call left as it was is published already: the slot holds
     /// it, and its owner, which reads the slots whenever it sleeps longer (module
-    /// `shard_timers`), has seen it or was woken for it.
-    fn publish(&self, i: usize, held: &mut Held<H>) {
+    /// `shard_timers`), has seen it or was woken for it. The change in the shard's load goes
+    /// to the share of `worker`, the caller's.
+    fn publish(&self, i: usize, held: &mut Held<H>, worker: usize) {
         let h = &held.handler;
         let next = h.poll_timeout();
         if next != held.published {
@@ -168,25 +186,37 @@ impl<H: SipHandler> Shards<H> {
             self.slots[i].deadline.store(at, Ordering::SeqCst);
             self.timers.published(i, at);
         }
-        // On the slot's own cache line, which this call writes anyway: no shared counter that
-        // every worker would update on every message.
-        self.slots[i].transactions.store(h.transactions(), Ordering::Relaxed);
-        self.slots[i].held.store(h.held_bytes(), Ordering::Relaxed);
+        // Into the caller's worker's share: no counter that every worker would update on
+        // every message.
+        let share = self.shares.get(worker).unwrap_or(&self.shares[0]);
+        let (transactions, bytes) = (h.transactions(), h.held_bytes());
+        if transactions != held.counted.0 {
+            share.transactions.fetch_add(transactions.wrapping_sub(held.counted.0), Ordering::Relaxed);
+        }
+        if bytes != held.counted.1 {
+            share.held.fetch_add(bytes.wrapping_sub(held.counted.1), Ordering::Relaxed);
+        }
+        held.counted = (transactions, bytes);
     }
 
-    /// Transactions held over all shards, from the values cached after each call (no lock; one
-    /// relaxed load per shard, so callers sample it once per tick, not per message: see
-    /// [`LoadGauges`]).
+    /// Transactions held over all shards, as of their last calls (no lock: see
+    /// [`Shards::load`]).
     pub(crate) fn transactions(&self) -> usize {
         self.load().0
     }
 
-    /// Transactions and bytes of messages held over all shards, from the values cached after
-    /// each call (as [`Shards::transactions`]), in one pass over the slots.
+    /// Transactions and bytes of messages held over all shards as of their last calls: the sum
+    /// of the workers' shares (no lock; two relaxed loads per worker, sampled once per tick by
+    /// the threads that admit messages, see [`LoadGauges`]). The shares are read one after the
+    /// other while other threads add to them, so a sum may miss a change that a later one
+    /// counts, as a walk over the shards read while they change did; a sum that misses the
+    /// increase a later decrease undoes would be below zero, and reads as zero.
     fn load(&self) -> (usize, usize) {
-        self.slots
-            .iter()
-            .fold((0, 0), |(t, b), s| (t + s.transactions.load(Ordering::Relaxed), b + s.held.load(Ordering::Relaxed)))
+        let (t, b) = self.shares.iter().fold((0usize, 0usize), |(t, b), s| {
+            (t.wrapping_add(s.transactions.load(Ordering::Relaxed)), b.wrapping_add(s.held.load(Ordering::Relaxed)))
+        });
+        let at_least_zero = |v: usize| if (v as isize) < 0 { 0 } else { v };
+        (at_least_zero(t), at_least_zero(b))
     }
 
     /// When shard `i` next has timer work (no lock): its cached deadline or, if earlier, the

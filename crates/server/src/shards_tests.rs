@@ -18,17 +18,21 @@ struct Queue {
     flushes: Arc<Flushes>,
     queued: Vec<Output>,
     wire: Arc<Mutex<Vec<Bytes>>>,
+    worker: usize,
 }
 
 impl Queue {
     fn new(wire: &Arc<Mutex<Vec<Bytes>>>) -> Queue {
-        Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone() }
+        Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone(), worker: 0 }
     }
 }
 
 impl Sender for Queue {
     fn flushes(&self) -> &Arc<Flushes> {
         &self.flushes
+    }
+    fn worker(&self) -> usize {
+        self.worker
     }
     fn flush(&mut self) {
         for o in self.queued.drain(..) {
@@ -319,6 +323,90 @@ fn the_walk_agrees_with_a_look_at_each_past_64_shards() {
             }
         }
     }
+}
+
+/// A handler whose load (`transactions()`, `held_bytes()`) the test sets.
+struct Loaded(Arc<Mutex<(usize, usize)>>);
+
+impl SipHandler for Loaded {
+    fn handle(&mut self, _now: Instant, _input: Input, _out: &mut Vec<Output>) {}
+    fn handle_timeouts(&mut self, _now: Instant, _out: &mut Vec<Output>) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn active_transactions(&self) -> usize {
+        self.0.lock().unwrap().0
+    }
+    fn held_bytes(&self) -> usize {
+        self.0.lock().unwrap().1
+    }
+}
+
+/// The load summed from the workers' shares is the sum over the shards' values after their
+/// last calls (what the walk over every shard's cached values gave), whichever workers made
+/// the calls: 20,000 random calls of 3 workers' threads into 70 shards, each leaving the
+/// shard a random load (often less than another worker counted, so shares go "negative"),
+/// checked after every call; the values a shard starts with count too.
+#[test]
+fn the_workers_shares_sum_to_the_load_over_all_shards() {
+    const SHARDS: usize = 70;
+    let loads: Vec<_> = (0..SHARDS).map(|i| Arc::new(Mutex::new((i % 3, 100 * i)))).collect();
+    let shards = Shards::new(SHARDS, 3, |i| Loaded(loads[i].clone()));
+    let sum = |loads: &[Arc<Mutex<(usize, usize)>>]| {
+        loads.iter().fold((0, 0), |(t, b), l| {
+            let l = l.lock().unwrap();
+            (t + l.0, b + l.1)
+        })
+    };
+    assert_eq!(shards.load(), sum(&loads));
+    let wire = Arc::default();
+    // Worker 3 is not one of the three: counted in the first share, never lost.
+    let mut senders: Vec<_> = (0..4)
+        .map(|w| {
+            let mut q = Queue::new(&wire);
+            q.worker = w;
+            q
+        })
+        .collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n) as usize
+    };
+    let (mut out, now) = (Vec::new(), shards.timers().epoch());
+    for step in 0..20_000 {
+        let (shard, worker) = (next(SHARDS as u64), next(4));
+        // Mostly small changes, sometimes back to nothing or a jump.
+        *loads[shard].lock().unwrap() = match next(4) {
+            0 => (0, 0),
+            1 => (next(1 << 20), next(1 << 40)),
+            _ => (next(40), next(70_000)),
+        };
+        if step % 2 == 0 {
+            shards.handle(shard, Input::TransportError { to: udp_peer() }, now, &mut out, &mut senders[worker]);
+        } else {
+            shards.handle_timeouts(shard, now, &mut out, &mut senders[worker]);
+        }
+        assert_eq!(shards.load(), sum(&loads), "step {step}");
+        assert_eq!(shards.transactions(), sum(&loads).0);
+    }
+}
+
+/// Read while other threads add to them, the shares may sum below zero (a decrease seen
+/// without the increase it undoes): that reads as no load, not as a wrapped-around huge one
+/// that would refuse every new request.
+#[test]
+fn a_sum_of_shares_below_zero_reads_as_zero() {
+    let shards = Shards::new(4, 2, |_| Loaded(Arc::new(Mutex::new((0, 0)))));
+    shards.shares[1].transactions.store(5usize.wrapping_neg(), Ordering::Relaxed);
+    shards.shares[1].held.store(700usize.wrapping_neg(), Ordering::Relaxed);
+    shards.shares[0].held.store(300, Ordering::Relaxed);
+    assert_eq!(shards.load(), (0, 0));
+    shards.shares[0].transactions.store(7, Ordering::Relaxed);
+    shards.shares[0].held.store(1_000, Ordering::Relaxed);
+    assert_eq!(shards.load(), (2, 300));
 }
 
 #[test]
