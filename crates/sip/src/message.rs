@@ -9,6 +9,7 @@ mod head;
 mod index;
 mod known_name;
 mod line;
+mod line_end;
 mod pool;
 #[cfg(test)]
 mod tests_pool;

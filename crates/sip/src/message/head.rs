@@ -4,6 +4,9 @@
 
 use super::index::HeaderIndex;
 use super::line::{parse_header_line, plain_header_line_within, HeaderField};
+#[cfg(target_arch = "x86_64")]
+use super::line_end::Avx2;
+use super::line_end::{LineEnd, Sse2};
 use super::pool::{Parsed, PooledParsed, FIRST_LINES};
 use super::via_split::ViaSplit;
 use crate::error::{ErrorKind, ParseError};
@@ -65,8 +68,37 @@ impl Head {
     }
 
     /// Scans the start line and the header lines of `s` (no leading CRLF), up to the empty line.
-    #[inline(never)]
+    /// Built twice: with AVX2's 32-octet line-end search where the CPU has it, else with SSE2's
+    /// 16 (module `line_end`); the two give the same result (test `both_widths_scan_alike`).
+    #[inline(always)]
     pub(crate) fn scan(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = Avx2::detect() {
+            // SAFETY: `avx2` exists only where the CPU has AVX2, the feature `scan_avx2` is
+            // built with.
+            return unsafe { Self::scan_avx2(avx2, s, limits) };
+        }
+        Self::scan_sse2(s, limits)
+    }
+
+    /// [`Head::scan`] with SSE2's line-end search.
+    #[inline(never)]
+    pub(super) fn scan_sse2(s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
+        Self::scan_with(Sse2, s, limits)
+    }
+
+    /// [`Head::scan`] with AVX2's line-end search, the whole loop built with AVX2 so that the
+    /// search is inlined into it.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[inline(never)]
+    pub(super) fn scan_avx2(avx2: Avx2, s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
+        Self::scan_with(avx2, s, limits)
+    }
+
+    /// [`Head::scan`] with the line-end search `end`.
+    #[inline(always)]
+    fn scan_with<E: LineEnd>(end: E, s: &[u8], limits: &Limits) -> Result<Head, ParseError> {
         // A text no longer than the header line limit holds no line over it: nearly every
         // message (8 KiB by default) is scanned without testing each line's length (callgrind:
         // about 4 instructions a line, some 50 lines a proxied call). Lines of another shape
@@ -76,15 +108,16 @@ impl Head {
         let (start, pos) = parse_start_line(s, limits)?;
         let parsed = PooledParsed::empty();
         match s.len() <= limits.max_header_line {
-            true => Self::scan_lines::<false>(s, limits, start, pos, parsed),
-            false => Self::scan_lines::<true>(s, limits, start, pos, parsed),
+            true => Self::scan_lines::<false, E>(end, s, limits, start, pos, parsed),
+            false => Self::scan_lines::<true, E>(end, s, limits, start, pos, parsed),
         }
     }
 
     /// [`Head::scan`] of the header lines from `pos` on, the plain lines' length tested against
     /// the limit when `LONG`.
     #[inline(always)]
-    fn scan_lines<const LONG: bool>(
+    fn scan_lines<const LONG: bool, E: LineEnd>(
+        end: E,
         s: &[u8],
         limits: &Limits,
         start: StartLine,
@@ -95,7 +128,8 @@ impl Head {
         // around the loop cost about 50 instructions a message (callgrind), most of them in the
         // loop's own code, which the moves made keep more of its values on the stack.
         let Parsed { lines, index, vias, .. } = &mut *parsed;
-        let Scanned { head_end, count, content_length } = Self::lines_into::<LONG>(s, limits, pos, lines, index, vias)?;
+        let Scanned { head_end, count, content_length } =
+            Self::lines_into::<LONG, E>(end, s, limits, pos, lines, index, vias)?;
         parsed.count = count;
         Ok(Head { start, parsed, head_end, content_length })
     }
@@ -104,7 +138,8 @@ impl Head {
     /// noting them in `index` and the Via lines in `vias`; returns where the empty line is, how
     /// many lines there are and the Content-Length.
     #[inline(always)]
-    fn lines_into<const LONG: bool>(
+    fn lines_into<const LONG: bool, E: LineEnd>(
+        end: E,
         s: &[u8],
         limits: &Limits,
         mut pos: usize,
@@ -138,7 +173,7 @@ impl Head {
                 // `count < slots.len()`, which spares its bounds test.
                 continue;
             }
-            let field = match plain_header_line_within::<LONG>(s, pos, limits) {
+            let field = match plain_header_line_within::<LONG, E>(end, s, pos, limits) {
                 Some(field) => field,
                 None => other_header_line(s, pos, limits)?,
             };

@@ -2,6 +2,7 @@
 //! parse of any other, both used by [`super::Head::scan`] and by stream framing.
 
 use super::known_name::known_name;
+use super::line_end::{LineEnd, Sse2};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::limits::{Limit, Limits};
@@ -45,20 +46,26 @@ impl HeaderField {
 /// result for the lines this accepts).
 #[inline(always)]
 pub(crate) fn plain_header_line(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
-    plain_header_line_within::<true>(s, pos, limits)
+    plain_header_line_within::<true, Sse2>(Sse2, s, pos, limits)
 }
 
 /// [`plain_header_line`], the line's length tested against `limits.max_header_line` only when
 /// `LONG`: a caller whose whole text is no longer than that limit (the header scan of nearly
 /// every message, see `Head::scan`) holds no line over it, and skips the test at each line.
+/// The LF is found by `end` (module `line_end`: the width the scan was built for).
 #[inline(always)]
-pub(crate) fn plain_header_line_within<const LONG: bool>(s: &[u8], pos: usize, limits: &Limits) -> Option<HeaderField> {
+pub(crate) fn plain_header_line_within<const LONG: bool, E: LineEnd>(
+    end: E,
+    s: &[u8],
+    pos: usize,
+    limits: &Limits,
+) -> Option<HeaderField> {
     debug_assert!(LONG || s.len() <= limits.max_header_line);
     // The usual names with their colon and SP from the line's first octets (module
     // `known_name`), then the LF after them; any other line by the colon search.
     let (name, colon, lf) = match known_name(s, pos) {
         // The first LF after the colon: the octet after it is the SP.
-        Some((name, colon)) => (name, colon, scan::find_lf(s, colon + 2)?),
+        Some((name, colon)) => (name, colon, end.find_lf(s, colon + 2)?),
         None => searched_name(s, pos)?,
     };
     debug_assert!(pos < colon && colon + 1 < lf && lf < s.len() && s[colon + 1] == b' ');
