@@ -1,6 +1,8 @@
 //! The names of nearly every header line, recognised with their colon and the SP after it
 //! (`Via: `, `Content-Length: `) from the line's first 16 octets, before any search: one hash
-//! of the first four octets picks the one candidate, and two masked word compares decide.
+//! of the first four octets picks the one candidate, and one masked compare of the 16 octets
+//! decides (SSE2 on x86-64: one OR, AND and compare of a vector where two words took two of
+//! each and two branches, callgrind ~6 instructions a line less; two words elsewhere).
 //!
 //! The scan's usual path searched for the colon first (a vector step), then sorted the name by
 //! its length and compared it as words (callgrind: about 45 instructions a line for the two,
@@ -45,6 +47,7 @@ const END: u8 = u8::MAX;
 /// the name in any case, its colon and a SP: OR-ing 0x20 maps only 'A'..'Z' onto 'a'..'z' among
 /// the octets that can equal a letter, and the colon, SP and `-` compare as they are.
 #[derive(Clone, Copy)]
+#[repr(C, align(16))]
 struct Entry {
     lower: [u64; 2],
     letters: [u64; 2],
@@ -83,8 +86,25 @@ impl Entry {
     }
 
     #[inline(always)]
+    #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
     fn matches(&self, a: u64, b: u64) -> bool {
         (a | self.letters[0]) & self.care[0] == self.lower[0] && (b | self.letters[1]) & self.care[1] == self.lower[1]
+    }
+
+    /// [`Entry::matches`] of the 16 octets `v` as one vector: an OR, an AND and a compare of
+    /// all 16 octets, where the two words took two of each and two branches.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn matches_vector(&self, v: std::arch::x86_64::__m128i) -> bool {
+        use std::arch::x86_64::{_mm_and_si128, _mm_cmpeq_epi8, _mm_load_si128, _mm_movemask_epi8, _mm_or_si128};
+        // SAFETY: SSE2 is part of the x86-64 baseline; each pair of words is 16 octets at a
+        // 16-octet aligned place (`Entry` is `align(16)` and they are its first fields).
+        unsafe {
+            let letters = _mm_load_si128(self.letters.as_ptr().cast());
+            let care = _mm_load_si128(self.care.as_ptr().cast());
+            let lower = _mm_load_si128(self.lower.as_ptr().cast());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(_mm_or_si128(v, letters), care), lower)) == 0xffff
+        }
     }
 }
 
@@ -149,10 +169,18 @@ static TABLE: [Entry; SLOTS] = {
 #[inline(always)]
 pub(crate) fn known_name(s: &[u8], pos: usize) -> Option<(HeaderName, usize)> {
     let head: &[u8; 16] = s.get(pos..pos.checked_add(16)?)?.try_into().ok()?;
-    let (a, b) = (u64::from_le_bytes(head_word(head, 0)), u64::from_le_bytes(head_word(head, 8)));
-    let mut e = &TABLE[slot(a as u32)];
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86-64 baseline, and `head` holds the 16 octets the
+    // unaligned load reads.
+    let v = unsafe { std::arch::x86_64::_mm_loadu_si128(head.as_ptr().cast()) };
+    let first = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let mut e = &TABLE[slot(first)];
     loop {
-        if e.matches(a, b) {
+        #[cfg(target_arch = "x86_64")]
+        let found = e.matches_vector(v);
+        #[cfg(not(target_arch = "x86_64"))]
+        let found = e.matches(u64::from_le_bytes(head_word(head, 0)), u64::from_le_bytes(head_word(head, 8)));
+        if found {
             return Some((e.name, pos + e.colon as usize));
         }
         if e.next == END {
@@ -162,6 +190,7 @@ pub(crate) fn known_name(s: &[u8], pos: usize) -> Option<(HeaderName, usize)> {
     }
 }
 
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 #[inline(always)]
 fn head_word(head: &[u8; 16], at: usize) -> [u8; 8] {
     let mut w = [0; 8];
@@ -222,6 +251,15 @@ mod tests {
                     s[at] = octet;
                     if let Some(found) = known_name(&s, 0) {
                         assert_eq!(Some(found), by_search(&s), "{:?}", String::from_utf8_lossy(&s));
+                    }
+                    // The vector compare and the two words agree, entry by entry.
+                    #[cfg(target_arch = "x86_64")]
+                    for e in &TABLE {
+                        let head: &[u8; 16] = s[..16].try_into().expect("16 octets");
+                        let words = (u64::from_le_bytes(head_word(head, 0)), u64::from_le_bytes(head_word(head, 8)));
+                        // SAFETY: SSE2 is part of the x86-64 baseline; `s` has 16 octets or more.
+                        let v = unsafe { std::arch::x86_64::_mm_loadu_si128(s.as_ptr().cast()) };
+                        assert_eq!(e.matches_vector(v), e.matches(words.0, words.1));
                     }
                 }
             }
