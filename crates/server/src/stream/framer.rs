@@ -12,7 +12,7 @@ use crate::stats::Bump;
 use bytes::{Bytes, BytesMut};
 use herald_core::Peer;
 use herald_sip::framing::{Cut, Frame, Progress};
-use herald_sip::{Framing, Message, ParseError};
+use herald_sip::{Framing, Message};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -35,17 +35,20 @@ pub(crate) enum End {
     Error(io::Error),
 }
 
-/// What one framing step produced. A return value that lives for one call: its size does not
-/// matter, and boxing the message would cost an allocation per message.
-#[allow(clippy::large_enum_variant)]
-enum Step {
-    /// A ping, keep-alive or answered/dropped message: look for the next frame.
+/// What one framing step asks of the read loop. The message itself is handed on where it is
+/// classified ([`Sink::take`]): returning it through this step and handing it on from the loop
+/// moved its 88 bytes twice more per message, with a return value of a hundred bytes (~30
+/// instructions a message, callgrind, issue 21).
+enum Step<'a> {
+    /// A ping, keep-alive, answered/dropped or delivered message: look for the next frame.
     More,
     NeedBytes,
     /// The framing is lost or a fatal error was answered: flush and close.
     Close,
-    /// A message for the worker (its handler here, or its loop through the inbox).
-    Deliver(Message),
+    /// The worker's inbox is full: the wait for room, with the message.
+    Wait(InboxWait<'a>),
+    /// The worker's inbox is closed (shutting down).
+    Gone,
 }
 
 /// The read state of one connection.
@@ -141,8 +144,7 @@ impl Framer {
         codec: &mut C,
         now: Instant,
     ) -> Result<Option<InboxWait<'a>>, End> {
-        let from = peer(conn);
-        handler::with_here(worker, |here| self.deliver(shared, worker, conn, &from, local, codec, now, here))
+        handler::with_here(worker, |here| self.deliver(shared, worker, conn, peer(conn), local, codec, now, here))
     }
 
     /// After a read's messages are delivered: an idle connection drops its buffer, and a
@@ -171,63 +173,90 @@ impl Framer {
         shared: &'a Shared,
         worker: usize,
         conn: &Conn,
-        from: &Peer,
+        from: Peer,
         local: SocketAddr,
         codec: &mut C,
         now: Instant,
-        mut here: Option<&mut dyn Handler>,
+        here: Option<&mut dyn Handler>,
     ) -> Result<Option<InboxWait<'a>>, End> {
-        let inbox = &shared.inboxes[worker];
-        // Messages handed to the handler here, whose UDP output waits for a flush.
-        let mut handled_here = false;
+        let mut sink = Sink {
+            inbox: &shared.inboxes[worker],
+            here,
+            handled: false,
+            overload: shared.config.overload.enabled,
+            from,
+            local,
+            now,
+        };
         let wait = loop {
             // Content-Length framing cuts nothing from no bytes: after the last message of a read,
             // the loop ends without asking (a codec with frames of its own may hold an empty one).
             if C::FRAMING == Framing::Stream && self.rbuf.is_empty() {
                 break None;
             }
-            let frame = codec.next_frame(&mut self.rbuf, &shared.limits, &mut self.progress);
-            // To this worker's loop, in order (the connection's messages are handled by this
-            // worker only). Streams wait for room (back-pressure) instead of dropping; the wait
-            // is boxed, so that the task of every connection carries neither it nor the message.
-            match next_message(shared, worker, conn, from, frame, &self.rbuf, C::FRAMING, now) {
+            match next_message(shared, worker, conn, codec, &mut self.rbuf, &mut self.progress, &mut sink) {
                 Step::More => continue,
                 Step::NeedBytes => break None,
                 Step::Close => {
                     self.closing = true;
                     break None;
                 }
-                Step::Deliver(msg) => {
-                    // Module `handler`: nothing waits in the inbox, and not a new request (with
-                    // overload control on). The inbox's item is built only for the inbox: a
-                    // message handed here is moved once less (a copy of ~200 bytes, callgrind,
-                    // issue 21).
-                    if let Some(h) = here.as_deref_mut() {
-                        if handler::may_skip_inbox(inbox, &msg, shared.config.overload.enabled) {
-                            h.handle(*from, local, msg, now);
-                            handled_here = true;
-                            continue;
-                        }
-                    }
-                    match inbox.try_send(InboxMessage { from: *from, local, msg }) {
-                        Ok(()) => continue,
-                        Err(mpsc::error::TrySendError::Full(item)) => {
-                            break Some(Box::pin(inbox.send(item)) as InboxWait)
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            if let (true, Some(h)) = (handled_here, here) {
-                                h.flush();
-                            }
-                            return Err(End::PeerClosed);
-                        }
-                    }
+                Step::Wait(wait) => break Some(wait),
+                Step::Gone => {
+                    sink.flush();
+                    return Err(End::PeerClosed);
                 }
             }
         };
-        if let (true, Some(h)) = (handled_here, here) {
+        sink.flush();
+        Ok(wait)
+    }
+}
+
+/// Where the messages of one read go, in order (the connection's messages are handled by this
+/// worker only): to the worker's handler on this thread while that keeps every guarantee of the
+/// inbox (module `handler`), else to its inbox. Streams wait for room in a full inbox
+/// (back-pressure) instead of dropping; the wait is boxed, so that the task of every connection
+/// carries neither it nor the message.
+struct Sink<'h, 'a> {
+    inbox: &'a mpsc::Sender<InboxMessage>,
+    /// The worker's handler on this thread, if installed.
+    here: Option<&'h mut dyn Handler>,
+    /// Messages were handed to `here`, whose UDP output waits for a flush.
+    handled: bool,
+    /// `[overload] enabled`.
+    overload: bool,
+    from: Peer,
+    local: SocketAddr,
+    /// When the bytes were read.
+    now: Instant,
+}
+
+impl<'a> Sink<'_, 'a> {
+    /// Hands `msg` on: [`Step::More`], or the wait for room in a full inbox, or [`Step::Gone`].
+    fn take(&mut self, msg: Message) -> Step<'a> {
+        // Module `handler`: nothing waits in the inbox, and not a new request (with overload
+        // control on). The inbox's item is built only for the inbox: a message handed here is
+        // moved once less (a copy of ~200 bytes, callgrind, issue 21).
+        if let Some(h) = self.here.as_deref_mut() {
+            if handler::may_skip_inbox(self.inbox, &msg, self.overload) {
+                h.handle(self.from, self.local, msg, self.now);
+                self.handled = true;
+                return Step::More;
+            }
+        }
+        match self.inbox.try_send(InboxMessage { from: self.from, local: self.local, msg }) {
+            Ok(()) => Step::More,
+            Err(mpsc::error::TrySendError::Full(item)) => Step::Wait(Box::pin(self.inbox.send(item))),
+            Err(mpsc::error::TrySendError::Closed(_)) => Step::Gone,
+        }
+    }
+
+    /// Sends what the handler's messages queued (before the task waits for anything).
+    fn flush(&mut self) {
+        if let (true, Some(h)) = (self.handled, self.here.as_deref_mut()) {
             h.flush();
         }
-        Ok(wait)
     }
 }
 
@@ -255,28 +284,28 @@ fn peer(conn: &Conn) -> Peer {
     Peer { transport: conn.transport, addr: conn.peer, conn: Some(conn.id) }
 }
 
-/// Deals with one frame cut off the read buffer (`rbuf`: what is left of it), or with the
-/// framing error that stopped the cut (RFC 3261 §18.3, RFC 5626 §3.5.1): pings are answered
-/// here, messages go through the runtime's ingress (module `ingress`).
-#[allow(clippy::too_many_arguments)]
-fn next_message(
+/// Cuts one frame off the read buffer and deals with it, or with the framing error that stopped
+/// the cut (RFC 3261 §18.3, RFC 5626 §3.5.1): pings are answered here, messages go through the
+/// runtime's ingress (module `ingress`) to `sink`. The frame is cut here, not handed in: a
+/// message then goes from the cut to its classification without a copy between.
+fn next_message<'a, C: Codec>(
     shared: &Shared,
     worker: usize,
     conn: &Conn,
-    from: &Peer,
-    frame: Result<Option<Cut>, ParseError>,
-    rbuf: &[u8],
-    framing: Framing,
-    now: Instant,
-) -> Step {
+    codec: &mut C,
+    rbuf: &mut BytesMut,
+    progress: &mut Progress,
+    sink: &mut Sink<'_, 'a>,
+) -> Step<'a> {
+    let from = &sink.from;
     let cap = shared.config.limits.tcp_write_queue_bytes;
-    let arrival = match frame {
+    let arrival = match codec.next_frame(rbuf, &shared.limits, progress) {
         Ok(Some(Cut::Parsed(msg))) => ingress::receive_parsed(shared, worker, msg, from),
-        Ok(Some(Cut::Frame(Frame::Message(bytes)))) => ingress::receive(shared, worker, bytes, from, framing, false),
+        Ok(Some(Cut::Frame(Frame::Message(bytes)))) => ingress::receive(shared, worker, bytes, from, C::FRAMING, false),
         Ok(Some(Cut::Frame(Frame::Ping))) => {
             // RFC 5626 §3.5.1: a double-CRLF ping gets a single-CRLF pong.
             shared.stats.workers[worker].tcp_pings.bump();
-            let _ = conn.push(Bytes::from_static(b"\r\n"), cap, now);
+            let _ = conn.push(Bytes::from_static(b"\r\n"), cap, sink.now);
             return Step::More;
         }
         Ok(Some(Cut::Frame(Frame::KeepAlive))) => return Step::More,
@@ -284,13 +313,13 @@ fn next_message(
         Err(e) => ingress::framing_lost(shared, worker, rbuf, &e, from),
     };
     match arrival {
-        Arrival::Message(msg) => Step::Deliver(msg),
+        Arrival::Message(msg) => sink.take(msg),
         Arrival::Answer { bytes, close } => {
             // On the connection's own write queue: the answer goes back the way it came.
-            let _ = conn.push(bytes, cap, now);
+            let _ = conn.push(bytes, cap, sink.now);
             // A codec that frames messages itself (WebSocket) keeps its framing whatever one
             // message held: only a Content-Length stream loses it.
-            if close && framing == Framing::Stream {
+            if close && C::FRAMING == Framing::Stream {
                 Step::Close
             } else {
                 Step::More

@@ -12,10 +12,12 @@
 //! tungstenite driven sans-IO, its upgrade in `ws_upgrade`).
 
 mod codec;
+mod conn_timer;
 mod framer;
 mod handler;
 mod listen;
 mod open;
+mod socket;
 mod task;
 mod tls;
 mod ws;

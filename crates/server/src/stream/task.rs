@@ -6,14 +6,16 @@
 //! codec is a zero-sized type, so its task is no larger than one written for TCP alone.
 
 use super::codec::Codec;
-use super::framer::{End, Framer, Stop};
+use super::conn_timer::Timer;
+use super::framer::{Backlog, End, Framer, Stop};
+use super::socket::Socket;
 use crate::conns::Conn;
 use crate::local_timers::Sleep;
 use crate::shared::Shared;
 use crate::stats::Bump;
 use herald_core::Transport;
 use std::future::poll_fn;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,14 +33,19 @@ const CLOSE_NOTIFY: Duration = Duration::from_millis(200);
 /// Queued messages offered to the codec per write.
 const WRITE_BATCH: usize = super::codec::WRITE_BATCH;
 
-/// What woke a connection task.
-enum Event {
+/// Why the connection loop's wait ended (reads are taken within the wait: see `serve`).
+enum Event<'a> {
     Overflow,
     Flushed,
     Closed,
-    Writable(io::Result<()>),
-    Readable(io::Result<()>),
-    Timer,
+    /// The socket can take bytes (`bool`: the codec was handshaking).
+    Writable(io::Result<()>, bool),
+    /// The timer fired (`bool`: the connection was closing).
+    Timer(bool),
+    /// A read met a full inbox: the rest of it waits for room (read at the instant given).
+    Full(Backlog<'a>, Instant),
+    /// The connection ends.
+    End(End),
 }
 
 /// Keeps the registry and the open-connection gauge right however the task ends (including the
@@ -125,57 +132,6 @@ fn ended<C: Codec>(shared: &Shared, worker: usize, conn: &Conn, end: &End) {
     tracing::trace!(peer = %conn.peer, id = conn.id.0, transport = %conn.transport, ?end, "connection closed");
 }
 
-/// The non-blocking socket as the codec sees it: `WouldBlock` when the kernel has nothing to
-/// read or no room to write (tokio then waits for readiness again).
-struct Socket<'a> {
-    stream: &'a TcpStream,
-    /// A read returned less than it asked for: the kernel had no more then.
-    drained: bool,
-}
-
-impl<'a> Socket<'a> {
-    fn new(stream: &'a TcpStream) -> Socket<'a> {
-        Socket { stream, drained: false }
-    }
-
-    /// After a read that found the socket drained, forgets its read readiness, as tokio's own
-    /// `AsyncRead` for `TcpStream` does after a short read: the loop then waits for the next
-    /// epoll edge instead of reading again only to get `EAGAIN` - a system call and a turn of
-    /// the loop per message (about 1k instructions each, callgrind, issue 21). Nothing is lost:
-    /// epoll is edge-triggered and every arrival after that read is a new edge, which the
-    /// worker's I/O driver records when it next turns; it turns on this thread only, between
-    /// task polls, never between the read and this call. A closed peer stays readable (tokio
-    /// keeps the closed state).
-    fn forget_readable_if_drained(&self) {
-        if self.drained {
-            let _ = self.stream.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
-        }
-    }
-}
-
-impl Read for Socket<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // As `try_read`, through herald-sys's recv (no libc cancellation-point brackets).
-        let n = self.stream.try_io(Interest::READABLE, || herald_sys::recv(self.stream, buf))?;
-        self.drained |= n > 0 && n < buf.len();
-        Ok(n)
-    }
-}
-
-impl Write for Socket<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.try_io(Interest::WRITABLE, || herald_sys::send(self.stream, buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        self.stream.try_io(Interest::WRITABLE, || herald_sys::writev(self.stream, bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The connection loop. It awaits one `poll_fn` over the write queue, socket readiness and one
 /// timer, so the task stores no readiness futures (the socket keeps one waker per direction)
 /// and stays small: the future of a plain TCP connection is 800 bytes (release build, rustc 1.95).
@@ -196,10 +152,6 @@ async fn serve<C: Codec>(
     let mut idle_at = Instant::now() + idle;
     // The handshake's deadline, while one is under way.
     let mut handshake_at = codec.handshaking().then(|| Instant::now() + codec.handshake_timeout());
-    let deadline = |framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>, codec_at: Option<Instant>| {
-        let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
-        codec_at.map_or(at, |c| c.min(at))
-    };
     let mut sleep = Sleep::until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
     // The timer has been polled since it was last set, and so holds this task's waker until it
     // fires (see [`Timer`]).
@@ -210,9 +162,13 @@ async fn serve<C: Codec>(
     let mut waited = true;
     let mut written = 0usize; // bytes of the front queued item already taken by the codec
     loop {
-        let closing = framer.closing;
-        let (wants_write, handshaking, finished) = (codec.wants_write(), codec.handshaking(), codec.finished());
-        let event = poll_fn(|cx| {
+        // Reads are taken within the one `poll_fn`, which goes on looking after each: a read
+        // returned as an event and the loop's next `poll_fn` built and awaited anew cost a
+        // turn of the task's state machine per message read (~15 instructions a read,
+        // callgrind, issue 21). The looks, their order and what they answer are as before.
+        let event = poll_fn(|cx| loop {
+            let closing = framer.closing;
+            let (wants_write, handshaking, finished) = (codec.wants_write(), codec.handshaking(), codec.finished());
             let q = conn.poll_state(cx);
             if q.overflow {
                 return Poll::Ready(Event::Overflow);
@@ -228,7 +184,7 @@ async fn serve<C: Codec>(
             }
             if (q.pending && !handshaking) || wants_write {
                 if let Poll::Ready(r) = stream.poll_write_ready(cx) {
-                    return Poll::Ready(Event::Writable(r));
+                    return Poll::Ready(Event::Writable(r, handshaking));
                 }
             }
             if !closing && !finished {
@@ -239,29 +195,44 @@ async fn serve<C: Codec>(
                 // issue 21). Any readiness this misses, `poll_read_ready` finds. Later looks
                 // until the loop waits again go through it, so a peer that keeps the socket
                 // full still spends the budget and the task yields to the others as before.
-                if std::mem::take(&mut waited) && stream.try_io(Interest::READABLE, || Ok(())).is_ok() {
-                    return Poll::Ready(Event::Readable(Ok(())));
-                }
-                if let Poll::Ready(r) = stream.poll_read_ready(cx) {
-                    return Poll::Ready(Event::Readable(r));
+                let readable = if std::mem::take(&mut waited) && stream.try_io(Interest::READABLE, || Ok(())).is_ok() {
+                    Poll::Ready(Ok(()))
+                } else {
+                    stream.poll_read_ready(cx)
+                };
+                if let Poll::Ready(r) = readable {
+                    let read = r.map_err(|e| failed(e, handshaking)).and_then(|()| {
+                        let mut at = Deadlines { idle, idle_at: &mut idle_at, handshake_at: &mut handshake_at };
+                        read_and_deliver(shared, worker, stream, conn, local, codec, &mut framer, handshaking, &mut at)
+                    });
+                    match read {
+                        Ok(Delivered::All) => {
+                            after_delivery(&framer, &mut timer, &mut sleep, idle, idle_at, handshake_at, codec);
+                            continue;
+                        }
+                        Ok(Delivered::Nothing) => continue,
+                        Ok(Delivered::Partly { backlog, now }) => return Poll::Ready(Event::Full(backlog, now)),
+                        Err(end) => return Poll::Ready(Event::End(end)),
+                    }
                 }
             }
             if timer.must_poll(&sleep) {
                 if sleep.poll_elapsed(cx).is_ready() {
-                    return Poll::Ready(Event::Timer);
+                    return Poll::Ready(Event::Timer(closing));
                 }
                 timer.polled();
             }
             waited = true;
-            Poll::Pending
+            return Poll::Pending;
         })
         .await;
         match event {
             Event::Overflow => return End::Overflow,
             Event::Flushed => return End::FramingLost,
             Event::Closed => return End::PeerClosed,
-            Event::Timer if closing => return End::Idle,
-            Event::Timer => {
+            Event::End(end) => return end,
+            Event::Timer(true) => return End::Idle,
+            Event::Timer(false) => {
                 let now = Instant::now();
                 if handshake_at.is_some_and(|h| h <= now) {
                     return End::Handshake("timed out".into());
@@ -283,93 +254,110 @@ async fn serve<C: Codec>(
                 }
                 timer.reset(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
             }
-            Event::Writable(r) => {
+            Event::Writable(r, handshaking) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
                     return failed(e, handshaking);
                 }
-                if !closing {
+                if !framer.closing {
                     idle_at = Instant::now() + idle;
                     timer.earlier(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
                 }
             }
-            Event::Readable(r) => {
-                if let Err(e) = r {
-                    return failed(e, handshaking);
-                }
-                let mut wire = Socket::new(stream);
-                match codec.read(&mut wire, &mut framer.rbuf) {
-                    Ok(0) if handshaking => return End::Handshake("closed by the peer".into()),
-                    Ok(0) => return End::PeerClosed,
-                    Ok(_) => wire.forget_readable_if_drained(),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return failed(e, handshaking),
-                }
-                let now = Instant::now();
-                idle_at = now + idle;
-                if handshake_at.is_some() && !codec.handshaking() {
-                    handshake_at = None;
-                    if let Some((done, _)) = C::handshake_counters(&shared.stats.workers[worker]) {
-                        done.bump();
-                    }
-                }
-                // The same delivery twice, not one closure kept for both: the connection's
-                // future would store it on every read.
-                let consumed = match framer.consume(|f| f.deliver_here(shared, worker, conn, local, codec, now)) {
-                    Ok(()) => Ok(()),
-                    Err(Stop::End(end)) => Err(end),
-                    Err(Stop::Full(backlog)) => {
-                        framer.consume_rest(backlog, |f| f.deliver_here(shared, worker, conn, local, codec, now)).await
-                    }
-                };
+            Event::Full(backlog, now) => {
+                // The worker's inbox is full: wait for room and deliver the rest of the read.
+                let consumed =
+                    framer.consume_rest(backlog, |f| f.deliver_here(shared, worker, conn, local, codec, now)).await;
                 if let Err(end) = consumed {
                     return end;
                 }
-                if framer.closing {
-                    timer.reset(&mut sleep, Instant::now() + CLOSE_FLUSH.min(idle));
-                } else {
-                    timer.earlier(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
-                }
+                after_delivery(&framer, &mut timer, &mut sleep, idle, idle_at, handshake_at, codec);
             }
         }
     }
 }
 
-/// Whether the connection's timer needs polling. A `Sleep` polled once registers the task's
-/// waker with the timer wheel and keeps it there until it fires or is set again; polling it on
-/// every turn of the loop only registered the same waker again (about 130 instructions a turn,
-/// a turn per message: ~700 per call proxied over TCP, callgrind, issue 21). So the loop polls
-/// it after each setting, and then only once it has fired (`Sleep::is_elapsed`: out of the
-/// wheel), which the wake-up it sends makes the loop look at. The connection's task keeps one
-/// waker for its life, so the one registered is the one to wake.
-#[derive(Default)]
-struct Timer {
-    polled: bool,
+/// What [`read_and_deliver`] did with a readable socket.
+enum Delivered<'a> {
+    /// Nothing read (`WouldBlock`): look again.
+    Nothing,
+    /// Read, and all of it framed and handed on.
+    All,
+    /// Read at `now`; the worker's inbox is full, and [`Framer::consume_rest`] delivers the rest.
+    Partly { backlog: Backlog<'a>, now: Instant },
 }
 
-impl Timer {
-    fn must_poll(&self, sleep: &Sleep) -> bool {
-        !self.polled || sleep.is_elapsed()
-    }
+/// The connection loop's deadlines that a read moves.
+struct Deadlines<'d> {
+    /// `tcp_idle_timeout_s`.
+    idle: Duration,
+    idle_at: &'d mut Instant,
+    /// The handshake's deadline, while one is under way.
+    handshake_at: &'d mut Option<Instant>,
+}
 
-    fn polled(&mut self) {
-        self.polled = true;
+/// Reads what the socket has and delivers the messages it completes (`handshaking`: the codec's
+/// handshake was under way before the read); a read pushes the idle deadline back and may end
+/// the handshake's. `Err`: the connection ends.
+#[allow(clippy::too_many_arguments)]
+fn read_and_deliver<'a, C: Codec>(
+    shared: &'a Shared,
+    worker: usize,
+    stream: &TcpStream,
+    conn: &Conn,
+    local: SocketAddr,
+    codec: &mut C,
+    framer: &mut Framer,
+    handshaking: bool,
+    at: &mut Deadlines<'_>,
+) -> Result<Delivered<'a>, End> {
+    let mut wire = Socket::new(stream);
+    match codec.read(&mut wire, &mut framer.rbuf) {
+        Ok(0) if handshaking => return Err(End::Handshake("closed by the peer".into())),
+        Ok(0) => return Err(End::PeerClosed),
+        Ok(_) => wire.forget_readable_if_drained(),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Delivered::Nothing),
+        Err(e) => return Err(failed(e, handshaking)),
     }
-
-    fn reset(&mut self, sleep: &mut Sleep, at: Instant) {
-        sleep.reset(at);
-        self.polled = false;
-    }
-
-    /// Brings the timer forward to `at` if that is earlier than it is set for, and leaves it
-    /// otherwise. Reads and writes push the idle deadline back on every message; moving the
-    /// timer each time (out of the timer queue and in again) cost about 2k instructions per call
-    /// in tokio's timer wheel (callgrind, issue 21). A timer left earlier than needed fires, finds nothing due and
-    /// is set to the deadlines of then: one wake-up per idle period instead of a reset per message.
-    fn earlier(&mut self, sleep: &mut Sleep, at: Instant) {
-        if at < sleep.deadline() {
-            self.reset(sleep, at);
+    let now = Instant::now();
+    *at.idle_at = now + at.idle;
+    if at.handshake_at.is_some() && !codec.handshaking() {
+        *at.handshake_at = None;
+        if let Some((done, _)) = C::handshake_counters(&shared.stats.workers[worker]) {
+            done.bump();
         }
     }
+    match framer.consume(|f| f.deliver_here(shared, worker, conn, local, codec, now)) {
+        Ok(()) => Ok(Delivered::All),
+        Err(Stop::End(end)) => Err(end),
+        Err(Stop::Full(backlog)) => Ok(Delivered::Partly { backlog, now }),
+    }
+}
+
+/// After a read's messages are delivered: a connection whose framing is lost gets its last
+/// deadline to flush its answer in; any other has its timer brought forward if a deadline
+/// came nearer (see [`Timer::earlier`]). Inline: once per read.
+#[inline]
+fn after_delivery<C: Codec>(
+    framer: &Framer,
+    timer: &mut Timer,
+    sleep: &mut Sleep,
+    idle: Duration,
+    idle_at: Instant,
+    handshake_at: Option<Instant>,
+    codec: &C,
+) {
+    if framer.closing {
+        timer.reset(sleep, Instant::now() + CLOSE_FLUSH.min(idle));
+    } else {
+        timer.earlier(sleep, deadline(framer, idle_at, handshake_at, codec.deadline()));
+    }
+}
+
+/// When the connection's timer must fire: the earliest of the handshake's deadline, the idle
+/// and incomplete-message deadlines ([`Framer::deadline`]) and the codec's own.
+fn deadline(framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>, codec_at: Option<Instant>) -> Instant {
+    let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
+    codec_at.map_or(at, |c| c.min(at))
 }
 
 /// An I/O or codec error ends the connection; during a handshake it is a failed handshake.
