@@ -36,7 +36,7 @@ impl TlsCodec {
 }
 
 impl Codec for TlsCodec {
-    fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize> {
+    fn read<R: Read>(&mut self, wire: &mut R, sip: &mut BytesMut) -> io::Result<usize> {
         let n = self.tls.read_tls(wire)?;
         if n == 0 {
             return Ok(0);

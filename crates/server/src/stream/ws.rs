@@ -280,7 +280,7 @@ impl<I: Codec> Codec for WsCodec<I> {
     /// Content-Length is optional over WebSocket (RFC 7118 §5.1): each message is delimited.
     const FRAMING: Framing = Framing::Datagram;
 
-    fn read(&mut self, wire: &mut dyn Read, sip: &mut BytesMut) -> io::Result<usize> {
+    fn read<R: Read>(&mut self, wire: &mut R, sip: &mut BytesMut) -> io::Result<usize> {
         let n = match self.inner.read(wire, &mut self.input) {
             Ok(n) => n,
             Err(e) => {
