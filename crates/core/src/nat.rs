@@ -25,8 +25,11 @@
 //! proxy, the source is the proxy and the Contact is still the UA's.
 
 mod edge;
+mod private_text;
 
 pub use edge::{requested_expires, EdgeFlows, MAX_EDGE_FLOWS};
+
+use private_text::{may_name_private_address, may_name_private_address_anywhere};
 
 use crate::peer::{Peer, Transport};
 use herald_sip::headers::{ListValue, NameAddr};
@@ -311,80 +314,6 @@ pub fn sender_contact_fix(sender: &RequestSender<'_>, from: Peer, cfg: &NatConfi
     fixed_contact_of(msg, *value, uri, from)
 }
 
-/// Whether a Contact value's text may name a private address ([`is_private`]): an IPv6
-/// reference (`[`), or a dot after the digits that begin every private IPv4 address (`10`,
-/// `172`, `192`, `169`, `100`, with any leading zeros a parser accepts). `false` proves that
-/// no URI parsed from the text has a private host; `true` proves nothing.
-///
-/// A part of a text shows nothing the text does not (at the part's start the octets before are
-/// taken as none, which are no digits): `false` for the first Contact line's whole text is
-/// `false` for its first value, which `Message::first_list_value` splits out of that line, so
-/// the line is asked first and the split made only when it may name one (`nat::tests`).
-fn may_name_private_address(value: &[u8]) -> bool {
-    // Eight octets at a time for a '.' or a '[' (a zero-octet test on the word XORed with each,
-    // the two masks joined, so a word with neither costs one branch), and at a dot the octets
-    // before it read as one word: a test per octet cost as much as half the parse it saves, and
-    // exact tests per word and three digit reads per dot ~250 instructions for a usual Contact
-    // (`<sip:sipp@127.0.0.1:5061;transport=UDP>`). The zero test may also mark an octet above
-    // a marked one (its borrow); every mark is checked octet by octet, so that costs only time.
-    // The last octets that do not fill a word are read in the word that ends the text, less
-    // what the words before covered.
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    let marks = |w: u64| (zero(w ^ (ONES * u64::from(b'.'))) | zero(w ^ (ONES * u64::from(b'[')))) & HIGH;
-    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-    // Whether a word starting at `base` with these marks (the top bit of each marked octet)
-    // shows a '[' or a dot after a private address's first digits.
-    // The rule at one octet: a '[' (an IPv6 reference), or a dot after private first digits.
-    let hit = |at: usize| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at);
-    let marked = |base: usize, mut marks: u64| {
-        while marks != 0 {
-            if hit(base + marks.trailing_zeros() as usize / 8) {
-                return true;
-            }
-            marks &= marks - 1;
-        }
-        false
-    };
-    let words = value.chunks_exact(8);
-    let rest = words.remainder().len();
-    for (k, w) in words.enumerate() {
-        let found = marks(word(w));
-        if found != 0 && marked(8 * k, found) {
-            return true;
-        }
-    }
-    if rest == 0 {
-        return false;
-    }
-    let Some(base) = value.len().checked_sub(8) else {
-        return (0..value.len()).any(hit);
-    };
-    // The word that ends the text, its first `8 - rest` octets (read above) masked off.
-    marked(base, marks(word(&value[base..])) & (u64::MAX << (8 * (8 - rest))))
-}
-
-/// Whether the digits before the dot at `at` are those that begin a private IPv4 address (`10`,
-/// `172`, `192`, `169`, `100`): the four octets that end at the dot compared as one word (three
-/// digit reads cost a bounds test each).
-#[inline(always)]
-fn private_prefix_before(value: &[u8], at: usize) -> bool {
-    let word = |text: &[u8; 4]| u32::from_le_bytes(*text);
-    match at.checked_sub(3).and_then(|from| value.get(from..=at)) {
-        Some(&[a, b, c, d]) => {
-            let w = word(&[a, b, c, d]);
-            w >> 8 == word(b"10.\0")
-                || w == word(b"172.")
-                || w == word(b"192.")
-                || w == word(b"169.")
-                || w == word(b"100.")
-        }
-        // Fewer than three octets before the dot: only `10` fits.
-        _ => at == 2 && value.get(..3) == Some(&b"10."[..]),
-    }
-}
-
 /// The Contact fix of a 1xx/2xx response from a callee behind NAT (`None`: none). `target` is
 /// the Request-URI the branch's request carried and `to` where it was sent. The responder is the
 /// UA itself, not a proxy in front of one, when `target` is a binding behind NAT reached at the
@@ -418,7 +347,8 @@ pub fn responder_may_be_natted(target: &str, to: Peer, in_dialog: bool, cfg: &Na
     // Outside a dialog only the Contact test counts, and with the default detection a target
     // whose text cannot name a private address cannot fail it: not parsed (a registered
     // contact, ~570 instructions for each INVITE branch to one).
-    if !in_dialog && cfg.detect == NatDetect::Private && !may_name_private_address(target.as_bytes()) {
+    // A bare URI, not a Contact value: read by the rule for any text.
+    if !in_dialog && cfg.detect == NatDetect::Private && !may_name_private_address_anywhere(target.as_bytes()) {
         return false;
     }
     Uri::parse(target.as_bytes()).is_ok_and(|u| parsed_responder_may_be_natted(&u, to, in_dialog, cfg))
