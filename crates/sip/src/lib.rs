@@ -28,6 +28,8 @@ pub mod response;
 mod scan;
 pub mod span;
 pub mod start_line;
+#[cfg(test)]
+mod test_corpus;
 pub mod text;
 pub mod uri;
 mod validate;

@@ -266,19 +266,6 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
 mod tests {
     use crate::{Limits, Message};
     use bytes::Bytes;
-    use std::path::{Path, PathBuf};
-
-    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            match path.is_dir() {
-                true => files(&path, out),
-                false if path.extension().is_some_and(|e| e == "dat" || e == "sip") => out.push(path),
-                false => {}
-            }
-        }
-    }
 
     /// Where the path without the error plumbing passes a message, the path that names the
     /// errors passes it too, with the same memo; and it passes the usual messages. Run over the
@@ -287,12 +274,7 @@ mod tests {
     /// passing and the failing sides of each value's check are reached.
     #[test]
     fn both_paths_give_the_same_memo() {
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let mut paths = Vec::new();
-        files(&manifest.join("benches/messages"), &mut paths);
-        let usual = paths.len();
-        files(&manifest.join("../../../shared/testdata/sip-torture"), &mut paths);
-        assert!(paths.len() > usual + 40, "the torture corpus is missing");
+        let (paths, usual) = crate::test_corpus::message_files();
         let limits = Limits::default();
         let (mut fast, mut slow_only) = (0usize, 0usize);
         for (n, path) in paths.iter().enumerate() {

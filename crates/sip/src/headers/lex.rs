@@ -249,21 +249,7 @@ mod tests {
     /// place, in every class, the vector runs end where the table's runs end.
     #[test]
     fn vector_runs_match_the_table_over_the_corpus() {
-        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-                let path = entry.expect("directory entry").path();
-                match path.is_dir() {
-                    true => files(&path, out),
-                    false if path.extension().is_some_and(|e| e == "dat" || e == "sip") => out.push(path),
-                    false => {}
-                }
-            }
-        }
-        let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let mut paths = Vec::new();
-        files(&manifest.join("benches/messages"), &mut paths);
-        files(&manifest.join("../../../shared/testdata/sip-torture"), &mut paths);
-        assert!(paths.len() > 40, "the torture corpus is missing");
+        let (paths, _) = crate::test_corpus::message_files();
         for path in paths {
             let text = std::fs::read(&path).expect("message file");
             // Each line on its own (values are runs within a line) and the whole text.

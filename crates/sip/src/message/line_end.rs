@@ -131,24 +131,8 @@ mod tests {
     fn both_widths_scan_alike() {
         use crate::limits::Limits;
         use crate::message::Head;
-        use std::path::{Path, PathBuf};
         let Some(avx2) = Avx2::detect() else { return };
-        fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-            for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-                let path = entry.expect("directory entry").path();
-                match path.is_dir() {
-                    true => files(&path, out),
-                    false if path.extension().is_some_and(|e| e == "dat" || e == "sip") => out.push(path),
-                    false => {}
-                }
-            }
-        }
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let mut paths = Vec::new();
-        files(&manifest.join("benches/messages"), &mut paths);
-        let usual = paths.len();
-        files(&manifest.join("../../../shared/testdata/sip-torture"), &mut paths);
-        assert!(paths.len() > usual + 40, "the torture corpus is missing");
+        let (paths, _) = crate::test_corpus::message_files();
         let (mut scanned, mut refused) = (0usize, 0usize);
         for limits in [Limits::default(), Limits { max_header_line: 60, ..Limits::default() }] {
             for path in &paths {
