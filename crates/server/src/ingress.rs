@@ -79,7 +79,9 @@ fn dropped(stats: &WorkerStats, why: Dropped) -> Arrival {
 }
 
 /// [`receive`] for a stream message the framing parsed already (`herald_sip::framing::next_cut`):
-/// counted, checked and answered as [`receive`] does with the same message's bytes.
+/// counted, checked and answered as [`receive`] does with the same message's bytes. Inline: once
+/// per stream message, from the framer's one call site.
+#[inline]
 pub(crate) fn receive_parsed(shared: &Shared, worker: usize, msg: Message, from: &Peer) -> Arrival {
     let stats = &shared.stats.workers[worker];
     stats.tcp_received.bump();

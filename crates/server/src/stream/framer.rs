@@ -234,6 +234,8 @@ struct Sink<'h, 'a> {
 
 impl<'a> Sink<'_, 'a> {
     /// Hands `msg` on: [`Step::More`], or the wait for room in a full inbox, or [`Step::Gone`].
+    /// Inline: called from one place, once per message.
+    #[inline]
     fn take(&mut self, msg: Message) -> Step<'a> {
         // Module `handler`: nothing waits in the inbox, and not a new request (with overload
         // control on). The inbox's item is built only for the inbox: a message handed here is
