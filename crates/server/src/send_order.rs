@@ -69,7 +69,11 @@ pub(crate) trait Sender {
     /// The worker whose thread this sender is (the shards count the load its calls leave in
     /// that worker's share, module `shards`).
     fn worker(&self) -> usize;
-    /// Sends everything queued and counts the flush.
+    /// A shard took the number of this sender's next flush ([`Unsent::queued`]): that flush
+    /// must happen and be counted, even if nothing else is queued by then.
+    fn owe_flush(&mut self);
+    /// Sends everything queued and counts the flush (a sender owed nothing since its last
+    /// flush may skip it, count included: nobody waits for that number).
     fn flush(&mut self);
 }
 

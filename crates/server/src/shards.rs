@@ -152,6 +152,7 @@ impl<H: SipHandler> Shards<H> {
         // the lock is released, and must not be overtaken either.
         if out.len() > before {
             held.unsent.queued(me.flushes());
+            me.owe_flush();
         }
         self.publish(i, held, me.worker());
     }

@@ -19,11 +19,13 @@ struct Queue {
     queued: Vec<Output>,
     wire: Arc<Mutex<Vec<Bytes>>>,
     worker: usize,
+    /// As `Egress`: a flush owed nothing is skipped, its number not counted.
+    owed: bool,
 }
 
 impl Queue {
     fn new(wire: &Arc<Mutex<Vec<Bytes>>>) -> Queue {
-        Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone(), worker: 0 }
+        Queue { flushes: Arc::default(), queued: Vec::new(), wire: wire.clone(), worker: 0, owed: false }
     }
 }
 
@@ -34,13 +36,18 @@ impl Sender for Queue {
     fn worker(&self) -> usize {
         self.worker
     }
+    fn owe_flush(&mut self) {
+        self.owed = true;
+    }
     fn flush(&mut self) {
         for o in self.queued.drain(..) {
             if let Output::Send { bytes, .. } = o {
                 self.wire.lock().unwrap().push(bytes);
             }
         }
-        self.flushes.completed();
+        if std::mem::take(&mut self.owed) {
+            self.flushes.completed();
+        }
     }
 }
 
@@ -96,6 +103,36 @@ fn a_shards_datagrams_leave_in_the_order_it_made_them_across_threads() {
     a.flush();
     b.join().unwrap();
     assert_eq!(*wire.lock().unwrap(), [Bytes::from_static(&[0, 0, 0, 0, 1]), Bytes::from_static(&[0, 0, 0, 0, 2])]);
+}
+
+/// A call that leaves output owes its sender a counted flush (`Sender::owe_flush`): a sender
+/// may skip counting a flush nobody took the number of, but once this one has flushed, another
+/// sender's call on the shard goes ahead. Were the flush not counted, B would wait for ever
+/// (checked here with a time limit instead of a hang).
+#[test]
+fn a_flush_after_output_is_counted_so_the_next_sender_does_not_wait() {
+    let wire = Arc::new(Mutex::new(Vec::new()));
+    let shards = Arc::new(Shards::new(1, 1, |_| Numbered(0, 0)));
+    let input = || Input::TransportError { to: udp_peer() };
+    let now = shards.timers().epoch();
+    let mut a = Queue::new(&wire);
+    let mut out = Vec::new();
+    a.flush();
+    shards.handle(0, input(), now, &mut out, &mut a);
+    a.queued.append(&mut out);
+    a.flush();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn({
+        let (shards, wire) = (shards.clone(), wire.clone());
+        move || {
+            let mut b = Queue::new(&wire);
+            let mut out = Vec::new();
+            shards.handle(0, input(), now, &mut out, &mut b);
+            let _ = done_tx.send(());
+        }
+    });
+    assert!(done_rx.recv_timeout(Duration::from_secs(5)).is_ok(), "B waited for a flush that had happened");
+    assert_eq!(a.flushes.next(), 2, "the flush before any output is not counted, the one after it is");
 }
 
 /// Three threads handle messages of four shards in an interleaving of the scheduler's
