@@ -26,6 +26,8 @@
 
 mod edge;
 mod private_text;
+#[cfg(test)]
+mod private_text_tests;
 
 pub use edge::{requested_expires, EdgeFlows, MAX_EDGE_FLOWS};
 

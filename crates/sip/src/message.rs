@@ -11,6 +11,8 @@ mod known_name;
 mod line;
 mod line_end;
 mod pool;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests_line_end;
 #[cfg(test)]
 mod tests_pool;
 mod via_split;
