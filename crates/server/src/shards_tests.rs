@@ -81,21 +81,14 @@ impl SipHandler for Numbered {
 /// is started 100 ms before A flushes: without the wait, B's datagram would leave first.)
 #[test]
 fn a_shards_datagrams_leave_in_the_order_it_made_them_across_threads() {
-    let wire = Arc::new(Mutex::new(Vec::new()));
-    let shards = Arc::new(Shards::new(1, 1, |_| Numbered(0, 0)));
-    let input = || Input::TransportError { to: udp_peer() };
-    let now = shards.timers().epoch();
+    let (shards, wire) = one_numbered_shard();
     let mut a = Queue::new(&wire);
-    let mut out = Vec::new();
-    shards.handle(0, input(), now, &mut out, &mut a);
-    a.queued.append(&mut out);
+    call_first_shard(&shards, &mut a);
     let b = std::thread::spawn({
         let (shards, wire) = (shards.clone(), wire.clone());
         move || {
             let mut b = Queue::new(&wire);
-            let mut out = Vec::new();
-            shards.handle(0, input(), now, &mut out, &mut b);
-            b.queued.append(&mut out);
+            call_first_shard(&shards, &mut b);
             b.flush();
         }
     });
@@ -105,29 +98,35 @@ fn a_shards_datagrams_leave_in_the_order_it_made_them_across_threads() {
     assert_eq!(*wire.lock().unwrap(), [Bytes::from_static(&[0, 0, 0, 0, 1]), Bytes::from_static(&[0, 0, 0, 0, 2])]);
 }
 
+/// One shard that answers each input with a numbered datagram, and the wire its senders'
+/// flushes write to.
+fn one_numbered_shard() -> (Arc<Shards<Numbered>>, Arc<Mutex<Vec<Bytes>>>) {
+    (Arc::new(Shards::new(1, 1, |_| Numbered(0, 0))), Arc::new(Mutex::new(Vec::new())))
+}
+
+/// `me`'s call on shard 0, its datagram queued for `me`'s next flush.
+fn call_first_shard(shards: &Shards<Numbered>, me: &mut Queue) {
+    let mut out = Vec::new();
+    shards.handle(0, Input::TransportError { to: udp_peer() }, shards.timers().epoch(), &mut out, me);
+    me.queued.append(&mut out);
+}
+
 /// A call that leaves output owes its sender a counted flush (`Sender::owe_flush`): a sender
 /// may skip counting a flush nobody took the number of, but once this one has flushed, another
 /// sender's call on the shard goes ahead. Were the flush not counted, B would wait for ever
 /// (checked here with a time limit instead of a hang).
 #[test]
 fn a_flush_after_output_is_counted_so_the_next_sender_does_not_wait() {
-    let wire = Arc::new(Mutex::new(Vec::new()));
-    let shards = Arc::new(Shards::new(1, 1, |_| Numbered(0, 0)));
-    let input = || Input::TransportError { to: udp_peer() };
-    let now = shards.timers().epoch();
+    let (shards, wire) = one_numbered_shard();
     let mut a = Queue::new(&wire);
-    let mut out = Vec::new();
     a.flush();
-    shards.handle(0, input(), now, &mut out, &mut a);
-    a.queued.append(&mut out);
+    call_first_shard(&shards, &mut a);
     a.flush();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn({
         let (shards, wire) = (shards.clone(), wire.clone());
         move || {
-            let mut b = Queue::new(&wire);
-            let mut out = Vec::new();
-            shards.handle(0, input(), now, &mut out, &mut b);
+            call_first_shard(&shards, &mut Queue::new(&wire));
             let _ = done_tx.send(());
         }
     });
