@@ -44,16 +44,28 @@ pub(super) fn bracketed_sip_host(text: &[u8]) -> Option<usize> {
     Some(if text.get(at) == Some(&b'@') { at + 1 } else { SCHEME })
 }
 
-/// The place of the first `@` or `>` in `text`, eight octets at a time (a zero-octet test on
-/// the word XORed with each; the lowest marked octet is always a real one, as a borrow only
-/// marks octets above a zero one).
+/// The top bit of each octet of the eight-octet word `w` that may be `a` or `b`: a zero-octet
+/// test on the word XORed with each, the two masks joined, so a word with neither costs one
+/// branch. The lowest marked octet is always a real one; one above a marked octet may be marked
+/// by its borrow alone, so a caller that reads past the lowest checks each mark.
 #[inline(always)]
-fn first_at_or_close(text: &[u8]) -> Option<usize> {
+fn octets_marked(w: u64, a: u8, b: u8) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    let marks = |w: u64| (zero(w ^ (ONES * u64::from(b'@'))) | zero(w ^ (ONES * u64::from(b'>')))) & HIGH;
-    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+    (zero(w ^ (ONES * u64::from(a))) | zero(w ^ (ONES * u64::from(b)))) & HIGH
+}
+
+/// Eight octets as one little-endian word (its first octet lowest).
+#[inline(always)]
+fn word(w: &[u8]) -> u64 {
+    u64::from_le_bytes(w.try_into().unwrap_or([0; 8]))
+}
+
+/// The place of the first `@` or `>` in `text`, eight octets at a time ([`octets_marked`]).
+#[inline(always)]
+fn first_at_or_close(text: &[u8]) -> Option<usize> {
+    let marks = |w: u64| octets_marked(w, b'@', b'>');
     let words = text.chunks_exact(8);
     let rest = words.remainder().len();
     for (k, w) in words.enumerate() {
@@ -107,19 +119,13 @@ fn may_be_private_host(host: &[u8]) -> bool {
 /// the line is asked first and the split made only when it may name one (`nat::tests`).
 #[inline(never)]
 pub(super) fn may_name_private_address_anywhere(value: &[u8]) -> bool {
-    // Eight octets at a time for a '.' or a '[' (a zero-octet test on the word XORed with each,
-    // the two masks joined, so a word with neither costs one branch), and at a dot the octets
+    // Eight octets at a time for a '.' or a '[' ([`octets_marked`]), and at a dot the octets
     // before it read as one word: a test per octet cost as much as half the parse it saves, and
     // exact tests per word and three digit reads per dot ~250 instructions for a usual Contact
-    // (`<sip:sipp@127.0.0.1:5061;transport=UDP>`). The zero test may also mark an octet above
-    // a marked one (its borrow); every mark is checked octet by octet, so that costs only time.
-    // The last octets that do not fill a word are read in the word that ends the text, less
-    // what the words before covered.
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    let marks = |w: u64| (zero(w ^ (ONES * u64::from(b'.'))) | zero(w ^ (ONES * u64::from(b'[')))) & HIGH;
-    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+    // (`<sip:sipp@127.0.0.1:5061;transport=UDP>`). A mark that only a borrow made is checked
+    // octet by octet like the others, so it costs only time. The last octets that do not fill
+    // a word are read in the word that ends the text, less what the words before covered.
+    let marks = |w: u64| octets_marked(w, b'.', b'[');
     // The rule at one octet: a '[' (an IPv6 reference), or a dot after private first digits.
     let hit = |at: usize| value[at] == b'[' || value[at] == b'.' && private_prefix_before(value, at);
     // Whether a word starting at `base` with these marks (the top bit of each marked octet)
