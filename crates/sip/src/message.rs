@@ -45,13 +45,14 @@ pub(crate) struct CheckParts<'a> {
 
 impl<'a> CheckParts<'a> {
     /// [`Message::field`].
-    #[inline]
+    #[inline(always)]
     pub fn field(&self, name: HeaderName) -> Option<&'a HeaderField> {
         self.index.first(self.headers, name).and_then(|i| self.headers.get(i))
     }
 
-    /// [`Message::get`].
-    #[inline]
+    /// [`Message::get`]. Inlined where `well_formed` reads its six values (callgrind: each
+    /// read as a call cost about 15 instructions, 36 reads a proxied call).
+    #[inline(always)]
     pub fn value(&self, name: HeaderName) -> Option<&'a [u8]> {
         self.field(name).and_then(|h| self.buf.get(h.value.range()))
     }

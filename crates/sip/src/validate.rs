@@ -207,7 +207,6 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
         return None;
     }
     let buf = m.buf;
-    let value = |name: HeaderName| m.value(name);
     let method = m.method();
     let mut request_uri = None;
     if let crate::StartLine::Request { uri: span, .. } = m.start {
@@ -230,18 +229,18 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
         Some(plain) => ViaSpans::of_plain(split.top, plain),
         None => ViaSpans::read(buf, split.top)?,
     };
-    let from_tag = tag_of(value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
-    let to_tag = tag_of(value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
-    let call_id = TextSpan::within(buf, parse_call_id(value(HeaderName::CallId)?).ok()?);
-    let (cseq, cseq_method) = CSeq::parse_text(value(HeaderName::CSeq)?).ok()?;
+    let from_tag = tag_of(m.value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
+    let to_tag = tag_of(m.value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
+    let call_id = TextSpan::within(buf, parse_call_id(m.value(HeaderName::CallId)?).ok()?);
+    let (cseq, cseq_method) = CSeq::parse_text(m.value(HeaderName::CSeq)?).ok()?;
     if method.is_some_and(|m| m != cseq.method) {
         return None;
     }
-    let max_forwards = match value(HeaderName::MaxForwards) {
+    let max_forwards = match m.value(HeaderName::MaxForwards) {
         Some(v) => Some(parse_max_forwards(v).ok()?),
         None => None,
     };
-    if let Some(v) = value(HeaderName::Expires) {
+    if let Some(v) = m.value(HeaderName::Expires) {
         parse_delta_seconds(v).ok()?;
     }
     // The method token ends the value: the range `validated_naming_the_error` finds.

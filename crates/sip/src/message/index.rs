@@ -64,16 +64,23 @@ impl HeaderIndex {
     }
 
     /// The index of the first line named `name`.
-    #[inline]
+    #[inline(always)]
     pub fn first(&self, headers: &[HeaderField], name: HeaderName) -> Option<usize> {
         match self.first[name as usize % NOTED] {
             0 => None,
-            FAR => {
-                let from = FAR as usize - 1;
-                headers.get(from..)?.iter().position(|h| h.name == name).map(|i| from + i)
-            }
+            FAR => Self::first_far(headers, name),
             i => Some(i as usize - 1),
         }
+    }
+
+    /// [`HeaderIndex::first`] of a name whose first line is past the noted places: out of
+    /// line, so that a lookup inlined where the receipt checks read their values is a load
+    /// and two tests (no message under 254 lines gets here).
+    #[cold]
+    #[inline(never)]
+    fn first_far(headers: &[HeaderField], name: HeaderName) -> Option<usize> {
+        let from = FAR as usize - 1;
+        headers.get(from..)?.iter().position(|h| h.name == name).map(|i| from + i)
     }
 
     /// Where a search for the lines named `name` may start (`headers.len()` when there are none).
