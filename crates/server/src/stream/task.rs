@@ -149,10 +149,9 @@ async fn serve<C: Codec>(
     codec: &mut C,
 ) -> End {
     let idle = Duration::from_secs(shared.config.limits.tcp_idle_timeout_s);
-    let mut idle_at = Instant::now() + idle;
-    // The handshake's deadline, while one is under way.
-    let mut handshake_at = codec.handshaking().then(|| Instant::now() + codec.handshake_timeout());
-    let mut sleep = Sleep::until(handshake_at.map_or(idle_at, |h| h.min(idle_at)));
+    let handshake_at = codec.handshaking().then(|| Instant::now() + codec.handshake_timeout());
+    let mut at = Deadlines { idle, idle_at: Instant::now() + idle, handshake_at };
+    let mut sleep = Sleep::until(handshake_at.map_or(at.idle_at, |h| h.min(at.idle_at)));
     // The timer has been polled since it was last set, and so holds this task's waker until it
     // fires (see [`Timer`]).
     let mut timer = Timer::default();
@@ -202,12 +201,11 @@ async fn serve<C: Codec>(
                 };
                 if let Poll::Ready(r) = readable {
                     let read = r.map_err(|e| failed(e, handshaking)).and_then(|()| {
-                        let mut at = Deadlines { idle, idle_at: &mut idle_at, handshake_at: &mut handshake_at };
                         read_and_deliver(shared, worker, stream, conn, local, codec, &mut framer, handshaking, &mut at)
                     });
                     match read {
                         Ok(Delivered::All) => {
-                            after_delivery(&framer, &mut timer, &mut sleep, idle, idle_at, handshake_at, codec);
+                            at.after_delivery(&framer, &mut timer, &mut sleep, codec);
                             continue;
                         }
                         Ok(Delivered::Nothing) => continue,
@@ -234,7 +232,7 @@ async fn serve<C: Codec>(
             Event::Timer(true) => return End::Idle,
             Event::Timer(false) => {
                 let now = Instant::now();
-                if handshake_at.is_some_and(|h| h <= now) {
+                if at.handshake_at.is_some_and(|h| h <= now) {
                     return End::Handshake("timed out".into());
                 }
                 if framer.timed_out(now) {
@@ -242,9 +240,9 @@ async fn serve<C: Codec>(
                 }
                 // Bytes a sender wrote to the socket itself (`Conn::push`) count as traffic too.
                 if let Some(wrote_at) = conn.take_wrote_at() {
-                    idle_at = idle_at.max(wrote_at + idle);
+                    at.idle_at = at.idle_at.max(wrote_at + idle);
                 }
-                if idle_at <= now {
+                if at.idle_at <= now {
                     return End::Idle;
                 }
                 if codec.deadline().is_some_and(|d| d <= now) {
@@ -252,15 +250,15 @@ async fn serve<C: Codec>(
                         return End::Error(e);
                     }
                 }
-                timer.reset(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                timer.reset(&mut sleep, at.next(&framer, codec));
             }
             Event::Writable(r, handshaking) => {
                 if let Err(e) = r.and_then(|()| write_some(stream, conn, codec, &mut written)) {
                     return failed(e, handshaking);
                 }
                 if !framer.closing {
-                    idle_at = Instant::now() + idle;
-                    timer.earlier(&mut sleep, deadline(&framer, idle_at, handshake_at, codec.deadline()));
+                    at.idle_at = Instant::now() + idle;
+                    timer.earlier(&mut sleep, at.next(&framer, codec));
                 }
             }
             Event::Full(backlog, now) => {
@@ -270,7 +268,7 @@ async fn serve<C: Codec>(
                 if let Err(end) = consumed {
                     return end;
                 }
-                after_delivery(&framer, &mut timer, &mut sleep, idle, idle_at, handshake_at, codec);
+                at.after_delivery(&framer, &mut timer, &mut sleep, codec);
             }
         }
     }
@@ -286,13 +284,35 @@ enum Delivered<'a> {
     Partly { backlog: Backlog<'a>, now: Instant },
 }
 
-/// The connection loop's deadlines that a read moves.
-struct Deadlines<'d> {
+/// The connection loop's deadlines other than the framer's and the codec's own.
+struct Deadlines {
     /// `tcp_idle_timeout_s`.
     idle: Duration,
-    idle_at: &'d mut Instant,
+    /// When the connection is idle: pushed back by every byte either way.
+    idle_at: Instant,
     /// The handshake's deadline, while one is under way.
-    handshake_at: &'d mut Option<Instant>,
+    handshake_at: Option<Instant>,
+}
+
+impl Deadlines {
+    /// When the connection's timer must fire: the earliest of the handshake's deadline, the
+    /// idle and incomplete-message deadlines ([`Framer::deadline`]) and the codec's own.
+    fn next<C: Codec>(&self, framer: &Framer, codec: &C) -> Instant {
+        let at = self.handshake_at.map_or(framer.deadline(self.idle_at), |h| h.min(framer.deadline(self.idle_at)));
+        codec.deadline().map_or(at, |c| c.min(at))
+    }
+
+    /// After a read's messages are delivered: a connection whose framing is lost gets its last
+    /// deadline to flush its answer in; any other has its timer brought forward if a deadline
+    /// came nearer (see [`Timer::earlier`]). Inline: once per read.
+    #[inline]
+    fn after_delivery<C: Codec>(&self, framer: &Framer, timer: &mut Timer, sleep: &mut Sleep, codec: &C) {
+        if framer.closing {
+            timer.reset(sleep, Instant::now() + CLOSE_FLUSH.min(self.idle));
+        } else {
+            timer.earlier(sleep, self.next(framer, codec));
+        }
+    }
 }
 
 /// Reads what the socket has and delivers the messages it completes (`handshaking`: the codec's
@@ -308,7 +328,7 @@ fn read_and_deliver<'a, C: Codec>(
     codec: &mut C,
     framer: &mut Framer,
     handshaking: bool,
-    at: &mut Deadlines<'_>,
+    at: &mut Deadlines,
 ) -> Result<Delivered<'a>, End> {
     let mut wire = Socket::new(stream);
     match codec.read(&mut wire, &mut framer.rbuf) {
@@ -319,9 +339,9 @@ fn read_and_deliver<'a, C: Codec>(
         Err(e) => return Err(failed(e, handshaking)),
     }
     let now = Instant::now();
-    *at.idle_at = now + at.idle;
+    at.idle_at = now + at.idle;
     if at.handshake_at.is_some() && !codec.handshaking() {
-        *at.handshake_at = None;
+        at.handshake_at = None;
         if let Some((done, _)) = C::handshake_counters(&shared.stats.workers[worker]) {
             done.bump();
         }
@@ -331,33 +351,6 @@ fn read_and_deliver<'a, C: Codec>(
         Err(Stop::End(end)) => Err(end),
         Err(Stop::Full(backlog)) => Ok(Delivered::Partly { backlog, now }),
     }
-}
-
-/// After a read's messages are delivered: a connection whose framing is lost gets its last
-/// deadline to flush its answer in; any other has its timer brought forward if a deadline
-/// came nearer (see [`Timer::earlier`]). Inline: once per read.
-#[inline]
-fn after_delivery<C: Codec>(
-    framer: &Framer,
-    timer: &mut Timer,
-    sleep: &mut Sleep,
-    idle: Duration,
-    idle_at: Instant,
-    handshake_at: Option<Instant>,
-    codec: &C,
-) {
-    if framer.closing {
-        timer.reset(sleep, Instant::now() + CLOSE_FLUSH.min(idle));
-    } else {
-        timer.earlier(sleep, deadline(framer, idle_at, handshake_at, codec.deadline()));
-    }
-}
-
-/// When the connection's timer must fire: the earliest of the handshake's deadline, the idle
-/// and incomplete-message deadlines ([`Framer::deadline`]) and the codec's own.
-fn deadline(framer: &Framer, idle_at: Instant, handshake_at: Option<Instant>, codec_at: Option<Instant>) -> Instant {
-    let at = handshake_at.map_or(framer.deadline(idle_at), |h| h.min(framer.deadline(idle_at)));
-    codec_at.map_or(at, |c| c.min(at))
 }
 
 /// An I/O or codec error ends the connection; during a handshake it is a failed handshake.
