@@ -17,7 +17,6 @@ use crate::transaction::{Actions, ClientKey, MethodKey, TxId};
 use herald_sip::uri::Uri;
 use herald_sip::{Message, Method};
 use smallvec::SmallVec;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -41,9 +40,9 @@ impl Engine {
         // (no queue, no second vector; `take_group` would drain it all the same).
         let (first, waiting) =
             if self.cfg.forking == Forking::Parallel && plan.first().is_none_or(|p| p.gateway.is_none()) {
-                (plan, VecDeque::new())
+                (plan, Vec::new())
             } else {
-                let mut waiting: VecDeque<Planned> = plan.into();
+                let mut waiting = plan;
                 (take_group(&mut waiting, self.cfg.forking), waiting)
             };
         let is_invite = msg.method() == Some(Method::Invite);
@@ -282,14 +281,14 @@ impl Engine {
 
 /// The next group of targets: everything (parallel) or the contacts sharing the highest q.
 /// Gateway attempts go one at a time, in their plan's order, whatever `forking` says.
-pub(super) fn take_group(waiting: &mut VecDeque<Planned>, forking: Forking) -> Vec<Planned> {
-    if waiting.front().is_some_and(|p| p.gateway.is_some()) {
-        return waiting.pop_front().into_iter().collect();
+pub(super) fn take_group(waiting: &mut Vec<Planned>, forking: Forking) -> Vec<Planned> {
+    if waiting.first().is_some_and(|p| p.gateway.is_some()) {
+        return vec![waiting.remove(0)];
     }
     match forking {
-        Forking::Parallel => waiting.drain(..).collect(),
+        Forking::Parallel => std::mem::take(waiting),
         Forking::Sequential => {
-            let mut sorted: Vec<Planned> = waiting.drain(..).collect();
+            let mut sorted = std::mem::take(waiting);
             sorted.sort_by_key(|p| std::cmp::Reverse(p.q));
             let top = sorted.first().map(|p| p.q);
             let (group, rest): (Vec<_>, Vec<_>) = sorted.into_iter().partition(|p| Some(p.q) == top);
