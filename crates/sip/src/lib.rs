@@ -23,6 +23,8 @@ pub mod headers;
 pub mod limits;
 pub mod message;
 pub mod method;
+#[cfg(target_arch = "x86_64")]
+mod octet_masks;
 pub mod peek;
 pub mod response;
 mod scan;

@@ -17,6 +17,7 @@ mod escape;
 mod host;
 mod host_run;
 mod plain;
+mod plain_tail;
 mod request_form;
 mod sip;
 mod tel;
@@ -29,6 +30,8 @@ mod tests_fuzz;
 mod tests_host;
 #[cfg(test)]
 mod tests_plain;
+#[cfg(test)]
+mod tests_plain_tail;
 #[cfg(test)]
 mod tests_reference;
 #[cfg(test)]

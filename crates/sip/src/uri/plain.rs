@@ -11,8 +11,9 @@
 //! for every URI a proxy reads (Contact, Route, Record-Route).
 
 use super::error::MAX_URI_LEN;
-use super::escape::{self, PARAM, USER};
+use super::escape::{self, USER};
 use super::host::{ipv4_prefix, Host};
+use super::plain_tail;
 use super::sip::{Scheme, SipUri};
 use std::net::Ipv4Addr;
 use std::ops::Range;
@@ -54,46 +55,18 @@ impl PlainSip {
         // least one, and no second ':' after them.
         let port = match s.get(at) {
             Some(b':') => {
-                let from = at + 1;
-                let mut port = 0u32;
-                at = from;
-                while let Some(&d) = s.get(at).filter(|d| d.is_ascii_digit()) {
-                    port = port * 10 + u32::from(d - b'0');
-                    if port > u32::from(u16::MAX) {
-                        return None;
-                    }
-                    at += 1;
-                }
-                if at == from {
-                    return None;
-                }
-                Some(u16::try_from(port).ok()?)
+                let (port, end) = plain_tail::port_at(s, at + 1)?;
+                at = end;
+                Some(port)
             }
             _ => None,
         };
         // `;name[=value]` parameters of unescaped `paramchar`s up to the end, names and
         // values not empty (as `check_tail` requires).
-        let params = at..s.len();
-        while at < s.len() {
-            if s.get(at) != Some(&b';') {
-                return None;
-            }
-            let name_end = escape::run(s, at + 1, PARAM);
-            if name_end == at + 1 {
-                return None;
-            }
-            at = match s.get(name_end) {
-                Some(b'=') => {
-                    let value_end = escape::run(s, name_end + 1, PARAM);
-                    if value_end == name_end + 1 {
-                        return None;
-                    }
-                    value_end
-                }
-                _ => name_end,
-            };
+        if !plain_tail::params_at(s, at) {
+            return None;
         }
-        Some(PlainSip { user, addr, port, params })
+        Some(PlainSip { user, addr, port, params: at..s.len() })
     }
 
     /// The [`SipUri`] of `s`, the text this was read from (`None` if it is not; the classes
