@@ -1,5 +1,5 @@
-//! The server's side of batched UDP I/O: datagrams as the dispatcher sees them ([`Received`],
-//! [`Outgoing`]). The system calls themselves - recvmmsg(2) and sendmmsg(2), one call for up to
+//! The server's side of batched UDP I/O: datagrams as the dispatcher sends them
+//! ([`Outgoing`]; received ones are read from their slots, `udp_receiver::take_datagram`). The system calls themselves - recvmmsg(2) and sendmmsg(2), one call for up to
 //! [`BATCH`](herald_sys::BATCH) datagrams (seed 000: per-datagram syscalls and socket-lock
 //! contention dominate a UDP SIP server's cost) - live in herald-sys. A receiver thread blocks
 //! in recvmmsg itself (module `udp_receiver`): no readiness event loop, so a wake-up costs one
@@ -9,45 +9,14 @@ use bytes::Bytes;
 pub(crate) use herald_sys::{enable_rx_metadata, wait_writable};
 use herald_sys::{Outbound, RecvBatch, Wait};
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 
-/// One datagram as read.
-#[derive(Debug)]
-pub(crate) struct Received {
-    pub src: SocketAddr,
-    /// The destination address the datagram was sent to (IP_PKTINFO), for wildcard sockets.
-    pub dst: Option<IpAddr>,
-    pub bytes: Bytes,
-    /// Longer than the receive slot: the rest was discarded by the kernel.
-    pub truncated: bool,
-    /// When the kernel received it, CLOCK_REALTIME ns (SO_TIMESTAMPNS, if enabled).
-    pub kernel_ns: Option<u64>,
-    /// The socket's drop count when it was queued (SO_RXQ_OVFL; sent only once non-zero).
-    pub drops: Option<u32>,
-}
-
-/// Reads up to [`BATCH`](herald_sys::BATCH) datagrams into `b`'s slots (see [`received`]).
+/// Reads up to [`BATCH`](herald_sys::BATCH) datagrams into `b`'s slots (`RecvBatch::get`).
 /// Returns how many were read. On a blocking socket it waits for the first one, up to the
 /// socket's SO_RCVTIMEO, and then takes only what is already queued; on a non-blocking one it
 /// returns at once. `WouldBlock` when there were none.
 pub(crate) fn recv_batch(sock: &UdpSocket, b: &mut RecvBatch) -> io::Result<usize> {
     b.recv(sock, Wait::IfBlocking)
-}
-
-/// Datagram `i` of the last batch read into `b`, copied out of its slot (which the next read
-/// reuses); `None` past the batch or for a datagram without an IP source. Taken one at a time
-/// as they are handled, not gathered into a list first (~40 instructions a datagram, callgrind,
-/// issue 21).
-pub(crate) fn received(b: &RecvBatch, i: usize) -> Option<Received> {
-    let d = b.get(i)?;
-    Some(Received {
-        src: d.source?,
-        dst: d.local,
-        bytes: Bytes::copy_from_slice(d.payload),
-        truncated: d.truncated,
-        kernel_ns: d.kernel_ns,
-        drops: d.drops,
-    })
 }
 
 /// One datagram waiting to be sent.
@@ -96,7 +65,11 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.is_empty() {
             match recv_batch(&rx, &mut bufs) {
-                Ok(n) => got.extend((0..n).filter_map(|i| received(&bufs, i))),
+                Ok(n) => got.extend(
+                    (0..n)
+                        .filter_map(|i| bufs.get(i))
+                        .map(|d| (d.source, d.payload.to_vec(), d.truncated, d.kernel_ns, d.drops)),
+                ),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::thread::sleep(std::time::Duration::from_millis(1))
                 }
@@ -105,9 +78,10 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "no datagram");
         }
         let after = herald_sys::realtime_ns();
-        let ts = got[0].kernel_ns.expect("SCM_TIMESTAMPNS");
+        let (src, payload, truncated, kernel_ns, drops) = &got[0];
+        let ts = kernel_ns.expect("SCM_TIMESTAMPNS");
         assert!(before <= ts && ts <= after, "{before} <= {ts} <= {after}");
-        assert_eq!(got[0].drops, None, "no drops yet, so no SO_RXQ_OVFL message");
-        assert_eq!((got[0].src, &got[0].bytes[..], got[0].truncated), (tx.local_addr().unwrap(), &b"x"[..], false));
+        assert_eq!(*drops, None, "no drops yet, so no SO_RXQ_OVFL message");
+        assert_eq!((*src, &payload[..], *truncated), (Some(tx.local_addr().unwrap()), &b"x"[..], false));
     }
 }
