@@ -82,7 +82,27 @@ impl Egress {
     /// for the runtime itself (`None`: a stateless answer, nobody to tell). A datagram leaves
     /// from the worker's first UDP socket of `to`'s address family, at the next flush. `now`:
     /// when the caller last read the clock (a stream write counts as traffic then).
+    ///
+    /// Inline, the usual case alone (a datagram, not counted by type): queued where the output
+    /// is carried out. Everything else is [`Egress::send_any`]'s, out of line. A call per
+    /// datagram set up a frame and passed the address and bytes on once more: the dispatch
+    /// and the send took 938 instructions a UDP call (seven sends), now 830 (callgrind,
+    /// issue 21).
+    #[inline(always)]
     pub(crate) fn send(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>, now: Instant) {
+        if to.transport == Transport::Udp && !self.measure {
+            if let Some(i) = self.udp_socket_for(&to.addr) {
+                self.queues[i].push(Outgoing { to: to.addr, bytes, origin });
+                self.datagrams_queued = true;
+                return;
+            }
+        }
+        self.send_any(to, bytes, origin, now);
+    }
+
+    /// [`Egress::send`] of any message.
+    #[inline(never)]
+    fn send_any(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>, now: Instant) {
         let sent = match to.transport {
             Transport::Udp => match self.udp_socket_for(&to.addr) {
                 Some(i) => {
