@@ -87,12 +87,22 @@ impl EngineConfig {
     /// table's source address for `to` ([`SourceRoute`]), else the first non-loopback address
     /// of this machine of that family (from the identity). Never the wildcard itself: a
     /// `Record-Route: <sip:0.0.0.0>` sends the caller's ACK and BYE nowhere (issue 15).
+    ///
+    /// Inlined with its usual case (a listener bound to an address) where each branch is sent;
+    /// the wildcard's choice is a call of its own (issue 21).
+    #[inline]
     pub fn listener_for(&self, transport: Transport, to: SocketAddr) -> Option<Listener> {
-        let l =
-            self.listeners.iter().copied().find(|l| l.transport == transport && l.addr.is_ipv4() == to.is_ipv4())?;
+        let l = *self.listeners.iter().find(|l| l.transport == transport && l.addr.is_ipv4() == to.is_ipv4())?;
         if !l.addr.ip().is_unspecified() {
             return Some(l);
         }
+        self.wildcard_listener_for(l, to)
+    }
+
+    /// [`Self::listener_for`] of `l`, a listener bound to a wildcard address.
+    #[inline(never)]
+    fn wildcard_listener_for(&self, l: Listener, to: SocketAddr) -> Option<Listener> {
+        let transport = l.transport;
         let ip = if to.ip().is_loopback() || to.ip().is_unspecified() {
             if to.is_ipv4() {
                 IpAddr::V4(Ipv4Addr::LOCALHOST)

@@ -88,19 +88,30 @@ impl OwnTexts {
     /// Keeps the texts of `(transport, addr)`, unless they are kept already or the list is full.
     /// `identity`: who herald is, which decides once whether the Record-Route value points here
     /// (texts kept for one identity are dropped when it changes: `Engine::refresh_config`).
+    ///
+    /// Inlined where each branch is sent, with the writing of new texts a call of its own: as
+    /// a call, the usual "kept already" cost more in saving registers than in the look
+    /// (issue 21).
+    #[inline]
     pub fn note(&mut self, transport: Transport, addr: SocketAddr, identity: &Identity) {
         if self.listeners.len() < Self::MAX && self.find(transport, addr).is_none() {
-            let value = plain_record_route(transport, addr);
-            // The parse and the test §16.4 makes of every Route value, made once for this text.
-            let routes_here = NameAddr::parse(value.as_bytes()).is_ok_and(|a| identity.is_this_proxy(&a.uri));
-            self.listeners.push(ListenerTexts {
-                transport,
-                addr,
-                via_line_start: via_prefix(VIA_LINE, transport.as_via_str(), addr).into(),
-                record_route_line: record_route_line(&value).into(),
-                routes_here,
-            });
+            self.keep(transport, addr, identity);
         }
+    }
+
+    /// Writes and keeps the texts of `(transport, addr)` ([`Self::note`]).
+    #[inline(never)]
+    fn keep(&mut self, transport: Transport, addr: SocketAddr, identity: &Identity) {
+        let value = plain_record_route(transport, addr);
+        // The parse and the test §16.4 makes of every Route value, made once for this text.
+        let routes_here = NameAddr::parse(value.as_bytes()).is_ok_and(|a| identity.is_this_proxy(&a.uri));
+        self.listeners.push(ListenerTexts {
+            transport,
+            addr,
+            via_line_start: via_prefix(VIA_LINE, transport.as_via_str(), addr).into(),
+            record_route_line: record_route_line(&value).into(),
+            routes_here,
+        });
     }
 
     /// Whether a Route value is, byte for byte, the plain Record-Route value of a kept listener
@@ -111,6 +122,7 @@ impl OwnTexts {
     }
 
     /// Our Via for a branch `branch` leaving from `(transport, addr)`.
+    #[inline]
     pub fn via<'a>(&'a self, transport: Transport, addr: SocketAddr, branch: &'a str) -> OwnVia<'a> {
         let line_start = match self.find(transport, addr) {
             Some(l) => Cow::Borrowed(&*l.via_line_start),
