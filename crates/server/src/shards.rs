@@ -48,6 +48,15 @@ struct Share {
     held: AtomicUsize,
 }
 
+/// Adds to a share what a shard's call changed in one of its counts (`was` to `now`), if it
+/// changed it: a fall wraps, and the sum over the shares wraps back.
+#[inline(always)]
+fn add_change(share: &AtomicUsize, now: usize, was: usize) {
+    if now != was {
+        share.fetch_add(now.wrapping_sub(was), Ordering::Relaxed);
+    }
+}
+
 /// A shard's handler and what its calls are given and leave, kept under its lock.
 struct Held<H> {
     handler: H,
@@ -191,12 +200,8 @@ impl<H: SipHandler> Shards<H> {
         // every message.
         let share = self.shares.get(worker).unwrap_or(&self.shares[0]);
         let (transactions, bytes) = (h.transactions(), h.held_bytes());
-        if transactions != held.counted.0 {
-            share.transactions.fetch_add(transactions.wrapping_sub(held.counted.0), Ordering::Relaxed);
-        }
-        if bytes != held.counted.1 {
-            share.held.fetch_add(bytes.wrapping_sub(held.counted.1), Ordering::Relaxed);
-        }
+        add_change(&share.transactions, transactions, held.counted.0);
+        add_change(&share.held, bytes, held.counted.1);
         held.counted = (transactions, bytes);
     }
 
