@@ -97,6 +97,9 @@ pub(crate) struct Balance {
     socket: usize,
     /// This read's hand-overs, by owning worker: sent at its end ([`Balance::send`]).
     batches: Vec<Vec<HandedItem>>,
+    /// Something was queued in `batches` since the last send: most reads hand nothing over,
+    /// and their send need not look at every worker's batch.
+    queued: bool,
 }
 
 impl Balance {
@@ -111,6 +114,7 @@ impl Balance {
             batch_at: None,
             socket,
             batches: (0..workers).map(|_| Vec::new()).collect(),
+            queued: false,
         }
     }
 
@@ -173,6 +177,7 @@ impl Balance {
             }
         }
         self.pending.fetch_add(1, Ordering::Relaxed);
+        self.queued = true;
         let batch = &mut self.batches[owner];
         if batch.capacity() == 0 {
             batch.reserve(herald_sys::BATCH);
@@ -183,6 +188,9 @@ impl Balance {
     /// Sends each owner what this read handed it, in one batch (one channel operation and at
     /// most one wake-up of its loop). Only a stopped worker does not take it.
     pub(crate) fn send(&mut self, shared: &Shared, common: &WorkerCommon) {
+        if !std::mem::take(&mut self.queued) {
+            return;
+        }
         for (owner, items) in self.batches.iter_mut().enumerate() {
             if items.is_empty() {
                 continue;
