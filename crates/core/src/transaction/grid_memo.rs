@@ -10,13 +10,9 @@
 //! grid step is a quarter of one, while the thread sees them all. A cache of a function of its
 //! inputs (the grid is part of the key): what it answers does not depend on what it holds.
 
-use super::timers::{AbsorbGrid, TimerKind, Timers};
+use super::timers::{AbsorbGrid, TimerKind, Timers, LANES};
 use std::cell::Cell;
 use std::time::Instant;
-
-/// Lanes remembered: the timer queue's (`table::LANES`); a deadline of any other lane is
-/// rounded the long way.
-const LANES: usize = 5;
 
 /// A grid and an interval `(after, point]` of it, every instant of which rounds to `point`.
 #[derive(Debug, Clone, Copy)]

@@ -29,7 +29,7 @@ use super::grid_memo;
 use super::key::{to_tag, ClientKey, MethodKey, ServerKey, ServerKeyParts};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
-use super::timers::{TimerKind, Timers};
+use super::timers::{Timers, LANES};
 use crate::hash::IdMap;
 use crate::peer::Peer;
 use crate::seed::{Seed, TableState};
@@ -771,41 +771,18 @@ fn settle_entry(
     };
     *held_bytes = *held_bytes - e.held + held;
     e.held = held;
-    let next = next.map(|(at, kind)| (grid_memo::scheduled_at(timers, lane(kind), at, kind), kind));
+    let next = next.map(|(at, kind)| (grid_memo::scheduled_at(timers, kind.lane(), at, kind), kind));
     if next.map(|(at, _)| at) == e.scheduled {
         return Settled::Done;
     }
     e.generation += 1;
     e.scheduled = next.map(|(at, _)| at);
     if let Some((at, kind)) = next {
-        deadlines.push(lane(kind), at, (id, e.generation));
+        deadlines.push(kind.lane(), at, (id, e.generation));
     }
     match deadlines.peek() {
         Some((_, (top, generation))) if top == id && generation != e.generation => Settled::TopStale,
         _ => Settled::Done,
-    }
-}
-
-/// Lanes of the timer queue ([`lane`]).
-const LANES: usize = 5;
-
-/// The timer queue's lane for a deadline of `kind`: one per duration (RFC 3261 Table 4, RFC
-/// 6026 §8.11), the timers that are scheduled on the absorb grid apart from those that are not
-/// (a grid point is later than the exact deadline of the same duration), so that each lane's
-/// deadlines come in order.
-fn lane(kind: TimerKind) -> usize {
-    use TimerKind::*;
-    match kind {
-        // T1, doubling on each retransmission (those spill).
-        A | E | G => 0,
-        // 64*T1, exact.
-        B | F | H => 1,
-        // 64*T1 (J over unreliable transports), absorbing.
-        J | L | M => 2,
-        // T4, absorbing.
-        I | K => 3,
-        // Timer D, absorbing.
-        D => 4,
     }
 }
 

@@ -152,7 +152,30 @@ impl TimerKind {
     pub fn absorbs(self) -> bool {
         matches!(self, TimerKind::D | TimerKind::I | TimerKind::J | TimerKind::K | TimerKind::L | TimerKind::M)
     }
+
+    /// The timer queue's lane (of [`LANES`]) for a deadline of this kind: one per duration
+    /// (RFC 3261 Table 4, RFC 6026 §8.11), the timers that are scheduled on the absorb grid
+    /// apart from those that are not (a grid point is later than the exact deadline of the same
+    /// duration), so that each lane's deadlines come in order.
+    pub(super) fn lane(self) -> usize {
+        use TimerKind::*;
+        match self {
+            // T1, doubling on each retransmission (those spill).
+            A | E | G => 0,
+            // 64*T1, exact.
+            B | F | H => 1,
+            // 64*T1 (J over unreliable transports), absorbing.
+            J | L | M => 2,
+            // T4, absorbing.
+            I | K => 3,
+            // Timer D, absorbing.
+            D => 4,
+        }
+    }
 }
+
+/// Lanes of a transaction table's timer queue ([`TimerKind::lane`]).
+pub(super) const LANES: usize = 5;
 
 /// `now + d`, or `None` when that is not representable (a timer that can never fire is treated
 /// as not armed rather than panicking on a misconfigured duration).
