@@ -92,8 +92,7 @@ impl Egress {
     pub(crate) fn send(&mut self, to: Peer, bytes: Bytes, origin: Option<usize>, now: Instant) {
         if to.transport == Transport::Udp && !self.measure {
             if let Some(i) = self.udp_socket_for(&to.addr) {
-                self.queues[i].push(Outgoing { to: to.addr, bytes, origin });
-                self.datagrams_queued = true;
+                self.queue_datagram(i, Outgoing { to: to.addr, bytes, origin });
                 return;
             }
         }
@@ -107,8 +106,7 @@ impl Egress {
             Transport::Udp => match self.udp_socket_for(&to.addr) {
                 Some(i) => {
                     self.sent(&bytes, Wire::Udp);
-                    self.queues[i].push(Outgoing { to: to.addr, bytes, origin });
-                    self.datagrams_queued = true;
+                    self.queue_datagram(i, Outgoing { to: to.addr, bytes, origin });
                     true
                 }
                 None => false,
@@ -150,7 +148,14 @@ impl Egress {
     /// request's answer; nobody to tell if it cannot be sent).
     pub(crate) fn reply(&mut self, socket: usize, to: SocketAddr, bytes: Bytes) {
         self.sent(&bytes, Wire::Udp);
-        self.queues[socket].push(Outgoing { to, bytes, origin: None });
+        self.queue_datagram(socket, Outgoing { to, bytes, origin: None });
+    }
+
+    /// Queues a datagram for UDP socket `socket`, for the next [`Egress::flush`] to send: the
+    /// one place a queue grows, so the flush never skips a queue with something in it.
+    #[inline(always)]
+    fn queue_datagram(&mut self, socket: usize, datagram: Outgoing) {
+        self.queues[socket].push(datagram);
         self.datagrams_queued = true;
     }
 
