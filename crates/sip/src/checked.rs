@@ -16,8 +16,9 @@ use crate::span::Span;
 use crate::uri::{Host, PlainSip, Scheme, SipUri};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// The validated fields of one message, as ranges of its buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The validated fields of one message, as ranges of its buffer. The default (no fields) is
+/// what a memo's place holds before its first check, never read (module `message::memo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Checked {
     /// A request's method when it is one herald knows (extensions are read from the start line).
     pub method: Option<Method<'static>>,
@@ -39,7 +40,7 @@ pub(crate) struct Checked {
 }
 
 /// A parsed [`Via`] as ranges of the message buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct ViaSpans {
     protocol_name: TextSpan,
     protocol_version: TextSpan,
@@ -144,6 +145,13 @@ enum HostSpan {
     Name(TextSpan),
     Ipv4(Ipv4Addr),
     Ipv6(Ipv6Addr),
+}
+
+impl Default for HostSpan {
+    /// For [`Checked`]'s default, which is never read.
+    fn default() -> HostSpan {
+        HostSpan::Ipv4(Ipv4Addr::UNSPECIFIED)
+    }
 }
 
 impl HostSpan {

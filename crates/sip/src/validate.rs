@@ -4,6 +4,7 @@ use crate::checked::{known_method, Checked, SipUriSpans, TextSpan, ViaSpans};
 use crate::error::{ErrorKind, ParseError};
 use crate::header_name::HeaderName;
 use crate::headers::{parse_call_id, parse_delta_seconds, parse_max_forwards, tag_of, CSeq, ListIter, Via};
+use crate::message::memo::Memo;
 use crate::message::{CheckParts, Message};
 use crate::span::Span;
 
@@ -55,9 +56,9 @@ impl Message {
     /// [`Message::validated`] of a message that passes, without the error plumbing (see
     /// [`well_formed`]).
     fn validated_well_formed(&self) -> Option<Checked> {
-        let mut memo = None;
+        let mut memo = Memo::default();
         well_formed(&self.check_parts(), &mut memo)?;
-        memo
+        memo.get().copied()
     }
 
     /// [`Message::validated`] step by step, each failure with its error.
@@ -200,14 +201,21 @@ impl Message {
 /// fifth of the receipt check (callgrind: ~50 instructions per header read, a dozen reads
 /// per message). A malformed message is thus checked twice, the second time by the path
 /// that names the error; both give the same memo (test `both_paths_give_the_same_memo`).
-/// The memo is written into `memo` (the message's own, from [`Message::check`]): built in
-/// its place rather than returned and moved there.
-fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
+/// Each field is written into `memo` (the message's own, from [`Message::check`]) as it is
+/// read, and the memo is confirmed when all passed (module `message::memo`). The order of
+/// the reads decides nothing: any failure gives `None`.
+fn well_formed(m: &CheckParts<'_>, memo: &mut Memo) -> Option<()> {
     if m.repeats_single() {
         return None;
     }
+    let split = m.vias;
+    if !split.clean || split.count == 0 {
+        return None;
+    }
     let buf = m.buf;
+    let c = memo.fields();
     let method = m.method();
+    c.method = method.and_then(known_method);
     let mut request_uri = None;
     if let crate::StartLine::Request { uri: span, .. } = m.start {
         request_uri = SipUriSpans::read_plain(buf, span);
@@ -220,44 +228,32 @@ fn well_formed(m: &CheckParts<'_>, memo: &mut Option<Checked>) -> Option<()> {
             _ => {}
         }
     }
-    let split = m.vias;
-    if !split.clean || split.count == 0 {
-        return None;
-    }
-    let top_via = match split.top_plain {
+    c.request_uri = request_uri;
+    c.top_via = match split.top_plain {
         // Read by the header scan (module `message::via_split`).
         Some(plain) => ViaSpans::of_plain(split.top, plain),
         None => ViaSpans::read(buf, split.top)?,
     };
-    let from_tag = tag_of(m.value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
-    let to_tag = tag_of(m.value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
-    let call_id = TextSpan::within(buf, parse_call_id(m.value(HeaderName::CallId)?).ok()?);
+    c.via_count = split.count;
+    c.from_tag = tag_of(m.value(HeaderName::From)?).ok()?.map(|t| TextSpan::within(buf, t));
+    c.to_tag = tag_of(m.value(HeaderName::To)?).ok()?.map(|t| TextSpan::within(buf, t));
+    c.call_id = TextSpan::within(buf, parse_call_id(m.value(HeaderName::CallId)?).ok()?);
     let (cseq, cseq_method) = CSeq::parse_text(m.value(HeaderName::CSeq)?).ok()?;
     if method.is_some_and(|m| m != cseq.method) {
         return None;
     }
-    let max_forwards = match m.value(HeaderName::MaxForwards) {
+    c.cseq_seq = cseq.seq;
+    // The method token ends the value: the range `validated_naming_the_error` finds.
+    c.cseq_method = TextSpan::within(buf, cseq_method);
+    c.cseq_known = known_method(cseq.method);
+    c.max_forwards = match m.value(HeaderName::MaxForwards) {
         Some(v) => Some(parse_max_forwards(v).ok()?),
         None => None,
     };
     if let Some(v) = m.value(HeaderName::Expires) {
         parse_delta_seconds(v).ok()?;
     }
-    // The method token ends the value: the range `validated_naming_the_error` finds.
-    let cseq_method = TextSpan::within(buf, cseq_method);
-    *memo = Some(Checked {
-        method: method.and_then(known_method),
-        request_uri,
-        top_via,
-        via_count: split.count,
-        from_tag,
-        to_tag,
-        call_id,
-        cseq_seq: cseq.seq,
-        cseq_method,
-        cseq_known: known_method(cseq.method),
-        max_forwards,
-    });
+    memo.confirm();
     Some(())
 }
 
@@ -295,12 +291,20 @@ mod tests {
                         assert_eq!(named, Ok(checked), "{} variant {k}", path.display());
                         // The memo's Request-URI scheme is the parsed one's.
                         msg.check().expect("it passed");
+                        // Written in place, over the fields of the box's earlier messages
+                        // (this thread's variants, passing or failing half-way).
+                        assert_eq!(msg.memo(), Some(&checked), "{} variant {k}", path.display());
                         if let Some(scheme) = msg.checked_request_uri_scheme() {
                             let Ok(crate::uri::Uri::Sip(uri)) = msg.request_uri() else { panic!("a sip URI") };
                             assert_eq!(uri.scheme, scheme, "{} variant {k}", path.display());
                         }
                     }
                     None => {
+                        // No memo from a check that failed half-way, and the whole named one
+                        // from a check that passed the long way.
+                        let named = msg.validated_naming_the_error().ok();
+                        assert_eq!(msg.check().is_ok(), named.is_some(), "{} variant {k}", path.display());
+                        assert_eq!(msg.memo(), named.as_ref(), "{} variant {k}", path.display());
                         slow_only += 1;
                         assert!(n >= usual || k > 0, "{} must pass without the error plumbing", path.display());
                     }

@@ -12,8 +12,8 @@
 
 use super::index::HeaderIndex;
 use super::line::HeaderField;
+use super::memo::Memo;
 use super::via_split::ViaSplit;
-use crate::checked::Checked;
 use std::cell::RefCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
@@ -49,13 +49,19 @@ pub(crate) struct Parsed {
     pub(super) index: HeaderIndex,
     pub(super) vias: ViaSplit,
     /// Set by [`Message::check`]: the headers it validated, as ranges of `buf`.
-    pub(super) checked: Option<Checked>,
+    pub(super) checked: Memo,
 }
 
 impl Parsed {
     /// No lines, an empty index and Via split, no memo.
     pub(super) fn empty() -> Parsed {
-        Parsed { lines: Vec::new(), count: 0, index: HeaderIndex::default(), vias: ViaSplit::default(), checked: None }
+        Parsed {
+            lines: Vec::new(),
+            count: 0,
+            index: HeaderIndex::default(),
+            vias: ViaSplit::default(),
+            checked: Memo::default(),
+        }
     }
 
     /// The header lines, in order.
@@ -70,7 +76,7 @@ impl Parsed {
         self.count = 0;
         self.index = HeaderIndex::default();
         self.vias = ViaSplit::default();
-        self.checked = None;
+        self.checked.clear();
     }
 
     /// This box's contents made a copy of `other`'s (for [`Clone`] of a pooled box).
@@ -157,7 +163,7 @@ impl fmt::Debug for Parsed {
             .field("headers", &self.headers())
             .field("index", &self.index)
             .field("vias", &self.vias)
-            .field("checked", &self.checked)
+            .field("checked", &self.checked.get())
             .finish()
     }
 }
