@@ -203,7 +203,10 @@ impl Message {
 /// that names the error; both give the same memo (test `both_paths_give_the_same_memo`).
 /// Each field is written into `memo` (the message's own, from [`Message::check`]) as it is
 /// read, and the memo is confirmed when all passed (module `message::memo`). The order of
-/// the reads decides nothing: any failure gives `None`.
+/// the reads decides nothing: any failure gives `None`. Inlined into [`Message::check`] (and
+/// so where the server classifies a message): as a call of its own it cost about 10
+/// instructions a message more in register saves and its frame (callgrind, `herald serve`).
+#[inline(always)]
 fn well_formed(m: &CheckParts<'_>, memo: &mut Memo) -> Option<()> {
     if m.repeats_single() {
         return None;
