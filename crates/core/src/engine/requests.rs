@@ -13,7 +13,7 @@ use super::Engine;
 use crate::io::Output;
 use crate::peer::Peer;
 use crate::proxy::respond::response_destination;
-use crate::proxy::route::{preprocess, RouteRemovals};
+use crate::proxy::route::{preprocess_into, Preprocessed, RouteRemovals};
 use crate::proxy::validate::loop_hash;
 use crate::transaction::{Actions, TxId};
 use herald_sip::{Message, Method};
@@ -70,10 +70,13 @@ impl Engine {
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
         // §16.4 once: the plan reads it, and the branches remove the same Route values.
-        let pre = preprocess(&msg, &self.cfg.identity, &self.own_texts);
-        let plan = self.plan_targets(now, &msg, &pre, from, authenticated);
-        let removals = pre.as_ref().map(RouteRemovals::of).unwrap_or_default();
-        drop(pre);
+        // Written where it stays ([`preprocess_into`]), and dropped with the block (it borrows
+        // the request).
+        let (plan, removals) = {
+            let mut pre = Preprocessed::default();
+            let pre = preprocess_into(&msg, &self.cfg.identity, &self.own_texts, &mut pre).ok().map(|()| &pre);
+            (self.plan_targets(now, &msg, pre, from, authenticated), pre.map(RouteRemovals::of).unwrap_or_default())
+        };
         // What herald answers itself to a request that did not authenticate (OPTIONS to
         // herald, 404/480 for an inbound call) is stateless too.
         if !authenticated {

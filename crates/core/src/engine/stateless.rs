@@ -13,7 +13,7 @@ use crate::nat::request_contact_fix;
 use crate::peer::Peer;
 use crate::proxy::forward::{forward, via_fixup, Forward};
 use crate::proxy::respond::response_destination;
-use crate::proxy::route::preprocess;
+use crate::proxy::route::{preprocess, preprocess_into, Preprocessed};
 use crate::proxy::validate::loop_hash;
 use crate::transaction::{branch_string, stateless_branch_text};
 use herald_sip::uri::Uri;
@@ -37,7 +37,7 @@ impl Engine {
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
         let pre = preprocess(&msg, &self.cfg.identity, &self.own_texts);
-        match self.plan_targets(now, &msg, &pre, from, authenticated) {
+        match self.plan_targets(now, &msg, pre.as_ref().ok(), from, authenticated) {
             Err(Local::Register) => {
                 let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
                 self.send_when_durable(now, response_destination(&msg, from), response.freeze(), ticket, out);
@@ -66,9 +66,10 @@ impl Engine {
         out: &mut Vec<Output>,
     ) {
         // §16.4 once, for the plan and the edits.
-        let pre = preprocess(msg, &self.cfg.identity, &self.own_texts);
-        let Ok(plan) = self.plan_targets(now, msg, &pre, from, authenticated) else { return };
-        let Ok(mut pre) = pre else { return };
+        // Written where it stays ([`preprocess_into`]).
+        let mut pre = Preprocessed::default();
+        let Ok(()) = preprocess_into(msg, &self.cfg.identity, &self.own_texts, &mut pre) else { return };
+        let Ok(plan) = self.plan_targets(now, msg, Some(&pre), from, authenticated) else { return };
         // The first of the highest q: the plan is in preference order (a gateway set's
         // algorithm, the most recent binding first), and `max_by_key` alone keeps the last.
         let Some(target) = plan.into_iter().rev().max_by_key(|p| p.q) else { return };

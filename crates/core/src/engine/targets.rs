@@ -12,7 +12,7 @@ use crate::peer::{Peer, Transport};
 use crate::proxy::route::{next_hop, Preprocessed};
 use crate::routing::Decision;
 use herald_sip::uri::Uri;
-use herald_sip::{Message, Method, ParseError};
+use herald_sip::{Message, Method};
 use herald_store::AorKey;
 use std::borrow::Cow;
 use std::time::Instant;
@@ -31,11 +31,11 @@ impl Engine {
         &self,
         now: Instant,
         msg: &Message,
-        pre: &Result<Preprocessed<'_>, ParseError>,
+        pre: Option<&Preprocessed<'_>>,
         from: Peer,
         authenticated: bool,
     ) -> Result<Vec<Planned>, Local> {
-        let pre = pre.as_ref().map_err(|_| Local::Reject(400, "Bad Route"))?;
+        let pre = pre.ok_or(Local::Reject(400, "Bad Route"))?;
         // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
         if let Some(flow) = self.flow_route(pre, from) {
             return flow.map(|p| vec![p]);

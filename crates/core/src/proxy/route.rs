@@ -18,17 +18,25 @@ pub type RouteValues<'m> = SmallVec<[ListValue<'m>; 2]>;
 /// without being parsed: the ACK and BYE of every record-routed call carry one, and parsing it
 /// cost about 650 instructions each (callgrind, issue 21). It is parsed only if something asks
 /// for its name-addr (a flow token lookup, a Route of ours below a foreign one).
+///
+/// The name-addr is boxed: inline, an entry was ~250 bytes, too big to keep the one or two
+/// entries of a request inline ([`Routes`]), and a list of them on the heap was an allocation
+/// and a free for every request that carries a Route (the ACK and BYE of every record-routed
+/// call, issue 21). Only a foreign value, which is parsed, has a box.
 #[derive(Debug)]
 pub struct RouteEntry<'m> {
     pub value: ListValue<'m>,
     /// herald's own plain Record-Route text, which points at this proxy.
     own: bool,
-    addr: OnceCell<Option<NameAddr<'m>>>,
+    addr: OnceCell<Option<Box<NameAddr<'m>>>>,
 }
+
+/// The Route values of a request, inline for the one or two most requests carry.
+pub type Routes<'m> = SmallVec<[RouteEntry<'m>; 2]>;
 
 impl<'m> RouteEntry<'m> {
     fn parsed(value: ListValue<'m>, addr: NameAddr<'m>) -> Self {
-        RouteEntry { value, own: false, addr: OnceCell::from(Some(addr)) }
+        RouteEntry { value, own: false, addr: OnceCell::from(Some(Box::new(addr))) }
     }
 
     fn own(value: ListValue<'m>) -> Self {
@@ -38,7 +46,7 @@ impl<'m> RouteEntry<'m> {
     /// The value's name-addr (`None` never happens: a value that does not parse fails
     /// [`preprocess`], and herald's own texts parse).
     pub fn addr(&self) -> Option<&NameAddr<'m>> {
-        self.addr.get_or_init(|| NameAddr::parse(self.value.bytes).ok()).as_ref()
+        self.addr.get_or_init(|| NameAddr::parse(self.value.bytes).ok().map(Box::new)).as_deref()
     }
 
     /// Whether the value is herald's own plain Record-Route text ([`OwnTexts::is_own_route`]),
@@ -62,9 +70,8 @@ pub struct Preprocessed<'m> {
     pub request_uri: Option<String>,
     /// Route values to remove (ours at the top; the last one after a strict-routing fix-up).
     pub remove: RouteValues<'m>,
-    /// Every Route value of the request, in order (on the heap: inline, these values of ~200
-    /// bytes cost more to move than their allocation).
-    pub routes: Vec<RouteEntry<'m>>,
+    /// Every Route value of the request, in order.
+    pub routes: Routes<'m>,
     /// The received Request-URI, parsed (None when it is not a URI herald parses).
     pub received_uri: Option<Uri<'m>>,
 }
@@ -83,13 +90,21 @@ impl<'m> Preprocessed<'m> {
 
 /// The Route values §16.4 removes ([`Preprocessed::remove`]) by position in the request's
 /// buffer, owned: a request kept for its branches is not preprocessed again when each branch is
-/// sent (the stored copy shares the buffer, so the positions stay valid).
+/// sent (the stored copy shares the buffer, so the positions stay valid). Inline for the one
+/// or two values a request has removed (the Route of every record-routed in-dialog request): a
+/// vector of them was an allocation per such request (issue 21).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RouteRemovals(Vec<(usize, Span)>);
+pub struct RouteRemovals(SmallVec<[(usize, Span); 2]>);
 
 impl RouteRemovals {
     pub fn of(pre: &Preprocessed<'_>) -> Self {
-        RouteRemovals(pre.remove.iter().map(|v| (v.field, v.span)).collect())
+        // Pushed one by one: collecting into a `SmallVec` reserved from the iterator's size
+        // hint first, a few tests more for the one value of a usual request.
+        let mut kept = SmallVec::new();
+        for v in &pre.remove {
+            kept.push((v.field, v.span));
+        }
+        RouteRemovals(kept)
     }
 
     /// The values again, in `msg`: the message they were taken from (or a clone of it).
@@ -104,11 +119,25 @@ impl RouteRemovals {
 /// after double record-routing across transports, RFC 5658 §3). `own`: herald's own texts,
 /// whose Record-Route values are recognised without a parse ([`RouteEntry`]).
 pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> Result<Preprocessed<'m>, ParseError> {
+    let mut pre = Preprocessed::default();
+    preprocess_into(msg, identity, own, &mut pre).map(|()| pre)
+}
+
+/// [`preprocess`] written into `pre` (an empty [`Preprocessed`]) where the caller keeps it:
+/// returned, the value (~300 bytes with its inline Route values) was copied out of the
+/// function and again out of its `Result`, two or three memcpy calls per request (issue 21).
+/// After an error `pre` holds what was found before it and is not to be used.
+pub fn preprocess_into<'m>(
+    msg: &'m Message,
+    identity: &Identity,
+    own: &OwnTexts,
+    pre: &mut Preprocessed<'m>,
+) -> Result<(), ParseError> {
     // Plain loops over the Route lines from the first (the header index knows it) and their
     // values, as `Message::list_values` yields them: collecting through `Result` moved each
     // parsed value (about 200 bytes) several times, about 900 instructions per Route value, and
     // the adapters of `list_values` cost about 450 per request that has one (callgrind).
-    let mut routes: Vec<RouteEntry<'m>> = Vec::new();
+    let routes = &mut pre.routes;
     let first = msg.field_index(HeaderName::Route).unwrap_or(msg.headers().len());
     for (field, h) in msg.headers().iter().enumerate().skip(first) {
         if h.name != HeaderName::Route {
@@ -134,14 +163,13 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> 
             }
         }
     }
-    let received_uri = msg.request_uri().ok();
-    let (mut request_uri, mut remove) = (None, RouteValues::new());
-    let mut remaining = &routes[..];
-    if received_uri.is_some_and(|ruri| identity.is_this_proxy(&ruri)) {
-        if let Some((last, rest)) = routes.split_last() {
+    pre.received_uri = msg.request_uri().ok();
+    let mut remaining = &pre.routes[..];
+    if pre.received_uri.as_ref().is_some_and(|ruri| identity.is_this_proxy(ruri)) {
+        if let Some((last, rest)) = pre.routes.split_last() {
             // §16.6 step 2: without what a Request-URI may not carry (§19.1.1 Table 1).
-            request_uri = last.addr().map(|a| a.uri.request_uri_form().into_owned());
-            remove.push(last.value);
+            pre.request_uri = last.addr().map(|a| a.uri.request_uri_form().into_owned());
+            pre.remove.push(last.value);
             remaining = rest;
         }
     }
@@ -149,10 +177,9 @@ pub fn preprocess<'m>(msg: &'m Message, identity: &Identity, own: &OwnTexts) -> 
         if !r.points_here(identity) {
             break;
         }
-        remove.push(r.value);
+        pre.remove.push(r.value);
     }
-    // Written once, where it is returned (built up in a local, it was copied out: issue 21).
-    Ok(Preprocessed { request_uri, remove, routes, received_uri })
+    Ok(())
 }
 
 /// Where the request goes next (§16.6 step 7 and §16.12): the first remaining Route value if
