@@ -131,6 +131,8 @@ impl<H: SipHandler> Shards<H> {
     /// `me`: the caller's sender, which sends `out`. While another sender has not yet carried
     /// out this shard's output, the call waits (lock released, `me` flushed) until it has, so
     /// that the shard's sends leave in the order it produced them (module `send_order`).
+    ///
+    /// True when the shard holds more transactions after the call than before it.
     fn guarded(
         &self,
         i: usize,
@@ -138,7 +140,7 @@ impl<H: SipHandler> Shards<H> {
         out: &mut Vec<Output>,
         me: &mut impl Sender,
         f: impl FnOnce(&mut H, Instant, &mut Vec<Output>),
-    ) {
+    ) -> bool {
         let mut held = loop {
             let mut held = self.lock(i);
             let Some((by, flush)) = held.unsent.must_wait(me.flushes()) else { break held };
@@ -163,12 +165,14 @@ impl<H: SipHandler> Shards<H> {
             held.unsent.queued(me.flushes());
             me.owe_flush();
         }
-        self.publish(i, held, me.worker());
+        self.publish(i, held, me.worker())
     }
 
-    /// `handle` on shard `i` at `now` (see [`Shards::guarded`]).
-    pub(crate) fn handle(&self, i: usize, input: Input, now: Instant, out: &mut Vec<Output>, me: &mut impl Sender) {
-        self.guarded(i, now, out, me, |h, now, out| h.handle(now, input, out));
+    /// `handle` on shard `i` at `now` (see [`Shards::guarded`]). True when the shard holds
+    /// more transactions than before: the input started one (what a per-source budget charges
+    /// for an answer, module `source_budget`).
+    pub(crate) fn handle(&self, i: usize, input: Input, now: Instant, out: &mut Vec<Output>, me: &mut impl Sender) -> bool {
+        self.guarded(i, now, out, me, |h, now, out| h.handle(now, input, out))
     }
 
     /// `handle_timeouts` on shard `i`.
@@ -185,8 +189,8 @@ impl<H: SipHandler> Shards<H> {
     /// earlier one's. A deadline the call left as it was is published already: the slot holds
     /// it, and its owner, which reads the slots whenever it sleeps longer (module
     /// `shard_timers`), has seen it or was woken for it. The change in the shard's load goes
-    /// to the share of `worker`, the caller's.
-    fn publish(&self, i: usize, held: &mut Held<H>, worker: usize) {
+    /// to the share of `worker`, the caller's. True when the shard's transactions grew.
+    fn publish(&self, i: usize, held: &mut Held<H>, worker: usize) -> bool {
         let h = &held.handler;
         let next = h.poll_timeout();
         if next != held.published {
@@ -202,7 +206,9 @@ impl<H: SipHandler> Shards<H> {
         let (transactions, bytes) = (h.transactions(), h.held_bytes());
         add_change(&share.transactions, transactions, held.counted.0);
         add_change(&share.held, bytes, held.counted.1);
+        let grew = transactions > held.counted.0;
         held.counted = (transactions, bytes);
+        grew
     }
 
     /// Transactions held over all shards, as of their last calls (no lock: see

@@ -453,3 +453,53 @@ fn counts_are_powers_of_two_and_at_least_64() {
     assert_eq!(shard_count(16), 256);
     assert_eq!(shard_count(17), 512);
 }
+
+/// A handler that starts a transaction on every other input (the first, the third, ...) and
+/// ends one on each timer run.
+struct StartsEveryOther {
+    calls: usize,
+    held: usize,
+}
+
+impl SipHandler for StartsEveryOther {
+    fn handle(&mut self, _now: Instant, _input: Input, _out: &mut Vec<Output>) {
+        self.calls += 1;
+        if self.calls % 2 == 1 {
+            self.held += 1;
+        }
+    }
+    fn handle_timeouts(&mut self, _now: Instant, _out: &mut Vec<Output>) {
+        self.held = self.held.saturating_sub(1);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn active_transactions(&self) -> usize {
+        self.held
+    }
+    fn held_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// `handle` says whether the input left its shard holding more transactions than before: what
+/// the per-source budget charges an answered request for (module `source_budget`: a challenge
+/// answered statelessly holds nothing). A timer run that ended one in between does not make
+/// the next input that starts none look like one that did.
+#[test]
+fn handle_says_whether_the_input_started_a_transaction() {
+    let shards = Shards::new(1, 1, |_| StartsEveryOther { calls: 0, held: 0 });
+    let wire = Arc::new(Mutex::new(Vec::new()));
+    let mut me = Queue::new(&wire);
+    let now = shards.timers().epoch();
+    let mut out = Vec::new();
+    let mut handle = |shards: &Shards<StartsEveryOther>| {
+        shards.handle(0, Input::TransportError { to: udp_peer() }, now, &mut out, &mut me)
+    };
+    assert!(handle(&shards), "the first input started one");
+    assert!(!handle(&shards), "the second started none");
+    assert!(handle(&shards), "the third started one");
+    shards.handle_timeouts(0, now, &mut Vec::new(), &mut Queue::new(&wire));
+    assert!(!handle(&shards), "the fourth started none, after a timer ended one");
+    assert_eq!(shards.transactions(), 1);
+}

@@ -14,7 +14,10 @@
 //! forwarded copies (`Output::Send` of a request to another peer, or a name lookup that will lead
 //! to one) mean the request now holds a server transaction, its own bytes, and a client
 //! transaction with each copy; a final response sent back alone means a server transaction
-//! that keeps it for retransmissions; nothing, or a provisional response, means a
+//! that keeps it for retransmissions, if the shard holds more transactions than before the
+//! request (an answer sent statelessly holds nothing: the digest challenge of an
+//! unauthenticated request, so that a forged flood of them, one request per forged address,
+//! fills neither this table nor memory); nothing, or a provisional response, means a
 //! retransmission absorbed by a running transaction (charged nothing: a phone retransmitting
 //! over UDP is not charged again). That is an exact count of what the request made, at the
 //! moment it made it.
@@ -68,9 +71,9 @@ pub(crate) struct Cost {
 }
 
 impl Cost {
-    /// The cost of a request of `len` bytes from `from` whose handling produced `out`
-    /// (module docs).
-    pub(crate) fn of(out: &[Output], from: &herald_core::Peer, len: usize) -> Cost {
+    /// The cost of a request of `len` bytes from `from` whose handling produced `out`;
+    /// `started`: its shard holds more transactions than before it (module docs).
+    pub(crate) fn of(out: &[Output], from: &herald_core::Peer, len: usize, started: bool) -> Cost {
         let mut branches = 0u32;
         let mut copies = 0u64;
         let mut answered = 0u64;
@@ -92,7 +95,7 @@ impl Cost {
         }
         if branches > 0 {
             Cost { transactions: 1 + branches, bytes: len as u64 + copies }
-        } else if answered > 0 {
+        } else if answered > 0 && started {
             Cost { transactions: 1, bytes: answered }
         } else {
             Cost::default()
@@ -283,23 +286,26 @@ mod tests {
         let fwd = "OPTIONS sip:b@198.51.100.1 SIP/2.0\r\n\r\n";
         // Forwarded (and a 100 Trying back): the request and its copy, two transactions.
         let out = [send("192.0.2.1:5060", "SIP/2.0 100 Trying\r\n\r\n"), send("198.51.100.1:5060", fwd)];
-        assert_eq!(Cost::of(&out, &from, 1000), Cost { transactions: 2, bytes: 1000 + fwd.len() as u64 });
+        assert_eq!(Cost::of(&out, &from, 1000, true), Cost { transactions: 2, bytes: 1000 + fwd.len() as u64 });
         // Forked to two, one after a lookup.
         let lookup = Output::Resolve {
             token: 1,
             request: ResolveRequest { host: "example.com".into(), port: None, transport: None, secure: false },
         };
         let out = [send("198.51.100.1:5060", fwd), lookup];
-        assert_eq!(Cost::of(&out, &from, 1000), Cost { transactions: 3, bytes: 2000 + fwd.len() as u64 });
+        assert_eq!(Cost::of(&out, &from, 1000, true), Cost { transactions: 3, bytes: 2000 + fwd.len() as u64 });
         // Answered here: the final response is kept for retransmissions.
         let ok = "SIP/2.0 200 OK\r\n\r\n";
         assert_eq!(
-            Cost::of(&[send("192.0.2.1:5060", ok)], &from, 1000),
+            Cost::of(&[send("192.0.2.1:5060", ok)], &from, 1000, true),
             Cost { transactions: 1, bytes: ok.len() as u64 }
         );
+        // Answered statelessly (a digest challenge before any transaction): nothing is held.
+        let challenge = "SIP/2.0 401 Unauthorized\r\n\r\n";
+        assert_eq!(Cost::of(&[send("192.0.2.1:5060", challenge)], &from, 1000, false), Cost::default());
         // A retransmission absorbed (nothing, or the provisional again) costs nothing.
-        assert_eq!(Cost::of(&[], &from, 1000), Cost::default());
-        assert_eq!(Cost::of(&[send("192.0.2.1:5060", "SIP/2.0 100 Trying\r\n\r\n")], &from, 1000), Cost::default());
+        assert_eq!(Cost::of(&[], &from, 1000, false), Cost::default());
+        assert_eq!(Cost::of(&[send("192.0.2.1:5060", "SIP/2.0 100 Trying\r\n\r\n")], &from, 1000, false), Cost::default());
     }
 
     #[test]
