@@ -2,7 +2,7 @@
 //! that matches no response context. The branch is derived from the request, so a
 //! retransmission leaves with the same one.
 
-use super::context::PlannedDest;
+use super::context::{Planned, PlannedDest};
 use super::decisions::Local;
 use super::forward_edits::{loop_branch, strict_route_edits};
 use super::hop::{hop_for, Hop};
@@ -37,7 +37,8 @@ impl Engine {
         }
         let Some(authenticated) = self.pass_gate(now, from, &msg, out) else { return };
         let pre = preprocess(&msg, &self.cfg.identity, &self.own_texts);
-        match self.plan_targets(now, &msg, pre.as_ref().ok(), from, authenticated) {
+        // Only whether herald answers it itself is read here: the best target alone is planned.
+        match self.plan_targets::<Option<Planned>>(now, &msg, pre.as_ref().ok(), from, authenticated) {
             Err(Local::Register) => {
                 let (response, ticket) = self.registrar.handle_register_durable(now, &msg, from, &self.store);
                 self.send_when_durable(now, response_destination(&msg, from), response.freeze(), ticket, out);
@@ -69,10 +70,10 @@ impl Engine {
         // Written where it stays ([`preprocess_into`]).
         let mut pre = Preprocessed::default();
         let Ok(()) = preprocess_into(msg, &self.cfg.identity, &self.own_texts, &mut pre) else { return };
-        let Ok(plan) = self.plan_targets(now, msg, Some(&pre), from, authenticated) else { return };
-        // The first of the highest q: the plan is in preference order (a gateway set's
-        // algorithm, the most recent binding first), and `max_by_key` alone keeps the last.
-        let Some(target) = plan.into_iter().rev().max_by_key(|p| p.q) else { return };
+        // The best target alone (`PlanSet` for `Option`): one is sent, so none is kept in a `Vec`.
+        let Ok(Some(target)) = self.plan_targets::<Option<Planned>>(now, msg, Some(&pre), from, authenticated) else {
+            return;
+        };
         let to = match &target.dest {
             PlannedDest::Peer(p) => *p,
             PlannedDest::Uri(u) => match Uri::parse(u.as_bytes()).ok().as_ref().and_then(hop_for) {

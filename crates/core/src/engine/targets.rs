@@ -27,18 +27,23 @@ impl Engine {
     /// and record-routed requests follow it, never the table), REGISTER for a served domain and
     /// requests for herald itself, then the routing table, and without a matching rule the
     /// default: a served domain's location service, else the Request-URI.
-    pub(super) fn plan_targets(
+    ///
+    /// `T` is what the caller keeps of the plan ([`PlanSet`]): every target (`Vec`, for the
+    /// branches of a stateful request), or only the best one (`Option`, for
+    /// `forward_stateless`, which sends one: a target planned alone then needs no `Vec`).
+    #[inline]
+    pub(super) fn plan_targets<T: PlanSet>(
         &self,
         now: Instant,
         msg: &Message,
         pre: Option<&Preprocessed<'_>>,
         from: Peer,
         authenticated: bool,
-    ) -> Result<Vec<Planned>, Local> {
+    ) -> Result<T, Local> {
         let pre = pre.ok_or(Local::Reject(400, "Bad Route"))?;
         // RFC 5626 §5.3: a flow token in a Route of ours names the flow the request leaves on.
         if let Some(flow) = self.flow_route(pre, from) {
-            return flow.map(|p| vec![p]);
+            return flow.map(T::one);
         }
         // Borrowed: most requests never need it as a String of their own.
         let ruri_text: Cow<'_, str> = match &pre.request_uri {
@@ -52,7 +57,7 @@ impl Engine {
         if let Some(route) = pre.first_remaining().and_then(|r| r.addr()) {
             // Loose routing: the next hop is the first remaining Route (§16.12).
             let (next, strict) = next_hop(Some(route), &ruri_text);
-            return Ok(vec![Planned {
+            return Ok(T::one(Planned {
                 request_uri: if strict { Some(next.clone()) } else { pre.request_uri.clone() },
                 dest: PlannedDest::Uri(next),
                 push_routes: vec![],
@@ -62,7 +67,7 @@ impl Engine {
                 lost_flow: None,
                 gateway: None,
                 contact: None,
-            }]);
+            }));
         }
         // The received Request-URI was parsed by `preprocess`; a strict-routing fix-up's is new.
         let ruri = match pre.request_uri {
@@ -79,8 +84,8 @@ impl Engine {
                     _ => Local::Reject(404, "Not Found"),
                 })
             }
-            Decision::Rule(_, rule) => return self.plan_rule(now, msg, &ruri, rule),
-            Decision::Location => return self.plan_location(now, &ruri),
+            Decision::Rule(_, rule) => return self.plan_rule(now, msg, &ruri, rule).map(T::many),
+            Decision::Location => return self.plan_location(now, &ruri).map(T::many),
             // RFC 3261 §16.3 step 2: only a rule routes a tel: URI; there is no host to send it to.
             Decision::Unsupported => return Err(Local::Reject(416, "Unsupported URI Scheme")),
             Decision::RequestUri => {}
@@ -94,7 +99,7 @@ impl Engine {
             Some(Hop::Peer(p)) => PlannedDest::Peer(p),
             _ => PlannedDest::Uri(ruri_text.into_owned()),
         };
-        Ok(vec![Planned {
+        Ok(T::one(Planned {
             request_uri: pre.request_uri.clone(),
             dest,
             push_routes: vec![],
@@ -104,7 +109,7 @@ impl Engine {
             lost_flow: None,
             gateway: None,
             contact: None,
-        }])
+        }))
     }
 
     /// §16.5: the location service's targets for `ruri` (a served domain's user, or the routing
@@ -151,6 +156,41 @@ impl Engine {
             return Err(Local::Reject(480, "No Secure Contact"));
         }
         Ok(planned)
+    }
+}
+
+/// What a caller of [`Engine::plan_targets`] keeps of the targets planned.
+pub(super) trait PlanSet: Sized {
+    /// The plan when one target was planned alone (a Route, a flow, the Request-URI).
+    fn one(target: Planned) -> Self;
+    /// The plan when a list was planned (a rule, the location service), in preference order.
+    fn many(targets: Vec<Planned>) -> Self;
+}
+
+/// Every target: the branches of a stateful request (§16.6).
+impl PlanSet for Vec<Planned> {
+    #[inline(always)]
+    fn one(target: Planned) -> Self {
+        vec![target]
+    }
+    #[inline(always)]
+    fn many(targets: Vec<Planned>) -> Self {
+        targets
+    }
+}
+
+/// The best target alone, for a request forwarded without state (§16.11), which goes to one:
+/// the first of the highest q, as the plan is in preference order (a gateway set's algorithm,
+/// the most recent binding first), and `max_by_key` alone keeps the last. `None` when a list
+/// was planned empty. A target planned alone is kept as it is, with no `Vec` allocated and
+/// freed for it (the ACK for each 2xx, issue 21).
+impl PlanSet for Option<Planned> {
+    #[inline(always)]
+    fn one(target: Planned) -> Self {
+        Some(target)
+    }
+    fn many(targets: Vec<Planned>) -> Self {
+        targets.into_iter().rev().max_by_key(|p| p.q)
     }
 }
 

@@ -554,6 +554,9 @@ mod fuzz_findings;
 #[path = "tests_timer_c.rs"]
 mod timer_c;
 
+#[path = "tests_plan_set.rs"]
+mod plan_set;
+
 /// RFC 5630 §3.1.3 and RFC 3261 §16.6 step 4: a SIPS request goes only to bindings reached over
 /// TLS (480 when there is none, never a UDP or TCP contact), and its Record-Route is SIPS.
 #[test]
