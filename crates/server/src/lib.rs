@@ -41,6 +41,7 @@
 
 pub mod admin;
 mod bind;
+mod clock_reading;
 pub mod config;
 mod conn_limit;
 mod conns;

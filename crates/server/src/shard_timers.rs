@@ -28,6 +28,7 @@
 //! `armed`; a worker that raises `armed` takes `lowered` after storing it (all SeqCst), so
 //! either the publisher sees the new `armed` and wakes it, or the worker sees the new deadline.
 
+use crate::clock_reading::Reading;
 use crate::runtime::TICK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,6 +42,9 @@ pub(crate) const NO_DEADLINE: u64 = u64::MAX;
 /// Deadlines are nanoseconds since `epoch`, in atomics.
 pub(crate) struct ShardTimers {
     epoch: Instant,
+    /// `epoch`'s clock reading, where readings give what subtraction gives (module
+    /// `clock_reading`): deadlines are then encoded without a call into std.
+    epoch_reading: Option<Reading>,
     workers: usize,
     /// Per shard: the earliest deadline its handler reported between calls, or [`NO_DEADLINE`].
     /// Lowered by the alarm, taken by the owner when it runs the shard's timers.
@@ -63,8 +67,10 @@ struct Owner {
 impl ShardTimers {
     pub(crate) fn new(shards: usize, workers: usize) -> ShardTimers {
         let workers = workers.max(1);
+        let epoch = Instant::now();
         ShardTimers {
-            epoch: Instant::now(),
+            epoch,
+            epoch_reading: Reading::of(epoch).filter(|_| Reading::matches(epoch)),
             workers,
             alarms: (0..shards).map(|_| AtomicU64::new(NO_DEADLINE)).collect(),
             owners: (0..workers)
@@ -82,12 +88,20 @@ impl ShardTimers {
         self.epoch
     }
 
+    /// `at` in nanoseconds since the epoch. Before the epoch: due now (0); past u64 nanoseconds
+    /// (584 years): never.
     pub(crate) fn encode(&self, at: Option<Instant>) -> u64 {
-        match at {
-            None => NO_DEADLINE,
-            // Before the epoch: due now (0); past u64 nanoseconds (584 years): never.
-            Some(t) => u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NO_DEADLINE - 1),
+        let Some(t) = at else { return NO_DEADLINE };
+        // From the clock readings where they serve (up to 292 years), the same nanoseconds.
+        if let Some(nanos) = self.epoch_reading.and_then(|e| e.nanos_until(Reading::of(t)?)) {
+            return nanos;
         }
+        self.encode_by_subtraction(t)
+    }
+
+    /// [`ShardTimers::encode`] the general way.
+    fn encode_by_subtraction(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NO_DEADLINE - 1)
     }
 
     pub(crate) fn decode(&self, at: u64) -> Option<Instant> {
@@ -190,6 +204,25 @@ mod tests {
         let mut woken = pin!(t.woken(1));
         t.published(1, 5_000_000_000_000);
         assert!(ready(woken.as_mut()));
+    }
+
+    #[test]
+    fn encoding_from_readings_is_encoding_by_subtraction() {
+        let t = ShardTimers::new(1, 1);
+        assert!(t.epoch_reading.is_some(), "a Unix Instant gives readings");
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let d = Duration::from_nanos(if i % 2 == 0 { x >> 20 } else { i * 999_999_937 });
+            for at in [t.epoch.checked_add(d), t.epoch.checked_sub(d)].into_iter().flatten() {
+                assert_eq!(t.encode(Some(at)), t.encode_by_subtraction(at));
+            }
+        }
+        let far = t.epoch.checked_add(Duration::from_secs(300 * 365 * 86_400));
+        if let Some(far) = far {
+            assert_eq!(t.encode(Some(far)), t.encode_by_subtraction(far));
+        }
+        assert_eq!(t.encode(None), NO_DEADLINE);
     }
 
     #[test]
