@@ -127,7 +127,8 @@ impl<H: SipHandler> Dispatcher<H> {
         }
         // What the engine made of the request is in `out` before it is carried out: charge it.
         let len = msg.as_bytes().len();
-        let started = self.shards.handle(shard, Input::Message { from, local, msg }, now, &mut self.out, &mut self.egress);
+        let started =
+            self.shards.handle(shard, Input::Message { from, local, msg }, now, &mut self.out, &mut self.egress);
         let cost = source_budget::Cost::of(&self.out, &from, len, started);
         if !self.shared.budgets.charge(from.addr.ip(), cost, now) {
             tracing::debug!(source = %from.addr.ip(), "per-source budget table full: request not charged");

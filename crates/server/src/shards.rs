@@ -171,7 +171,14 @@ impl<H: SipHandler> Shards<H> {
     /// `handle` on shard `i` at `now` (see [`Shards::guarded`]). True when the shard holds
     /// more transactions than before: the input started one (what a per-source budget charges
     /// for an answer, module `source_budget`).
-    pub(crate) fn handle(&self, i: usize, input: Input, now: Instant, out: &mut Vec<Output>, me: &mut impl Sender) -> bool {
+    pub(crate) fn handle(
+        &self,
+        i: usize,
+        input: Input,
+        now: Instant,
+        out: &mut Vec<Output>,
+        me: &mut impl Sender,
+    ) -> bool {
         self.guarded(i, now, out, me, |h, now, out| h.handle(now, input, out))
     }
 

@@ -305,7 +305,10 @@ mod tests {
         assert_eq!(Cost::of(&[send("192.0.2.1:5060", challenge)], &from, 1000, false), Cost::default());
         // A retransmission absorbed (nothing, or the provisional again) costs nothing.
         assert_eq!(Cost::of(&[], &from, 1000, false), Cost::default());
-        assert_eq!(Cost::of(&[send("192.0.2.1:5060", "SIP/2.0 100 Trying\r\n\r\n")], &from, 1000, false), Cost::default());
+        assert_eq!(
+            Cost::of(&[send("192.0.2.1:5060", "SIP/2.0 100 Trying\r\n\r\n")], &from, 1000, false),
+            Cost::default()
+        );
     }
 
     #[test]
