@@ -44,6 +44,12 @@ if [ -z "${HERALD_TORTURE_DIR:-}" ] && [ ! -d ../shared/testdata/sip-torture ]; 
     exit 2
 fi
 
+# A run that compiles everything once gains nothing from incremental caches, which add to the
+# target directory's size on disk (a CI host ran out of disk, stop 37). A caller may set it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk free where the build goes"
+df -h "${CARGO_TARGET_DIR:-target}" 2>/dev/null || df -h .
+
 echo "== import cycles between modules (docs/design/architecture.md)"
 python3 scripts/module_cycles.py
 echo "== cargo fmt --check"
@@ -52,6 +58,7 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null || true
 echo "== bounded fuzz run"
 ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 echo "== instructions per call against bench/instructions-baseline.txt (callgrind)"
