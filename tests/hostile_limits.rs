@@ -254,3 +254,34 @@ fn a_source_past_its_held_bytes_budget_gets_503_while_another_is_forwarded() {
     );
     assert!(herald.stop().is_some_and(|s| s.success()));
 }
+
+/// Item 3, what is not charged: a request forwarded without state holds nothing once its copy
+/// has left (RFC 3261 §16.11), so its source is not charged for it. A stateless herald
+/// (`[proxy] stateless = true`) relays thirty 50-KB OPTIONS, three times the 1 MiB budget if
+/// each were charged as a held request and its copy, and the same source's next one is relayed
+/// too, not refused with 503 (it was, while a forward was charged whatever it held). (An ACK is
+/// never charged; a stateful herald holds what it forwards: the test above.)
+#[test]
+fn requests_forwarded_without_state_are_not_charged_to_their_source() {
+    let toml = "[limits]\nmax_held_bytes_per_source = 1048576\n[proxy]\nstateless = true\n\
+                [auth]\nenabled = false\n";
+    let herald = start("limits_stateless_uncharged", toml);
+    let h = herald.addr;
+    let phone = big_udp_from("127.0.0.29"); // bob, never answers
+    register(&phone, h, "bob");
+    let caller = big_udp_from("127.0.0.30");
+    let local = caller.local_addr().unwrap();
+    let uri = format!("sip:bob@{h}");
+    let body = "x".repeat(50_000);
+    const SENT: usize = 31; // the last one after the other thirty
+    for n in 0..SENT {
+        let req = request("OPTIONS", &uri, local, &format!("big-{n}"), "", &body);
+        caller.send_to(req.as_bytes(), h).unwrap();
+        std::thread::sleep(Duration::from_millis(30)); // 33/s: under 60 per 2 s
+    }
+    let relayed = call_ids(&received(&phone, Duration::from_millis(500)), "big-");
+    assert_eq!(relayed.len(), SENT, "each relayed once: {relayed:?}");
+    let answers = received(&caller, Duration::from_millis(100));
+    assert!(answers.iter().all(|a| status_of(a) != Some(503)), "the source was charged for stateless forwards");
+    assert!(herald.stop().is_some_and(|s| s.success()));
+}

@@ -10,17 +10,19 @@
 //!
 //! The transactions live in the engine shards, keyed by branch and spread by Call-ID; the
 //! runtime does not see them end (a timer or another peer's response ends them). What it does
-//! see is what handling a request produced, under the shard's lock, before anything else runs:
-//! forwarded copies (`Output::Send` of a request to another peer, or a name lookup that will lead
-//! to one) mean the request now holds a server transaction, its own bytes, and a client
-//! transaction with each copy; a final response sent back alone means a server transaction
-//! that keeps it for retransmissions, if the shard holds more transactions than before the
-//! request (an answer sent statelessly holds nothing: the digest challenge of an
-//! unauthenticated request, so that a forged flood of them, one request per forged address,
-//! fills neither this table nor memory); nothing, or a provisional response, means a
-//! retransmission absorbed by a running transaction (charged nothing: a phone retransmitting
-//! over UDP is not charged again). That is an exact count of what the request made, at the
-//! moment it made it.
+//! see is what handling a request produced, under the shard's lock, before anything else runs,
+//! and whether the shard then holds more transactions than before. A request that left it
+//! holding no more holds nothing and is charged nothing: an answer sent statelessly (the digest
+//! challenge of an unauthenticated request, so that a forged flood of them, one request per
+//! forged address, fills neither this table nor memory), a request forwarded without state (the
+//! ACK for a 2xx and stateless mode, RFC 3261 §16.11: its copy leaves at once, and a stateless
+//! forward never waits for a name lookup), a retransmission absorbed by a running transaction
+//! (nothing sent, or a provisional response again: a phone retransmitting over UDP is not
+//! charged again). A request that started one is charged by its outputs: forwarded copies
+//! (`Output::Send` of a request to another peer, or a name lookup that will lead to one) mean a
+//! server transaction, its own bytes, and a client transaction with each copy; a final response
+//! sent back alone means a server transaction that keeps it for retransmissions. That is an
+//! exact count of what the request made, at the moment it made it.
 //!
 //! The charge is then held for [`horizon`], the longest a transaction started now can hold
 //! anything without new input: a non-INVITE sent to a silent target lives 64*T1 (Timer F) and
@@ -74,6 +76,9 @@ impl Cost {
     /// The cost of a request of `len` bytes from `from` whose handling produced `out`;
     /// `started`: its shard holds more transactions than before it (module docs).
     pub(crate) fn of(out: &[Output], from: &herald_core::Peer, len: usize, started: bool) -> Cost {
+        if !started {
+            return Cost::default();
+        }
         let mut branches = 0u32;
         let mut copies = 0u64;
         let mut answered = 0u64;
@@ -95,7 +100,7 @@ impl Cost {
         }
         if branches > 0 {
             Cost { transactions: 1 + branches, bytes: len as u64 + copies }
-        } else if answered > 0 && started {
+        } else if answered > 0 {
             Cost { transactions: 1, bytes: answered }
         } else {
             Cost::default()
@@ -300,6 +305,9 @@ mod tests {
             Cost::of(&[send("192.0.2.1:5060", ok)], &from, 1000, true),
             Cost { transactions: 1, bytes: ok.len() as u64 }
         );
+        // Forwarded without state (the ACK for a 2xx, §16.11): the copy is gone, nothing held.
+        let ack = "ACK sip:b@198.51.100.1 SIP/2.0\r\n\r\n";
+        assert_eq!(Cost::of(&[send("198.51.100.1:5060", ack)], &from, 1000, false), Cost::default());
         // Answered statelessly (a digest challenge before any transaction): nothing is held.
         let challenge = "SIP/2.0 401 Unauthorized\r\n\r\n";
         assert_eq!(Cost::of(&[send("192.0.2.1:5060", challenge)], &from, 1000, false), Cost::default());
