@@ -34,6 +34,8 @@ pub(crate) struct Egress {
     measure: bool,
     /// Datagrams waiting for the next [`Egress::flush`], per UDP socket of the worker.
     queues: Vec<Vec<Outgoing>>,
+    /// The sendmmsg headers every flush fills (prepared once, herald-sys `SendBatch`).
+    headers: herald_sys::SendBatch,
     /// The worker's first UDP socket of each address family (IPv4, IPv6), found once: see
     /// [`Egress::udp_socket_for`].
     udp_sockets: [Option<usize>; 2],
@@ -60,6 +62,7 @@ impl Egress {
             common,
             measure,
             queues,
+            headers: herald_sys::SendBatch::new(),
             udp_sockets,
             flushes,
             datagrams_queued: false,
@@ -213,7 +216,7 @@ impl Egress {
             let sock = &self.common.udp[i];
             let mut at = 0;
             while at < queue.len() {
-                let (n, failed) = udp::send_batch(sock, &queue[at..]);
+                let (n, failed) = udp::send_batch_with(&mut self.headers, sock, &queue[at..]);
                 at += n;
                 self.stats().udp_sent.fetch_add(n as u64, Ordering::Relaxed);
                 let Some(e) = failed else { continue };

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 pub(crate) use herald_sys::{enable_rx_metadata, wait_writable};
-use herald_sys::{Outbound, RecvBatch, Wait};
+use herald_sys::{Outbound, RecvBatch, SendBatch, Wait};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
@@ -43,6 +43,16 @@ impl Outbound for Outgoing {
 /// is full).
 pub(crate) fn send_batch(sock: &UdpSocket, items: &[Outgoing]) -> (usize, Option<io::Error>) {
     herald_sys::send_batch(sock, items, Wait::Never)
+}
+
+/// [`send_batch`] from `headers`, prepared once and kept by a sender that flushes often (an
+/// [`Egress`](crate::egress::Egress)).
+pub(crate) fn send_batch_with(
+    headers: &mut SendBatch,
+    sock: &UdpSocket,
+    items: &[Outgoing],
+) -> (usize, Option<io::Error>) {
+    headers.send(sock, items, Wait::Never)
 }
 
 #[cfg(test)]

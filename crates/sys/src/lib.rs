@@ -7,8 +7,9 @@
 //! * Batched UDP I/O (seed 000: per-datagram system calls dominate a UDP SIP server's cost):
 //!   [`RecvBatch`] reads up to [`BATCH`] datagrams with one recvmmsg(2), each with its source,
 //!   the local address it was sent to (IP_PKTINFO), the kernel's receive time (SO_TIMESTAMPNS),
-//!   the socket's drop count (SO_RXQ_OVFL) and whether it was truncated; [`send_batch`] sends a
-//!   slice of datagrams with as few sendmmsg(2) calls as possible.
+//!   the socket's drop count (SO_RXQ_OVFL) and whether it was truncated; [`SendBatch`] sends a
+//!   slice of datagrams with as few sendmmsg(2) calls as possible, from headers prepared once
+//!   ([`send_batch`]: from headers made for that call).
 //! * Socket creation for workers that share a port: [`reuseport_udp`] and
 //!   [`reuseport_tcp_listener`] (SO_REUSEPORT, forced buffer sizes, IP_PKTINFO on wildcards), and
 //!   the receive options [`enable_rx_metadata`] / [`enable_rx_timestamps`].
@@ -66,7 +67,7 @@ pub use host::{hostname, interface_addresses, page_size};
 pub use poll::{poll, wait_writable};
 pub use recv::{Datagram, RecvBatch};
 pub use reuseport::{reuseport_tcp_listener, reuseport_udp};
-pub use send::{send_batch, Outbound};
+pub use send::{send_batch, Outbound, SendBatch};
 pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
 pub use stream::{recv, send, writev};

@@ -3,7 +3,7 @@
 
 use herald_sys::{
     enable_rx_metadata, enable_rx_timestamps, poll, realtime_ns, reuseport_tcp_listener, reuseport_udp, send_batch,
-    wait_writable, RecvBatch, Wait, BATCH,
+    wait_writable, RecvBatch, SendBatch, Wait, BATCH,
 };
 use std::io;
 use std::io::IoSlice;
@@ -68,6 +68,37 @@ fn a_batch_round_trips_with_sources_timestamps_and_order() {
     // Empty and non-blocking: WouldBlock, and the last batch is gone.
     assert_eq!(batch.recv(&rx, Wait::Never).unwrap_err().kind(), io::ErrorKind::WouldBlock);
     assert!(batch.is_empty());
+}
+
+/// One `SendBatch`'s headers serve call after call: each call sends its own payloads to its own
+/// destinations, whatever the calls before it set in the headers - a longer batch before a
+/// shorter one, addressed datagrams before a connected socket's (no name) and after it.
+#[test]
+fn a_send_batch_reused_sends_each_call_what_it_was_given() {
+    let (tx, rx, other) = (socket(), socket(), socket());
+    let (to, to_other) = (rx.local_addr().unwrap(), other.local_addr().unwrap());
+    let mut headers = SendBatch::new();
+    let mut batch = RecvBatch::new(64);
+    let got = |rx: &UdpSocket, batch: &mut RecvBatch, want: usize| {
+        let mut got = Vec::new();
+        receive(rx, batch, want, |d| got.push(d.payload.to_vec()));
+        got
+    };
+    let three = [(b"one".as_slice(), to), (b"two".as_slice(), to_other), (b"three".as_slice(), to)];
+    assert_eq!(headers.send(&tx, &three, Wait::Never).0, 3);
+    assert_eq!(got(&rx, &mut batch, 2), [b"one".to_vec(), b"three".to_vec()]);
+    assert_eq!(got(&other, &mut batch, 1), [b"two".to_vec()]);
+
+    tx.connect(to_other).unwrap();
+    let connected: [&[u8]; 1] = [b"connected"];
+    let (n, e) = headers.send(&tx, &connected, Wait::Never);
+    assert_eq!((n, e.map(|e| e.kind())), (1, None));
+    assert_eq!(got(&other, &mut batch, 1), [b"connected".to_vec()]);
+
+    let unconnected = socket();
+    assert_eq!(headers.send(&unconnected, &[(b"again".as_slice(), to)], Wait::Never).0, 1);
+    assert_eq!(got(&rx, &mut batch, 1), [b"again".to_vec()]);
+    assert_eq!(rx.recv(&mut [0; 16]).unwrap_err().kind(), io::ErrorKind::WouldBlock, "nothing more");
 }
 
 #[test]
