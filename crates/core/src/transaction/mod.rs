@@ -34,6 +34,7 @@ mod grid_memo;
 mod key;
 mod server_invite;
 mod server_non_invite;
+mod slab;
 mod stateless_branch;
 mod table;
 mod timers;

@@ -14,10 +14,12 @@
 //!   nothing is ever searched or scanned. Every deadline lies at most max(64*T1, D, T4) ahead,
 //!   which bounds how long a stale entry can linger.
 //! * A transaction is removed the moment it reaches Terminated, in the call that terminated it.
-//! * Memory after a peak: hash tables and the timer queue keep the capacity they grew to, and a flood
-//!   grows them by the hundred thousand (issue 16, item 7). [`TransactionTable::handle_timeouts`]
-//!   shrinks each one that has become mostly empty ([`shrink`]), so that the memory can go
-//!   back to the allocator (and from there to the kernel: herald-server's `memory` module).
+//! * Memory after a peak: hash tables, the entries' slab and the timer queue keep the capacity
+//!   they grew to, and a flood grows them by the hundred thousand (issue 16, item 7).
+//!   [`TransactionTable::handle_timeouts`] shrinks each one that has become mostly empty
+//!   ([`shrink_index`], [`Slab::shrink_after_peak`]: the slab once the transactions in its
+//!   highest slots, started during the peak, have ended), so that the memory can go back to
+//!   the allocator (and from there to the kernel: herald-server's `memory` module).
 
 use super::actions::{Actions, TxAction, TxState};
 use super::any::Transaction;
@@ -29,16 +31,15 @@ use super::grid_memo;
 use super::key::{to_tag, ClientKey, MethodKey, ServerKey, ServerKeyParts};
 use super::server_invite::ServerInvite;
 use super::server_non_invite::ServerNonInvite;
+use super::slab::Slab;
 use super::timers::{Timers, LANES};
-use crate::hash::IdMap;
 use crate::peer::Peer;
 use crate::seed::{Seed, TableState};
 use bytes::Bytes;
 use hashbrown::HashTable;
 use herald_sip::{Limits, Message, Method};
 use std::cell::OnceCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::time::Instant;
 
 /// Tables smaller than this are never shrunk: not worth the rehash.
@@ -51,7 +52,8 @@ const BRANCH_DIGITS: std::ops::Range<usize> = 7..23;
 /// The most timer actions whose room [`TransactionTable::recycle`] keeps for the next run.
 const SPARE_MAX: usize = 64;
 
-/// A handle on a transaction in one table; never reused within the table's lifetime.
+/// A handle on a transaction in one table: its slot in the table's [`Slab`] and a serial
+/// number, so that a handle kept after its transaction ended reaches no other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxId(pub u64);
 
@@ -126,10 +128,10 @@ struct Entry {
 #[derive(Debug)]
 pub struct TransactionTable {
     timers: Timers,
-    next_id: u64,
-    /// Boxed: an entry is several hundred bytes, and a hash table keeps up to half of its
-    /// slots empty after growing; finished transactions linger for 64*T1 by the thousand.
-    entries: IdMap<TxId, Box<Entry>>,
+    /// In place, in a slab by [`TxId`]: boxed in a map by id, each transaction was a malloc
+    /// and a free, and each access a hash lookup (issue 21: ~1.35k instructions per proxied
+    /// call, three quarters of it in mimalloc).
+    entries: Slab<Entry>,
     /// (hash of the key, id): the keys themselves are in the entries. Hashed from what peers
     /// send (branches, Call-IDs) with a keyed hash against flooding ([`TableState`]).
     clients: HashTable<(u64, TxId)>,
@@ -171,8 +173,7 @@ impl TransactionTable {
         let clients_or_servers = transactions / 2;
         TransactionTable {
             timers,
-            next_id: 1,
-            entries: IdMap::with_capacity_and_hasher(transactions, Default::default()),
+            entries: Slab::with_capacity(transactions),
             clients: HashTable::with_capacity(clients_or_servers),
             servers: HashTable::with_capacity(clients_or_servers),
             client_state: seed.derive("client transactions", 0).table_state(),
@@ -215,12 +216,6 @@ impl TransactionTable {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-
-    fn alloc(&mut self) -> TxId {
-        let id = TxId(self.next_id);
-        self.next_id += 1;
-        id
     }
 
     /// Starts a client transaction sending `request` to `peer` (its top Via carries this
@@ -292,10 +287,7 @@ impl TransactionTable {
                 Transaction::ClientNonInvite(ClientNonInvite::start(now, request, reliable, timers, out))
             }
         };
-        let id = self.alloc();
-        self.clients.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
-        self.add(id, tx, EntryKey::Client(key), key_hash, peer, None);
-        Ok(id)
+        Ok(self.add(tx, EntryKey::Client(key), key_hash, peer, None))
     }
 
     /// Starts a server transaction for `request`, received from `peer` (where its responses
@@ -363,36 +355,42 @@ impl TransactionTable {
                 Transaction::ServerNonInvite(ServerNonInvite::start(reliable, timers))
             }
         };
-        let id = self.alloc();
-        self.servers.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
-        self.add(id, tx, EntryKey::Server(key), key_hash, peer, legacy);
-        Ok(id)
+        Ok(self.add(tx, EntryKey::Server(key), key_hash, peer, legacy))
     }
 
-    /// Adds transaction `id`, which `tx` builds (with the table's timers), under its key.
+    /// Adds the transaction `tx` builds (with the table's timers) under its key; returns its id.
     #[inline(always)]
     fn add(
         &mut self,
-        id: TxId,
         tx: impl FnOnce(&Timers) -> Transaction,
         key: EntryKey,
         key_hash: u64,
         peer: Peer,
         legacy: Option<LegacyTags>,
-    ) {
-        // Allocated first and written in place: `Box::new(Entry { .. })` built the entry on the
-        // stack and copied it to the heap (issue 21: a few hundred bytes per transaction). The
-        // machine too is built once the box is there, as the entry is written: built before, it
-        // was copied in (a call to memcpy of its 256 bytes).
-        let slot = Box::new_uninit();
-        let entry = Box::write(
-            slot,
-            Entry { tx: tx(&self.timers), key, key_hash, peer, generation: 0, scheduled: None, held: 0, legacy },
-        );
+    ) -> TxId {
         self.most = self.most.max(self.entries.len() + 1);
-        let e = self.entries.entry(id).insert_entry(entry).into_mut();
+        // The machine is built as the entry is written into its slot: built before, it was
+        // copied in (a call to memcpy of its 256 bytes, issue 21).
+        let timers = &self.timers;
+        let (handle, e) = self.entries.insert(|| Entry {
+            tx: tx(timers),
+            key,
+            key_hash,
+            peer,
+            generation: 0,
+            scheduled: None,
+            held: 0,
+            legacy,
+        });
+        let id = TxId(handle);
+        let index = match &e.key {
+            EntryKey::Client(_) => &mut self.clients,
+            EntryKey::Server(_) => &mut self.servers,
+        };
+        index.insert_unique(key_hash, (key_hash, id), |&(h, _)| h);
         let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
         self.finish(id, settled);
+        id
     }
 
     /// The hash a client key is indexed under: of the branch alone, the same whether it comes
@@ -423,7 +421,7 @@ impl TransactionTable {
         let same =
             |e: &Entry| matches!(&e.key, EntryKey::Client(k) if *k.branch == *branch && k.method.as_str() == method);
         let &(_, id) =
-            self.clients.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+            self.clients.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
         Some(id)
     }
 
@@ -431,7 +429,7 @@ impl TransactionTable {
     fn server_by(&self, hash: u64, key: &ServerKey) -> Option<TxId> {
         let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k == key);
         let &(_, id) =
-            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
         Some(id)
     }
 
@@ -457,7 +455,7 @@ impl TransactionTable {
         let hash = parts.table_hash(&self.server_state);
         let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k.is(&parts));
         let &(_, id) =
-            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(&id).is_some_and(|e| same(e)))?;
+            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
         self.matched_server(id, request)
     }
 
@@ -470,7 +468,7 @@ impl TransactionTable {
     /// Server transaction `id`, found by a request's key, if the request belongs to it: an RFC
     /// 2543 INVITE transaction also compares To tags (§17.2.3).
     fn matched_server(&self, id: TxId, request: &Message) -> Option<TxId> {
-        let e = self.entries.get(&id)?;
+        let e = self.entries.get(id.0)?;
         let Some(legacy) = &e.legacy else {
             return Some(id);
         };
@@ -488,7 +486,7 @@ impl TransactionTable {
     pub fn find_cancel_target(&self, cancel: &Message) -> Option<TxId> {
         let key = ServerKey::cancel_target(cancel)?;
         let id = self.server_by(key.table_hash(&self.server_state), &key)?;
-        let e = self.entries.get(&id)?;
+        let e = self.entries.get(id.0)?;
         match &e.legacy {
             Some(legacy) => (to_tag(cancel) == legacy.invite).then_some(id),
             None => Some(id),
@@ -496,12 +494,12 @@ impl TransactionTable {
     }
 
     pub fn get(&self, id: TxId) -> Option<&Transaction> {
-        self.entries.get(&id).map(|e| &e.tx)
+        self.entries.get(id.0).map(|e| &e.tx)
     }
 
     /// Where the transaction sends (clients: the next hop; servers: where responses go).
     pub fn peer(&self, id: TxId) -> Option<Peer> {
-        self.entries.get(&id).map(|e| e.peer)
+        self.entries.get(id.0).map(|e| e.peer)
     }
 
     /// A message matched by `find_client` / `find_server`.
@@ -531,7 +529,7 @@ impl TransactionTable {
         peer: &mut Option<Peer>,
         out: &mut Actions,
     ) {
-        let Some(e) = self.entries.get_mut(&id) else { return };
+        let Some(e) = self.entries.get_mut(id.0) else { return };
         *peer = Some(e.peer);
         e.tx.on_message_into(now, msg, out);
         let settled = settle_entry(e, id, &mut self.deadlines, &self.timers, &mut self.held_bytes);
@@ -567,7 +565,7 @@ impl TransactionTable {
         peer: &mut Option<Peer>,
         out: &mut Actions,
     ) {
-        let Some(e) = self.entries.get_mut(&id) else { return };
+        let Some(e) = self.entries.get_mut(id.0) else { return };
         *peer = Some(e.peer);
         e.tx.on_tu_response_into(now, response, status, out);
         if let Some(legacy) = &mut e.legacy {
@@ -585,7 +583,7 @@ impl TransactionTable {
 
     /// The transport could not deliver this transaction's message.
     pub fn on_transport_error(&mut self, id: TxId) -> Actions {
-        let Some(e) = self.entries.get_mut(&id) else {
+        let Some(e) = self.entries.get_mut(id.0) else {
             return Actions::new();
         };
         let out = e.tx.on_transport_error();
@@ -596,29 +594,34 @@ impl TransactionTable {
 
     /// Drops a transaction without telling anyone (the TU gave up on it).
     pub fn remove(&mut self, id: TxId) -> Option<Transaction> {
-        self.unlink(id).map(|e| e.tx)
+        let e = self.entries.take(id.0)?;
+        self.unlinked(id, e.held, e.key_hash, matches!(e.key, EntryKey::Client(_)));
+        Some(e.tx)
     }
 
-    /// Unlinks transaction `id` from the table, its timer queue and its key index, and returns
-    /// its entry still boxed: a terminated transaction is dropped where it lies, not moved out
-    /// of its box first (issue 21: a memcpy of the machine per transaction).
-    fn unlink(&mut self, id: TxId) -> Option<Box<Entry>> {
-        let e = self.entries.remove(&id)?;
+    /// Removes transaction `id`, dropped where it lies in its slot, not moved out first
+    /// (issue 21: a memcpy of the machine per transaction).
+    fn drop_entry(&mut self, id: TxId) {
+        let Some(e) = self.entries.get(id.0) else { return };
+        let (held, key_hash, client) = (e.held, e.key_hash, matches!(e.key, EntryKey::Client(_)));
+        self.entries.remove(id.0);
+        self.unlinked(id, held, key_hash, client);
+    }
+
+    /// Unlinks transaction `id`, just removed from `entries`, from its timer queue, the held
+    /// bytes and its key index.
+    fn unlinked(&mut self, id: TxId, held: usize, key_hash: u64, client: bool) {
         // Only this transaction's queued entries went stale: a top of another one is as live as
         // before (every change keeps the top live), so only a top of this one needs a look.
         if self.deadlines.peek().is_some_and(|(_, (top, _))| top == id) {
             self.drop_stale_top();
         }
-        self.held_bytes -= e.held;
+        self.held_bytes -= held;
         // Only unlink the key if it still points here.
-        let index = match &e.key {
-            EntryKey::Client(_) => &mut self.clients,
-            EntryKey::Server(_) => &mut self.servers,
-        };
-        if let Ok(slot) = index.find_entry(e.key_hash, |&(_, i)| i == id) {
+        let index = if client { &mut self.clients } else { &mut self.servers };
+        if let Ok(slot) = index.find_entry(key_hash, |&(_, i)| i == id) {
             slot.remove();
         }
-        Some(e)
     }
 
     /// Does what [`settle_entry`] left to the table: usually nothing, which its callers see
@@ -627,7 +630,7 @@ impl TransactionTable {
     fn finish(&mut self, id: TxId, settled: Settled) {
         match settled {
             Settled::Done => {}
-            Settled::Terminated => drop(self.unlink(id)),
+            Settled::Terminated => self.drop_entry(id),
             Settled::TopStale => self.drop_stale_top(),
         }
     }
@@ -638,7 +641,7 @@ impl TransactionTable {
     /// nothing (each UDP request), and each state change's earlier deadline likewise.
     fn drop_stale_top(&mut self) {
         while let Some((_, (id, generation))) = self.deadlines.peek() {
-            if self.entries.get(&id).is_some_and(|e| e.generation == generation && e.scheduled.is_some()) {
+            if self.entries.get(id.0).is_some_and(|e| e.generation == generation && e.scheduled.is_some()) {
                 return;
             }
             self.deadlines.pop();
@@ -663,7 +666,7 @@ impl TransactionTable {
                 break;
             }
             self.deadlines.pop();
-            let Some(e) = self.entries.get_mut(&id) else {
+            let Some(e) = self.entries.get_mut(id.0) else {
                 continue; // the transaction is gone
             };
             if e.generation != generation {
@@ -720,7 +723,7 @@ impl TransactionTable {
             return;
         }
         self.most = self.entries.len();
-        shrink(&mut self.entries);
+        self.entries.shrink_after_peak(SHRINK_MIN_CAPACITY);
         shrink_index(&mut self.clients);
         shrink_index(&mut self.servers);
         self.large = [self.entries.capacity(), self.clients.capacity(), self.servers.capacity()]
@@ -732,15 +735,6 @@ impl TransactionTable {
     #[cfg(test)]
     fn capacities(&self) -> [usize; 4] {
         [self.entries.capacity(), self.clients.capacity(), self.servers.capacity(), self.deadlines.capacity()]
-    }
-}
-
-/// Shrinks `map` to twice its length when under an eighth of its capacity is used: hashbrown
-/// never shrinks by itself. Twice, so that it takes a doubling of the load to grow it again,
-/// and falling to an eighth again to shrink it again: no rehash back and forth.
-fn shrink<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
-    if map.capacity() > SHRINK_MIN_CAPACITY && map.len() < map.capacity() / 8 {
-        map.shrink_to(map.len() * 2);
     }
 }
 
@@ -786,7 +780,10 @@ fn settle_entry(
     }
 }
 
-/// [`shrink`] for a key index (which keeps each key's hash: no rehash of the keys).
+/// Shrinks a key index to twice its length when under an eighth of its capacity is used:
+/// hashbrown never shrinks by itself. Twice, so that it takes a doubling of the load to grow it
+/// again, and falling to an eighth again to shrink it again: no rehash back and forth. The
+/// index keeps each key's hash: no rehash of the keys.
 fn shrink_index(index: &mut HashTable<(u64, TxId)>) {
     if index.capacity() > SHRINK_MIN_CAPACITY && index.len() < index.capacity() / 8 {
         index.shrink_to(index.len() * 2, |&(h, _)| h);
@@ -822,17 +819,29 @@ mod shrink_tests {
         peak(&mut tt, t + Duration::from_secs(20), 100, "b");
         tt.handle_timeouts(t + Duration::from_secs(33));
         assert_eq!(tt.len(), 100, "only the newer ones are left");
+        let [entries, clients, servers, heap] = tt.capacities();
+        assert!(
+            [clients, servers, heap].iter().all(|&c| c <= SHRINK_MIN_CAPACITY),
+            "{grown:?} -> {:?}",
+            tt.capacities()
+        );
+        // The entries' slots are the peak's last ones: the slab keeps its room until they end.
+        assert!(entries >= 5100, "{entries}");
+        // The load after the peak takes the low slots, so those newer ones end the slab's use.
+        peak(&mut tt, t + Duration::from_secs(40), 10, "c");
+        tt.handle_timeouts(t + Duration::from_secs(53));
+        assert_eq!(tt.len(), 10, "the load after the peak is left");
         let shrunk = tt.capacities();
         assert!(shrunk.iter().all(|&c| c <= SHRINK_MIN_CAPACITY), "{grown:?} -> {shrunk:?}");
         // What is left still works: matched, and expires in its turn.
-        let newer = request("OPTIONS", "z9hG4bKb7");
+        let newer = request("OPTIONS", "z9hG4bKc7");
         let response = herald_sip::Message::parse(
             super::super::tests_support::response_bytes(&newer, 200, None),
             &Limits::default(),
         )
         .unwrap();
         assert!(tt.find_client(&response).is_some());
-        tt.handle_timeouts(t + Duration::from_secs(60));
+        tt.handle_timeouts(t + Duration::from_secs(80));
         assert!(tt.is_empty());
     }
 

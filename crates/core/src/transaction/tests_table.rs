@@ -482,3 +482,26 @@ fn a_request_found_by_its_key_parts_is_the_one_its_built_key_finds() {
     assert_eq!(tt.find_server_unkeyed(&ack), Some(legacy_id));
     assert_eq!(tt.find_server(&ack), Some(legacy_id));
 }
+
+/// A transaction id kept after its transaction ended (as an engine's maps may, until they are
+/// told) reaches nothing, also once a new transaction has taken its slot in the table.
+#[test]
+fn an_ended_transactions_id_never_reaches_the_one_in_its_slot() {
+    let mut tt = table();
+    let t = t0();
+    let (old, _) = tt.insert_client(t, request("OPTIONS", "z9hG4bKold"), tcp()).unwrap();
+    assert!(tt.remove(old).is_some());
+    let (new, _) = tt.insert_client(t, request("OPTIONS", "z9hG4bKnew"), udp()).unwrap();
+    assert_eq!(old.0 as u32, new.0 as u32, "the new one is in the old one's slot");
+    assert_ne!(old, new);
+    assert!(tt.get(old).is_none() && tt.peer(old).is_none());
+    let ok = response(&request("OPTIONS", "z9hG4bKnew"), 200, None);
+    let mut peer = None;
+    assert!(tt.on_message_to(t, old, ok.clone(), &mut peer).is_empty());
+    assert_eq!(peer, None, "not delivered to the new one");
+    assert!(tt.on_transport_error(old).is_empty());
+    assert!(tt.remove(old).is_none());
+    assert_eq!(tt.get(new).map(|tx| tx.state()), Some(TxState::Trying));
+    assert_eq!(tt.find_client(&ok), Some(new));
+    assert_eq!(tt.len(), 1);
+}
