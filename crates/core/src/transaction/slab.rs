@@ -71,8 +71,8 @@ impl<T> Slab<T> {
     pub(crate) fn insert(&mut self, make: impl FnOnce() -> T) -> (u64, &mut T) {
         let index = self.lowest_vacant();
         if index == self.slots.len() {
-            if index % WORD == 0 {
-                if self.occupied.len() % WORD == 0 {
+            if index.is_multiple_of(WORD) {
+                if self.occupied.len().is_multiple_of(WORD) {
                     self.full.push(0);
                 }
                 self.occupied.push(0);

@@ -420,16 +420,14 @@ impl TransactionTable {
     fn client_by(&self, hash: u64, branch: &str, method: &str) -> Option<TxId> {
         let same =
             |e: &Entry| matches!(&e.key, EntryKey::Client(k) if *k.branch == *branch && k.method.as_str() == method);
-        let &(_, id) =
-            self.clients.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
+        let &(_, id) = self.clients.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(&same))?;
         Some(id)
     }
 
     /// The server transaction keyed by `key` (hashed with `server_state`).
     fn server_by(&self, hash: u64, key: &ServerKey) -> Option<TxId> {
         let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k == key);
-        let &(_, id) =
-            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
+        let &(_, id) = self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(&same))?;
         Some(id)
     }
 
@@ -454,8 +452,7 @@ impl TransactionTable {
         let Some(parts) = ServerKeyParts::of_request(request) else { return self.find_server(request) };
         let hash = parts.table_hash(&self.server_state);
         let same = |e: &Entry| matches!(&e.key, EntryKey::Server(k) if k.is(&parts));
-        let &(_, id) =
-            self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(|e| same(e)))?;
+        let &(_, id) = self.servers.find(hash, |&(h, id)| h == hash && self.entries.get(id.0).is_some_and(&same))?;
         self.matched_server(id, request)
     }
 
