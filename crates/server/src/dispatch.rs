@@ -28,6 +28,7 @@ use crate::runtime::{HandedItem, Reader};
 use crate::shards::{LoadGauges, Shards};
 use crate::shared::{Shared, WorkerCommon};
 use crate::source_budget;
+use crate::stats::Bump;
 use admission::Admission;
 use bytes::Bytes;
 use herald_core::{inbound, Input, Output, Peer, SipHandler};
@@ -117,6 +118,8 @@ impl<H: SipHandler> Dispatcher<H> {
             if owner != self.common.id && balance::may_hand_over(&self.shared, &from) {
                 // In the same batch as the datagrams handed over unparsed: one way per owner,
                 // so that a dialog's messages keep their order whichever way they were read.
+                // Reached only where the peek and the parse disagree (`owner_elsewhere`): counted.
+                self.shared.stats.workers[self.common.id].udp_handed_parsed.bump();
                 b.queue(&self.shared, &self.common, owner, HandedItem::Parsed { from, local, msg, shard });
                 return;
             }

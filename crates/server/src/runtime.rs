@@ -59,8 +59,10 @@ pub(crate) enum HandedItem {
     /// owner. The owner classifies, admits and handles it. `wait_ns`: its socket-queue wait, for
     /// the metrics.
     Datagram { from: Peer, local: SocketAddr, bytes: Bytes, wait_ns: Option<u64> },
-    /// A message the receiver parsed and admitted (the peek found no Call-ID) whose
-    /// engine shard `shard` the owner owns.
+    /// A message the receiver parsed and admitted whose engine shard `shard` the owner owns:
+    /// the peek read no Call-ID where the parse did. Not expected (the peek reads the parse's
+    /// Call-ID in every message the parse accepts, `crates/sip/tests/peek.rs`): what keeps a
+    /// dialog in order should a shape slip through, counted (`udp_handed_parsed`).
     Parsed { from: Peer, local: SocketAddr, msg: Message, shard: usize },
 }
 

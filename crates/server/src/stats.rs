@@ -103,6 +103,8 @@ counters! {
     tls_handshakes,
     /// UDP messages a busy receiver handed to the worker owning their engine shard (balancing).
     udp_handed_over,
+    /// Of those, the ones the receiver parsed before handing them over: its peek at the Call-ID read none where the parse did (none expected).
+    udp_handed_parsed,
     /// WebSocket upgrades completed (101 sent; on wss after the TLS handshake).
     ws_handshakes,
     /// WebSocket openings that failed: upgrade refused (400, 403, 405, 426, 431), timed out, closed, or (wss) TLS failed.

@@ -35,9 +35,13 @@
 //! classifies, admits and handles them (`HandedItem::Datagram`).
 //! What one read (one recvmmsg) hands a worker leaves as one batch on its control channel
 //! (`Ctl::Handed`): one channel operation and at most one wake-up of its loop per owner per
-//! read, not per message. A message the receiver had to parse (the peek found no Call-ID) whose
-//! shard is another worker's joins the same batch, parsed (`HandedItem::Parsed`): one way per
-//! owner, so a dialog's order holds however its messages were read.
+//! read, not per message. A message the receiver had to parse whose shard is another worker's
+//! joins the same batch, parsed (`HandedItem::Parsed`): one way per owner, so a dialog's order
+//! holds however its messages were read. Only a peek that read no Call-ID where the parse did
+//! leads there (a trusted source, while handing over; a message without a valid Call-ID fails
+//! the receipt checks, a truncated one is answered); the sip crate's tests find none
+//! (`crates/sip/tests/peek.rs`), and `udp_handed_parsed` counts any (tests/balance.rs: none of
+//! its Call-ID shapes).
 //!
 //! Measured with callgrind (`--separate-threads=yes`, the receiver thread alone; herald with 2
 //! workers stopped by SIGSTOP while one socket queues 1,000 in-dialog INFOs of 40 dialogs, then
