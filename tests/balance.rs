@@ -5,7 +5,8 @@
 //! herald stopped (SIGSTOP), the caller queues 40 dialogs x 25 in-dialog requests, interleaved;
 //! resumed, the receiver reads them 32 at a time - a socket backing up - and hands the messages
 //! of the other worker's shards to that worker. The callee socket must then see every request
-//! of every dialog, each dialog's in CSeq order, and herald must say it handed some over.
+//! of every dialog, each dialog's in CSeq order, and herald must say it handed some over, all
+//! of them unparsed (the receiver's peek read every Call-ID the parse did).
 
 mod bench_support;
 mod common;
@@ -23,21 +24,41 @@ const PER_DIALOG: u32 = 25;
 /// An in-dialog request (To tag: never refused as new work) routed by its Request-URI, the
 /// callee's address: no registration or lookup involved. Every third request carries a folded
 /// header line (RFC 3261 §7.3.1) after its Call-ID: the receiver's peek at the Call-ID stops
-/// before it, and the owner's full parse must unfold it.
+/// before it, and the owner's full parse must unfold it. Its Call-ID line takes the shapes of
+/// [`CALL_ID_SHAPES`] in turn, so that each dialog is written every way.
 fn request(herald: SocketAddr, caller: SocketAddr, callee: SocketAddr, dialog: usize, cseq: u32) -> String {
-    let folded = if (dialog + cseq as usize).is_multiple_of(3) { "Subject: balancing,\r\n folded\r\n" } else { "" };
+    let n = dialog + cseq as usize;
+    let folded = if n.is_multiple_of(3) { "Subject: balancing,\r\n folded\r\n" } else { "" };
+    let (lead, call_id) = CALL_ID_SHAPES[n % CALL_ID_SHAPES.len()];
+    let call_id = call_id.replace('%', &format!("balance-{dialog}"));
     format!(
-        "INFO sip:bob@{callee} SIP/2.0\r\n\
+        "{lead}INFO sip:bob@{callee} SIP/2.0\r\n\
          Via: SIP/2.0/UDP {caller};branch=z9hG4bK-bal-{dialog}-{cseq};rport\r\n\
          Route: <sip:{herald};lr>\r\n\
          Max-Forwards: 70\r\n\
          From: <sip:alice@herald.test>;tag=a{dialog}\r\n\
          To: <sip:bob@herald.test>;tag=b{dialog}\r\n\
-         Call-ID: balance-{dialog}\r\n\
+         {call_id}\r\n\
          CSeq: {cseq} INFO\r\n\
          {folded}Content-Length: 0\r\n\r\n"
     )
 }
+
+/// Ways RFC 3261 allows a Call-ID line to be written (what precedes the start line, and the
+/// line, `%` standing for the value): the long and compact names in any case (§7.3.1, §7.3.3),
+/// white space before and after the colon, the value folded onto the next line, a line before
+/// it whose name starts as Call-ID's does, CRLFs before the start line (§7.5). The receiver's
+/// peek must read each as the full parse does, so that every message is handed over unparsed
+/// (`herald_udp_handed_parsed_total` stays 0): one it missed would be parsed by the receiver
+/// and handed over parsed (`HandedItem::Parsed`), a full parse on the busy thread.
+const CALL_ID_SHAPES: [(&str, &str); 6] = [
+    ("", "Call-ID: %"),
+    ("", "i: %"),
+    ("", "call-id\t:\r\n   %  "),
+    ("", "Call-Info: <http://herald.test/info>\r\nCALL-ID:%"),
+    ("", "I :\t%\t"),
+    ("\r\n\r\n", "Call-ID:\r\n\t%"),
+];
 
 #[test]
 fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
@@ -65,7 +86,7 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
         }
     }
 
-    // dialog -> CSeqs in the order the callee first saw them (retransmissions are skipped:
+    // dialog (From) -> CSeqs in the order the callee first saw them (retransmissions are skipped:
     // the callee never answers, so herald's client transactions resend every T1).
     let mut seen: HashMap<String, Vec<u32>> = HashMap::new();
     let mut distinct = 0;
@@ -74,21 +95,22 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     while distinct < DIALOGS * PER_DIALOG as usize && Instant::now() < deadline {
         let Ok(n) = callee.recv(&mut buf) else { continue };
         let msg = &buf[..n];
-        let call_id = header_of(msg, "Call-ID", "i").expect("Call-ID").to_string();
+        // By the From tag: the Call-ID line is forwarded as the caller wrote it, folded or not.
+        let dialog = header_of(msg, "From", "f").expect("From").to_string();
         let cseq: u32 = header_of(msg, "CSeq", "").expect("CSeq").split(' ').next().unwrap().parse().unwrap();
-        let order = seen.entry(call_id).or_default();
+        let order = seen.entry(dialog).or_default();
         if !order.contains(&cseq) {
             order.push(cseq);
             distinct += 1;
         }
     }
     assert_eq!(seen.len(), DIALOGS, "every dialog reached the callee");
-    for (call_id, order) in &seen {
+    for (dialog, order) in &seen {
         let expected: Vec<u32> = (1..=PER_DIALOG).collect();
         assert_eq!(
             order,
             &expected,
-            "{call_id}: its requests, each once, in order (callee socket drops: {})",
+            "{dialog}: its requests, each once, in order (callee socket drops: {})",
             udp_drops(callee_addr.port())
         );
     }
@@ -98,6 +120,8 @@ fn one_busy_flow_is_shared_by_two_workers_and_every_dialog_keeps_its_order() {
     assert!(received >= (DIALOGS * PER_DIALOG as usize) as f64, "{received} datagrams read");
     // About half the shards belong to the worker that did not read the flow.
     assert!(handed > 0.1 * received, "{handed} of {received} handed over: balancing did not engage");
+    let parsed = s.sum("herald_udp_handed_parsed_total", &[]);
+    assert_eq!(parsed, 0.0, "{parsed} of {handed} handed over were parsed first: the peek missed a Call-ID shape");
 }
 
 /// `herald bench --single-socket`: callers and callees share one UDP socket, so the whole load
