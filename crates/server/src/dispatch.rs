@@ -119,6 +119,9 @@ impl<H: SipHandler> Dispatcher<H> {
                 // In the same batch as the datagrams handed over unparsed: one way per owner,
                 // so that a dialog's messages keep their order whichever way they were read.
                 // Reached only where the peek and the parse disagree (`owner_elsewhere`): counted.
+                // Nothing is charged on the way: only sources without a per-source budget (trusted,
+                // or no `[flood]`) are handed over (`may_hand_over`, admission's `charge`).
+                debug_assert!(charge.is_none(), "a request handed over would go uncharged");
                 self.shared.stats.workers[self.common.id].udp_handed_parsed.bump();
                 b.queue(&self.shared, &self.common, owner, HandedItem::Parsed { from, local, msg, shard });
                 return;
