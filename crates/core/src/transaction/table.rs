@@ -17,9 +17,10 @@
 //! * Memory after a peak: hash tables, the entries' slab and the timer queue keep the capacity
 //!   they grew to, and a flood grows them by the hundred thousand (issue 16, item 7).
 //!   [`TransactionTable::handle_timeouts`] shrinks each one that has become mostly empty
-//!   ([`shrink_index`], [`Slab::shrink_after_peak`]: the slab once the transactions in its
-//!   highest slots, started during the peak, have ended), so that the memory can go back to
-//!   the allocator (and from there to the kernel: herald-server's `memory` module).
+//!   ([`shrink_index`]) and frees the slab's chunks past its last occupied slot
+//!   ([`Slab::release_vacant_tail`]: once the transactions in its highest slots, started during
+//!   the peak, have ended), so that the memory can go back to the allocator (and from there to
+//!   the kernel: herald-server's `memory` module).
 
 use super::actions::{Actions, TxAction, TxState};
 use super::any::Transaction;
@@ -714,13 +715,15 @@ impl TransactionTable {
     /// capacity at least, so its cost is paid for by the removals that emptied the table.
     fn shrink_after_peak(&mut self) {
         self.deadlines.shrink_after_peak(SHRINK_MIN_CAPACITY);
+        // O(1) unless chunks are freed, and chunks hold memory at any size: not behind the
+        // look for large tables below.
+        self.entries.release_vacant_tail();
         // Past SHRINK_MIN_CAPACITY since the last look only by growing when full, at over
         // half of it (hashbrown grows to twice what it holds, or less).
         if !self.large && self.most <= SHRINK_MIN_CAPACITY / 4 {
             return;
         }
         self.most = self.entries.len();
-        self.entries.shrink_after_peak(SHRINK_MIN_CAPACITY);
         shrink_index(&mut self.clients);
         shrink_index(&mut self.servers);
         self.large = [self.entries.capacity(), self.clients.capacity(), self.servers.capacity()]
@@ -898,8 +901,10 @@ mod shrink_tests {
         // have gone to 0.)
         let left = tt.capacities();
         assert!(
-            left.iter().zip(grown).all(|(&l, g)| l >= g * 3 / 4),
+            left[1..].iter().zip(&grown[1..]).all(|(&l, &g)| l >= g * 3 / 4),
             "under SHRINK_MIN_CAPACITY, not worth a rehash: {grown:?} -> {left:?}"
         );
+        // The slab's chunks are freed at any size (no rehash): one spare chunk is left.
+        assert!(left[0] > 0 && left[0] < grown[0] / 4, "{grown:?} -> {left:?}");
     }
 }
