@@ -206,6 +206,19 @@ fn call_ids(got: &[Vec<u8>], prefix: &str) -> std::collections::BTreeSet<String>
         .collect()
 }
 
+/// `count` OPTIONS of 50 KB from `sock` to bob at herald `h` (Call-IDs `big-0`, `big-1`, ...),
+/// 33 a second: under the `[flood]` rate of 60 per 2 s.
+fn send_big_options(sock: &UdpSocket, h: SocketAddr, count: usize) {
+    let local = sock.local_addr().unwrap();
+    let uri = format!("sip:bob@{h}");
+    let body = "x".repeat(50_000);
+    for n in 0..count {
+        let req = request("OPTIONS", &uri, local, &format!("big-{n}"), "", &body);
+        sock.send_to(req.as_bytes(), h).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
 /// Item 3: one source sending 50-KB OPTIONS to a phone that never answers holds about 100 KB
 /// per request (the request and its forwarded copy) until Timer F and Timer J end it. With a
 /// per-source budget of 1 MiB, about 11 are forwarded and the rest refused with 503, at a rate
@@ -220,15 +233,9 @@ fn a_source_past_its_held_bytes_budget_gets_503_while_another_is_forwarded() {
     let phone = big_udp_from("127.0.0.26"); // bob, never answers
     register(&phone, h, "bob");
     let attacker = big_udp_from("127.0.0.27");
-    let local = attacker.local_addr().unwrap();
     let uri = format!("sip:bob@{h}");
-    let body = "x".repeat(50_000);
     const SENT: usize = 30;
-    for n in 0..SENT {
-        let req = request("OPTIONS", &uri, local, &format!("big-{n}"), "", &body);
-        attacker.send_to(req.as_bytes(), h).unwrap();
-        std::thread::sleep(Duration::from_millis(30)); // 33/s: under 60 per 2 s
-    }
+    send_big_options(&attacker, h, SENT);
     let answers = received(&attacker, Duration::from_millis(300));
     let refused: Vec<&Vec<u8>> = answers.iter().filter(|a| status_of(a) == Some(503)).collect();
     let forwarded = call_ids(&received(&phone, Duration::from_millis(300)), "big-");
@@ -270,15 +277,8 @@ fn requests_forwarded_without_state_are_not_charged_to_their_source() {
     let phone = big_udp_from("127.0.0.29"); // bob, never answers
     register(&phone, h, "bob");
     let caller = big_udp_from("127.0.0.30");
-    let local = caller.local_addr().unwrap();
-    let uri = format!("sip:bob@{h}");
-    let body = "x".repeat(50_000);
     const SENT: usize = 31; // the last one after the other thirty
-    for n in 0..SENT {
-        let req = request("OPTIONS", &uri, local, &format!("big-{n}"), "", &body);
-        caller.send_to(req.as_bytes(), h).unwrap();
-        std::thread::sleep(Duration::from_millis(30)); // 33/s: under 60 per 2 s
-    }
+    send_big_options(&caller, h, SENT);
     let relayed = call_ids(&received(&phone, Duration::from_millis(500)), "big-");
     assert_eq!(relayed.len(), SENT, "each relayed once: {relayed:?}");
     let answers = received(&caller, Duration::from_millis(100));
