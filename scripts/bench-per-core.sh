@@ -30,7 +30,7 @@
 #
 # Usage: scripts/bench-per-core.sh [HERALD]   (default target/release/herald, built if absent)
 #        ROUNDS=2 SEARCH_S=10 CONFIRM_S=60 START=2000 FACTOR=1.5 PRECISION=0.05 CONFIRM_STEPS=4
-#        MAX_P99_MS=500
+#        MAX_P99_MS=500 KAMAILIO_SHM_MB=8192
 #        SERVER_CPU=0 GEN_CPU=1 PAUSE=3 OVERLOAD=off OUT=target/bench-per-core.md
 #        Trials: SEARCH_S=5 CONFIRM_S=10 ROUNDS=1.
 # Ports: 127.0.0.1:18610 (herald), 18611 (Kamailio). Needs kamailio and taskset.
@@ -117,6 +117,7 @@ run_kamailio() {
     # shellcheck disable=SC2086
     stop $kids
     server_pid=''
+    kamailio_memory_check >>"$tmp/void" || true
 }
 
 {
@@ -124,7 +125,7 @@ run_kamailio() {
     echo
     echo "\`ROUNDS=$ROUNDS SEARCH_S=$SEARCH_S CONFIRM_S=$CONFIRM_S START=$START FACTOR=$FACTOR PRECISION=$PRECISION MAX_P99_MS=$MAX_P99_MS SERVER_CPU=$SERVER_CPU GEN_CPU=$GEN_CPU OVERLOAD=$OVERLOAD scripts/bench-per-core.sh $HERALD\`"
     echo
-    echo "herald $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($HERALD), $("$KAMAILIO" -v | awk 'NR == 1 {print $2, $3}') (-n 1, -x tlsf -X tlsf)."
+    echo "herald $(git rev-parse --short HEAD 2>/dev/null || echo unknown) ($HERALD), $("$KAMAILIO" -v | awk 'NR == 1 {print $2, $3}') (-n 1, -x tlsf -X tlsf -m ${KAMAILIO_SHM_MB:-8192})."
     echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Server on CPU $SERVER_CPU, generator on CPU $GEN_CPU. Capacity: highest rate with failed calls <= 0.01% and SRD p99 <= $MAX_P99_MS ms over a ${CONFIRM_S} s window."
     echo
@@ -154,6 +155,8 @@ k=$(median "$tmp/cap.kamailio")
         "herald $(awk -v h="$h" 'BEGIN {printf "%.2f", h / 2700}')x that figure on this machine."
     echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
 } >>"$tmp/report"
+kamailio_void_note
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
 cat "$OUT"
+[ ! -s "$tmp/void" ] || exit 1

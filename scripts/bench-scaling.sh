@@ -205,6 +205,7 @@ except Exception: print(0, 0)" "$tmp/cap.$name.$n.json")
         [ "$name" = herald ] || grep -i -m 3 'error\|memory' "$tmp/kamailio.log" | sed 's/^/      log: /' || true
     } >>"$tmp/steps"
     [ "$name" != herald ] || [ "$SPREAD_S" -le 0 ] || [ "$cap" -le 0 ] || spread_run "$n" "$gens" "$cpus" "$cap"
+    [ "$name" = herald ] || kamailio_memory_check >>"$tmp/void" || true
     # shellcheck disable=SC2086
     stop $procs
     server_pid=''
@@ -258,6 +259,7 @@ fi
 if [ -s "$tmp/steps" ]; then
     { echo; echo "Search steps (offered rate x window: summed over the generators):"; echo; cat "$tmp/steps"; } >>"$tmp/report"
 fi
+kamailio_void_note
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$tmp/report"
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"

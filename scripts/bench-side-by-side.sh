@@ -85,6 +85,7 @@ if [ "$SKIP_CAPACITY" != 1 ]; then
     start_kamailio
     capacity kamailio "$KPORT" || true
     stop_server
+    kamailio_memory_check >&2 || echo "bench-side-by-side: Kamailio's capacity above is void" >&2
     "$HERALD" bench report --input "$OUT/herald-capacity.json" --input "$OUT/kamailio-capacity.json" \
         --title "herald vs Kamailio $("$KAMAILIO" -v | awk 'NR == 1 {print $3}'): capacity over UDP, $WORKERS workers" \
         --output "$OUT/report.html"

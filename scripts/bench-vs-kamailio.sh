@@ -128,6 +128,7 @@ bench() {
     # shellcheck disable=SC2068
     stop ${pids[@]}
     server_pid=''
+    [ "$name" = herald ] || kamailio_memory_check >>"$tmp/void" || true
 
     local ok failed retrans server_t sipp_s others_s per1000 procs
     ok=$(stat_col "$tmp/stat.$name.csv" 'SuccessfulCall(C)')
@@ -201,6 +202,7 @@ floor_us=$(tail -n 1 "$tmp/floor.txt")
     echo
     awk -v f="$floor_us" -v k="$kmedian" 'BEGIN {if (k > 0) printf "Proxy floor / Kamailio median CPU per call: %.1f µs / %.1f µs = %.2f\n", f, k * 1000, f / (k * 1000)}'
 } >>"$tmp/report"
+kamailio_void_note
 mkdir -p "$(dirname "$OUT")"
 cp "$tmp/report" "$OUT"
 cat "$OUT"
