@@ -2,9 +2,18 @@
 //! it waits ([`plan_wait`]), how much it reserves ([`live_at_once`]) and when a kernel receive
 //! stamp says a message arrived ([`kernel_stamp_us`]).
 
-/// Calls and dialogs [`Agent::reserve_calls`] makes room for at most (address space of ~100 MB;
-/// its pages are touched only as the tables fill).
-pub(super) const MAX_RESERVED: usize = 1 << 18;
+use crate::agent::callee::MAX_DIALOGS;
+
+/// Calls and dialogs [`Agent::reserve_calls`] makes room for at most: as many as the callee
+/// holds at once ([`MAX_DIALOGS`]), so that no run within that bound grows a table on the way
+/// (address space of ~400 MB; its pages are touched only as the tables fill). It was 2^18: at
+/// 16,400 calls/s the callee's dialogs, kept 64·T1 after their BYE, passed it at 16 s and 2^19
+/// at 32 s, and each doubling of the dialog slab copied it into fresh pages: the loop stopped
+/// for 40-130 ms (perf, both CPUs), then sent what fell due meanwhile at once, and the proxy's
+/// socket queue overflowed (1,610 datagrams dropped at 32 s in one 40-s run, 1,032 in another,
+/// none at any other moment). The proxy's capacity then measured the generator's stall. With
+/// room for them all, 10 of 11 runs of 30-40 s at that rate retransmitted nothing.
+pub(super) const MAX_RESERVED: usize = MAX_DIALOGS;
 
 /// How many of what starts `rate` times a second over `window_us` and lives `life_us` are alive
 /// at once, at most [`MAX_RESERVED`] (0 for a rate that is not a positive number).
@@ -53,6 +62,14 @@ mod tests {
         for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(live_at_once(rate, 20_000_000, 1_000_000), 0, "{rate}");
         }
+    }
+
+    #[test]
+    fn a_one_core_capacity_run_reserves_all_its_dialogs_up_front() {
+        // bench-per-core's 60 s step at 20,000 calls/s: each dialog rings and holds ~1 s and is
+        // kept 64·T1 + 1 s after its BYE (reserve_calls). All 700,000 fit, so the slab and the
+        // Call-ID map never double while the run is measured.
+        assert_eq!(live_at_once(20_000.0, 60_000_000, 35_000_000), 700_000);
     }
 
     #[test]
