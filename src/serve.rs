@@ -71,6 +71,10 @@ pub fn run(args: Args) -> ExitCode {
         config.admin = Admin::builtin();
     }
     herald_server::init_logging(&config.log.level);
+    // Before the heap grows: herald_sys::set_thp_disabled says why huge pages are off by default.
+    if let Err(e) = herald_sys::set_thp_disabled(!config.server.transparent_huge_pages) {
+        tracing::warn!("[server] transparent_huge_pages: prctl(PR_SET_THP_DISABLE) failed: {e}");
+    }
     let (auth, users) = match authenticator(&config) {
         Ok(a) => a.unzip(),
         Err(e) => {

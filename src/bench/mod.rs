@@ -35,6 +35,10 @@ pub enum Command {
 }
 
 pub fn run(command: Command) -> ExitCode {
+    // The generator holds every call in flight and grows its heap as herald does: huge pages
+    // off for the same reason (herald_sys::set_thp_disabled). Best effort: a kernel without
+    // the flag still runs the load.
+    let _ = herald_sys::set_thp_disabled(true);
     match command {
         Command::Calls(args) => calls::run(args),
         Command::Register(args) => register::run(args),

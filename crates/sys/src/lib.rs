@@ -19,7 +19,8 @@
 //!   ([`hostname`], [`interface_addresses`]) and Ctrl-C ([`catch_sigint`], [`sigint_seen`]).
 //! * The global allocator, [`Mimalloc`]: mimalloc called without its aligned entry points where
 //!   the alignment asked for is at most a word (module `alloc`: its aligned path cost ~2.7k
-//!   instructions per proxied call).
+//!   instructions per proxied call), and transparent huge pages off for the process
+//!   ([`set_thp_disabled`], prctl(2); module `thp` says why).
 //! * Another process's scheduling and limits, for `herald tune`: a task's EEVDF slice
 //!   ([`set_task_slice_ns`], sched_setattr(2)) and RLIMIT_NOFILE ([`nofile_limit`], [`set_nofile_limit`]).
 //!
@@ -58,6 +59,7 @@ mod sockaddr;
 mod sockopt;
 mod stream;
 mod task;
+mod thp;
 mod timerfd;
 
 pub use alloc::{keep_full_pages, Mimalloc};
@@ -72,4 +74,5 @@ pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
 pub use stream::{recv, send, writev};
 pub use task::{nofile_limit, set_nofile_limit, set_task_slice_ns};
+pub use thp::{set_thp_disabled, thp_disabled};
 pub use timerfd::{read_timerfd, set_timerfd, timerfd};

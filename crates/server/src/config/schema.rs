@@ -130,11 +130,16 @@ pub struct Server {
     /// On SIGTERM/SIGINT, how long to wait for running transactions to finish before exiting.
     /// The default, 32 s, is 64*T1: the longest a non-INVITE transaction can live (RFC 3261 §17.1.2.2).
     pub drain_timeout_s: u64,
+    /// Whether herald's memory may be backed by transparent huge pages. Off by default: while
+    /// the heap grows and churns under load, each fault of a fresh 2 MiB page zeroes all of it
+    /// inside the receive loop (herald_sys::set_thp_disabled says what was measured). Applies
+    /// to herald alone, whatever /sys/kernel/mm/transparent_hugepage says.
+    pub transparent_huge_pages: bool,
 }
 
 impl Default for Server {
     fn default() -> Self {
-        Server { workers: 0, udp_buffer_bytes: 4 << 20, drain_timeout_s: 32 }
+        Server { workers: 0, udp_buffer_bytes: 4 << 20, drain_timeout_s: 32, transparent_huge_pages: false }
     }
 }
 

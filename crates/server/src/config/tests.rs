@@ -48,6 +48,7 @@ domains = ["example.com", "sip.example.com"]
 workers = 3
 udp_buffer_bytes = 65536
 drain_timeout_s = 5
+transparent_huge_pages = true
 [[listen]]
 address = "127.0.0.1:5070"
 transports = ["tcp"]
@@ -100,6 +101,7 @@ retry_after_s = 9
     )
     .unwrap();
     assert_eq!(c.server.effective_workers(), 3);
+    assert!(c.server.transparent_huge_pages);
     assert_eq!(c.listen[0].transports, vec![ListenTransport::Tcp]);
     assert_eq!(c.listen[1].transports.len(), 2);
     assert_eq!(c.proxy.forking, Forking::Sequential);
