@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// `THP_enabled` of process `pid` once it is up (its first line appears at exec; herald sets the
 /// flag right after loading its configuration, so wait until it listens).
@@ -33,15 +32,6 @@ fn serve(dir: &Path, args: &[&str], log: &Path) -> Child {
         .unwrap()
 }
 
-fn wait_listening(port: u16, child: &mut Child, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !port_taken(port, false) {
-        assert!(child.try_wait().unwrap().is_none(), "herald exited: {}", log_excerpt(log));
-        assert!(Instant::now() < deadline, "herald did not bind {port}: {}", log_excerpt(log));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn the_embedded_default_configuration_turns_huge_pages_off() {
     let dir = test_dir("huge_pages_default");
@@ -49,7 +39,7 @@ fn the_embedded_default_configuration_turns_huge_pages_off() {
     let port = port_block();
     // No --config: the embedded default configuration, as the README's first command runs it.
     let mut child = serve(&dir, &["--listen", &format!("127.0.0.1:{port}")], &log);
-    wait_listening(port, &mut child, &log);
+    wait_bound(port, false);
     assert_eq!(thp_enabled(child.id()), 0, "huge pages still on: {}", log_excerpt(&log));
     stop_child(&mut child);
 }
@@ -66,7 +56,7 @@ fn the_operator_can_keep_huge_pages() {
     );
     std::fs::write(&config, toml).unwrap();
     let mut child = serve(&dir, &["--config", config.to_str().unwrap()], &log);
-    wait_listening(port, &mut child, &log);
+    wait_bound(port, false);
     assert_eq!(thp_enabled(child.id()), 1, "huge pages were turned off: {}", log_excerpt(&log));
     stop_child(&mut child);
 }
