@@ -74,5 +74,5 @@ pub use signal::{catch_sigint, sigint_seen};
 pub use sockopt::{enable_rx_metadata, enable_rx_timestamps};
 pub use stream::{recv, send, writev};
 pub use task::{nofile_limit, set_nofile_limit, set_task_slice_ns};
-pub use thp::{set_thp_disabled, thp_disabled};
+pub use thp::set_thp_disabled;
 pub use timerfd::{read_timerfd, set_timerfd, timerfd};

@@ -1,4 +1,4 @@
-//! Transparent huge pages for the whole process: prctl(2) PR_SET_THP_DISABLE / PR_GET_THP_DISABLE.
+//! Transparent huge pages for the whole process: prctl(2) PR_SET_THP_DISABLE.
 //!
 //! Why herald turns them off (the default; `[server] transparent_huge_pages = true` keeps them):
 //! mimalloc asks for huge pages on its arenas (MADV_HUGEPAGE), so each first touch of a 2 MiB
@@ -26,16 +26,17 @@ pub fn set_thp_disabled(disabled: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether transparent huge pages are off for this process.
-pub fn thp_disabled() -> io::Result<bool> {
-    // SAFETY: PR_GET_THP_DISABLE takes no argument and returns the flag.
-    let r = cvt(unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) })?;
-    Ok(r != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether transparent huge pages are off for this process (herald itself never asks: the
+    /// tests outside this crate read /proc/PID/status).
+    fn thp_disabled() -> io::Result<bool> {
+        // SAFETY: PR_GET_THP_DISABLE takes no argument and returns the flag.
+        let r = cvt(unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) })?;
+        Ok(r != 0)
+    }
 
     #[test]
     fn the_flag_reads_back_as_it_was_set() {
