@@ -20,7 +20,7 @@
 //!   ([`shrink_index`]) and frees the slab's chunks past its last occupied slot
 //!   ([`Slab::release_vacant_tail`]: once the transactions in its highest slots, started during
 //!   the peak, have ended), so that the memory can go back to the allocator (and from there to
-//!   the kernel: herald-server's `memory` module).
+//!   the kernel: mimalloc returns freed pages by itself, see src/main.rs).
 
 use super::actions::{Actions, TxAction, TxState};
 use super::any::Transaction;
