@@ -95,10 +95,10 @@ start_kamailio_bench() { # PORT: bench/kamailio-bench.cfg with the TLSF allocato
 kamailio_memory_check() { # after a start_kamailio_bench run: silent with status 0 if Kamailio never
     # ran out of shared memory; else a sentence for the report and status 1, since its failed
     # calls were then refused for want of memory (a setting), not for want of CPU
-    local n
-    n=$(grep -c -e 'could not allocate shared memory' -e 'out of mem' "$tmp/kamailio.log" || true)
-    [ "$n" = 0 ] && return 0
-    echo "Kamailio ran out of shared memory ($n log lines, e.g. \"$(grep -m1 -e 'could not allocate shared memory' -e 'out of mem' "$tmp/kamailio.log" | cut -c1-120)\"): its result is its -m ${KAMAILIO_SHM_MB:-8192} MB pool, not its capacity; rerun with a larger KAMAILIO_SHM_MB."
+    local lines
+    lines=$(grep -e 'could not allocate shared memory' -e 'out of mem' "$tmp/kamailio.log" || true)
+    [ -z "$lines" ] && return 0
+    echo "Kamailio ran out of shared memory ($(wc -l <<<"$lines") log lines, e.g. \"$(head -n 1 <<<"$lines" | cut -c1-120)\"): its result is its -m ${KAMAILIO_SHM_MB:-8192} MB pool, not its capacity; rerun with a larger KAMAILIO_SHM_MB."
     return 1
 }
 kamailio_void_note() { # appends to $tmp/report what kamailio_memory_check wrote to $tmp/void, if any
